@@ -1,0 +1,5 @@
+import sys
+
+from tritonscale.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The InferenceService API: spec and status models, validation, CRD generation."""

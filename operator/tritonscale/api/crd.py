@@ -1,0 +1,144 @@
+"""Generate the InferenceService CRD from the Pydantic models.
+
+Pydantic emits JSON Schema 2020-12 with ``$defs``/``$ref`` and ``anyOf`` for
+optionals; a Kubernetes *structural* schema must be OpenAPI v3.0, fully
+inlined, with a ``type`` on every node and boolean ``exclusiveMinimum``.
+``structural()`` performs exactly that translation and nothing else, so the
+models stay the single source of truth. ``crds/`` is this module's output and
+``tests/api/test_crd.py`` fails when the two drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from tritonscale.api import spec as S
+from tritonscale.api.status import InferenceServiceStatus
+from tritonscale.api.validation import NAME_MAX
+
+_DROP = {"title", "examples"}
+
+
+def structural(node: Any, defs: dict[str, Any]) -> Any:
+    """Translate one pydantic JSON-Schema node to a structural OpenAPI v3 node."""
+    if isinstance(node, list):
+        return [structural(n, defs) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return structural(merged, defs)
+    if "anyOf" in node:  # Optional[X] -> X (absent means unset; null is never needed)
+        non_null = [n for n in node["anyOf"] if n.get("type") != "null"]
+        if len(non_null) == 1:
+            rest = {k: v for k, v in node.items() if k != "anyOf"}
+            merged = {**structural(non_null[0], defs), **rest}
+            if merged.get("default", 0) is None:
+                del merged["default"]
+            return structural(merged, defs)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP:
+            continue
+        if key == "properties":
+            out[key] = {k: structural(v, defs) for k, v in value.items()}
+        elif key == "exclusiveMinimum" and not isinstance(value, bool):
+            out["minimum"], out["exclusiveMinimum"] = value, True
+        elif key == "exclusiveMaximum" and not isinstance(value, bool):
+            out["maximum"], out["exclusiveMaximum"] = value, True
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = structural(value, defs)
+        elif key == "additionalProperties" and value is False:
+            continue  # extra="forbid": the API server prunes unknown fields anyway
+        elif key == "default" and isinstance(value, (dict, list)) and value:
+            continue  # non-empty object defaults would duplicate the nested scalar defaults
+        else:
+            out[key] = value
+    if out.get("x-kubernetes-preserve-unknown-fields") and out.get("type") == "object":
+        out.pop("additionalProperties", None)
+    if "enum" in out and "type" not in out:
+        out["type"] = "string"
+    return out
+
+
+def _schema_of(model: type) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.pop("$defs", {})
+    return structural(raw, defs)
+
+
+def openapi_schema() -> dict[str, Any]:
+    spec_schema = _schema_of(S.InferenceServiceSpec)
+    status_schema = _schema_of(InferenceServiceStatus)
+    # Kopf keeps handler progress under status.kopf; let unknown status keys survive pruning.
+    status_schema["x-kubernetes-preserve-unknown-fields"] = True
+    return {
+        "type": "object",
+        "required": ["spec"],
+        "x-kubernetes-validations": [{
+            "rule": f"size(self.metadata.name) <= {NAME_MAX}",
+            "message": f"metadata.name must be at most {NAME_MAX} characters: it names the Service and ConfigMap",
+        }],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec_schema,
+            "status": status_schema,
+        },
+    }
+
+
+PRINTER_COLUMNS = [
+    {"name": "Model", "type": "string", "jsonPath": ".status.model"},
+    {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+    {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas"},
+    {"name": "P95(ms)", "type": "number", "jsonPath": ".status.p95Milliseconds"},
+    {"name": "Target(ms)", "type": "number", "jsonPath": ".spec.scaling.targetP95Milliseconds"},
+    {"name": "Scaling", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Scaling")].reason'},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "Message", "type": "string", "priority": 1,
+     "jsonPath": '.status.conditions[?(@.type=="Scaling")].message'},
+]
+
+
+def crd() -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{S.PLURAL}.{S.GROUP}"},
+        "spec": {
+            "group": S.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": S.KIND,
+                "listKind": f"{S.KIND}List",
+                "plural": S.PLURAL,
+                "singular": S.SINGULAR,
+                "shortNames": list(S.SHORT_NAMES),
+                "categories": ["all", "tritonscale"],
+            },
+            "versions": [{
+                "name": S.VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": PRINTER_COLUMNS,
+                "schema": {"openAPIV3Schema": openapi_schema()},
+            }],
+        },
+    }
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def crd_yaml() -> str:
+    return "# Generated by `tritonscale crd` from operator/tritonscale/api; do not edit.\n" + yaml.dump(
+        crd(), Dumper=_NoAliasDumper, sort_keys=False, width=120
+    )

@@ -1,0 +1,165 @@
+"""Cross-field rules, declared once and enforced twice.
+
+Each rule carries the CEL expression that goes into the CRD's
+``x-kubernetes-validations`` (so a real API server rejects the object at
+``kubectl apply`` time) *and* the Python predicate the operator evaluates (so
+an object that reached the cluster some other way, e.g. an older CRD, still
+gets a ``SpecValid=False`` condition instead of a half-made rollout).
+
+``tests/api/test_rules_cel.py`` evaluates every CEL expression with
+``cel-python`` against the same table the Python predicates are tested with,
+so the two cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One cross-field rule on the object at ``scope`` (a dotted path under ``spec``)."""
+
+    scope: str  # "" for spec itself, else e.g. "scaling"
+    cel: str  # evaluated with `self` bound to the object at scope
+    message: str
+    field: str  # field path reported to the user, relative to spec
+    holds: Callable[[Any], bool]  # Python twin of `cel`, on the pydantic model at scope
+
+
+def _preferred_within_max(spec: Any) -> bool:
+    b = spec.batching
+    if b is None or not b.preferred_batch_sizes:
+        return True
+    return all(s <= spec.model.max_batch_size for s in b.preferred_batch_sizes)
+
+
+def _batching_needs_batch_dim(spec: Any) -> bool:
+    b = spec.batching
+    return b is None or not b.enabled or spec.model.max_batch_size > 0
+
+
+def _warmup_needs_inputs(spec: Any) -> bool:
+    return spec.model.warmup is None or bool(spec.model.inputs)
+
+
+def _warmup_within_max(spec: Any) -> bool:
+    w = spec.model.warmup
+    if w is None:
+        return True
+    limit = max(spec.model.max_batch_size, 1)
+    return all(s <= limit for s in w.batch_sizes)
+
+
+def _precision_supported(spec: Any) -> bool:
+    m = spec.model
+    if m.precision == "fp32":
+        return True
+    if m.backend in ("onnxruntime", "tensorrt"):
+        return True
+    if m.backend == "tensorflow":
+        return m.precision == "fp16"
+    return False
+
+
+def _tensorrt_precision_needs_gpu(spec: Any) -> bool:
+    # TensorRT accelerators only exist on GPU instances: fp16/int8 on a CPU-only
+    # service would render an optimization block Triton refuses to load.
+    return spec.model.precision == "fp32" or spec.runtime.gpus > 0
+
+
+def _min_le_max(scaling: Any) -> bool:
+    return scaling.min_replicas <= scaling.max_replicas
+
+
+def _fallback_within_bounds(scaling: Any) -> bool:
+    f = scaling.fallback_replicas
+    return f is None or (scaling.min_replicas <= f <= scaling.max_replicas)
+
+
+def _floor_within_max(scaling: Any) -> bool:
+    return scaling.min_replicas + scaling.warm_buffer <= scaling.max_replicas
+
+
+SPEC_RULES: tuple[Rule, ...] = (
+    Rule(
+        scope="",
+        cel="!has(self.batching) || !has(self.batching.preferredBatchSizes) || "
+        "self.batching.preferredBatchSizes.all(s, s <= self.model.maxBatchSize)",
+        message="every batching.preferredBatchSizes entry must be <= model.maxBatchSize",
+        field="batching.preferredBatchSizes",
+        holds=_preferred_within_max,
+    ),
+    Rule(
+        scope="",
+        cel="!has(self.batching) || !self.batching.enabled || self.model.maxBatchSize > 0",
+        message="dynamic batching needs model.maxBatchSize > 0 (Triton only batches models with a batch dimension)",
+        field="batching.enabled",
+        holds=_batching_needs_batch_dim,
+    ),
+    Rule(
+        scope="",
+        cel="!has(self.model.warmup) || (has(self.model.inputs) && size(self.model.inputs) > 0)",
+        message="model.warmup needs model.inputs: Triton synthesises warmup requests from the declared inputs",
+        field="model.warmup",
+        holds=_warmup_needs_inputs,
+    ),
+    Rule(
+        scope="",
+        cel="!has(self.model.warmup) || self.model.warmup.batchSizes.all(s, "
+        "s <= (self.model.maxBatchSize > 0 ? self.model.maxBatchSize : 1))",
+        message="every model.warmup.batchSizes entry must be <= model.maxBatchSize (or 1 without batching)",
+        field="model.warmup.batchSizes",
+        holds=_warmup_within_max,
+    ),
+    Rule(
+        scope="",
+        cel="self.model.precision == 'fp32' || self.model.backend in ['onnxruntime', 'tensorrt'] || "
+        "(self.model.backend == 'tensorflow' && self.model.precision == 'fp16')",
+        message="model.precision other than fp32 needs backend onnxruntime or tensorrt "
+        "(tensorflow supports fp16 only; pytorch and python have no TensorRT accelerator in Triton)",
+        field="model.precision",
+        holds=_precision_supported,
+    ),
+    Rule(
+        scope="",
+        cel="self.model.precision == 'fp32' || !has(self.runtime) || self.runtime.gpus > 0",
+        message="model.precision fp16/int8 uses TensorRT, which needs runtime.gpus >= 1",
+        field="model.precision",
+        holds=_tensorrt_precision_needs_gpu,
+    ),
+)
+
+SCALING_RULES: tuple[Rule, ...] = (
+    Rule(
+        scope="scaling",
+        cel="self.minReplicas <= self.maxReplicas",
+        message="scaling.minReplicas must be <= scaling.maxReplicas",
+        field="scaling.minReplicas",
+        holds=_min_le_max,
+    ),
+    Rule(
+        scope="scaling",
+        cel="self.minReplicas + self.warmBuffer <= self.maxReplicas",
+        message="scaling.minReplicas + scaling.warmBuffer must be <= scaling.maxReplicas",
+        field="scaling.warmBuffer",
+        holds=_floor_within_max,
+    ),
+    Rule(
+        scope="scaling",
+        cel="!has(self.fallbackReplicas) || "
+        "(self.fallbackReplicas >= self.minReplicas && self.fallbackReplicas <= self.maxReplicas)",
+        message="scaling.fallbackReplicas must lie between minReplicas and maxReplicas",
+        field="scaling.fallbackReplicas",
+        holds=_fallback_within_bounds,
+    ),
+)
+
+ALL_RULES: tuple[Rule, ...] = SPEC_RULES + SCALING_RULES
+
+
+def cel_block(rules: tuple[Rule, ...]) -> list[dict[str, str]]:
+    """The ``x-kubernetes-validations`` list for a schema node."""
+    return [{"rule": r.cel, "message": r.message, "fieldPath": "." + r.field.split(".", 1)[1] if r.scope else "." + r.field}
+            for r in rules]

@@ -1,0 +1,253 @@
+"""InferenceService spec: the user-facing contract, as Pydantic models.
+
+These models are the single source of truth: the CRD schema in ``crds/`` is
+generated from them (``tritonscale crd``), the operator parses every object
+through them, and ``tritonscale render`` validates files with them.
+Field names are camelCase on the wire (``maxBatchSize``) and snake_case in Python.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.alias_generators import to_camel
+
+from tritonscale.api.rules import SCALING_RULES, SPEC_RULES, Rule, cel_block
+
+GROUP = "tritonscale.io"
+VERSION = "v1alpha1"
+KIND = "InferenceService"
+PLURAL = "inferenceservices"
+SINGULAR = "inferenceservice"
+SHORT_NAMES = ["tis"]
+
+# Triton 25.08 (Aug 2025) is the newest release whose tag we could check; it
+# ships --metrics-config=summary_latencies and histogram_latencies.
+DEFAULT_TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.08-py3"
+
+DataType = Literal[
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+    "FP16", "FP32", "FP64", "BF16", "STRING",
+]
+Backend = Literal["onnxruntime", "tensorrt", "pytorch", "tensorflow", "python"]
+Precision = Literal["fp32", "fp16", "int8"]
+
+_STORAGE_URI = re.compile(r"^(s3://[^/\s]+(/\S*)?|gs://[^/\s]+(/\S*)?|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?/\S+)$")
+
+
+def _cel(rules: tuple[Rule, ...]) -> dict[str, Any]:
+    return {"x-kubernetes-validations": cel_block(rules)}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+def _free_form(description: str, *, array: bool = False) -> Any:
+    """A Kubernetes-native sub-object (resources, tolerations...) kept verbatim."""
+    extra: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
+    if array:
+        return Field(default_factory=list, description=description,
+                     json_schema_extra={"items": {"type": "object", **extra}})
+    return Field(default_factory=dict, description=description, json_schema_extra=extra)
+
+
+class TensorSpec(_Model):
+    name: str = Field(min_length=1, max_length=128, description="Tensor name as the model declares it.")
+    data_type: DataType = Field(description="Triton data type without the TYPE_ prefix, e.g. FP32.")
+    dims: list[int] = Field(
+        max_length=16,
+        description="Shape without the batch dimension; -1 marks a variable dimension.",
+    )
+
+    @field_validator("dims")
+    @classmethod
+    def _dims(cls, v: list[int]) -> list[int]:
+        if any(d == 0 or d < -1 for d in v):
+            raise ValueError("dims entries must be positive or -1 (variable)")
+        return v
+
+
+class WarmupSpec(_Model):
+    batch_sizes: list[int] = Field(
+        min_length=1, max_length=16,
+        description="One warmup request per size, sent with zero data before the replica reports ready.",
+    )
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if any(s < 1 for s in v):
+            raise ValueError("batch sizes must be >= 1")
+        return v
+
+
+class ModelSpec(_Model):
+    name: Optional[str] = Field(
+        default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Triton model name; defaults to metadata.name.",
+    )
+    storage_uri: str = Field(
+        max_length=2048,
+        description="Where the model repository entry lives: s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH. "
+        "The directory holds version subdirectories (1/, 2/...); tritonscale writes config.pbtxt beside them.",
+        json_schema_extra={"pattern": _STORAGE_URI.pattern},
+    )
+    backend: Backend = Field(description="Triton backend that runs the model.")
+    max_batch_size: int = Field(
+        default=0, ge=0, le=4096,
+        description="Largest batch Triton forms; 0 means the model has no batch dimension.",
+    )
+    inputs: list[TensorSpec] = Field(
+        default_factory=list, max_length=64,
+        description="Model inputs; optional where Triton can autocomplete them (ONNX, TensorRT, TensorFlow SavedModel).",
+    )
+    outputs: list[TensorSpec] = Field(default_factory=list, max_length=64, description="Model outputs; optional like inputs.")
+    instance_count: int = Field(default=1, ge=1, le=64, description="Model instances per GPU (Triton instance_group count).")
+    warmup: Optional[WarmupSpec] = Field(default=None, description="Warmup requests run before the replica reports ready.")
+    precision: Precision = Field(
+        default="fp32",
+        description="fp16/int8 enable Triton's TensorRT accelerator (onnxruntime: TensorRT EP; tensorflow: TF-TRT, fp16 only). "
+        "For the tensorrt backend the plan's precision is fixed when the engine is built, so nothing is rendered.",
+    )
+    response_cache: bool = Field(default=False, description="Enable Triton's response cache for this model.")
+    parameters: dict[str, str] = Field(
+        default_factory=dict, description="Extra model parameters, rendered into config.pbtxt `parameters`.",
+    )
+    version_policy_latest: Optional[int] = Field(
+        default=None, ge=1, le=16, description="Serve only the N latest versions (Triton version_policy.latest).",
+    )
+
+    @field_validator("storage_uri")
+    @classmethod
+    def _uri(cls, v: str) -> str:
+        if not _STORAGE_URI.match(v):
+            raise ValueError("must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH")
+        return v
+
+
+class BatchingSpec(_Model):
+    enabled: bool = Field(default=True, description="Render a dynamic_batching block.")
+    max_queue_delay_microseconds: int = Field(
+        default=0, ge=0, le=10_000_000,
+        description="How long Triton may hold a request to grow a batch. Trades a little queueing for throughput.",
+    )
+    preferred_batch_sizes: list[int] = Field(
+        default_factory=list, max_length=16, description="Batch sizes the batcher aims for; each <= model.maxBatchSize.",
+    )
+    preserve_ordering: bool = Field(default=False, description="Return responses in request order.")
+    max_queue_size: int = Field(default=0, ge=0, description="Reject beyond this many queued requests; 0 = unbounded.")
+    queue_timeout_microseconds: int = Field(
+        default=0, ge=0, description="Drop or delay requests queued longer than this; 0 = no timeout.",
+    )
+    timeout_action: Literal["REJECT", "DELAY"] = Field(
+        default="REJECT", description="What happens to a request whose queue timeout expires.",
+    )
+
+    @field_validator("preferred_batch_sizes")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if any(s < 1 for s in v):
+            raise ValueError("preferred batch sizes must be >= 1")
+        return v
+
+
+class RuntimeSpec(_Model):
+    image: str = Field(default=DEFAULT_TRITON_IMAGE, min_length=1, description="Triton server image.")
+    gpus: int = Field(default=1, ge=0, le=16, description="nvidia.com/gpu limit per replica; 0 runs CPU instances (KIND_CPU).")
+    resources: dict[str, Any] = _free_form("Container resources (requests/limits), merged with the GPU limit.")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Pod nodeSelector.")
+    tolerations: list[dict[str, Any]] = _free_form("Pod tolerations, e.g. for nvidia.com/gpu taints.", array=True)
+    env: list[dict[str, Any]] = _free_form("Extra container env (Kubernetes EnvVar objects).", array=True)
+    extra_args: list[str] = Field(default_factory=list, description="Extra tritonserver flags, appended last.")
+    image_pull_secrets: list[str] = Field(default_factory=list, description="Names of image pull Secrets.")
+    service_account_name: Optional[str] = Field(
+        default=None, description="ServiceAccount for the pods (e.g. with workload identity for s3/gs).",
+    )
+    response_cache_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=1024 * 1024,
+        description="Size of Triton's local response cache, used when model.responseCache is true.",
+    )
+
+
+class ScaleUpPolicy(_Model):
+    stabilization_seconds: int = Field(
+        default=0, ge=0, le=3600,
+        description="Scale up to the lowest recommendation of this look-back window (0 = act at once).",
+    )
+    max_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added per tick.")
+
+
+class ScaleDownPolicy(_Model):
+    stabilization_seconds: int = Field(
+        default=300, ge=0, le=3600,
+        description="Scale down only to the highest recommendation of this look-back window.",
+    )
+    max_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed per tick.")
+
+
+def _object_default() -> dict:
+    # `default: {}` lets the API server fill the nested scalar defaults when the block is omitted.
+    return {"default": {}}
+
+
+class PrometheusSpec(_Model):
+    url: Optional[str] = Field(
+        default=None, pattern=r"^https?://\S+$",
+        description="Per-object Prometheus URL, overriding the operator's --prometheus-url.",
+    )
+
+
+class ScalingSpec(_Model):
+    model_config = ConfigDict(json_schema_extra=_cel(SCALING_RULES))
+
+    min_replicas: int = Field(default=1, ge=0, le=1000, description="Warm floor: replicas never scaled below.")
+    max_replicas: int = Field(default=10, ge=1, le=1000, description="Ceiling on replicas (and GPUs x runtime.gpus).")
+    target_p95_milliseconds: Optional[float] = Field(
+        default=None, gt=0, le=600_000,
+        description="p95 latency objective. Without it the service is held at minReplicas + warmBuffer.",
+    )
+    interval_seconds: int = Field(default=15, ge=1, le=600, description="Seconds between autoscaler ticks.")
+    window_seconds: int = Field(
+        default=60, ge=5, le=3600, description="Range of the rate() windows for request rate and queue time.",
+    )
+    tolerance: float = Field(
+        default=0.1, ge=0, le=1, description="Dead band around the target: no change while within +-tolerance.",
+    )
+    scale_up: ScaleUpPolicy = Field(default_factory=ScaleUpPolicy, json_schema_extra=_object_default(),
+                                    description="Scale-up stabilization (default 0 s) and step (default 4).")
+    scale_down: ScaleDownPolicy = Field(default_factory=ScaleDownPolicy, json_schema_extra=_object_default(),
+                                        description="Scale-down stabilization (default 300 s) and step (default 1).")
+    panic_threshold: float = Field(
+        default=2.0, ge=1, le=100,
+        description="p95/target ratio that triggers panic mode: scale straight to the proportional size and "
+        "block scale-down for the panic window.",
+    )
+    warm_buffer: int = Field(default=0, ge=0, le=100, description="Extra warm replicas kept above minReplicas.")
+    fallback_replicas: Optional[int] = Field(
+        default=None, ge=0, le=1000,
+        description="Replicas to run after failureThreshold consecutive metric failures; unset = hold.",
+    )
+    failure_threshold: int = Field(default=3, ge=1, le=1000, description="Consecutive failures before fallbackReplicas applies.")
+    prometheus: PrometheusSpec = Field(default_factory=PrometheusSpec, json_schema_extra=_object_default(),
+                                       description="Metric source overrides.")
+
+    @property
+    def floor(self) -> int:
+        """Warm floor including the buffer: the autoscaler never goes below it."""
+        return min(self.min_replicas + self.warm_buffer, self.max_replicas)
+
+
+class InferenceServiceSpec(_Model):
+    model_config = ConfigDict(json_schema_extra=_cel(SPEC_RULES))
+
+    model: ModelSpec
+    batching: Optional[BatchingSpec] = Field(default=None, description="Triton dynamic batching; omit to disable.")
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec, json_schema_extra=_object_default(),
+                                 description="How Triton runs: image, GPUs, pod placement.")
+    scaling: ScalingSpec = Field(default_factory=ScalingSpec, json_schema_extra=_object_default(),
+                                 description="Warm floor, ceiling, latency target and autoscaler policy.")

@@ -1,0 +1,147 @@
+"""`tritonscale`: the single entry point (also `python -m tritonscale`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, Iterable
+
+import yaml
+
+
+def _crd(_: argparse.Namespace) -> int:
+    from tritonscale.api.crd import crd_yaml
+
+    sys.stdout.write(crd_yaml())
+    return 0
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> Any:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+def _load_documents(path: str) -> tuple[list[Any], list[str]]:
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as exc:
+        return [], [f"{path}: cannot read: {exc.strerror}"]
+    try:
+        return [d for d in yaml.safe_load_all(text) if d is not None], []
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return [], [f"{path}: {where}invalid YAML: {problem}"]
+
+
+def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Objects the operator would create for each InferenceService in ``docs``, or problems."""
+    from tritonscale.api.spec import GROUP, KIND
+    from tritonscale.api.validation import validate_body
+    from tritonscale.render.kubernetes_objects import build_children
+
+    objects: list[dict[str, Any]] = []
+    problems: list[str] = []
+    found = 0
+    for i, doc in enumerate(docs, start=1):
+        if not isinstance(doc, dict) or doc.get("kind") != KIND:
+            continue
+        found += 1
+        if not str(doc.get("apiVersion", "")).startswith(GROUP + "/"):
+            problems.append(f"{path}: document {i}: apiVersion: must be {GROUP}/v1alpha1")
+            continue
+        meta = dict(doc.get("metadata") or {})
+        label = meta.get("name") or f"document {i}"
+        spec, errs = validate_body(doc)
+        if errs:
+            problems += [f"{path}: {label}: {e}" for e in errs]
+            continue
+        meta.setdefault("namespace", "default")
+        owner = {**doc, "metadata": meta}
+        has_uid = bool(meta.get("uid"))
+        if not has_uid:
+            meta["uid"] = "00000000-0000-0000-0000-000000000000"
+        for obj in build_children(spec, owner):
+            if not has_uid:  # an ownerReference to a made-up uid would get the child garbage-collected
+                obj["metadata"].pop("ownerReferences")
+            objects.append(obj)
+    if not found and not problems:
+        problems.append(f"{path}: no {KIND} documents found")
+    return objects, problems
+
+
+def _render(args: argparse.Namespace) -> int:
+    docs, problems = _load_documents(args.file)
+    objects: list[dict[str, Any]] = []
+    if not problems:
+        objects, problems = render_documents(docs, args.file)
+    if problems:
+        for p in problems:
+            print(p, file=sys.stderr)
+        return 1
+    sys.stdout.write(yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, explicit_start=True))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tritonscale.operator_main import OperatorOptions, run
+
+    return run(OperatorOptions(
+        namespaces=args.namespace or [],
+        prometheus_url=args.prometheus_url,
+        metrics_port=args.metrics_port,
+        liveness_port=args.liveness_port,
+        verbose=args.verbose,
+    ))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tritonscale",
+        description="Serve models on NVIDIA Triton and autoscale them on p95 latency.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run the operator (in-cluster credentials or KUBECONFIG)")
+    p.add_argument("--namespace", "-n", action="append", metavar="NS",
+                   help="watch only this namespace (repeatable); default: cluster-wide")
+    p.add_argument("--prometheus-url", default=os.environ.get("TRITONSCALE_PROMETHEUS_URL"),
+                   help="Prometheus base URL (env TRITONSCALE_PROMETHEUS_URL)")
+    p.add_argument("--metrics-port", type=int, default=int(os.environ.get("TRITONSCALE_METRICS_PORT", "8080")),
+                   help="port of the operator's own /metrics (0 disables; default 8080)")
+    p.add_argument("--liveness-port", type=int, default=int(os.environ.get("TRITONSCALE_LIVENESS_PORT", "8081")),
+                   help="port of /healthz (0 disables; default 8081)")
+    p.add_argument("--verbose", "-v", action="store_true")
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("crd", help="print the InferenceService CRD generated from the models")
+    p.set_defaults(func=_crd)
+
+    p = sub.add_parser("render", help="print the objects the operator would create for a file")
+    p.add_argument("-f", "--file", required=True, help="YAML file with InferenceService(s), or - for stdin")
+    p.set_defaults(func=_render)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

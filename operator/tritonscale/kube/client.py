@@ -1,0 +1,87 @@
+"""Thin typed wrapper over the official kubernetes client.
+
+Writes are create + JSON merge patch only (no apply, no PUT, no strategic
+merge), so they mean the same thing on every API server and on the emulator.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import kubernetes
+from kubernetes.client import ApiException
+
+from tritonscale.api.spec import GROUP, PLURAL, VERSION
+
+MERGE = "application/merge-patch+json"
+
+
+def load_credentials() -> None:
+    """In-cluster service account if present, else KUBECONFIG / ~/.kube/config."""
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    ):
+        kubernetes.config.load_incluster_config()
+    else:
+        kubernetes.config.load_kube_config()
+
+
+@dataclass(frozen=True)
+class _Kind:
+    read: Callable[..., Any]
+    create: Callable[..., Any]
+    patch: Callable[..., Any]
+
+
+class Kube:
+    """Namespaced get/create/patch for the kinds tritonscale owns, as plain dicts."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient | None = None) -> None:
+        self.client = api_client or kubernetes.client.ApiClient()
+        core = kubernetes.client.CoreV1Api(self.client)
+        apps = kubernetes.client.AppsV1Api(self.client)
+        policy = kubernetes.client.PolicyV1Api(self.client)
+        self.custom = kubernetes.client.CustomObjectsApi(self.client)
+        self._kinds = {
+            "ConfigMap": _Kind(core.read_namespaced_config_map, core.create_namespaced_config_map,
+                               core.patch_namespaced_config_map),
+            "Service": _Kind(core.read_namespaced_service, core.create_namespaced_service,
+                             core.patch_namespaced_service),
+            "Deployment": _Kind(apps.read_namespaced_deployment, apps.create_namespaced_deployment,
+                                apps.patch_namespaced_deployment),
+            "PodDisruptionBudget": _Kind(policy.read_namespaced_pod_disruption_budget,
+                                         policy.create_namespaced_pod_disruption_budget,
+                                         policy.patch_namespaced_pod_disruption_budget),
+        }
+
+    def _dict(self, obj: Any) -> dict[str, Any]:
+        return self.client.sanitize_for_serialization(obj)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self._dict(self._kinds[kind].read(name, namespace))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._dict(self._kinds[obj["kind"]].create(obj["metadata"]["namespace"], obj))
+
+    def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        return self._dict(self._kinds[kind].patch(name, namespace, patch, _content_type=MERGE))
+
+    def get_inference_service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE
+        )

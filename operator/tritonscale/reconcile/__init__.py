@@ -1,0 +1,1 @@
+"""Level-based reconciliation: compare desired children with live ones."""

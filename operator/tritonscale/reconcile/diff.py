@@ -1,0 +1,93 @@
+"""Pure comparison of a desired child with its live counterpart.
+
+The API server defaults many fields (``terminationMessagePath``, probe
+timeouts, ``clusterIP``...), so live objects are supersets of what we send.
+``contains(live, desired)`` therefore asks "does live already say everything
+we want?", recursing into dicts and comparing lists element by element.
+
+Removal of a key we set earlier is handled with the last-applied annotation
+(as ``kubectl apply`` does): keys present in the last applied object but gone
+from the desired one are sent as ``null`` in the merge patch.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+LAST_APPLIED = "tritonscale.io/last-applied"
+
+
+def contains(live: Any, desired: Any) -> bool:
+    if isinstance(desired, dict):
+        return isinstance(live, dict) and all(k in live and contains(live[k], v) for k, v in desired.items())
+    if isinstance(desired, list):
+        return isinstance(live, list) and len(live) == len(desired) and all(
+            contains(lv, dv) for lv, dv in zip(live, desired)
+        )
+    if isinstance(desired, (int, float)) and isinstance(live, (int, float)) and not isinstance(desired, bool):
+        return live == desired
+    return live == desired
+
+
+def removals(last: Any, desired: Any) -> Any:
+    """A merge-patch fragment nulling keys of ``last`` that ``desired`` no longer has."""
+    if not isinstance(last, dict) or not isinstance(desired, dict):
+        return None
+    out: dict[str, Any] = {}
+    for key, old in last.items():
+        if key not in desired:
+            out[key] = None
+        else:
+            sub = removals(old, desired[key])
+            if sub:
+                out[key] = sub
+    return out or None
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in extra.items():
+        if k in out and isinstance(out[k], dict) and isinstance(v, dict):
+            out[k] = _merge(out[k], v)
+        elif k not in out:
+            out[k] = v
+    return out
+
+
+def strip_owned_by_others(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """Fields another controller owns are never part of a patch: for a
+    Deployment that is ``spec.replicas``, owned by the autoscaler."""
+    if kind == "Deployment" and "replicas" in obj.get("spec", {}):
+        obj = {**obj, "spec": {k: v for k, v in obj["spec"].items() if k != "replicas"}}
+    return obj
+
+
+def with_last_applied(desired: dict[str, Any]) -> dict[str, Any]:
+    """Record what we applied, so a later removal can be detected."""
+    body = strip_owned_by_others(desired["kind"], desired)
+    note = json.dumps({k: body[k] for k in body if k not in ("metadata", "apiVersion", "kind")},
+                      sort_keys=True, separators=(",", ":"))
+    meta = dict(desired["metadata"])
+    meta["annotations"] = {**meta.get("annotations", {}), LAST_APPLIED: note}
+    return {**desired, "metadata": meta}
+
+
+def plan_patch(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any] | None:
+    """The merge patch that makes ``live`` match ``desired``, or None if nothing to do.
+
+    ``desired`` must already carry the last-applied annotation (``with_last_applied``).
+    """
+    want = strip_owned_by_others(desired["kind"], desired)
+    body = {k: v for k, v in want.items() if k not in ("apiVersion", "kind")}
+    body["metadata"] = {k: want["metadata"][k] for k in ("labels", "annotations", "ownerReferences")
+                        if k in want["metadata"]}
+    raw = (live.get("metadata", {}).get("annotations") or {}).get(LAST_APPLIED)
+    try:
+        last = json.loads(raw) if raw else {}
+    except ValueError:
+        last = {}
+    gone = removals(last, {k: v for k, v in body.items() if k != "metadata"}) or {}
+    if contains(live, body) and not gone:
+        return None
+    return _merge(body, gone)

@@ -1,0 +1,1 @@
+"""Pure renderers: spec -> config.pbtxt and Kubernetes objects."""

@@ -1,0 +1,256 @@
+"""spec -> the Kubernetes children of an InferenceService (pure builders).
+
+Children: ConfigMap (config.pbtxt), Deployment (tritonserver), Service
+(http/grpc/metrics) and PodDisruptionBudget (protects the warm floor).
+
+Config changes reach Triton through a *pod-template hash*: the Deployment's
+pod template carries ``tritonscale.io/config-hash`` (sha256 of config.pbtxt).
+A changed config changes the template, so Kubernetes rolls the pods with
+maxUnavailable=0: every new pod loads and warms the model before an old one
+goes, and the warm floor holds during the rollout. We chose this over
+Triton's model-control reload because reload needs ``--model-control-mode=
+explicit`` plus a per-pod API call, and gives no readiness-gated rollback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from typing import Any
+
+from tritonscale.api.spec import GROUP, KIND, VERSION, InferenceServiceSpec
+from tritonscale.render.triton_config import model_name, render_config_pbtxt
+
+LABEL = "tritonscale.io/inferenceservice"
+HASH_ANNOTATION = "tritonscale.io/config-hash"
+MODEL_REPOSITORY = "/models"
+HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
+
+# Images for the init container that assembles the model directory.
+FETCH_IMAGES = {
+    "s3": "amazon/aws-cli:2.17.0",
+    "gs": "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable",
+    "pvc": "busybox:1.36",
+}
+
+# Cold start = download + load + warmup. Give the startup probe 10 min
+# (120 x 5 s) before Kubernetes restarts the pod: large TensorRT engines take minutes.
+STARTUP_PERIOD_S, STARTUP_FAILURES = 5, 120
+
+
+def child_names(name: str) -> dict[str, str]:
+    return {"Deployment": name, "Service": name, "ConfigMap": f"{name}-config", "PodDisruptionBudget": name}
+
+
+def labels(name: str) -> dict[str, str]:
+    return {
+        LABEL: name,
+        "app.kubernetes.io/name": "triton",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/managed-by": "tritonscale",
+    }
+
+
+def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _meta(name: str, owner: dict[str, Any], owner_name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": owner["metadata"].get("namespace"),
+        "labels": labels(owner_name),
+        "ownerReferences": [owner_reference(owner)],
+    }
+
+
+def config_hash(config_pbtxt: str) -> str:
+    return hashlib.sha256(config_pbtxt.encode()).hexdigest()[:16]
+
+
+def build_configmap(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[str, Any]:
+    name = owner["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(child_names(name)["ConfigMap"], owner, name),
+        "data": {"config.pbtxt": render_config_pbtxt(spec, name)},
+    }
+
+
+def _fetch_container(spec: InferenceServiceSpec, model: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Init container that assembles /models/<model>/ = versions from storageUri + our config.pbtxt."""
+    uri = spec.model.storage_uri
+    scheme, rest = uri.split("://", 1)
+    dest = f"{MODEL_REPOSITORY}/{model}"
+    volumes: list[dict[str, Any]] = []
+    mounts = [{"name": "model-repository", "mountPath": MODEL_REPOSITORY},
+              {"name": "model-config", "mountPath": "/config", "readOnly": True}]
+    if scheme == "pvc":
+        claim, path = rest.split("/", 1)
+        src = f"/mnt/pvc/{path}"
+        volumes.append({"name": "model-source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mounts.append({"name": "model-source", "mountPath": "/mnt/pvc", "readOnly": True})
+        # Symlink the version directories instead of copying: no second copy of a multi-GB model.
+        fetch = (f'for e in {shlex.quote(src)}/*; do [ "$(basename "$e")" = config.pbtxt ] || '
+                 f'ln -s "$e" {shlex.quote(dest)}/; done')
+    elif scheme == "s3":
+        fetch = f"aws s3 cp --recursive --only-show-errors {shlex.quote(uri)} {shlex.quote(dest)}"
+    else:
+        fetch = f"gcloud storage cp --recursive {shlex.quote(uri.rstrip('/') + '/*')} {shlex.quote(dest)}/"
+    script = f"set -eu\nmkdir -p {shlex.quote(dest)}\n{fetch}\ncp /config/config.pbtxt {shlex.quote(dest)}/config.pbtxt\n"
+    container = {
+        "name": "model-fetch",
+        "image": FETCH_IMAGES[scheme],
+        "command": ["/bin/sh", "-c", script],
+        "env": list(spec.runtime.env),
+        "volumeMounts": mounts,
+    }
+    return container, volumes
+
+
+def _tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
+    args = [
+        "tritonserver",
+        f"--model-repository={MODEL_REPOSITORY}",
+        f"--http-port={HTTP_PORT}",
+        f"--grpc-port={GRPC_PORT}",
+        f"--metrics-port={METRICS_PORT}",
+        "--metrics-config=summary_latencies=true",
+        "--exit-on-error=true",
+        "--strict-readiness=true",
+    ]
+    if spec.runtime.gpus == 0:
+        args.append("--allow-gpu-metrics=false")
+    if spec.model.response_cache:
+        args.append(f"--cache-config=local,size={spec.runtime.response_cache_bytes}")
+    return args + list(spec.runtime.extra_args)
+
+
+def _resources(spec: InferenceServiceSpec) -> dict[str, Any]:
+    res = {k: dict(v) for k, v in spec.runtime.resources.items() if isinstance(v, dict)}
+    if spec.runtime.gpus > 0:
+        res.setdefault("limits", {})["nvidia.com/gpu"] = spec.runtime.gpus
+    return res
+
+
+def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[str, Any]:
+    """The Deployment. ``spec.replicas`` is the warm floor and is only used on create:
+    afterwards the autoscaler owns that field and the reconciler never patches it."""
+    name = owner["metadata"]["name"]
+    model = model_name(spec, name)
+    config = render_config_pbtxt(spec, name)
+    fetch, source_volumes = _fetch_container(spec, model)
+    ready_probe = {"httpGet": {"path": f"/v2/models/{model}/ready", "port": "http"}}
+    pod_labels = labels(name)
+    container: dict[str, Any] = {
+        "name": "triton",
+        "image": spec.runtime.image,
+        "args": _tritonserver_args(spec),
+        "ports": [
+            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        # The model's ready endpoint turns 200 only after load *and* model_warmup,
+        # so a replica counts as ready only once it is warm.
+        "startupProbe": {**ready_probe, "periodSeconds": STARTUP_PERIOD_S, "failureThreshold": STARTUP_FAILURES},
+        "readinessProbe": {**ready_probe, "periodSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"},
+                          "periodSeconds": 10, "failureThreshold": 6},
+        "resources": _resources(spec),
+        "env": list(spec.runtime.env),
+        "volumeMounts": [
+            {"name": "model-repository", "mountPath": MODEL_REPOSITORY},
+            {"name": "dshm", "mountPath": "/dev/shm"},  # Triton's python backend and pinned memory use shm
+        ],
+    }
+    pod_spec: dict[str, Any] = {
+        "initContainers": [fetch],
+        "containers": [container],
+        "volumes": [
+            {"name": "model-repository", "emptyDir": {}},
+            {"name": "model-config", "configMap": {"name": child_names(name)["ConfigMap"]}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+            *source_volumes,
+        ],
+        "terminationGracePeriodSeconds": 30,
+    }
+    if spec.runtime.node_selector:
+        pod_spec["nodeSelector"] = dict(spec.runtime.node_selector)
+    if spec.runtime.tolerations:
+        pod_spec["tolerations"] = list(spec.runtime.tolerations)
+    if spec.runtime.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in spec.runtime.image_pull_secrets]
+    if spec.runtime.service_account_name:
+        pod_spec["serviceAccountName"] = spec.runtime.service_account_name
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(child_names(name)["Deployment"], owner, name),
+        "spec": {
+            "replicas": spec.scaling.floor,
+            "selector": {"matchLabels": {LABEL: name}},
+            # Surge one warm pod before removing an old one: rollouts never dip below the floor.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {
+                    "labels": pod_labels,
+                    "annotations": {
+                        HASH_ANNOTATION: config_hash(config),
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(METRICS_PORT),
+                    },
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def build_service(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[str, Any]:
+    name = owner["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(child_names(name)["Service"], owner, name),
+        "spec": {
+            "selector": {LABEL: name},
+            "ports": [
+                {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
+                {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP", "appProtocol": "grpc"},
+                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+def build_pdb(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[str, Any]:
+    """Voluntary disruptions (node drains) may not take the service below minReplicas."""
+    name = owner["metadata"]["name"]
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(child_names(name)["PodDisruptionBudget"], owner, name),
+        "spec": {"minAvailable": spec.scaling.min_replicas, "selector": {"matchLabels": {LABEL: name}}},
+    }
+
+
+def build_children(spec: InferenceServiceSpec, owner: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every child, in creation order: the ConfigMap exists before pods mount it."""
+    return [build_configmap(spec, owner), build_deployment(spec, owner),
+            build_service(spec, owner), build_pdb(spec, owner)]
+
+
+def endpoints(owner: dict[str, Any]) -> dict[str, str]:
+    name, ns = owner["metadata"]["name"], owner["metadata"].get("namespace", "default")
+    host = f"{name}.{ns}.svc"
+    return {"http": f"http://{host}:{HTTP_PORT}", "grpc": f"{host}:{GRPC_PORT}"}

@@ -1,0 +1,286 @@
+"""An emulated Kubernetes API: KMock's ``KubernetesEmulator`` plus the behaviour
+Kopf and the kubernetes client need from a real API server.
+
+KMock 0.8 (pinned) stores objects and streams watches but leaves out parts of
+the API server contract. This subclass adds exactly those parts:
+
+- ``metadata.uid``, ``resourceVersion``, ``creationTimestamp`` and
+  ``generation`` (bumped when ``spec`` changes) -- Kopf's finalizer JSON-patch
+  ``test`` and ownerReferences need them;
+- optimistic concurrency: a merge patch that names a stale ``resourceVersion``
+  gets 409, like the real server;
+- a failed JSON-patch answers 422, not 500;
+- ``metadata.namespace`` filled from the URL on create, and ``generateName``
+  honoured (Kopf posts Events with it);
+- watches subscribe *before* replaying existing objects, so no event between
+  replay and subscription is lost;
+- a bounded request history (KMock rescans every earlier request on each
+  dispatch) plus a compact log of (verb, group, resource, subresource) that the
+  RBAC test compares with the chart's ClusterRole.
+
+Not emulated (as with KMock): server-side apply, PUT, label/field selectors,
+strategic merge, garbage collection, schema validation, controllers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import itertools
+import secrets
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import attrs
+import jsonpatch
+import kmock
+from kmock._internal import enums, rendering
+from kmock._internal.k8s import KubernetesError
+
+from tritonscale.api import spec as S
+
+_HISTORY_KEEP = 200
+
+_VERBS = {
+    enums.action.LIST: "list",
+    enums.action.WATCH: "watch",
+    enums.action.FETCH: "get",
+    enums.action.CREATE: "create",
+    enums.action.UPDATE: "patch",
+    enums.action.DELETE: "delete",
+}
+
+
+@dataclass(frozen=True)
+class ApiCall:
+    verb: str
+    group: str
+    resource: str
+    subresource: str | None
+    namespace: str | None
+    name: str | None
+
+
+def _now() -> str:
+    return datetime.datetime.now(tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@attrs.define(kw_only=True)
+class KubernetesAPI(kmock.KubernetesEmulator):
+    calls: list[ApiCall] = attrs.field(factory=list, init=False)
+    _rv: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.resources.load_bundled()
+        self.resources[f"{S.GROUP}/{S.VERSION}/{S.PLURAL}"] = kmock.ResourceInfo(
+            kind=S.KIND, singular=S.SINGULAR, namespaced=True, shortnames=set(S.SHORT_NAMES),
+            verbs={"list", "watch", "get", "create", "patch", "update", "delete"}, subresources={"status"},
+        )
+
+    def _next_rv(self) -> str:
+        return str(next(self._rv))
+
+    def _record(self, request: rendering.Request) -> None:
+        res = request.resource
+        if res is None or request.action not in _VERBS:
+            return
+        self.calls.append(ApiCall(
+            verb=_VERBS[request.action], group=res.group or "", resource=res.plural or "",
+            subresource=request.subresource, namespace=request.namespace, name=request.name,
+        ))
+
+    def _prepare_create(self, request: rendering.Request) -> None:
+        data = request.data
+        if not isinstance(data, dict):
+            return
+        meta = data.setdefault("metadata", {})
+        if request.namespace and not meta.get("namespace"):
+            meta["namespace"] = request.namespace
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + secrets.token_hex(3)
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", _now())
+        meta["resourceVersion"] = self._next_rv()
+        meta.setdefault("generation", 1)
+
+    def _prepare_update(self, request: rendering.Request) -> None:
+        key = (request.resource, request.namespace, request.name)
+        if key not in self.objects or self.objects[key].deleted:
+            return  # KMock answers 404
+        current = dict(self.objects[key].raw)
+        meta = current.get("metadata", {})
+        rv = self._next_rv()
+        data = request.data
+        spec_changed = False
+        if isinstance(data, list):  # JSON-patch: check it applies, then stamp the new version
+            try:
+                patched = jsonpatch.apply_patch(current, data, in_place=False)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                raise KubernetesError(status=422, reason="Invalid", message=f"JSON patch failed: {exc}")
+            spec_changed = patched.get("spec") != current.get("spec")
+            data.append({"op": "add", "path": "/metadata/resourceVersion", "value": rv})
+            if spec_changed and request.subresource is None:
+                data.append({"op": "add", "path": "/metadata/generation", "value": meta.get("generation", 1) + 1})
+        elif isinstance(data, dict):
+            want = (data.get("metadata") or {}).get("resourceVersion")
+            if want is not None and want != meta.get("resourceVersion"):
+                raise KubernetesError(status=409, reason="Conflict",
+                                      message="the object has been modified; please apply your changes "
+                                      "to the latest version and try again")
+            # /status may change only status; the main resource ignores status (as the real server does).
+            for key in [k for k in data if (k != "status") == (request.subresource is not None) and k != "metadata"]:
+                del data[key]
+            spec_changed = "spec" in data and _merged(current.get("spec"), data["spec"]) != current.get("spec")
+            md = data.setdefault("metadata", {})
+            md["resourceVersion"] = rv
+            if spec_changed:
+                md["generation"] = meta.get("generation", 1) + 1
+
+    async def _handle(self, request: rendering.Request) -> Any:
+        self._record(request)
+        if len(self._requests) > 2 * _HISTORY_KEEP:
+            del self._requests[:-_HISTORY_KEEP]
+        if request.resource is not None:
+            try:
+                if request.action == enums.action.CREATE:
+                    self._prepare_create(request)
+                elif request.action == enums.action.UPDATE and request.name is not None:
+                    self._prepare_update(request)
+            except KubernetesError as exc:
+                return await self._render_error(exc)
+        return await super()._handle(request)
+
+    async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[Any]:
+        # Subscribe first, then replay: an event published in between is delivered, not lost.
+        yield b""
+        assert request.resource is not None
+        bus = self._buses[request.resource]
+        mark = await bus.mark()
+        try:
+            async with self._lock:
+                snapshot = [
+                    {"type": "ADDED", "object": obj.raw}
+                    for (res, ns, _), obj in self.objects.items()
+                    if res == request.resource and not obj.deleted
+                    and (request.namespace is None or ns == request.namespace)
+                ]
+            for event in snapshot:
+                yield event
+            async for event in bus.stream(since=mark):
+                ns = (event.get("object") or {}).get("metadata", {}).get("namespace")
+                if request.namespace is None or ns == request.namespace:
+                    yield event
+        finally:
+            await bus.unmark(mark)
+
+    # ---- conveniences for tests and the sandbox -------------------------------------------
+
+    def get(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        res = kmock.resource(resource) if isinstance(resource, str) else resource
+        for (r, ns, n), obj in list(self.objects.items()):
+            if r == res and ns == namespace and n == name and not obj.deleted:
+                return dict(obj.raw)
+        return None
+
+    def list(self, resource: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        res = kmock.resource(resource)
+        return [dict(obj.raw) for (r, ns, _), obj in list(self.objects.items())
+                if r == res and not obj.deleted and (namespace is None or ns == namespace)]
+
+
+def _merged(base: Any, patch: Any) -> Any:
+    if not isinstance(base, dict) or not isinstance(patch, dict):
+        return patch
+    out = dict(base)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merged(out.get(k), v)
+    return out
+
+
+class EmulatedCluster:
+    """Runs :class:`KubernetesAPI` on 127.0.0.1 in a background thread with its own
+    event loop, and writes a kubeconfig pointing at it.
+
+    A separate loop keeps the emulator responsive whatever the caller does, and
+    lets synchronous code (the sandbox, pytest) use it directly.
+    """
+
+    def __init__(self, port: int = 0) -> None:
+        self._port = port
+        self.api: KubernetesAPI | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: kmock.Server | None = None
+        self.url = ""
+
+    def start(self) -> "EmulatedCluster":
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+
+            async def boot() -> None:
+                self.api = KubernetesAPI(strict=False)
+                self._server = kmock.Server(self.api, port=self._port or None)
+                await self._server.__aenter__()
+                self.url = f"http://127.0.0.1:{self._server.port}"
+
+            try:
+                loop.run_until_complete(boot())
+            except BaseException as exc:  # surfaced to the caller below
+                errors.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._server.__aexit__(None, None, None))
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="kube-emulator", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if errors:
+            raise RuntimeError(f"emulated Kubernetes API failed to start: {errors[0]}") from errors[0]
+        return self
+
+    def call(self, coro_fn: Any, *args: Any) -> Any:
+        """Run ``coro_fn(*args)`` on the emulator's loop and wait for the result."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro_fn(*args), self._loop).result(30)
+
+    def write_kubeconfig(self, path: str) -> str:
+        import yaml
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "emulated", "cluster": {"server": self.url}}],
+            "users": [{"name": "emulated", "user": {"token": "emulated"}}],
+            "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "emulated",
+                                                           "namespace": "default"}}],
+            "current-context": "emulated",
+        }
+        with open(path, "w") as fh:
+            yaml.safe_dump(config, fh)
+        return path
+
+    def stop(self) -> None:
+        if self._loop is not None and self._loop.is_running():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def __enter__(self) -> "EmulatedCluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
