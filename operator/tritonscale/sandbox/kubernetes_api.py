@@ -9,7 +9,7 @@ the API server contract. This subclass adds exactly those parts:
   ``test`` and ownerReferences need them;
 - optimistic concurrency: a merge patch that names a stale ``resourceVersion``
   gets 409, like the real server;
-- a failed JSON-patch answers 422, not 500;
+- a failed JSON-patch answers 422, not 500; create answers 201, not 200;
 - ``metadata.namespace`` filled from the URL on create, and ``generateName``
   honoured (Kopf posts Events with it);
 - watches subscribe *before* replaying existing objects, so no event between
@@ -151,7 +151,10 @@ class KubernetesAPI(kmock.KubernetesEmulator):
                     self._prepare_update(request)
             except KubernetesError as exc:
                 return await self._render_error(exc)
-        return await super()._handle(request)
+        response = await super()._handle(request)
+        if request.action == enums.action.CREATE and response.status == 200 and not response.prepared:
+            response.set_status(201)  # the real API answers 201 Created; clients map types by status
+        return response
 
     async def _serve_watch(self, request: rendering.Request) -> AsyncIterator[Any]:
         # Subscribe first, then replay: an event published in between is delivered, not lost.
@@ -230,6 +233,9 @@ class EmulatedCluster:
 
             async def boot() -> None:
                 self.api = KubernetesAPI(strict=False)
+                # Inside the handler's context, KMock renders errors as Kubernetes Status
+                # responses (404, 409...) instead of letting aiohttp answer 500.
+                await self.api.__aenter__()
                 self._server = kmock.Server(self.api, port=self._port or None)
                 await self._server.__aenter__()
                 self.url = f"http://127.0.0.1:{self._server.port}"
@@ -243,6 +249,7 @@ class EmulatedCluster:
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self._server.__aexit__(None, None, None))
+            loop.run_until_complete(self.api.__aexit__(None, None, None))
             loop.close()
 
         self._thread = threading.Thread(target=run, name="kube-emulator", daemon=True)
