@@ -102,7 +102,15 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         liveness_port=args.liveness_port,
         verbose=args.verbose,
+        selector_labels=dict(args.series_label or []),
     ))
+
+
+def _label_pair(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="port of the operator's own /metrics (0 disables; default 8080)")
     p.add_argument("--liveness-port", type=int, default=int(os.environ.get("TRITONSCALE_LIVENESS_PORT", "8081")),
                    help="port of /healthz (0 disables; default 8081)")
+    p.add_argument("--series-label", action="append", type=_label_pair, metavar="NAME=VALUE",
+                   help="extra label matcher for Triton's series, e.g. job=triton (repeatable; values are escaped)")
     p.add_argument("--verbose", "-v", action="store_true")
     p.set_defaults(func=_run)
 

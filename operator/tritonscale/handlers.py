@@ -5,7 +5,9 @@ Nothing here decides anything; see ``reconcile/`` and ``scaling/``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from typing import Any
 
 import kopf
@@ -14,11 +16,17 @@ from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.kube.client import Kube
 from tritonscale.reconcile.inference_service import reconcile
 from tritonscale.render.kubernetes_objects import LABEL
+from tritonscale.scaling import operator_metrics as om
+from tritonscale.scaling import tick as autoscaler
+from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot
+from tritonscale.scaling.snapshot_cache import SnapshotCache
 
 log = logging.getLogger("tritonscale")
 
 # Set by the CLI before Kopf starts (see tritonscale.operator_main).
 KUBE: Kube | None = None
+PROMETHEUS_URL: str | None = None
+SNAPSHOTS: SnapshotCache | None = None
 
 
 def _kube() -> Kube:
@@ -63,7 +71,58 @@ def child_changed(body: kopf.Body, namespace: str, **_: Any) -> None:
         _reconcile_owner(namespace, owner)
 
 
+def _snapshots() -> SnapshotCache:
+    global SNAPSHOTS
+    if SNAPSHOTS is None:
+        SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url))
+    return SNAPSHOTS
+
+
+def _post_event(body: dict[str, Any], type_: str, reason: str, message: str) -> None:
+    kopf.event(body, type=type_, reason=reason, message=message)
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
+async def autoscale(stopped: kopf.DaemonStopped, namespace: str, name: str, uid: str, spec: kopf.Spec,
+                    logger: logging.Logger, **_: Any) -> None:
+    """One autoscaler loop per InferenceService; every intervalSeconds it runs one tick."""
+    try:
+        while not stopped:
+            scaling = spec.get("scaling") or {}
+            interval = float(scaling.get("intervalSeconds") or 15)
+            window = int(scaling.get("windowSeconds") or 60)
+            url = ((scaling.get("prometheus") or {}).get("url")) or PROMETHEUS_URL
+            started = time.monotonic()
+            try:
+                if url:
+                    snapshot = await _snapshots().get(url, window, max_age_s=interval * 0.9)
+                else:
+                    snapshot = Snapshot(taken_at=time.time(), ok=False,
+                                        error="no Prometheus URL: set --prometheus-url, "
+                                              "TRITONSCALE_PROMETHEUS_URL or spec.scaling.prometheus.url")
+                if not snapshot.ok:
+                    om.METRIC_FAILURES.labels(url or "").inc()
+                await asyncio.to_thread(autoscaler.run_tick, _kube(), namespace, name, snapshot, time.time(),
+                                        _post_event)
+            except Exception as exc:  # a failed tick must never end the loop: hold and retry next tick
+                logger.warning(f"autoscaler tick failed, holding replicas: {type(exc).__name__}: {exc}")
+            finally:
+                om.TICK_SECONDS.observe(time.monotonic() - started)
+            await stopped.wait(max(0.5, interval - (time.monotonic() - started)))
+    finally:
+        if stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason:
+            autoscaler.forget(uid)
+            om.forget(namespace, name)
+
+
 def configure(options: Any) -> None:
     """Called once by `tritonscale run` before Kopf starts."""
-    global KUBE
+    global KUBE, PROMETHEUS_URL, SNAPSHOTS
     KUBE = Kube()
+    PROMETHEUS_URL = options.prometheus_url
+    selector = SeriesSelector(namespaces=tuple(options.namespaces), extra=tuple(options.selector_labels.items()))
+    SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url, selector))
+    if options.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(options.metrics_port)

@@ -1,0 +1,1 @@
+"""Autoscaling: the pure decider, the metric source and the per-object tick."""

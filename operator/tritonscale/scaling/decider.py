@@ -1,0 +1,306 @@
+"""The autoscaling decision, as one pure function.
+
+    decide(observation, replicas, policy, state, now) -> Decision(replicas, reason, message, state)
+
+The operator's per-object tick and the trace simulator (`tritonscale simulate`)
+both call this function; neither copies it.
+
+Signals
+-------
+* p95 latency is the SLO signal: a breach scales up, whatever else says.
+* Request rate is the leading signal: it rises before the queue builds up.
+  It is turned into replicas through a learned per-replica *capacity* -- the
+  request rate one warm replica serves with p95 at target. The capacity is
+  learned online (see ``_learn_capacity``), so users state a latency target, not
+  a throughput guess.
+* Queue time and pending requests confirm pressure (a queue that eats half
+  the latency budget means the replica set is saturated even if p95 still
+  looks fine because Triton's summary window lags).
+
+Normalisation, in order (as the Kubernetes HPA does): tolerance, stabilization
+windows, panic hold, per-step rate limits, then the [floor, maxReplicas] clamp.
+Every step can replace the reason, so the last reason explains the result.
+
+Missing data never scales down: a failed source holds (or applies
+``fallbackReplicas`` after ``failureThreshold`` consecutive failures), and a
+source that returns no series at all holds. Zero traffic is data, not a gap:
+with a request rate of exactly 0 the service is idle and may return to the
+floor after the scale-down window.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Optional
+
+# Panic mode lasts this long after the last panic-level reading: Knative's
+# default stable window (60 s) -- a burst that tripped panic usually returns
+# within a minute, and scaling down into it would cost another cold start.
+PANIC_HOLD_SECONDS = 60.0
+
+# Capacity learning. After a breach at r = p95/target the estimate becomes
+# per_replica_rps / r**0.5: at r = 2 (p95 twice the target) the capacity is cut
+# to 71% of what was observed, enough to add replicas without overshooting on a
+# single noisy tick. With slack (r < 0.6) and the replicas loaded at >= 80% of
+# the estimate, the estimate grows by up to 10% per tick, so an estimate learned
+# at low load does not pin the service at too many replicas for long.
+BREACH_EXPONENT = 0.5
+SLACK_RATIO = 0.6
+EXPLORE_LOADED = 0.8
+EXPLORE_STEP = 0.10
+# Forget nothing below this much traffic per replica: 0.5 rps is noise in a rate().
+MIN_LEARNING_RPS = 0.5
+
+# Queue time at or above this share of the target is pressure even while p95 is
+# under target (the 60 s summary lags a fresh burst by up to a window).
+QUEUE_PRESSURE_SHARE = 0.5
+
+# Per-replica load targeted by the rate signal, relative to the learned capacity:
+# 15% headroom absorbs Poisson variance of a few hundred requests per second
+# and the arrivals during a cold start.
+UTILISATION_TARGET = 0.85
+
+SourceStatus = Literal["ok", "no_data", "failed"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the metric source saw for one InferenceService this tick."""
+
+    status: SourceStatus
+    p95_ms: Optional[float] = None  # None: no value (idle model reports NaN)
+    rps: Optional[float] = None  # None: no series; 0.0: idle
+    queue_ms: Optional[float] = None
+    pending: Optional[float] = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Replicas:
+    current: int  # Deployment spec.replicas (includes replicas still starting)
+    ready: int  # replicas whose model is loaded and warm
+
+
+@dataclass(frozen=True)
+class Policy:
+    min_replicas: int = 1
+    max_replicas: int = 10
+    target_p95_ms: Optional[float] = None
+    tolerance: float = 0.1
+    scale_up_stabilization_s: float = 0.0
+    scale_up_max_step: int = 4
+    scale_down_stabilization_s: float = 300.0
+    scale_down_max_step: int = 1
+    panic_threshold: float = 2.0
+    warm_buffer: int = 0
+    fallback_replicas: Optional[int] = None
+    failure_threshold: int = 3
+
+    @property
+    def floor(self) -> int:
+        return min(self.min_replicas + self.warm_buffer, self.max_replicas)
+
+    @classmethod
+    def from_spec(cls, scaling: Any) -> "Policy":
+        """Build from ``tritonscale.api.spec.ScalingSpec``."""
+        return cls(
+            min_replicas=scaling.min_replicas,
+            max_replicas=scaling.max_replicas,
+            target_p95_ms=scaling.target_p95_milliseconds,
+            tolerance=scaling.tolerance,
+            scale_up_stabilization_s=scaling.scale_up.stabilization_seconds,
+            scale_up_max_step=scaling.scale_up.max_step,
+            scale_down_stabilization_s=scaling.scale_down.stabilization_seconds,
+            scale_down_max_step=scaling.scale_down.max_step,
+            panic_threshold=scaling.panic_threshold,
+            warm_buffer=scaling.warm_buffer,
+            fallback_replicas=scaling.fallback_replicas,
+            failure_threshold=scaling.failure_threshold,
+        )
+
+
+@dataclass(frozen=True)
+class State:
+    """Autoscaler memory. Serialisable (``to_dict``) so it survives an operator restart."""
+
+    recommendations: tuple[tuple[float, int], ...] = ()  # (time, raw recommendation)
+    failures: int = 0
+    panic_until: Optional[float] = None
+    capacity_rps: Optional[float] = None  # learned per-replica request rate at target
+    last_scale_time: Optional[float] = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recommendations": [[round(t, 3), r] for t, r in self.recommendations],
+            "failures": self.failures,
+            "panicUntil": self.panic_until,
+            "capacityRps": None if self.capacity_rps is None else round(self.capacity_rps, 4),
+            "lastScaleTime": self.last_scale_time,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "State":
+        if not d:
+            return cls()
+        try:
+            return cls(
+                recommendations=tuple((float(t), int(r)) for t, r in d.get("recommendations") or ()),
+                failures=int(d.get("failures") or 0),
+                panic_until=d.get("panicUntil"),
+                capacity_rps=d.get("capacityRps"),
+                last_scale_time=d.get("lastScaleTime"),
+            )
+        except (TypeError, ValueError):
+            return cls()  # corrupt memory: start fresh rather than crash the tick
+
+
+@dataclass(frozen=True)
+class Decision:
+    replicas: int
+    reason: str  # CamelCase, for the Scaling condition and Events
+    message: str  # human explanation with the numbers behind it
+    state: State
+    metrics_ok: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def _clamp(n: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, n))
+
+
+def _learn_capacity(cap: Optional[float], obs: Observation, ready: int, target: float,
+                    tolerance: float) -> Optional[float]:
+    if obs.p95_ms is None or not obs.rps or ready <= 0:
+        return cap
+    per = obs.rps / ready
+    if per < MIN_LEARNING_RPS:
+        return cap
+    ratio = obs.p95_ms / target
+    if ratio > 1.0 + tolerance:
+        est = per / ratio ** BREACH_EXPONENT
+        return est if cap is None else min(cap, est)
+    if ratio <= 1.0:
+        if cap is None or per > cap:
+            cap = per  # proven: one replica served this much within target
+        if ratio < SLACK_RATIO and per >= EXPLORE_LOADED * cap:
+            cap *= 1.0 + EXPLORE_STEP * (1.0 - ratio / SLACK_RATIO)
+    return cap
+
+
+def _window(state: State, now: float, keep_s: float, rec: int) -> tuple[tuple[float, int], ...]:
+    hist = tuple((t, r) for t, r in state.recommendations if now - t <= keep_s)
+    return hist + ((now, rec),)
+
+
+def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, now: float) -> Decision:
+    floor, ceiling = policy.floor, policy.max_replicas
+    current = replicas.current
+    ready = min(replicas.ready, current) if current > 0 else replicas.ready
+    details: dict[str, Any] = {"current": current, "ready": ready, "floor": floor, "max": ceiling}
+
+    def done(n: int, reason: str, message: str, st: State, ok: bool = True) -> Decision:
+        n = _clamp(n, floor, ceiling)
+        if n != current:
+            st = replace(st, last_scale_time=now)
+        return Decision(n, reason, message, st, ok, details)
+
+    # --- metric source failed: hold, or fall back after N consecutive failures -------------
+    if obs.status == "failed":
+        st = replace(state, failures=state.failures + 1)
+        if policy.fallback_replicas is not None and st.failures >= policy.failure_threshold:
+            n = _clamp(policy.fallback_replicas, floor, ceiling)
+            return done(n, "FallbackAfterFailures",
+                        f"metrics failed {st.failures} times in a row (threshold {policy.failure_threshold}); "
+                        f"running fallbackReplicas={n}: {obs.message}", st, ok=False)
+        n = max(current, floor)
+        return done(n, "MetricsUnavailable",
+                    f"holding {n} replicas: metric source failed ({obs.message})", st, ok=False)
+
+    state = replace(state, failures=0)
+    if current < floor:
+        return done(floor, "BelowFloor", f"raising to the warm floor of {floor} replicas", state)
+    if policy.target_p95_ms is None:
+        return done(current, "NoTarget", "no targetP95Milliseconds: holding between the floor and the ceiling",
+                    state)
+
+    target = policy.target_p95_ms
+    tol = policy.tolerance
+    if obs.status == "no_data" or obs.rps is None:
+        return done(current, "NoData",
+                    f"holding {current} replicas: no series for this service yet ({obs.message or 'no data'})",
+                    state, ok=False)
+
+    cap = _learn_capacity(state.capacity_rps, obs, ready, target, tol)
+    state = replace(state, capacity_rps=cap)
+    rps, p95 = obs.rps, obs.p95_ms
+    ratio = (p95 / target) if p95 is not None else 0.0
+    details.update(rps=rps, p95_ms=p95, capacity_rps=cap, ratio=round(ratio, 3))
+
+    # --- raw recommendation ----------------------------------------------------------------
+    panic = ratio >= policy.panic_threshold
+    queue_pressure = obs.queue_ms is not None and obs.queue_ms >= QUEUE_PRESSURE_SHARE * target
+    breach = ratio > 1.0 + tol
+    if rps == 0.0:
+        rec, reason = floor, "Idle"
+        why = "no requests in the window: back to the warm floor"
+    else:
+        rate_rec = math.ceil(rps / (cap * UTILISATION_TARGET)) if cap else current
+        if breach or queue_pressure:
+            # Proportional to the breach on the replicas that actually serve; replicas
+            # still starting are counted as coming capacity, not added again.
+            pressure = max(ratio, 1.0 + tol) if breach else 1.0 + tol
+            lat_rec = math.ceil(max(ready, 1) * pressure)
+            rec = max(rate_rec, lat_rec, current + (0 if ready < current else 1))
+            reason = "Panic" if panic else ("LatencyAboveTarget" if breach else "QueueBuilding")
+            why = (f"p95 {p95:.0f} ms vs target {target:.0f} ms" if p95 is not None else "p95 n/a") + \
+                  (f", queue {obs.queue_ms:.0f} ms" if queue_pressure else "") + \
+                  f", {rps:.1f} rps on {ready} warm replica(s)"
+            if rec <= current and ready < current:
+                reason = "WaitingForWarmup"
+                why += f"; {current - ready} replica(s) still starting cover it"
+        else:
+            rec = rate_rec
+            load = rps / (current * cap * UTILISATION_TARGET) if cap and current else 1.0
+            if cap and abs(load - 1.0) <= tol:
+                rec, reason = current, "WithinTolerance"
+            else:
+                reason = "LoadIncreased" if rec > current else ("LoadDecreased" if rec < current else "Steady")
+            why = (f"{rps:.1f} rps at ~{cap:.1f} rps per replica" if cap else f"{rps:.1f} rps") + \
+                  (f", p95 {p95:.0f}/{target:.0f} ms" if p95 is not None else "")
+    rec = _clamp(rec, floor, ceiling)
+    details["recommendation"] = rec
+
+    # --- stabilization (HPA-style look-back windows) ---------------------------------------
+    keep = max(policy.scale_up_stabilization_s, policy.scale_down_stabilization_s)
+    hist = _window(state, now, keep, rec)
+    state = replace(state, recommendations=hist)
+    if panic:
+        state = replace(state, panic_until=now + PANIC_HOLD_SECONDS)
+    desired = current
+    if rec > current:
+        up_window = [r for t, r in hist if now - t <= policy.scale_up_stabilization_s]
+        desired = max(current, min(up_window))
+        if desired < rec:
+            reason, why = "StabilizingScaleUp", why + f"; scale-up window holds {desired}"
+    elif rec < current:
+        down_window = [r for t, r in hist if now - t <= policy.scale_down_stabilization_s]
+        desired = min(current, max(down_window))
+        if state.panic_until is not None and now < state.panic_until:
+            desired = current
+            reason, why = "PanicHold", why + f"; no scale-down for {state.panic_until - now:.0f}s after panic"
+        elif desired > rec:
+            reason = "StabilizingScaleDown"
+            why += f"; highest recommendation in the last {policy.scale_down_stabilization_s:.0f}s is {desired}"
+
+    # --- rate limits -------------------------------------------------------------------------
+    if desired > current + policy.scale_up_max_step:
+        desired = current + policy.scale_up_max_step
+        why += f"; limited to +{policy.scale_up_max_step} per tick"
+    if desired < current - policy.scale_down_max_step:
+        desired = current - policy.scale_down_max_step
+        why += f"; limited to -{policy.scale_down_max_step} per tick"
+
+    if breach and rec >= ceiling and desired >= ceiling:
+        reason, why = "AtMaxReplicas", why + f"; at maxReplicas={ceiling}"
+    return done(desired, reason, f"{why} -> {_clamp(desired, floor, ceiling)} replicas", state)

@@ -1,0 +1,30 @@
+"""The operator's own Prometheus metrics (served on --metrics-port)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+_LABELS = ("namespace", "inferenceservice")
+
+DECISIONS = Counter(
+    "tritonscale_decisions", "Autoscaler decisions, by direction and reason",
+    (*_LABELS, "direction", "reason"),
+)
+OBSERVED_P95 = Gauge("tritonscale_observed_p95_milliseconds", "p95 latency the autoscaler saw", _LABELS)
+TARGET_P95 = Gauge("tritonscale_target_p95_milliseconds", "p95 latency target", _LABELS)
+DESIRED = Gauge("tritonscale_desired_replicas", "Replicas the autoscaler asked for", _LABELS)
+READY = Gauge("tritonscale_ready_replicas", "Warm replicas of the Deployment", _LABELS)
+TICK_SECONDS = Histogram(
+    "tritonscale_tick_duration_seconds", "Wall time of one autoscaler tick",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+METRIC_FAILURES = Counter("tritonscale_metric_source_failures", "Failed Prometheus query rounds", ("url",))
+
+
+def forget(namespace: str, name: str) -> None:
+    """Drop the per-object series of a deleted InferenceService."""
+    for gauge in (OBSERVED_P95, TARGET_P95, DESIRED, READY):
+        try:
+            gauge.remove(namespace, name)
+        except KeyError:
+            pass

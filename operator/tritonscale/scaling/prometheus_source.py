@@ -1,0 +1,193 @@
+"""Triton signals from Prometheus: one query per signal per tick, for every InferenceService.
+
+Series are selected by the labels ``namespace``, ``inferenceservice`` and
+``model`` (names configurable); the chart's scrape config copies the pod label
+``tritonscale.io/inferenceservice`` into ``inferenceservice``. Each query groups
+by those labels, so 1,000 InferenceServices cost the same five queries as one.
+
+p95 combination
+---------------
+Where Triton exports a latency histogram (``--metrics-config=
+histogram_latencies=true`` on newer releases) the p95 is
+``histogram_quantile(0.95, sum by (..., le)(rate(...bucket[W])))``, exact
+across pods. Otherwise the per-pod summary ``nv_inference_request_summary_us
+{quantile="0.95"}`` (Triton's 60 s sliding window) is combined with ``max by``:
+summary quantiles cannot be merged, and the worst pod's p95 is an upper
+bound of the service's p95 (if every pod serves 95% of its requests within
+its own p95, then at least 95% of all requests finish within the largest
+one). One PromQL ``or`` picks the histogram where it exists.
+
+Results tell three cases apart: a value, no data (series absent, or NaN as
+an idle summary reports), and a failure of the query.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Protocol
+
+from tritonscale.scaling.decider import Observation
+
+SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "replicas")
+
+
+def promql_string(value: str) -> str:
+    """A PromQL double-quoted string literal. PromQL strings follow Go's escaping:
+    backslash, double quote and control characters must be escaped."""
+    out = ['"']
+    for ch in value:
+        if ch in ('\\', '"'):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def promql_regex_alternation(values: Iterable[str]) -> str:
+    """A quoted RE2 regex matching exactly one of ``values`` (each regex-escaped)."""
+    return promql_string("|".join(re.escape(v) for v in sorted(set(values))))
+
+
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class SeriesSelector:
+    """How Triton's series are found. Label *names* are validated; label *values* escaped."""
+
+    namespace_label: str = "namespace"
+    service_label: str = "inferenceservice"
+    model_label: str = "model"
+    extra: tuple[tuple[str, str], ...] = ()  # extra equality matchers, e.g. (("job", "triton"),)
+    namespaces: tuple[str, ...] = ()  # restrict to these namespaces (operator's --namespace)
+
+    def __post_init__(self) -> None:
+        for name in (self.namespace_label, self.service_label, self.model_label, *(k for k, _ in self.extra)):
+            if not _LABEL_NAME.match(name):
+                raise ValueError(f"invalid Prometheus label name {name!r}")
+
+    def matchers(self) -> str:
+        parts = [f'{self.service_label}!=""']
+        parts += [f"{k}={promql_string(v)}" for k, v in self.extra]
+        if self.namespaces:
+            parts.append(f"{self.namespace_label}=~{promql_regex_alternation(self.namespaces)}")
+        return ", ".join(parts)
+
+    def group(self) -> str:
+        return f"{self.namespace_label}, {self.service_label}, {self.model_label}"
+
+
+def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
+    """The five queries of one tick. Pure, so the escaping is unit-tested."""
+    m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
+    success = f"nv_inference_request_success{{{m}}}"
+    return {
+        "p95_ms": (
+            f"histogram_quantile(0.95, sum by ({g}, le) "
+            f"(rate(nv_inference_first_response_histogram_ms_bucket{{{m}}}[{w}]))) "
+            f'or max by ({g}) (nv_inference_request_summary_us{{quantile="0.95", {m}}}) / 1000'
+        ),
+        "rps": f"sum by ({g}) (rate({success}[{w}]))",
+        "queue_ms": (
+            f"sum by ({g}) (rate(nv_inference_queue_duration_us{{{m}}}[{w}])) / 1000 "
+            f"/ sum by ({g}) (rate({success}[{w}]))"
+        ),
+        "pending": f"sum by ({g}) (nv_inference_pending_request_count{{{m}}})",
+        "replicas": f"count by ({g}) ({success})",
+    }
+
+
+Key = tuple[str, str, str]  # (namespace, inferenceservice, model)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Every signal for every InferenceService, from one round of queries."""
+
+    taken_at: float
+    ok: bool
+    error: str = ""
+    values: Mapping[str, Mapping[Key, float]] = field(default_factory=dict)
+    queries: int = 0
+
+    def observation(self, namespace: str, name: str, model: str) -> Observation:
+        if not self.ok:
+            return Observation(status="failed", message=self.error)
+        key = (namespace, name, model)
+
+        def val(signal: str) -> float | None:
+            v = self.values.get(signal, {}).get(key)
+            return None if v is None or math.isnan(v) or math.isinf(v) else v
+
+        rps = val("rps")
+        if rps is None:
+            return Observation(status="no_data",
+                               message=f"no Triton series with namespace={namespace}, "
+                                       f"inferenceservice={name}, model={model}")
+        return Observation(status="ok", p95_ms=val("p95_ms"), rps=rps, queue_ms=val("queue_ms"),
+                           pending=val("pending"))
+
+
+class MetricSource(Protocol):
+    def fetch(self, window_s: int) -> Snapshot: ...
+
+
+def _parse_vector(result: list[dict[str, Any]], sel: SeriesSelector) -> dict[Key, float]:
+    out: dict[Key, float] = {}
+    for sample in result:
+        metric = sample.get("metric", {})
+        key = (metric.get(sel.namespace_label, ""), metric.get(sel.service_label, ""),
+               metric.get(sel.model_label, ""))
+        try:
+            out[key] = float(sample["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+    return out
+
+
+class PrometheusSource:
+    """Queries one Prometheus with prometheus-api-client (sync; the operator calls it in a thread)."""
+
+    def __init__(self, url: str, selector: SeriesSelector | None = None, timeout_s: float = 5.0) -> None:
+        from prometheus_api_client import PrometheusConnect
+        from urllib3.util.retry import Retry
+
+        self.url = url.rstrip("/")
+        self.selector = selector or SeriesSelector()
+        # No client-side retries: a dead Prometheus must show up as a failure within one
+        # tick (the decider holds), not after urllib3's backoff eats several ticks.
+        # POST keeps long selectors (many namespaces) out of the URL.
+        self._prom = PrometheusConnect(url=self.url, disable_ssl=True, timeout=timeout_s,
+                                       retry=Retry(total=0), method="POST")
+
+    def fetch(self, window_s: int) -> Snapshot:
+        started = time.time()
+        values: dict[str, dict[Key, float]] = {}
+        queries = build_queries(self.selector, window_s)
+        done = 0
+        for signal, q in queries.items():
+            try:
+                result = self._prom.custom_query(q)
+            except Exception as exc:  # connection refused, timeout, HTTP 4xx/5xx, bad JSON
+                return Snapshot(taken_at=started, ok=False, queries=done + 1,
+                                error=f"Prometheus at {self.url}: {type(exc).__name__}: {_short(exc)}")
+            done += 1
+            values[signal] = _parse_vector(result, self.selector)
+        return Snapshot(taken_at=started, ok=True, values=values, queries=done)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return text[:200]
