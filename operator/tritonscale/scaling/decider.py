@@ -39,17 +39,25 @@ from typing import Any, Literal, Optional
 # within a minute, and scaling down into it would cost another cold start.
 PANIC_HOLD_SECONDS = 60.0
 
-# Capacity learning. After a breach at r = p95/target the estimate becomes
-# per_replica_rps / r**0.5: at r = 2 (p95 twice the target) the capacity is cut
-# to 71% of what was observed, enough to add replicas without overshooting on a
-# single noisy tick. With slack (r < 0.6) and the replicas loaded at >= 80% of
-# the estimate, the estimate grows by up to 10% per tick, so an estimate learned
-# at low load does not pin the service at too many replicas for long.
-BREACH_EXPONENT = 0.5
-SLACK_RATIO = 0.6
-EXPLORE_LOADED = 0.8
-EXPLORE_STEP = 0.10
-# Forget nothing below this much traffic per replica: 0.5 rps is noise in a rate().
+# Capacity learning. Each tick with traffic gives one estimate of the rate a
+# replica serves with p95 exactly at target, assuming p95 grows with the square
+# of per-replica load near the target (est = per_replica_rps / ratio**0.5, with
+# ratio = p95/target). At ratio 2 (p95 twice the target) the estimate is 71% of
+# the observed load; at ratio 0.5 it is 141%. Extrapolation is capped at 2x the
+# observed load: at very low ratios p95 is mostly service time and says little.
+#
+# Only a breach lowers the estimate (at once). Without a breach it only rises,
+# smoothed (alpha 0.3: ~3 ticks). That asymmetry matters: if the estimate could
+# fall while p95 sits flat under target, adding replicas would lower the
+# per-replica rate, lower the estimate, and ask for more replicas -- a runaway.
+# A breach also sets a ceiling on later upward learning, relaxing 1% per tick
+# (x2.7 after 100 ticks, 25 min at 15 s), so the decider does not walk back down
+# into the same breach every scale-down window.
+CAPACITY_EXPONENT = 0.5
+MAX_EXTRAPOLATION = 2.0
+CAPACITY_ALPHA = 0.3
+BREACH_CEILING_RELAX = 1.01
+# Below this per-replica rate the rate() is mostly noise: 0.5 rps is 30 requests a minute.
 MIN_LEARNING_RPS = 0.5
 
 # Queue time at or above this share of the target is pressure even while p95 is
@@ -128,6 +136,7 @@ class State:
     failures: int = 0
     panic_until: Optional[float] = None
     capacity_rps: Optional[float] = None  # learned per-replica request rate at target
+    capacity_ceiling_rps: Optional[float] = None  # upper bound set by the last breach, relaxing
     last_scale_time: Optional[float] = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,6 +145,7 @@ class State:
             "failures": self.failures,
             "panicUntil": self.panic_until,
             "capacityRps": None if self.capacity_rps is None else round(self.capacity_rps, 4),
+            "capacityCeilingRps": None if self.capacity_ceiling_rps is None else round(self.capacity_ceiling_rps, 4),
             "lastScaleTime": self.last_scale_time,
         }
 
@@ -149,6 +159,7 @@ class State:
                 failures=int(d.get("failures") or 0),
                 panic_until=d.get("panicUntil"),
                 capacity_rps=d.get("capacityRps"),
+                capacity_ceiling_rps=d.get("capacityCeilingRps"),
                 last_scale_time=d.get("lastScaleTime"),
             )
         except (TypeError, ValueError):
@@ -169,23 +180,25 @@ def _clamp(n: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, n))
 
 
-def _learn_capacity(cap: Optional[float], obs: Observation, ready: int, target: float,
-                    tolerance: float) -> Optional[float]:
-    if obs.p95_ms is None or not obs.rps or ready <= 0:
-        return cap
+def _learn_capacity(state: State, obs: Observation, ready: int, target: float, tolerance: float) -> State:
+    cap, ceiling = state.capacity_rps, state.capacity_ceiling_rps
+    if ceiling is not None:
+        ceiling *= BREACH_CEILING_RELAX
+    if obs.p95_ms is None or not obs.rps or ready <= 0 or obs.p95_ms <= 0 or obs.rps / ready < MIN_LEARNING_RPS:
+        return replace(state, capacity_ceiling_rps=ceiling)
     per = obs.rps / ready
-    if per < MIN_LEARNING_RPS:
-        return cap
     ratio = obs.p95_ms / target
+    est = per * min(ratio ** -CAPACITY_EXPONENT, MAX_EXTRAPOLATION)
     if ratio > 1.0 + tolerance:
-        est = per / ratio ** BREACH_EXPONENT
-        return est if cap is None else min(cap, est)
-    if ratio <= 1.0:
-        if cap is None or per > cap:
-            cap = per  # proven: one replica served this much within target
-        if ratio < SLACK_RATIO and per >= EXPLORE_LOADED * cap:
-            cap *= 1.0 + EXPLORE_STEP * (1.0 - ratio / SLACK_RATIO)
-    return cap
+        cap = est if cap is None else min(cap, est)
+        ceiling = est if ceiling is None else min(ceiling, est)
+    elif cap is None:
+        cap = est
+    elif est > cap:
+        cap += CAPACITY_ALPHA * (est - cap)
+    if ceiling is not None and cap is not None:
+        cap = min(cap, ceiling)
+    return replace(state, capacity_rps=cap, capacity_ceiling_rps=ceiling)
 
 
 def _window(state: State, now: float, keep_s: float, rec: int) -> tuple[tuple[float, int], ...]:
@@ -231,8 +244,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
                     f"holding {current} replicas: no series for this service yet ({obs.message or 'no data'})",
                     state, ok=False)
 
-    cap = _learn_capacity(state.capacity_rps, obs, ready, target, tol)
-    state = replace(state, capacity_rps=cap)
+    state = _learn_capacity(state, obs, ready, target, tol)
+    cap = state.capacity_rps
     rps, p95 = obs.rps, obs.p95_ms
     ratio = (p95 / target) if p95 is not None else 0.0
     details.update(rps=rps, p95_ms=p95, capacity_rps=cap, ratio=round(ratio, 3))
