@@ -1,0 +1,92 @@
+{{/* Chart name, overridable. */}}
+{{- define "tritonscale.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: the release name when it already contains the chart name ("tritonscale"). */}}
+{{- define "tritonscale.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "tritonscale.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "tritonscale.labels" -}}
+helm.sh/chart: {{ include "tritonscale.chart" . }}
+{{ include "tritonscale.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Also what the operator PodMonitor and scrape job select on. */}}
+{{- define "tritonscale.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tritonscale.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "tritonscale.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "tritonscale.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "tritonscale.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+The rules the operator needs on namespaced resources, shared by the ClusterRole
+(cluster-wide mode) and the per-namespace Roles. Each one was derived from the
+API requests the real operator makes (tests/integration/test_rbac.py checks them).
+No wildcards: `patch` is the only write besides `create` (the operator never
+PUTs, never uses server-side apply, and never deletes: children go by
+ownerReference garbage collection).
+*/}}
+{{- define "tritonscale.namespacedRules" -}}
+# InferenceServices: Kopf lists and watches them, reads one when a child changes,
+# and patches metadata (finalizer, progress and last-handled annotations).
+- apiGroups: ["tritonscale.io"]
+  resources: ["inferenceservices"]
+  verbs: ["get", "list", "watch", "patch"]
+# Conditions, replicas, endpoints, observedGeneration.
+- apiGroups: ["tritonscale.io"]
+  resources: ["inferenceservices/status"]
+  verbs: ["patch"]
+# Children carry ownerReferences with blockOwnerDeletion: true. API servers with
+# the OwnerReferencesPermissionEnforcement admission plugin (e.g. OpenShift)
+# require `update` on the owner's finalizers subresource to set that. No request
+# goes to this subresource; the plugin checks the permission.
+- apiGroups: ["tritonscale.io"]
+  resources: ["inferenceservices/finalizers"]
+  verbs: ["update"]
+# The children: Triton Deployment (the autoscaler patches spec.replicas), Service,
+# config.pbtxt ConfigMap, PodDisruptionBudget. Watched for drift, read, created,
+# merge-patched.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["services", "configmaps"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+# Events on InferenceServices (Kopf posts core/v1 Events; events.k8s.io is the
+# same storage under the newer API).
+- apiGroups: ["", "events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}
