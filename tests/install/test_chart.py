@@ -1,0 +1,322 @@
+"""charts/tritonscale with the real helm binary: lint, render, validate every
+object against the Kubernetes OpenAPI schemas, and keep the generated copies
+(chart CRD, manifests/install.yaml) in sync with their sources.
+
+helm comes from `.ci/install-k8s-tools`; without it these tests skip.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from chart_render import CHART, NAMESPACE, NON_DEFAULT_VALUES, REPO, helm, helm_binary, helm_template
+
+# The oldest Kubernetes the chart supports (Chart.yaml kubeVersion; the CRD's
+# x-kubernetes-validations use fieldPath, new in 1.28) and the bundled kubectl's.
+KUBE_VERSIONS = ["1.28.0", "1.35.0"]
+CONFIGS = {"default": None, "non-default": NON_DEFAULT_VALUES}
+CRD_FILE = "inferenceservices.tritonscale.io.yaml"
+
+# The operator's own metrics (names final), served on :8080.
+OPERATOR_METRICS = {
+    "tritonscale_decisions_total", "tritonscale_observed_p95_milliseconds", "tritonscale_target_p95_milliseconds",
+    "tritonscale_desired_replicas", "tritonscale_ready_replicas", "tritonscale_tick_duration_seconds",
+}
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for name, values in CONFIGS.items():
+        out[name] = helm_template(values, tmp_path_factory.mktemp(name), include_crds=True)
+    return out
+
+
+def _one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{kind} {name or ''}: found {[o['metadata']['name'] for o in found]}"
+    return found[0]
+
+
+# ---- the CRD ---------------------------------------------------------------------------
+
+def test_chart_crd_is_the_generated_crd():
+    generated = subprocess.run([sys.executable, "-m", "tritonscale", "crd"], capture_output=True, text=True,
+                               check=True).stdout
+    chart_copy = (CHART / "crds" / CRD_FILE).read_text()
+    assert chart_copy == generated, (
+        "charts/tritonscale/crds differs from `tritonscale crd`: run .ci/render-install")
+    assert (REPO / "crds" / CRD_FILE).read_text() == chart_copy, "crds/ and the chart's copy differ"
+
+
+# ---- lint ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_helm_lint_is_clean(config, tmp_path):
+    out = helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, values=CONFIGS[config], tmp_dir=tmp_path)
+    assert "0 chart(s) failed" in out, out
+    assert "[WARNING]" not in out and "[ERROR]" not in out, out
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"watchNamespaces": ["Not_A_Namespace"]}, "/watchNamespaces/0"),
+    ({"replicaCount": 2}, "replicaCount"),  # one active replica only: there is no such value
+    ({"prometheus": {"url": "prometheus:9090"}}, "/prometheus/url"),
+    ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+])
+def test_values_schema_rejects_bad_values(bad, message, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    proc = subprocess.run([helm_binary(), "lint", str(CHART), "--values", str(path)], capture_output=True, text=True)
+    assert proc.returncode != 0 and message in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def _leaf_paths(values: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    if isinstance(values, dict) and values:
+        return [p for k, v in values.items() for p in _leaf_paths(v, prefix + (k,))]
+    return [prefix]
+
+
+def test_values_schema_describes_every_value():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    missing = []
+    for path in _leaf_paths(values):
+        node = schema
+        for key in path:
+            props = node.get("properties") or {}
+            if key in props:
+                node = props[key]
+            elif isinstance(node.get("additionalProperties"), dict):  # a map, e.g. labels
+                node = node["additionalProperties"]
+            else:
+                missing.append(".".join(path))
+                break
+    assert not missing, f"values without a schema entry: {missing}"
+
+
+# ---- every rendered object against the Kubernetes OpenAPI schemas ------------------------
+
+@pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
+@pytest.mark.parametrize("config", CONFIGS)
+def test_rendered_objects_pass_kubernetes_schemas(rendered, config, kube_version):
+    objects = rendered[config]
+    checked = []
+    for obj in objects:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        if kind == "PodMonitor":  # a Prometheus Operator CRD: no schema in kubernetes-validate
+            _check_pod_monitor(obj)
+        else:
+            try:
+                kubernetes_validate.validate(obj, kube_version, strict=True)
+            except kubernetes_validate.ValidationError as exc:
+                pytest.fail(f"{kind}/{name} is invalid for Kubernetes {kube_version}: {str(exc).splitlines()[0]}")
+        checked.append(kind)
+    expected = {"CustomResourceDefinition", "ServiceAccount", "Deployment", "Service"}
+    expected |= {"ClusterRole", "ClusterRoleBinding"} if config == "default" else {
+        "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "PodMonitor", "ConfigMap"}
+    assert expected <= set(checked), checked
+    print(f"\n{config} @ {kube_version}: {len(checked)} objects valid: {sorted(checked)}")
+
+
+def _check_pod_monitor(obj: dict[str, Any]) -> None:
+    assert obj["apiVersion"] == "monitoring.coreos.com/v1", obj["apiVersion"]
+    spec = obj["spec"]
+    selector = spec["selector"]
+    assert selector.get("matchLabels") or selector.get("matchExpressions"), selector
+    assert set(selector) <= {"matchLabels", "matchExpressions"}, selector
+    for endpoint in spec["podMetricsEndpoints"]:
+        assert endpoint["port"] == "metrics", endpoint
+        for relabel in endpoint.get("relabelings", []):
+            assert set(relabel) <= {"sourceLabels", "targetLabel", "regex", "action", "replacement", "separator",
+                                    "modulus"}, relabel
+
+
+def test_crd_is_apiextensions_v1(rendered):
+    crd = _one(rendered["default"], "CustomResourceDefinition")
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
+    assert crd["metadata"]["name"] == "inferenceservices.tritonscale.io"
+    assert crd["spec"]["names"]["shortNames"] == ["tis"]
+    kubernetes_validate.validate(crd, KUBE_VERSIONS[0], strict=True)
+
+
+# ---- what the objects say -----------------------------------------------------------------
+
+def test_operator_deployment_defaults(rendered):
+    objects = rendered["default"]
+    dep = _one(objects, "Deployment", "tritonscale")
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert c["image"] == f"ghcr.io/tritonscale/tritonscale:{chart['appVersion']}" == "ghcr.io/tritonscale/tritonscale:0.1.0"
+    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081"]
+    assert "env" not in c  # no Prometheus by default
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 8080, "healthz": 8081}
+    assert c["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"},
+                              "limits": {"cpu": "500m", "memory": "256Mi"}}
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 65532
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 65532
+    assert c["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert pod["volumes"][0]["name"] == "tmp" and "emptyDir" in pod["volumes"][0]
+    sa = _one(objects, "ServiceAccount")
+    assert pod["serviceAccountName"] == sa["metadata"]["name"]
+    binding = _one(objects, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}]
+    assert binding["roleRef"]["name"] == _one(objects, "ClusterRole")["metadata"]["name"]
+
+    svc = _one(objects, "Service", "tritonscale-metrics")
+    assert svc["spec"]["ports"] == [{"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}]
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in svc["spec"]["selector"].items())
+    assert not [o for o in objects if o["kind"] in ("PodMonitor", "ConfigMap", "Role", "RoleBinding")]
+
+
+def test_operator_deployment_non_default(rendered):
+    objects = rendered["non-default"]
+    (c,) = _one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081",
+                         "--prometheus-url=http://prometheus.monitoring:9090", "--namespace=a", "--namespace=b",
+                         "--verbose"]
+    assert c["env"] == [{"name": "TRITONSCALE_PROMETHEUS_URL", "value": "http://prometheus.monitoring:9090"}]
+    # Namespaced mode: the namespaced rules only in a and b; cluster-wide only read-only lookups.
+    for ns in ("a", "b"):
+        role = _one([o for o in objects if o["metadata"].get("namespace") == ns], "Role")
+        binding = _one([o for o in objects if o["metadata"].get("namespace") == ns], "RoleBinding")
+        assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                      "name": role["metadata"]["name"]}
+        assert binding["subjects"][0]["namespace"] == NAMESPACE
+    (cr,) = [o for o in objects if o["kind"] == "ClusterRole"]
+    assert {v for rule in cr["rules"] for v in rule["verbs"]} == {"list", "watch"}
+    assert {r for rule in cr["rules"] for r in rule["resources"]} == {"namespaces", "customresourcedefinitions"}
+
+
+def test_pod_monitors(rendered):
+    objects = rendered["non-default"]
+    triton = _one(objects, "PodMonitor", "tritonscale-triton")
+    assert triton["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert triton["spec"]["selector"] == {"matchExpressions": [
+        {"key": "tritonscale.io/inferenceservice", "operator": "Exists"}]}
+    assert triton["spec"]["namespaceSelector"] == {"matchNames": ["a", "b"]}
+    (endpoint,) = triton["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == "metrics"
+    relabel = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+    assert relabel["inferenceservice"] == ["__meta_kubernetes_pod_label_tritonscale_io_inferenceservice"]
+    assert relabel["namespace"] == ["__meta_kubernetes_namespace"]
+
+    operator = _one(objects, "PodMonitor", "tritonscale-operator")
+    dep = _one(objects, "Deployment")
+    assert operator["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    (endpoint,) = operator["spec"]["podMetricsEndpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["honorLabels"] is True
+
+
+def test_prometheus_scrape_config(rendered):
+    text = (CHART / "files" / "prometheus-scrape-config.yaml").read_text()
+    jobs = {job["job_name"]: job for job in yaml.safe_load(text)}
+    triton = jobs["tritonscale-triton"]
+    assert triton["kubernetes_sd_configs"] == [{"role": "pod"}]
+    relabel = triton["relabel_configs"]
+    keeps = [(r["source_labels"], r["regex"]) for r in relabel if r.get("action") == "keep"]
+    assert (["__meta_kubernetes_pod_label_tritonscale_io_inferenceservice"], ".+") in keeps
+    assert (["__meta_kubernetes_pod_container_port_name"], "metrics") in keeps
+    targets = {r["target_label"]: r["source_labels"] for r in relabel if "target_label" in r}
+    assert targets == {"inferenceservice": ["__meta_kubernetes_pod_label_tritonscale_io_inferenceservice"],
+                       "namespace": ["__meta_kubernetes_namespace"], "pod": ["__meta_kubernetes_pod_name"]}
+    assert jobs["tritonscale-operator"]["honor_labels"] is True
+
+    # The scrape job keeps the operator pod by the labels the chart gives it.
+    dep = _one(rendered["default"], "Deployment")
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    (keep,) = [r for r in jobs["tritonscale-operator"]["relabel_configs"]
+               if r.get("action") == "keep" and "app" in r["source_labels"][0]]
+    values = [labels[s.removeprefix("__meta_kubernetes_pod_label_").replace("app_kubernetes_io_",
+                                                                            "app.kubernetes.io/")]
+              for s in keep["source_labels"]]
+    assert re.fullmatch(keep["regex"], ";".join(values)), (keep, values)
+
+    # Triton pods really carry the label and the port the job keeps.
+    from tritonscale.render.kubernetes_objects import LABEL, METRICS_PORT
+    assert LABEL == "tritonscale.io/inferenceservice" and METRICS_PORT == 8002
+
+    cm = _one(rendered["non-default"], "ConfigMap", "tritonscale-prometheus-scrape-config")
+    assert cm["data"]["tritonscale-scrape-configs.yaml"] == text.rstrip("\n")
+
+
+def test_grafana_dashboard(rendered):
+    dashboard = json.loads((CHART / "files" / "dashboard.json").read_text())
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    assert {"namespace", "inferenceservice"} <= variables
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    flat = [re.sub(r"\s+", " ", e) for e in exprs]
+    selector = 'namespace=~"$namespace", inferenceservice=~"$inferenceservice"'
+    for must in [
+        f'max by (namespace, inferenceservice) (nv_inference_request_summary_us{{quantile="0.95", {selector}}}) / 1000',
+        f"tritonscale_target_p95_milliseconds{{{selector}}}",
+        f"tritonscale_desired_replicas{{{selector}}}",
+        f"tritonscale_ready_replicas{{{selector}}}",
+        f"sum by (namespace, inferenceservice) (rate(nv_inference_request_success{{{selector}}}[1m]))",
+    ]:
+        assert any(must in e for e in flat), f"no panel queries {must}"
+    used = set(re.findall(r"\btritonscale_[a-z0-9_]+", " ".join(exprs + [json.dumps(dashboard["templating"])])))
+    used = {re.sub(r"_(bucket|sum|count)$", "", m) for m in used}
+    assert used <= OPERATOR_METRICS, f"dashboard uses metrics the operator does not export: {used - OPERATOR_METRICS}"
+
+    cm = _one(rendered["non-default"], "ConfigMap", "tritonscale-dashboard")
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(cm["data"]["tritonscale.json"]) == dashboard
+
+
+def test_notes_walkthrough_matches_the_sample():
+    notes = (CHART / "templates" / "NOTES.txt").read_text()
+    sample = yaml.safe_load((REPO / "manifests" / "samples" / "python-cpu.yaml").read_text())
+    name = sample["metadata"]["name"]
+    for line in ["kubectl apply -f manifests/samples/python-cpu.yaml", "kubectl get tis -w",
+                 f"kubectl describe tis {name}", f"kubectl get events --field-selector involvedObject.name={name}"]:
+        assert line in notes, line
+    assert "https://" not in notes
+
+
+def test_dockerfile_matches_the_chart(rendered):
+    dockerfile = (REPO / "operator" / "Dockerfile").read_text()
+    assert re.search(r"^FROM python:3\.11-slim\b", dockerfile, re.M)
+    assert "pip install --no-cache-dir ." in dockerfile
+    assert re.search(r"^USER 65532(:65532)?$", dockerfile, re.M)
+    assert 'ENTRYPOINT ["tritonscale"]' in dockerfile and 'CMD ["run"]' in dockerfile
+    pod = _one(rendered["default"], "Deployment")["spec"]["template"]["spec"]
+    assert pod["containers"][0]["securityContext"]["runAsUser"] == 65532
+    assert pod["containers"][0]["args"][0] == "run"  # args replace CMD; ENTRYPOINT stays `tritonscale`
+    pyproject = (REPO / "pyproject.toml").read_text()
+    version = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == version, "Chart appVersion (the default image tag) != package version"
+
+
+# ---- manifests/install.yaml ---------------------------------------------------------------
+
+def test_install_yaml_is_in_sync_with_the_chart():
+    helm_binary()  # skip without helm
+    fresh = subprocess.run([str(REPO / ".ci" / "render-install"), "--stdout"], capture_output=True, text=True,
+                           check=True).stdout
+    current = (REPO / "manifests" / "install.yaml").read_text()
+    assert current == fresh, "manifests/install.yaml drifted from the chart: run .ci/render-install"
+    docs = [d for d in yaml.safe_load_all(current) if d]
+    assert docs[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": NAMESPACE, "labels": {"app.kubernetes.io/name": "tritonscale",
+                                      "pod-security.kubernetes.io/enforce": "restricted"}}}
+    assert [d["kind"] for d in docs].count("CustomResourceDefinition") == 1
+    for doc in docs:
+        kubernetes_validate.validate(doc, KUBE_VERSIONS[-1], strict=True)
