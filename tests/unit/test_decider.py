@@ -7,7 +7,6 @@ from dataclasses import replace
 import pytest
 
 from tritonscale.scaling.decider import (
-    PANIC_HOLD_SECONDS,
     Observation,
     Policy,
     Replicas,
@@ -112,7 +111,7 @@ def test_state_roundtrips_through_status_dict():
     again = State.from_dict(d.state.to_dict())
     assert again.capacity_rps == pytest.approx(d.state.capacity_rps, rel=1e-3)
     assert again.recommendations == d.state.recommendations
-    assert again.panic_until == d.state.panic_until == 1000.0 + PANIC_HOLD_SECONDS
+    assert again.panic_until == d.state.panic_until == 1000.0 + POLICY.scale_down_stabilization_s
     assert State.from_dict({"recommendations": "garbage"}) == State()  # corrupt memory: fresh start
 
 
@@ -217,3 +216,16 @@ def test_flat_latency_under_target_does_not_ratchet_replicas_up():
         loop.tick(ok(90, 120))
     assert loop.current <= 4, loop.history[-5:]
     assert loop.scale_events() <= 1
+
+
+def test_slack_recovers_from_a_capacity_estimate_learned_during_a_backlog():
+    """Regression from the Prometheus integration test: a breach that persisted while
+    replicas were added left capacity ~5 rps; at 5 rps with p95 at 20% of target the
+    decider then held 2 replicas forever. Sustained slack must walk it back to the floor."""
+    p = replace(POLICY, scale_down_stabilization_s=10)
+    loop = Loop(p, replicas=2, interval=2.0)
+    loop.state = State(capacity_rps=5.25, capacity_ceiling_rps=7.8)
+    for _ in range(15):
+        loop.tick(ok(20, 5.0))
+    assert loop.current == 1
+    assert "LatencySlack" in {r for _, _, r in loop.history}

@@ -33,6 +33,11 @@ FETCH_IMAGES = {
     "pvc": "busybox:1.36",
 }
 
+# Baseline pod security for every container we run: no privilege escalation, no
+# Linux capabilities. (runAsNonRoot is left to runtime.env/images: NGC Triton
+# images start as root by default.)
+_CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
 # Cold start = download + load + warmup. Give the startup probe 10 min
 # (120 x 5 s) before Kubernetes restarts the pod: large TensorRT engines take minutes.
 STARTUP_PERIOD_S, STARTUP_FAILURES = 5, 120
@@ -86,12 +91,17 @@ def build_configmap(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[s
     }
 
 
-def _fetch_container(spec: InferenceServiceSpec, model: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Init container that assembles /models/<model>/ = versions from storageUri + our config.pbtxt."""
+def _fetch_container(
+    spec: InferenceServiceSpec, model: str
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Init container that assembles /models/<model>/ = versions from storageUri + our config.pbtxt.
+
+    Returns (init container, extra pod volumes, extra mounts the triton container needs)."""
     uri = spec.model.storage_uri
     scheme, rest = uri.split("://", 1)
     dest = f"{MODEL_REPOSITORY}/{model}"
     volumes: list[dict[str, Any]] = []
+    serving_mounts: list[dict[str, Any]] = []
     mounts = [{"name": "model-repository", "mountPath": MODEL_REPOSITORY},
               {"name": "model-config", "mountPath": "/config", "readOnly": True}]
     if scheme == "pvc":
@@ -100,6 +110,8 @@ def _fetch_container(spec: InferenceServiceSpec, model: str) -> tuple[dict[str, 
         volumes.append({"name": "model-source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
         mounts.append({"name": "model-source", "mountPath": "/mnt/pvc", "readOnly": True})
         # Symlink the version directories instead of copying: no second copy of a multi-GB model.
+        # The links point into /mnt/pvc, so the triton container mounts the claim there too.
+        serving_mounts.append({"name": "model-source", "mountPath": "/mnt/pvc", "readOnly": True})
         fetch = (f'for e in {shlex.quote(src)}/*; do [ "$(basename "$e")" = config.pbtxt ] || '
                  f'ln -s "$e" {shlex.quote(dest)}/; done')
     elif scheme == "s3":
@@ -113,8 +125,9 @@ def _fetch_container(spec: InferenceServiceSpec, model: str) -> tuple[dict[str, 
         "command": ["/bin/sh", "-c", script],
         "env": list(spec.runtime.env),
         "volumeMounts": mounts,
+        "securityContext": _CONTAINER_SECURITY,
     }
-    return container, volumes
+    return container, volumes, serving_mounts
 
 
 def _tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
@@ -148,7 +161,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
     name = owner["metadata"]["name"]
     model = model_name(spec, name)
     config = render_config_pbtxt(spec, name)
-    fetch, source_volumes = _fetch_container(spec, model)
+    fetch, source_volumes, source_mounts = _fetch_container(spec, model)
     ready_probe = {"httpGet": {"path": f"/v2/models/{model}/ready", "port": "http"}}
     pod_labels = labels(name)
     container: dict[str, Any] = {
@@ -171,7 +184,9 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         "volumeMounts": [
             {"name": "model-repository", "mountPath": MODEL_REPOSITORY},
             {"name": "dshm", "mountPath": "/dev/shm"},  # Triton's python backend and pinned memory use shm
+            *source_mounts,
         ],
+        "securityContext": _CONTAINER_SECURITY,
     }
     pod_spec: dict[str, Any] = {
         "initContainers": [fetch],
@@ -183,6 +198,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
             *source_volumes,
         ],
         "terminationGracePeriodSeconds": 30,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
     }
     if spec.runtime.node_selector:
         pod_spec["nodeSelector"] = dict(spec.runtime.node_selector)

@@ -34,11 +34,6 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Optional
 
-# Panic mode lasts this long after the last panic-level reading: Knative's
-# default stable window (60 s) -- a burst that tripped panic usually returns
-# within a minute, and scaling down into it would cost another cold start.
-PANIC_HOLD_SECONDS = 60.0
-
 # Capacity learning. Each tick with traffic gives one estimate of the rate a
 # replica serves with p95 exactly at target, assuming p95 grows with the square
 # of per-replica load near the target (est = per_replica_rps / ratio**0.5, with
@@ -63,6 +58,14 @@ MIN_LEARNING_RPS = 0.5
 # Queue time at or above this share of the target is pressure even while p95 is
 # under target (the 60 s summary lags a fresh burst by up to a window).
 QUEUE_PRESSURE_SHARE = 0.5
+
+# Slack exploration: with p95 under half the target, step down one replica even
+# if the capacity estimate disagrees. An estimate learned during a backlog (a
+# cold start, a burst) can be far too low, and nothing else would correct it:
+# at 20 ms p95 against a 100 ms target the rate signal alone kept 2 replicas
+# where 1 sufficed. The step still passes the scale-down window, so the slack
+# must last a whole window (300 s by default) first.
+SLACK_RATIO = 0.5
 
 # Per-replica load targeted by the rate signal, relative to the learned capacity:
 # 15% headroom absorbs Poisson variance of a few hundred requests per second
@@ -279,6 +282,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
                 rec, reason = current, "WithinTolerance"
             else:
                 reason = "LoadIncreased" if rec > current else ("LoadDecreased" if rec < current else "Steady")
+            if p95 is not None and ratio < SLACK_RATIO and rec >= current and ready >= current:
+                rec, reason = current - 1, "LatencySlack"
             why = (f"{rps:.1f} rps at ~{cap:.1f} rps per replica" if cap else f"{rps:.1f} rps") + \
                   (f", p95 {p95:.0f}/{target:.0f} ms" if p95 is not None else "")
     rec = _clamp(rec, floor, ceiling)
@@ -289,7 +294,10 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     hist = _window(state, now, keep, rec)
     state = replace(state, recommendations=hist)
     if panic:
-        state = replace(state, panic_until=now + PANIC_HOLD_SECONDS)
+        # Like Knative's panic mode, no scale-down while panicking: here for one
+        # scale-down window after the last panic-level reading (300 s by default), so
+        # a user who shortens that window for a bursty service also shortens the hold.
+        state = replace(state, panic_until=now + policy.scale_down_stabilization_s)
     desired = current
     if rec > current:
         up_window = [r for t, r in hist if now - t <= policy.scale_up_stabilization_s]

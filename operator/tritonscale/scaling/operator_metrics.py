@@ -28,3 +28,13 @@ def forget(namespace: str, name: str) -> None:
             gauge.remove(namespace, name)
         except KeyError:
             pass
+
+
+def set_or_remove(gauge: Gauge, namespace: str, name: str, value: float | None) -> None:
+    if value is None:
+        try:
+            gauge.remove(namespace, name)
+        except KeyError:
+            pass
+    else:
+        gauge.labels(namespace, name).set(value)

@@ -103,8 +103,6 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
 
         om.DESIRED.labels(namespace, name).set(decision.replicas)
         om.READY.labels(namespace, name).set(ready)
-        if spec.scaling.target_p95_milliseconds is not None:
-            om.TARGET_P95.labels(namespace, name).set(spec.scaling.target_p95_milliseconds)
-        if obs.p95_ms is not None:
-            om.OBSERVED_P95.labels(namespace, name).set(obs.p95_ms)
+        om.set_or_remove(om.TARGET_P95, namespace, name, spec.scaling.target_p95_milliseconds)
+        om.set_or_remove(om.OBSERVED_P95, namespace, name, obs.p95_ms)  # idle/unknown: no stale value
         return result

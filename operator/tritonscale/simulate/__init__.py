@@ -1,0 +1,13 @@
+"""Trace-driven autoscaling simulator: Triton replicas with dynamic batching and cold starts.
+
+Modules, from the inside out:
+
+* ``arrivals`` -- trace parsing (Azure CSV, plain text) and built-in shapes;
+* ``replica`` -- one replica: Triton's dynamic batcher and an ``a + b*n`` ms batch cost;
+* ``metrics_view`` -- what Prometheus shows the autoscalers (scrape, window, summary);
+* ``engine`` -- the cluster: round-robin routing, cold starts, scale-down with drain;
+* ``capacity`` -- per-replica capacity at the SLO, which configures the baselines;
+* ``policies`` -- tritonscale (the operator's own decider), hpa, keda, kpa, static, oracle;
+* ``report`` -- attainment, replica-hours, table, JSON, plot;
+* ``benchmark`` / ``command`` -- one comparison, and the ``tritonscale simulate`` CLI.
+"""

@@ -1,0 +1,189 @@
+"""One comparison: the same arrivals through every requested policy, scored alike.
+
+Order of work: measure the per-replica capacity at the SLO (``capacity``), plan
+the oracle's per-window needs on the arrivals, then run each policy. Every
+policy starts with the oracle's first-window count warm (a fair start: nobody is
+charged for a cold start at t = 0 or spends the first minute under-provisioned)
+unless ``initial_replicas`` says otherwise. Autoscalers with a scale-down window
+(tritonscale, HPA, KEDA) start as if they had been running at that count: their
+recommendation history holds it at t = 0, so none of them drops replicas on the
+first 15 s of data just because its 300 s window is still empty. Everything else
+they learn (tritonscale's capacity estimate, KPA's panic state) starts empty.
+
+Policies are independent, so ``jobs > 1`` runs them in worker processes (fork);
+results do not depend on it.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Optional, Sequence
+
+import numpy as np
+
+from tritonscale.scaling import decider
+from tritonscale.simulate.capacity import Calibration, capacity_at_slo
+from tritonscale.simulate.engine import ClusterConfig, RunResult, TickRecord, simulate
+from tritonscale.simulate.policies import parse_static, validate_name
+from tritonscale.simulate.policies.hpa import HpaPolicy
+from tritonscale.simulate.policies.keda import KedaPolicy
+from tritonscale.simulate.policies.kpa import KpaPolicy
+from tritonscale.simulate.policies.oracle import solve, window_needs
+from tritonscale.simulate.policies.static import StaticPolicy
+from tritonscale.simulate.policies.tritonscale import TritonscalePolicy
+from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, Summary, summarise, window_p95_ms
+
+TIMELINE_STEP_S = 5.0
+
+
+@dataclass(frozen=True)
+class Options:
+    slo_ms: float
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    interval_s: float = 15.0  # tritonscale tick (CRD intervalSeconds)
+    headroom: float = 0.8  # baselines aim at this share of the measured capacity
+    hpa_target: float = 0.7  # HPA GPU duty-cycle target
+    initial_replicas: Optional[int] = None  # None: the oracle's first-window need
+    static_replicas: Optional[int] = None  # the static policy in "all"; None: the oracle's peak need
+    with_oracle: bool = True  # needed for cost_vs_oracle
+    jobs: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.slo_ms > 0:
+            raise ValueError("--slo-ms must be > 0")
+        if not self.interval_s > 0:
+            raise ValueError("tick interval must be > 0 s")
+        if not 0 < self.headroom <= 1:
+            raise ValueError("baseline headroom must be in (0, 1]")
+        if not 0 < self.hpa_target <= 1:
+            raise ValueError("HPA utilisation target must be in (0, 1]")
+
+
+@dataclass
+class Outcome:
+    """What is kept of one policy's run: the scores, per-window p95, replicas over time, ticks."""
+
+    summary: Summary
+    window_p95_ms: np.ndarray
+    timeline_t: np.ndarray
+    timeline_alive: np.ndarray
+    timeline_ready: np.ndarray
+    ticks: list[TickRecord]
+
+
+@dataclass
+class Benchmark:
+    options: Options
+    calibration: Calibration
+    needs: list[int]
+    policies: list[str]
+    outcomes: list[Outcome]
+    arrivals: int
+    horizon: float
+    oracle_meets_slo: Optional[bool] = None
+
+
+def outcome(run: RunResult, slo_ms: float) -> Outcome:
+    grid = np.arange(0.0, run.horizon, TIMELINE_STEP_S)
+    return Outcome(summarise(run, slo_ms),
+                   window_p95_ms(run.arrival, run.latency, ATTAINMENT_WINDOW_S, run.horizon),
+                   grid, run.replicas_over_time(grid), run.replicas_over_time(grid, ready_only=True), run.ticks)
+
+
+def expand(policy: str, needs: Sequence[int], opts: Options) -> list[str]:
+    validate_name(policy)
+    if policy != "all":
+        return [policy]
+    static_n = opts.static_replicas or max(needs)
+    names = ["tritonscale", "hpa", "keda", "kpa", f"static:{static_n}"]
+    return names + (["oracle"] if opts.with_oracle else [])
+
+
+def build(name: str, opts: Options, cal: Calibration, initial: int):
+    c = opts.cluster
+    seeded = ((0.0, initial),)  # "has been running at `initial`": fills the scale-down windows
+    static_n = parse_static(name)
+    if static_n is not None:
+        if static_n > c.max_replicas:
+            raise ValueError(f"{name}: more than --max-replicas={c.max_replicas}")
+        return StaticPolicy(static_n)
+    if name == "tritonscale":
+        pol = decider.Policy(min_replicas=c.min_replicas, max_replicas=c.max_replicas, target_p95_ms=opts.slo_ms)
+        return TritonscalePolicy(pol, interval_s=opts.interval_s, initial=initial,
+                                 state=decider.State(recommendations=seeded))
+    if name == "hpa":
+        return HpaPolicy(opts.hpa_target, c.min_replicas, c.max_replicas, initial, recs=seeded)
+    if name == "keda":
+        return KedaPolicy(cal.target_rps, c.min_replicas, c.max_replicas, initial, recs=seeded)
+    if name == "kpa":
+        return KpaPolicy(cal.concurrency_at_headroom, c.min_replicas, c.max_replicas, initial)
+    raise ValueError(f"unknown policy {name!r}")
+
+
+# Worker inputs are set before the pool forks, so 4 M arrivals are not pickled per task.
+_SHARED: dict = {}
+
+
+def _run_one(name: str) -> tuple[Outcome, Optional[bool]]:
+    arrivals, horizon, opts, cal, needs = (_SHARED[k] for k in ("arrivals", "horizon", "opts", "cal", "needs"))
+    if name == "oracle":
+        sol = solve(arrivals, horizon, opts.cluster, opts.slo_ms, cal.capacity_rps, needs=needs)
+        out = outcome(sol.run, opts.slo_ms)
+        out.summary = replace(out.summary, policy="oracle")
+        return out, sol.meets_slo
+    initial = opts.initial_replicas or needs[0]
+    run = simulate(arrivals, build(name, opts, cal, initial), opts.cluster, horizon)
+    return outcome(run, opts.slo_ms), None
+
+
+def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Options) -> Benchmark:
+    if len(arrivals) == 0:
+        raise ValueError("no arrivals to simulate")
+    validate_name(policy)
+    cal = capacity_at_slo(opts.cluster.batcher, opts.slo_ms, opts.headroom, opts.seed)
+    oracle_wanted = opts.with_oracle or policy == "oracle"
+    peak_static = policy == "all" and opts.static_replicas is None
+    needs = window_needs(arrivals, horizon, opts.cluster, opts.slo_ms, cal.capacity_rps,
+                         only_first=not (oracle_wanted or peak_static))
+    names = expand(policy, needs, opts)
+    if opts.with_oracle and "oracle" not in names:
+        names_to_run = names + ["oracle"]
+    else:
+        names_to_run = list(names)
+    for n in names_to_run:
+        if n != "oracle":
+            build(n, opts, cal, 1)  # validate before spending minutes
+    _SHARED.update(arrivals=arrivals, horizon=horizon, opts=opts, cal=cal, needs=needs)
+    jobs = max(1, min(opts.jobs, len(names_to_run)))
+    order = sorted(names_to_run, key=lambda n: n != "oracle")  # the longest first
+    if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            results = dict(zip(order, pool.map(_run_one, order)))
+    else:
+        results = {n: _run_one(n) for n in order}
+    _SHARED.clear()
+    oracle_hours = results["oracle"][0].summary.replica_hours if "oracle" in results else None
+    outcomes = []
+    for n in names:
+        out = results[n][0]
+        if oracle_hours:
+            out.summary = replace(out.summary, cost_vs_oracle=out.summary.replica_hours / oracle_hours)
+        outcomes.append(out)
+    meets = results["oracle"][1] if "oracle" in results else None
+    return Benchmark(opts, cal, needs, names, outcomes, len(arrivals), horizon, meets)
+
+
+def default_jobs() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def peak_replicas_scale(arrivals: np.ndarray, capacity_rps: float, replicas: float, bin_s: float = 60.0) -> float:
+    """Rate scale that makes the busiest ``bin_s`` slice need ``replicas`` at ``capacity_rps`` each."""
+    nb = max(1, math.ceil(float(arrivals[-1]) / bin_s))
+    peak = np.bincount(np.minimum((arrivals // bin_s).astype(int), nb - 1), minlength=nb).max() / bin_s
+    return replicas * capacity_rps / peak

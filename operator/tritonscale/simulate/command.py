@@ -1,0 +1,186 @@
+"""``tritonscale simulate``: trace-driven autoscaling benchmark (the CLI shell).
+
+    tritonscale simulate --trace FILE|--shape NAME [--rate-scale X] --slo-ms N --policy P
+                         [--seed S] [--json] [--plot FILE.png]
+
+P is tritonscale, hpa, keda, kpa, static:N, oracle or all. ``add_arguments`` +
+``run`` plug into the main CLI; ``main_simulate(argv)`` is the same as a standalone
+entry point. Bad input exits 1 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from typing import Optional, Sequence
+
+import numpy as np
+
+from tritonscale.simulate import arrivals as arrivals_mod
+from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, run_benchmark
+from tritonscale.simulate.engine import ClusterConfig
+from tritonscale.simulate.metrics_view import PromConfig
+from tritonscale.simulate.policies import validate_name
+from tritonscale.simulate.replica import BatcherConfig
+from tritonscale.simulate.report import plot, table, to_json
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_argument_group("arrivals")
+    one = src.add_mutually_exclusive_group()
+    one.add_argument("--trace", metavar="FILE",
+                     help="Azure CSV (TIMESTAMP column) or one arrival per line (seconds or ISO time)")
+    one.add_argument("--shape", choices=arrivals_mod.SHAPES, help="built-in arrival shape")
+    src.add_argument("--rate", type=float, default=200.0, help="--shape: base rate in rps (default 200)")
+    src.add_argument("--duration", type=float, default=3600.0, help="--shape: seconds (default 3600)")
+    src.add_argument("--rate-scale", type=float, default=1.0, metavar="X",
+                     help="multiply the rate: Poisson at X times the trace's rate per --rate-bin-s slice "
+                          "(default 1: replay the trace as is)")
+    src.add_argument("--rate-bin-s", type=float, default=10.0, help="slice for --rate-scale (default 10 s)")
+    src.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+
+    p.add_argument("--slo-ms", type=float, required=True, help="p95 latency target in ms")
+    p.add_argument("--policy", default="all",
+                   help="tritonscale, hpa, keda, kpa, static:N, oracle, or all (default all)")
+
+    m = p.add_argument_group("replica model (Triton dynamic batcher, batch of n costs a + b*n ms)")
+    m.add_argument("--batch-base-ms", type=float, default=20.0, help="a (default 20)")
+    m.add_argument("--batch-item-ms", type=float, default=2.0, help="b (default 2)")
+    m.add_argument("--max-batch", type=int, default=16, help="max_batch_size (default 16)")
+    m.add_argument("--max-queue-delay-us", type=float, default=2000.0, help="default 2000")
+    m.add_argument("--preferred-batch-sizes", default="4,8,16", help="comma list, '' for none (default 4,8,16)")
+    m.add_argument("--cold-start-s", type=float, default=60.0, help="pod creation to ready (default 60)")
+
+    c = p.add_argument_group("cluster, metrics and policies")
+    c.add_argument("--min-replicas", type=int, default=1)
+    c.add_argument("--max-replicas", type=int, default=20)
+    c.add_argument("--initial-replicas", type=int, help="warm at t=0 (default: the oracle's first-minute need)")
+    c.add_argument("--scrape-s", type=float, default=15.0, help="Prometheus scrape interval (default 15)")
+    c.add_argument("--window-s", type=float, default=60.0, help="rate() window and summary age (default 60)")
+    c.add_argument("--interval-s", type=float, default=15.0, help="tritonscale tick (default 15)")
+    c.add_argument("--headroom", type=float, default=0.8,
+                   help="baselines aim at this share of the measured capacity (default 0.8)")
+    c.add_argument("--hpa-target", type=float, default=0.7, help="HPA GPU duty-cycle target (default 0.7)")
+    c.add_argument("--static-replicas", type=int, help="static policy in --policy all (default: oracle's peak)")
+    c.add_argument("--no-oracle", action="store_true", help="skip the oracle (no cost_vs_oracle)")
+    c.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes (default: up to 2)")
+
+    o = p.add_argument_group("output")
+    o.add_argument("--json", action="store_true", help="JSON: one object, or a list with --policy all")
+    o.add_argument("--plot", metavar="FILE.png", help="draw load, p95 vs target and replicas")
+    o.add_argument("--decisions", metavar="FILE.csv", help="write every autoscaler tick and its reason")
+
+
+def _preferred(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise ValueError(f"--preferred-batch-sizes: expected a comma list of integers, got {text!r}") from None
+
+
+def options_from_args(args: argparse.Namespace) -> Options:
+    batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch,
+                            args.max_queue_delay_us / 1000.0, _preferred(args.preferred_batch_sizes))
+    cluster = ClusterConfig(batcher, args.cold_start_s, args.min_replicas, args.max_replicas,
+                            PromConfig(args.scrape_s, args.window_s))
+    if args.initial_replicas is not None and not args.min_replicas <= args.initial_replicas <= args.max_replicas:
+        raise ValueError("--initial-replicas must be within --min-replicas..--max-replicas")
+    if args.jobs < 1:
+        raise ValueError("--jobs must be >= 1")
+    return Options(args.slo_ms, cluster, args.interval_s, args.headroom, args.hpa_target, args.initial_replicas,
+                   args.static_replicas, not args.no_oracle, args.jobs, args.seed)
+
+
+def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
+    """(arrivals, horizon, description)."""
+    if args.rate_scale <= 0:
+        raise ValueError("--rate-scale must be > 0")
+    if args.trace:
+        raw = arrivals_mod.load_trace(args.trace)
+        t = arrivals_mod.rate_scale(raw, args.rate_scale, args.rate_bin_s, args.seed)
+        what = f"{args.trace}" + (f" x{args.rate_scale:g} (Poisson per {args.rate_bin_s:g} s, seed {args.seed})"
+                                  if args.rate_scale != 1 else "")
+        return t, float(raw[-1]), what
+    if args.shape:
+        t = arrivals_mod.shape_arrivals(args.shape, args.rate * args.rate_scale, args.duration, args.seed)
+        return t, args.duration, f"shape {args.shape} at {args.rate * args.rate_scale:g} rps (seed {args.seed})"
+    raise ValueError("give --trace FILE or --shape NAME")
+
+
+def describe(b: Benchmark, what: str, arrivals: np.ndarray) -> str:
+    o, cal, c = b.options, b.calibration, b.options.cluster
+    bt = c.batcher
+    peak = np.bincount((arrivals // 60).astype(int)).max() / 60.0
+    lines = [
+        f"arrivals: {what}: {b.arrivals:,} requests over {b.horizon:.0f} s "
+        f"(mean {b.arrivals / b.horizon:.0f} rps, busiest minute {peak:.0f} rps)",
+        f"replica: {bt.base_ms:g} ms + {bt.per_item_ms:g} ms/item, max batch {bt.max_batch}, queue delay "
+        f"{bt.max_queue_delay_ms * 1000:g} us, preferred {list(bt.preferred)}; cold start {c.cold_start_s:g} s; "
+        f"capacity at p95 <= {o.slo_ms:g} ms: {cal.capacity_rps:.0f} rps/replica (saturated {cal.max_rps:.0f})",
+        f"metrics: scrape {c.prom.scrape_s:g} s, window {c.prom.window_s:g} s; tritonscale tick {o.interval_s:g} s; "
+        f"replicas {c.min_replicas}..{c.max_replicas}, start with {o.initial_replicas or b.needs[0]} warm",
+        f"baselines at {o.headroom:.0%} of capacity: keda {cal.target_rps:.0f} rps/replica every 30 s, "
+        f"kpa {cal.concurrency_at_headroom:.1f} in flight/replica, hpa GPU duty cycle {o.hpa_target:.0%} "
+        f"(measured duty cycle at that load: {cal.busy_at_headroom:.0%})",
+    ]
+    if b.oracle_meets_slo is not None:
+        lines.append(f"oracle: per-minute needs {min(b.needs)}..{max(b.needs)} replicas; its simulated schedule "
+                     f"{'meets' if b.oracle_meets_slo else 'does NOT meet'} the SLO in every window")
+    return "\n".join(lines)
+
+
+def write_decisions(b: Benchmark, path: str) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["policy", "t", "current", "ready", "desired", "reason"])
+        for out in b.outcomes:
+            for r in out.ticks:
+                w.writerow([out.summary.policy, f"{r.t:g}", r.current, r.ready, r.desired, r.reason])
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    try:
+        validate_name(args.policy)
+        opts = options_from_args(args)
+        arrivals, horizon, what = load_arrivals(args)
+        bench = run_benchmark(arrivals, horizon, args.policy, opts)
+        if args.plot:
+            plot(arrivals, horizon, bench.outcomes, opts.slo_ms, args.plot)
+        if args.decisions:
+            write_decisions(bench, args.decisions)
+    except (ValueError, OSError) as exc:  # TraceError is a ValueError
+        print(f"tritonscale simulate: {exc}", file=sys.stderr)
+        return 1
+    rows = [o.summary for o in bench.outcomes]
+    if args.json:
+        print(to_json(rows, as_list=args.policy == "all"))
+    else:
+        print(describe(bench, what, arrivals))
+        print()
+        print(table(rows, opts.slo_ms))
+        print(f"\nwall time: {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ValueError(message)
+
+
+def main_simulate(argv: Optional[Sequence[str]] = None) -> int:
+    p = _OneLineParser(prog="tritonscale simulate", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    try:
+        args = p.parse_args(argv)
+    except ValueError as exc:
+        print(f"tritonscale simulate: {exc}", file=sys.stderr)
+        return 1
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main_simulate())

@@ -1,0 +1,224 @@
+"""The cluster simulation: arrivals, replicas with cold starts, and one autoscaler.
+
+Time advances in segments between *events*: autoscaler ticks and replicas becoming
+ready. Inside a segment the set of ready replicas is fixed, so routing is a pure
+function of the arrival order:
+
+* Routing is round-robin over the ready replicas in the order they became ready
+  (kube-proxy's IPVS mode; the iptables mode picks at random with the same
+  long-run share). The pointer carries over between segments.
+* Scale-up creates pods at once; each serves only after the cold start
+  (``cold_start_s``, default 60 s: image pull, Triton start, model load and warm-up).
+* Scale-down removes the newest pods first -- pods still starting before ready
+  ones, so a cancelled scale-up costs nothing more -- and a removed ready pod gets no
+  new requests but finishes its queue (terminationGracePeriod) before it goes.
+
+Cost is the pods' lifetime (creation to removal or end of drain) within
+[0, horizon]: a starting pod already holds its GPU.
+
+Every run is deterministic: the arrivals are given, routing is round-robin and the
+policies are deterministic functions of what they observe.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Protocol, Sequence
+
+import numpy as np
+
+from tritonscale.scaling.decider import Observation
+from tritonscale.simulate import metrics_view
+from tritonscale.simulate.metrics_view import PromConfig
+from tritonscale.simulate.replica import BatcherConfig, Replica
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    batcher: BatcherConfig = field(default_factory=BatcherConfig)
+    cold_start_s: float = 60.0
+    min_replicas: int = 1
+    max_replicas: int = 20
+    prom: PromConfig = field(default_factory=PromConfig)
+
+    def __post_init__(self) -> None:
+        if self.cold_start_s < 0:
+            raise ValueError("cold start must be >= 0 s")
+        if not 1 <= self.min_replicas <= self.max_replicas:
+            raise ValueError("need 1 <= min replicas <= max replicas")
+
+
+@dataclass
+class View:
+    """What an autoscaler can see at ``now``: replica counts and Prometheus-style metrics."""
+
+    now: float
+    current: int  # pods that exist and are not being removed (starting + ready)
+    ready: int
+    pods: Sequence[Replica]  # ready pods (scraped by Prometheus)
+    prom: PromConfig
+
+    def observe(self) -> Observation:
+        return metrics_view.observe(self.pods, self.now, self.prom)
+
+    def utilisation(self) -> list[Optional[float]]:
+        return metrics_view.pod_utilisation(self.pods, self.now, self.prom)
+
+    def request_rate(self) -> Optional[float]:
+        return metrics_view.request_rate(self.pods, self.now, self.prom)
+
+    def concurrency(self, window_s: float) -> float:
+        return metrics_view.mean_concurrency(self.pods, max(0.0, self.now - window_s), self.now)
+
+
+class Autoscaler(Protocol):
+    name: str
+
+    def initial_replicas(self, default: int) -> int: ...
+
+    def tick_times(self, horizon: float) -> np.ndarray: ...
+
+    def step(self, view: View) -> tuple[int, str]: ...
+
+
+@dataclass(frozen=True)
+class TickRecord:
+    t: float
+    current: int
+    ready: int
+    desired: int
+    reason: str
+
+
+@dataclass
+class RunResult:
+    policy: str
+    horizon: float
+    arrival: np.ndarray  # per request, sorted
+    latency: np.ndarray  # seconds, aligned with ``arrival``
+    pods: list[tuple[float, Optional[float], float, Optional[float]]]  # created, ready_at, gone, removed
+    ticks: list[TickRecord]
+    cold_starts: int
+    scale_events: int
+
+    def replica_seconds(self) -> float:
+        return float(sum(max(0.0, min(gone, self.horizon) - created) for created, _, gone, _ in self.pods))
+
+    def replicas_over_time(self, times: np.ndarray, ready_only: bool = False) -> np.ndarray:
+        """Pods alive (or ready and routed, with ``ready_only``) at each time."""
+        out = np.zeros(len(times), dtype=int)
+        for created, ready_at, gone, removed in self.pods:
+            if ready_only:
+                if ready_at is None:
+                    continue
+                lo, hi = ready_at, (removed if removed is not None else math.inf)
+            else:
+                lo, hi = created, gone
+            out += (times >= lo) & (times < hi)
+        return out
+
+
+def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
+             horizon: Optional[float] = None) -> RunResult:
+    """Run ``scaler`` against ``arrivals`` (sorted seconds) until every request is served."""
+    arrivals = np.asarray(arrivals, dtype=float)
+    if horizon is None:
+        horizon = float(arrivals[-1]) if len(arrivals) else 0.0
+    horizon = max(horizon, float(arrivals[-1]) if len(arrivals) else 0.0)
+    cold = cfg.cold_start_s
+
+    all_pods: list[Replica] = []
+    alive: list[Replica] = []  # not removed: starting + ready, in creation order
+    routed: list[Replica] = []  # ready and not removed, in ready order
+    pending_ready: list[tuple[float, int]] = []  # heap of (ready_at, rid)
+    by_id: dict[int, Replica] = {}
+
+    def create(t: float, warm: bool) -> None:
+        r = Replica(len(all_pods), t, t if warm else t + cold, cfg.batcher)
+        all_pods.append(r)
+        by_id[r.rid] = r
+        alive.append(r)
+        if warm:
+            routed.append(r)
+        else:
+            heapq.heappush(pending_ready, (r.ready_at, r.rid))
+
+    n0 = min(max(scaler.initial_replicas(cfg.min_replicas), 1), cfg.max_replicas)
+    for _ in range(n0):
+        create(0.0, warm=True)
+
+    ticks = np.asarray(scaler.tick_times(horizon), dtype=float)
+    ticks = ticks[(ticks > 0) & (ticks < horizon)]
+    ti = 0
+    rr = 0  # round-robin pointer
+    pos = 0  # next arrival to route
+    t_prev = 0.0
+    records: list[TickRecord] = []
+    cold_starts = scale_events = 0
+
+    while True:
+        t_next = horizon
+        if ti < len(ticks):
+            t_next = min(t_next, ticks[ti])
+        if pending_ready:
+            t_next = min(t_next, pending_ready[0][0])
+        last = t_next >= horizon
+        # route [t_prev, t_next) -- the final segment takes everything left
+        end = len(arrivals) if last else int(np.searchsorted(arrivals, t_next, side="left"))
+        if end > pos:
+            k = len(routed)
+            if k == 0:
+                raise RuntimeError("no ready replica to route to")  # cannot happen: >= 1 pod always ready
+            seg = arrivals[pos:end]
+            for j, r in enumerate(routed):
+                r.add(seg[(j - rr) % k::k])
+            rr = (rr + (end - pos)) % k
+            pos = end
+        for r in routed:
+            r.advance(t_next, t_next)
+        t_prev = t_next
+        if last:
+            break
+        while pending_ready and pending_ready[0][0] <= t_next:
+            _, rid = heapq.heappop(pending_ready)
+            r = by_id[rid]
+            if r.removed is None:
+                routed.append(r)
+        if ti < len(ticks) and ticks[ti] <= t_next:
+            ti += 1
+            current = len(alive)
+            view = View(t_next, current, len(routed), tuple(routed), cfg.prom)
+            desired, reason = scaler.step(view)
+            desired = min(max(int(desired), cfg.min_replicas), cfg.max_replicas)
+            records.append(TickRecord(t_next, current, len(routed), desired, reason))
+            if desired != current:
+                scale_events += 1
+            for _ in range(desired - current):
+                create(t_next, warm=False)
+                cold_starts += 1
+            for _ in range(current - desired):
+                # newest first: a pod still starting goes before any ready one
+                starting = [r for r in alive if r not in routed]
+                victim = starting[-1] if starting else max(routed, key=lambda r: (r.ready_at, r.rid))
+                alive.remove(victim)
+                victim.removed = t_next
+                if victim in routed:
+                    routed.remove(victim)
+                    victim.advance(math.inf, math.inf)  # drain: no new arrivals will come
+
+    for r in all_pods:
+        r.advance(math.inf, math.inf)
+        r.sync()
+    pods = []
+    for r in all_pods:
+        served = r.removed is None or r.ready_at <= r.removed
+        gone = horizon if r.removed is None else r.removed
+        if r.removed is not None and r.req_end.n:
+            gone = max(gone, float(r.req_end.a[r.req_end.n - 1]))  # drained its queue first
+        pods.append((r.created, r.ready_at if served else None, gone, r.removed))
+    arr = np.concatenate([r.arrivals.view for r in all_pods]) if all_pods else np.empty(0)
+    lat = np.concatenate([r.latencies() for r in all_pods]) if all_pods else np.empty(0)
+    order = np.argsort(arr, kind="stable")
+    return RunResult(scaler.name, horizon, arr[order], lat[order], pods, records, cold_starts, scale_events)

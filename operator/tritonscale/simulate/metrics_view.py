@@ -1,0 +1,143 @@
+"""What Prometheus would show the autoscalers, computed from the simulated replicas.
+
+This mirrors the operator's queries (``scaling`` metric source) on the default
+15 s scrape interval and 60 s window:
+
+* p95: each Triton pod exports ``nv_inference_request_summary_us{quantile="0.95"}``,
+  a summary over the last 60 s of *completed* requests; the operator takes
+  ``max by`` over pods. A pod that completed nothing reports NaN, which ``max``
+  skips; all-NaN gives ``p95_ms=None``.
+* rps: ``sum(rate(nv_inference_request_success[60s]))`` -- completions per second
+  over the window. A pod younger than the window contributes its completions over
+  its own lifetime; a pod with fewer than two scrapes (< 15 s old) has no rate yet.
+* queue_ms: ``rate(queue_duration_us) / rate(success)`` -- mean queue time of the
+  requests completed in the window.
+* pending: ``sum(nv_inference_pending_request_count)`` at the scrape.
+
+Values are those of the last scrape at or before ``now`` (the scrape grid starts at
+t = 0). Only ready pods are scraped: a starting pod's Triton has no series yet and a
+removed pod's series go stale.
+
+HPA's utilisation (GPU duty cycle: share of wall time the instance executes a
+batch) and Knative's concurrency (time-averaged in-flight requests, which the
+queue-proxy reports every second) are computed the same way from the same pods.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from tritonscale.scaling.decider import Observation
+from tritonscale.simulate.replica import Replica
+
+
+@dataclass(frozen=True)
+class PromConfig:
+    scrape_s: float = 15.0
+    window_s: float = 60.0  # rate() range and Triton's summary age
+    quantile: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.scrape_s <= 0 or self.window_s <= 0:
+            raise ValueError("scrape interval and window must be > 0 s")
+
+
+def last_scrape(now: float, scrape_s: float) -> float:
+    # 1e-9: a tick at exactly 45.0 s sees the 45 s scrape despite float rounding
+    return math.floor(now / scrape_s + 1e-9) * scrape_s
+
+
+def _span(r: Replica, t: float, cfg: PromConfig) -> float:
+    """Seconds of this pod's history inside the window (0: no rate yet)."""
+    span = min(cfg.window_s, t - max(r.ready_at, 0.0))
+    return span if span >= cfg.scrape_s - 1e-9 else 0.0
+
+
+def _window(r: Replica, t0: float, t1: float) -> slice:
+    end = r.req_end.view
+    i0 = int(np.searchsorted(end, t0, side="right"))
+    i1 = int(np.searchsorted(end, t1, side="right"))
+    return slice(i0, i1)
+
+
+def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation:
+    """The decider's Observation for ``now`` from the ready pods."""
+    t = last_scrape(now, cfg.scrape_s)
+    p95s: list[float] = []
+    rps = 0.0
+    queue_s = 0.0
+    served = 0
+    pending = 0
+    series = 0
+    for r in pods:
+        r.sync()
+        pending += r.pending_at(t)
+        w = _window(r, t - cfg.window_s, t)
+        n = w.stop - w.start
+        if n:
+            lat = r.req_end.a[w] - r.arrivals.a[w]
+            p95s.append(float(np.quantile(lat, cfg.quantile)) * 1000.0)
+        span = _span(r, t, cfg)
+        if span > 0:
+            series += 1
+            k = int(np.searchsorted(r.req_end.view, t - span, side="right"))
+            cnt = w.stop - k
+            rps += cnt / span
+            queue_s += float(np.sum(r.req_start.a[k:w.stop] - r.arrivals.a[k:w.stop]))
+            served += cnt
+    if not series:
+        return Observation(status="no_data", message="no pod has two scrapes yet")
+    return Observation(
+        status="ok",
+        p95_ms=max(p95s) if p95s else None,
+        rps=rps,
+        queue_ms=(queue_s / served * 1000.0) if served else None,
+        pending=float(pending),
+    )
+
+
+def pod_utilisation(pods: Sequence[Replica], now: float, cfg: PromConfig) -> list[Optional[float]]:
+    """GPU duty cycle per ready pod over the window; None for a pod without two scrapes."""
+    t = last_scrape(now, cfg.scrape_s)
+    out: list[Optional[float]] = []
+    for r in pods:
+        span = _span(r, t, cfg)
+        out.append(r.busy_seconds(t - span, t) / span if span > 0 else None)
+    return out
+
+
+def request_rate(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Optional[float]:
+    """``sum(rate(nv_inference_request_success[window]))``; None when no pod has a rate yet."""
+    t = last_scrape(now, cfg.scrape_s)
+    total, series = 0.0, 0
+    for r in pods:
+        r.sync()
+        span = _span(r, t, cfg)
+        if span > 0:
+            series += 1
+            end = r.req_end.view
+            total += (int(np.searchsorted(end, t, side="right"))
+                      - int(np.searchsorted(end, t - span, side="right"))) / span
+    return total if series else None
+
+
+def _area_below(x: np.ndarray, t0: float, t1: float) -> float:
+    """Integral over [t0, t1] of #{x_i <= t}, for sorted x."""
+    i0 = int(np.searchsorted(x, t0, side="right"))
+    i1 = int(np.searchsorted(x, t1, side="right"))
+    return i0 * (t1 - t0) + float(np.sum(t1 - x[i0:i1]))
+
+
+def mean_concurrency(pods: Sequence[Replica], t0: float, t1: float) -> float:
+    """Time-averaged requests in flight (queued or executing) summed over pods, on [t0, t1]."""
+    if t1 <= t0:
+        return 0.0
+    area = 0.0
+    for r in pods:
+        r.sync()
+        area += _area_below(r.arrivals.view, t0, t1) - _area_below(r.req_end.view, t0, t1)
+    return area / (t1 - t0)

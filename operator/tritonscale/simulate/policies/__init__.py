@@ -1,0 +1,34 @@
+"""Autoscaling policies for the simulator, one file each, behind ``engine.Autoscaler``.
+
+``build(name, ...)`` turns a ``--policy`` value into an autoscaler:
+
+* ``tritonscale`` -- the operator's own decider (``tritonscale.scaling.decider``), imported;
+* ``hpa`` -- Kubernetes HPA on GPU duty cycle (utilisation target);
+* ``keda`` -- KEDA's Prometheus scaler on request rate (an HPA underneath);
+* ``kpa`` -- Knative's KPA on concurrency, with stable and panic windows;
+* ``static:N`` -- N warm replicas, never scaled;
+* ``oracle`` -- the cheapest per-minute schedule that meets the SLO, planned offline.
+"""
+
+from __future__ import annotations
+
+POLICY_NAMES = ("tritonscale", "hpa", "keda", "kpa", "oracle")  # plus static:N
+
+
+def parse_static(name: str) -> int | None:
+    """N for ``static:N``; None for any other name. Raises ValueError on a bad N."""
+    if not name.startswith("static:"):
+        return None
+    try:
+        n = int(name.split(":", 1)[1])
+    except ValueError:
+        raise ValueError(f"static:N needs a whole number of replicas, got {name!r}") from None
+    if n < 1:
+        raise ValueError(f"static:N needs N >= 1, got {n}")
+    return n
+
+
+def validate_name(name: str) -> str:
+    if name in POLICY_NAMES or name == "all" or parse_static(name) is not None:
+        return name
+    raise ValueError(f"unknown policy {name!r}: use one of tritonscale, hpa, keda, kpa, static:N, oracle, all")

@@ -1,0 +1,105 @@
+"""Kubernetes HPA (autoscaling/v2) on a utilisation target, as the controller computes it.
+
+Signal: GPU duty cycle per pod (share of wall time executing a batch; DCGM's
+``DCGM_FI_DEV_GPU_UTIL``), averaged over the Prometheus window, as a Pods metric.
+Algorithm (``replica_calculator.go`` ``calcPlainMetricReplicas`` + ``horizontal.go``):
+
+* ratio = mean utilisation of pods with metrics / target; within +-tolerance (0.1)
+  nothing changes; otherwise desired = ceil(ratio x pods with metrics);
+* pods without metrics yet (starting) count as 0% when scaling up and as exactly
+  on target when scaling down; if that flips the direction, hold;
+* stabilisation: scale-down takes the highest recommendation of the last 300 s,
+  scale-up the lowest of the last 0 s;
+* rate limits (default behaviour): up by max(4 pods, 100%) per 15 s sync, down by
+  up to 100%; then clamp to [min, max].
+
+Caveat, measured: with dynamic batching the duty cycle is ~100% from a third of
+capacity up (at 100 rps one replica is busy 96% of the time: batches just get
+larger), so any target below 100% keeps asking for more replicas. That is the
+known weakness of GPU utilisation as a scaling signal for batched inference, and
+the reason this baseline tends to sit at maxReplicas.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from tritonscale.simulate.engine import View
+
+SYNC_PERIOD_S = 15.0  # --horizontal-pod-autoscaler-sync-period
+TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
+SCALE_DOWN_STABILIZATION_S = 300.0  # behavior.scaleDown.stabilizationWindowSeconds default
+SCALE_UP_PODS = 4  # behavior.scaleUp policies default: 4 pods or 100% per 15 s, whichever is more
+
+
+def plain_metric_replicas(usages: Sequence[Optional[float]], current: int, target: float,
+                          tolerance: float = TOLERANCE) -> tuple[int, str]:
+    """HPA's recommendation from per-pod usages (None: pod has no metrics yet)."""
+    have = [u for u in usages if u is not None]
+    missing = current - len(have)
+    if not have:
+        return current, "NoMetrics"
+    ratio = sum(have) / (len(have) * target)
+    if missing <= 0:
+        if abs(1.0 - ratio) <= tolerance:
+            return current, "WithinTolerance"
+        return math.ceil(ratio * len(have)), "Ratio"
+    fill = target if ratio < 1.0 else 0.0  # missing pods: on target for scale-down, idle for scale-up
+    new_ratio = (sum(have) + fill * missing) / ((len(have) + missing) * target)
+    if abs(1.0 - new_ratio) <= tolerance or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
+        return current, "HoldForMissingPods"
+    n = math.ceil(new_ratio * (len(have) + missing))
+    if (new_ratio < 1.0 and n > current) or (new_ratio > 1.0 and n < current):
+        return current, "HoldForMissingPods"
+    return n, "Ratio"
+
+
+def stabilize(recs: tuple[tuple[float, int], ...], now: float, current: int, rec: int,
+              down_window_s: float, up_window_s: float = 0.0) -> tuple[int, tuple[tuple[float, int], ...]]:
+    """HPA's stabilizeRecommendationWithBehaviors; returns (replicas, kept history)."""
+    keep = max(down_window_s, up_window_s)
+    recs = tuple((t, r) for t, r in recs if now - t < keep) + ((now, rec),)
+    up = min([r for t, r in recs if now - t <= up_window_s] or [rec])
+    down = max(r for t, r in recs if now - t < down_window_s or t == now)
+    out = current
+    if out < up:
+        out = up
+    if out > down:
+        out = down
+    return out, recs
+
+
+def limit_rate(desired: int, current: int, lo: int, hi: int) -> int:
+    up_limit = max(current + SCALE_UP_PODS, 2 * current)
+    return max(lo, min(hi, min(desired, up_limit)))
+
+
+@dataclass
+class HpaPolicy:
+    target_utilisation: float = 0.7
+    min_replicas: int = 1
+    max_replicas: int = 20
+    initial: Optional[int] = None
+    name: str = "hpa"
+    recs: tuple[tuple[float, int], ...] = field(default=())
+
+    def initial_replicas(self, default: int) -> int:
+        return self.initial if self.initial is not None else default
+
+    def tick_times(self, horizon: float) -> np.ndarray:
+        return np.arange(SYNC_PERIOD_S, horizon, SYNC_PERIOD_S)
+
+    def step(self, view: View) -> tuple[int, str]:
+        usages = view.utilisation()
+        usages = usages + [None] * (view.current - len(usages))  # starting pods: no metrics
+        rec, why = plain_metric_replicas(usages, view.current, self.target_utilisation)
+        rec = max(self.min_replicas, min(self.max_replicas, rec))
+        out, self.recs = stabilize(self.recs, view.now, view.current, rec, SCALE_DOWN_STABILIZATION_S)
+        out = limit_rate(out, view.current, self.min_replicas, self.max_replicas)
+        have = [u for u in usages if u is not None]
+        mean = sum(have) / len(have) if have else float("nan")
+        return out, f"{why}: utilisation {mean:.0%} vs {self.target_utilisation:.0%}, rec {rec}"

@@ -1,0 +1,59 @@
+"""KEDA ScaledObject with a Prometheus trigger on request rate (metricType AverageValue).
+
+Query: ``sum(rate(nv_inference_request_success[1m]))``, polled every 30 s
+(``pollingInterval``). KEDA hands the value to an HPA as an External metric with
+an average-value target (``threshold``), so the arithmetic is the HPA's
+(``GetExternalPerPodMetricReplicas``): ratio = rps / (threshold x current); within
++-0.1 hold, else desired = ceil(rps / threshold); then the HPA's default 300 s
+scale-down stabilisation and scale-up rate limit.
+
+Threshold: the baselines' shared headroom (default 80%) of the measured per-replica
+capacity at the SLO: 0.8 x 290 ~= 232 rps with the defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from tritonscale.simulate.engine import View
+from tritonscale.simulate.policies.hpa import SCALE_DOWN_STABILIZATION_S, TOLERANCE, limit_rate, stabilize
+
+POLLING_INTERVAL_S = 30.0
+
+
+def average_value_replicas(value: float, current: int, threshold: float,
+                           tolerance: float = TOLERANCE) -> int:
+    ratio = value / (threshold * max(current, 1))
+    if abs(1.0 - ratio) <= tolerance:
+        return current
+    return math.ceil(value / threshold)
+
+
+@dataclass
+class KedaPolicy:
+    threshold_rps: float
+    min_replicas: int = 1
+    max_replicas: int = 20
+    initial: Optional[int] = None
+    name: str = "keda"
+    recs: tuple[tuple[float, int], ...] = field(default=())
+
+    def initial_replicas(self, default: int) -> int:
+        return self.initial if self.initial is not None else default
+
+    def tick_times(self, horizon: float) -> np.ndarray:
+        return np.arange(POLLING_INTERVAL_S, horizon, POLLING_INTERVAL_S)
+
+    def step(self, view: View) -> tuple[int, str]:
+        rps = view.request_rate()
+        if rps is None:  # no series: the HPA keeps the current scale
+            return view.current, "NoMetrics"
+        rec = average_value_replicas(rps, view.current, self.threshold_rps)
+        rec = max(self.min_replicas, min(self.max_replicas, rec))
+        out, self.recs = stabilize(self.recs, view.now, view.current, rec, SCALE_DOWN_STABILIZATION_S)
+        out = limit_rate(out, view.current, self.min_replicas, self.max_replicas)
+        return out, f"{rps:.0f} rps vs {self.threshold_rps:.0f} per replica, rec {rec}"

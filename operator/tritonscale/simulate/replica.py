@@ -1,0 +1,239 @@
+"""One Triton replica: a dynamic batcher in front of one model instance.
+
+Service model (the same ``a + b*n`` cost as the sandbox's CPU stand-in,
+``sandbox/model/model.py``): a batch of ``n`` requests occupies the instance for
+``base_ms + per_item_ms * n``. With the defaults (20 ms + 2 ms/item, max batch 16)
+a full batch takes 52 ms, so one replica tops out at 16 / 0.052 s ~= 308 rps, while
+unbatched it would manage 1 / 0.022 s ~= 45 rps.
+
+Batch formation follows Triton's dynamic batcher (``GetDynamicBatch`` in
+triton-inference-server/core ``dynamic_batch_scheduler.cc``), evaluated whenever the
+instance is free and the queue is not empty:
+
+* ``max_batch`` or more queued: send ``max_batch`` now;
+* the oldest request has waited ``max_queue_delay`` or longer: send everything queued;
+* otherwise, if a preferred size can be formed, send the largest preferred size
+  (with [4, 8, 16] and 7 queued that is 4; the other 3 wait for the next batch);
+* otherwise wait for the arrival that completes the smallest preferred size, or for
+  the oldest request's delay to expire, whichever comes first.
+
+Under load the instance is busy for tens of ms while the queue fills, so the delay
+has long expired when it frees up: batches are "whatever is queued, up to 16".
+
+The replica is the one mutable object of the simulator, for speed: ``advance`` walks
+batches (not requests) in a tight loop, ~1 us per batch, and per-request numbers are
+derived afterwards with numpy. Requests are served FIFO, so completions are sorted.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class BatcherConfig:
+    """Per-replica model cost and Triton ``dynamic_batching`` settings."""
+
+    base_ms: float = 20.0  # a: fixed cost of a batch (kernel launch, pre/post)
+    per_item_ms: float = 2.0  # b: extra cost per request in the batch
+    max_batch: int = 16
+    max_queue_delay_ms: float = 2.0  # Triton max_queue_delay_microseconds = 2000
+    preferred: tuple[int, ...] = (4, 8, 16)
+
+    def __post_init__(self) -> None:
+        if self.base_ms < 0 or self.per_item_ms < 0 or self.base_ms + self.per_item_ms <= 0:
+            raise ValueError("batch cost a + b*n must be positive (a >= 0, b >= 0, a + b > 0)")
+        if self.max_batch < 1:
+            raise ValueError("max batch must be at least 1")
+        if self.max_queue_delay_ms < 0:
+            raise ValueError("max queue delay must be >= 0")
+        bad = [p for p in self.preferred if not 1 <= p <= self.max_batch]
+        if bad:
+            raise ValueError(f"preferred batch sizes {bad} are outside 1..{self.max_batch}")
+
+    def service_s(self, n: int) -> float:
+        return (self.base_ms + self.per_item_ms * n) / 1000.0
+
+    @property
+    def max_throughput_rps(self) -> float:
+        """Saturated throughput: full batches back to back (16 / 52 ms ~= 308 rps by default)."""
+        return self.max_batch / self.service_s(self.max_batch)
+
+
+class _Grow:
+    """Append-only float64 array (amortised doubling)."""
+
+    __slots__ = ("a", "n")
+
+    def __init__(self, cap: int = 1024) -> None:
+        self.a = np.empty(cap)
+        self.n = 0
+
+    def extend(self, x: np.ndarray) -> None:
+        m = len(x)
+        if self.n + m > len(self.a):
+            new = np.empty(max(2 * len(self.a), self.n + m))
+            new[: self.n] = self.a[: self.n]
+            self.a = new
+        self.a[self.n: self.n + m] = x
+        self.n += m
+
+    @property
+    def view(self) -> np.ndarray:
+        return self.a[: self.n]
+
+
+class Replica:
+    """A replica's queue and model instance, plus what it has served so far.
+
+    Lifecycle (times in seconds): ``created`` (pod scheduled; costs from here),
+    ``ready_at`` = created + cold start (receives traffic from here), ``removed``
+    (scale-down: no new traffic; the queue drains, then the pod is gone).
+    """
+
+    def __init__(self, rid: int, created: float, ready_at: float, cfg: BatcherConfig) -> None:
+        self.rid = rid
+        self.created = created
+        self.ready_at = ready_at
+        self.removed: Optional[float] = None
+        self.cfg = cfg
+        self._a = cfg.base_ms / 1000.0
+        self._b = cfg.per_item_ms / 1000.0
+        self._B = cfg.max_batch
+        self._delay = cfg.max_queue_delay_ms / 1000.0
+        prefs = sorted(set(cfg.preferred))
+        # largest preferred size <= q, for q = 0..max_batch (0: none can be formed yet)
+        self._pref = [max([p for p in prefs if p <= q], default=0) for q in range(cfg.max_batch + 1)]
+        self._pmin = prefs[0] if prefs else cfg.max_batch
+        # queue: arrivals not yet in a batch are arr[head:]; arr[:head] awaits sync()
+        self._arr: list[float] = []
+        self._head = 0
+        self._free = -math.inf  # the instance is idle from this time
+        self._b_start: list[float] = []
+        self._b_size: list[int] = []
+        self._synced_batches = 0
+        # every arrival routed here; served FIFO, so request i of req_start/req_end is arrival i
+        self.arrivals = _Grow()
+        # per served request: batch start and batch end (completion)
+        self.req_start = _Grow()
+        self.req_end = _Grow()
+        # per batch: start, end, cumulative busy seconds up to and including it
+        self.batch_start = _Grow(256)
+        self.batch_end = _Grow(256)
+        self.batch_busy_cum = _Grow(256)
+        self.batch_size_cum = _Grow(256)
+
+    # -- traffic ------------------------------------------------------------------------
+    def add(self, times: np.ndarray) -> None:
+        """Route arrivals (sorted, all later than anything routed before) to this replica."""
+        self.arrivals.extend(times)
+        self._arr.extend(times.tolist())
+
+    @property
+    def served(self) -> int:
+        """Requests in batches so far (after ``sync``)."""
+        return self.req_end.n
+
+    def latencies(self) -> np.ndarray:
+        """Seconds from arrival to completion of every served request, in arrival order."""
+        self.sync()
+        return self.req_end.view - self.arrivals.a[: self.req_end.n]
+
+    def advance(self, until: float, known_until: float) -> None:
+        """Form and run every batch that starts before ``until``.
+
+        ``known_until``: every arrival before this time has been routed here already, so
+        a batch whose start depends on arrivals up to t may start if t < known_until.
+        """
+        arr = self._arr
+        n = len(arr)
+        h = self._head
+        free = self._free
+        a, b, B, delay = self._a, self._b, self._B, self._delay
+        pref, pmin = self._pref, self._pmin
+        starts, sizes = self._b_start, self._b_size
+        while h < n:
+            first = arr[h]
+            s = free if free > first else first
+            if s >= until:
+                break
+            hi = h + B
+            if hi > n:
+                hi = n
+            q = bisect_right(arr, s, h, hi) - h
+            if q < B:
+                deadline = first + delay
+                if s < deadline:  # the oldest request may still wait for company
+                    p = pref[q]
+                    if p:
+                        q = p
+                    else:
+                        k = h + pmin - 1
+                        if k < n and arr[k] <= deadline:
+                            s, q = arr[k], pmin  # the smallest preferred size is complete
+                        elif deadline < known_until:
+                            s = deadline
+                            q = bisect_right(arr, s, h, hi) - h
+                        else:
+                            break  # cannot know yet who arrives before the deadline
+            starts.append(s)
+            sizes.append(q)
+            free = s + a + b * q
+            h += q
+        self._head = h
+        self._free = free
+
+    def sync(self) -> None:
+        """Move batches formed since the last call into the per-request/per-batch arrays."""
+        nb = len(self._b_size)
+        if nb == self._synced_batches:
+            return
+        st = np.asarray(self._b_start[self._synced_batches:])
+        sz = np.asarray(self._b_size[self._synced_batches:], dtype=np.int64)
+        m = int(sz.sum())
+        en = st + self._a + self._b * sz
+        prev_busy = self.batch_busy_cum.a[self.batch_busy_cum.n - 1] if self.batch_busy_cum.n else 0.0
+        prev_size = self.batch_size_cum.a[self.batch_size_cum.n - 1] if self.batch_size_cum.n else 0.0
+        self.batch_start.extend(st)
+        self.batch_end.extend(en)
+        self.batch_busy_cum.extend(prev_busy + np.cumsum(en - st))
+        self.batch_size_cum.extend(prev_size + np.cumsum(sz))
+        self.req_start.extend(np.repeat(st, sz))
+        self.req_end.extend(np.repeat(en, sz))
+        # forget the served prefix so the Python list stays short
+        del self._arr[:m]
+        self._head -= m
+        self._b_start.clear()
+        self._b_size.clear()
+        self._synced_batches = 0
+
+    # -- what the replica's Triton /metrics would report -----------------------------------
+    @property
+    def busy_until(self) -> float:
+        return self._free
+
+    def pending_at(self, t: float) -> int:
+        """Requests received by ``t`` and not yet in an executing batch (nv_inference_pending_request_count)."""
+        self.sync()
+        arrived = int(np.searchsorted(self.arrivals.view, t, side="right"))
+        i = int(np.searchsorted(self.batch_start.view, t, side="right"))
+        started = int(self.batch_size_cum.a[i - 1]) if i else 0
+        return max(0, arrived - started)
+
+    def busy_seconds(self, t0: float, t1: float) -> float:
+        """Seconds the instance spent executing batches within (t0, t1]."""
+        self.sync()
+        s, e, cum = self.batch_start.view, self.batch_end.view, self.batch_busy_cum.view
+        i0 = int(np.searchsorted(e, t0, side="right"))  # first batch ending after t0
+        i1 = int(np.searchsorted(s, t1, side="left"))  # batches starting before t1
+        if i1 <= i0:
+            return 0.0
+        total = cum[i1 - 1] - (cum[i0 - 1] if i0 else 0.0)
+        total -= max(0.0, t0 - s[i0])  # clip the first batch at t0
+        total -= max(0.0, e[i1 - 1] - t1)  # and the last at t1
+        return max(0.0, float(total))

@@ -1,0 +1,153 @@
+"""Scoring runs: latency percentiles, SLO attainment, replica-hours; table, JSON and plot.
+
+SLO attainment, two ways:
+
+* window attainment: the share of 60 s windows (by arrival time, aligned to t = 0,
+  windows without requests skipped) whose p95 latency is within the target;
+* request attainment: the share of requests within the target.
+
+Replica-hours count every pod from creation (a starting pod holds its GPU) to its
+removal or the end of its drain, within [0, horizon]. ``cost_vs_oracle`` divides by
+the oracle's replica-hours on the same arrivals.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, asdict
+from typing import Optional, Sequence
+
+import numpy as np
+
+from tritonscale.simulate.engine import RunResult
+
+ATTAINMENT_WINDOW_S = 60.0
+
+
+def window_p95_ms(arrival: np.ndarray, latency: np.ndarray, window_s: float, horizon: float) -> np.ndarray:
+    """p95 latency (ms) of the requests arriving in each window; NaN for empty windows."""
+    nw = max(1, math.ceil(horizon / window_s)) if horizon > 0 else 1
+    idx = np.minimum((arrival // window_s).astype(np.int64), nw - 1)
+    bounds = np.searchsorted(idx, np.arange(nw + 1), side="left")  # arrival is sorted
+    out = np.full(nw, np.nan)
+    for w in range(nw):
+        lo, hi = bounds[w], bounds[w + 1]
+        if hi > lo:
+            out[w] = float(np.quantile(latency[lo:hi], 0.95)) * 1000.0
+    return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    policy: str
+    requests: int
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    window_attainment: float  # 0..1
+    request_attainment: float  # 0..1
+    windows: int
+    windows_missed: int
+    replica_hours: float
+    cost_vs_oracle: Optional[float]
+    mean_replicas: float
+    max_replicas: int
+    scale_events: int
+    cold_starts: int
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, float):
+                d[k] = round(v, 4)
+        return d
+
+
+def summarise(run: RunResult, slo_ms: float, oracle_hours: Optional[float] = None,
+              window_s: float = ATTAINMENT_WINDOW_S) -> Summary:
+    lat_ms = run.latency * 1000.0
+    n = len(lat_ms)
+    pct = np.quantile(lat_ms, [0.5, 0.95, 0.99]) if n else np.full(3, np.nan)
+    wp = window_p95_ms(run.arrival, run.latency, window_s, run.horizon)
+    valid = ~np.isnan(wp)
+    ok = int(np.sum(wp[valid] <= slo_ms))
+    hours = run.replica_seconds() / 3600.0
+    grid = np.arange(0.0, run.horizon, 1.0)
+    alive = run.replicas_over_time(grid) if len(grid) else np.zeros(1, dtype=int)
+    return Summary(
+        policy=run.policy,
+        requests=n,
+        p50_ms=float(pct[0]), p95_ms=float(pct[1]), p99_ms=float(pct[2]),
+        window_attainment=ok / int(valid.sum()) if valid.any() else 1.0,
+        request_attainment=float(np.mean(lat_ms <= slo_ms)) if n else 1.0,
+        windows=int(valid.sum()),
+        windows_missed=int(valid.sum()) - ok,
+        replica_hours=hours,
+        cost_vs_oracle=(hours / oracle_hours) if oracle_hours else None,
+        mean_replicas=float(alive.mean()),
+        max_replicas=int(alive.max()),
+        scale_events=run.scale_events,
+        cold_starts=run.cold_starts,
+    )
+
+
+def table(rows: Sequence[Summary], slo_ms: float) -> str:
+    head = ["policy", "requests", "p50 ms", "p95 ms", "p99 ms", f"win p95<={slo_ms:g}", f"req<={slo_ms:g}",
+            "replica-h", "x oracle", "mean rep", "max rep", "scale ev", "cold st"]
+    body = []
+    for s in rows:
+        body.append([
+            s.policy, f"{s.requests:,}", f"{s.p50_ms:.0f}", f"{s.p95_ms:.0f}", f"{s.p99_ms:.0f}",
+            f"{s.window_attainment:.1%} ({s.windows - s.windows_missed}/{s.windows})",
+            f"{s.request_attainment:.2%}", f"{s.replica_hours:.2f}",
+            "-" if s.cost_vs_oracle is None else f"{s.cost_vs_oracle:.2f}",
+            f"{s.mean_replicas:.1f}", str(s.max_replicas), str(s.scale_events), str(s.cold_starts),
+        ])
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                 for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+
+    sep = "|" + "|".join("-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(head), sep, *(line(r) for r in body)])
+
+
+def to_json(rows: Sequence[Summary], as_list: bool) -> str:
+    data = [r.to_dict() for r in rows]
+    return json.dumps(data if as_list else data[0], indent=2)
+
+
+def plot(arrivals: np.ndarray, horizon: float, outcomes: Sequence, slo_ms: float, path: str,
+         window_s: float = ATTAINMENT_WINDOW_S) -> None:
+    """Load, per-window p95 against the target, and replicas over time, for every policy.
+
+    ``outcomes``: ``benchmark.Outcome`` objects (summary, window_p95_ms, timeline_*).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_load, ax_p95, ax_rep) = plt.subplots(3, 1, figsize=(11, 9), sharex=True)
+    bin_s = 10.0
+    nb = max(1, math.ceil(horizon / bin_s))
+    counts = np.bincount(np.minimum((arrivals // bin_s).astype(int), nb - 1), minlength=nb)
+    ax_load.step(np.arange(nb) * bin_s / 60, counts / bin_s, where="post", color="k", lw=0.8)
+    ax_load.set_ylabel("load (rps per 10 s)")
+    for o in outcomes:
+        wp = o.window_p95_ms
+        mins = (np.arange(len(wp)) + 0.5) * window_s / 60
+        ax_p95.plot(mins, wp, marker=".", lw=1, label=o.summary.policy)
+        ax_rep.step(o.timeline_t / 60, o.timeline_alive, where="post", lw=1, label=o.summary.policy)
+    ax_p95.axhline(slo_ms, color="r", ls="--", lw=1, label=f"target {slo_ms:g} ms")
+    ax_p95.set_yscale("log")
+    ax_p95.set_ylabel(f"p95 per {window_s:g} s window (ms)")
+    ax_p95.legend(fontsize=7, ncol=4)
+    ax_rep.set_ylabel("replicas (incl. starting)")
+    ax_rep.set_xlabel("minutes")
+    ax_rep.legend(fontsize=7, ncol=4)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,95 @@
+"""A test exporter that serves Triton-format metrics with values the test controls.
+
+It speaks exactly the series the autoscaler queries -- counters
+``nv_inference_request_success`` and ``nv_inference_queue_duration_us``, the
+gauge ``nv_inference_pending_request_count`` and the summary
+``nv_inference_request_summary_us`` -- with Triton's labels (model, version).
+Counters advance at the configured request rate between scrapes, so
+Prometheus' rate() sees that rate.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class ModelSeries:
+    rps: float = 0.0
+    p95_ms: float | None = None  # None: NaN, as an idle Triton summary reports
+    queue_ms: float = 1.0
+    pending: float = 0.0
+    success: float = 0.0
+    queue_us_total: float = 0.0
+    last: float = 0.0
+
+
+class TritonExporter:
+    def __init__(self, models: list[str]) -> None:
+        now = time.monotonic()
+        self.series = {m: ModelSeries(last=now) for m in models}
+        self._lock = threading.Lock()
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                body = exporter.render().encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> "TritonExporter":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def set(self, model: str, **values: float | None) -> None:
+        with self._lock:
+            self._advance(time.monotonic())
+            for k, v in values.items():
+                setattr(self.series[model], k, v)
+
+    def _advance(self, now: float) -> None:
+        for s in self.series.values():
+            dt = now - s.last
+            s.success += s.rps * dt
+            s.queue_us_total += s.rps * dt * s.queue_ms * 1000
+            s.last = now
+
+    def render(self) -> str:
+        with self._lock:
+            self._advance(time.monotonic())
+            lines = [
+                "# TYPE nv_inference_request_success counter",
+                *(f'nv_inference_request_success{{model="{m}",version="1"}} {s.success:.3f}'
+                  for m, s in self.series.items()),
+                "# TYPE nv_inference_queue_duration_us counter",
+                *(f'nv_inference_queue_duration_us{{model="{m}",version="1"}} {s.queue_us_total:.3f}'
+                  for m, s in self.series.items()),
+                "# TYPE nv_inference_pending_request_count gauge",
+                *(f'nv_inference_pending_request_count{{model="{m}",version="1"}} {s.pending}'
+                  for m, s in self.series.items()),
+                "# TYPE nv_inference_request_summary_us summary",
+            ]
+            for m, s in self.series.items():
+                v = "NaN" if s.p95_ms is None or math.isnan(s.p95_ms) else f"{s.p95_ms * 1000:.1f}"
+                lines.append(f'nv_inference_request_summary_us{{model="{m}",version="1",quantile="0.95"}} {v}')
+                lines.append(f'nv_inference_request_summary_us_count{{model="{m}",version="1"}} {s.success:.0f}')
+            return "\n".join(lines) + "\n"
