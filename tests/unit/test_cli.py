@@ -1,0 +1,303 @@
+"""cli.py: `tritonscale render|crd|--help` as a user runs them.
+
+The user-facing paths run as real subprocesses (exit code, stdout, stderr, no
+Traceback). Each costs ~0.5 s of interpreter start-up, so the module fixture
+``ran`` starts them all at once on a thread pool; the long tail of bad inputs
+additionally runs in-process through ``cli.main`` (same code, milliseconds),
+where an escaping exception is exactly what would print a Traceback.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tritonscale import cli
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))
+BIN = str(Path(sys.executable).parent / "tritonscale")
+KINDS = ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
+
+
+def sample_doc(stem: str = "python-cpu") -> dict[str, Any]:
+    return yaml.safe_load((REPO / "manifests" / "samples" / f"{stem}.yaml").read_text())
+
+
+# --- inputs -------------------------------------------------------------------------------------------
+
+def _with_uid() -> str:
+    doc = sample_doc()
+    doc["metadata"]["uid"] = "1234-abcd"
+    return yaml.safe_dump(doc)
+
+
+def _two_services() -> str:
+    other = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}
+    return yaml.safe_dump_all([sample_doc("python-cpu"), other, None, sample_doc("pytorch-warmup")])
+
+
+def _contradictory() -> str:
+    doc = sample_doc()
+    doc["spec"]["scaling"].update(minReplicas=6, fallbackReplicas=9)
+    doc["spec"]["model"]["warmup"]["batchSizes"] = [1, 64]
+    return yaml.safe_dump(doc)
+
+
+def _bad_types() -> str:
+    doc = sample_doc()
+    doc["metadata"]["name"] = "Linear"
+    doc["spec"]["model"]["maxBatchSize"] = "lots"
+    doc["spec"]["scaling"]["targetP95Milliseconds"] = -3
+    doc["spec"]["scaling"]["surprise"] = True
+    return yaml.safe_dump(doc)
+
+
+def _second_doc_bad() -> str:
+    good, bad = sample_doc(), sample_doc("pytorch-warmup")
+    bad["spec"]["model"]["storageUri"] = "http://x"
+    return yaml.safe_dump_all([good, bad])
+
+
+def _with(**changes: Any) -> str:
+    doc = sample_doc()
+    doc.update(changes)
+    return yaml.safe_dump(doc)
+
+
+@dataclass(frozen=True)
+class Bad:
+    """A bad input file (None: the file does not exist) and, per expected stderr line, its fragments."""
+
+    content: str | bytes | None
+    lines: tuple[tuple[str, ...], ...]
+
+
+BAD_INPUTS: dict[str, Bad] = {
+    "contradictory-spec": Bad(_contradictory(), (
+        ("linear: spec.model.warmup.batchSizes:",),
+        ("linear: spec.scaling.minReplicas:", "must be <= scaling.maxReplicas"),
+        ("linear: spec.scaling.warmBuffer:",),
+        ("linear: spec.scaling.fallbackReplicas:",),
+    )),
+    "type-errors": Bad(_bad_types(), (
+        ("Linear: metadata.name:", "DNS-1035"),
+        ("spec.model.maxBatchSize:", "integer"),
+        ("spec.scaling.targetP95Milliseconds:", "greater than 0"),
+        ("spec.scaling.surprise:", "unknown field"),
+    )),
+    "second-document-bad": Bad(_second_doc_bad(), (("bert-classifier: spec.model.storageUri:", "s3://BUCKET/PATH"),)),
+    "spec-null": Bad(_with(spec=None), (("linear: spec:",),)),
+    "no-name": Bad(_with(metadata={}), (("document 1: metadata.name:",),)),
+    "invalid-yaml": Bad("apiVersion: v1\nkind: [unclosed\n", (("invalid YAML",),)),
+    "invalid-yaml-tab": Bad("a: b\n\tc: d\n", (("invalid YAML",),)),
+    "missing-file": Bad(None, (("cannot read",),)),
+    "no-inferenceservice": Bad("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+                               (("no InferenceService documents",),)),
+    "empty-file": Bad("", (("no InferenceService documents",),)),
+    "wrong-api-group": Bad(_with(apiVersion="example.com/v1"), (("apiVersion", "tritonscale.io/v1alpha1"),)),
+    "wrong-api-version": Bad(_with(apiVersion="tritonscale.io/v2"), (("apiVersion", "tritonscale.io/v1alpha1"),)),
+    "metadata-not-a-mapping": Bad(_with(metadata="linear"), (("metadata",),)),
+    "not-utf8": Bad(b"\xff\xfe not utf-8\n", (("cannot read",),)),
+}
+
+# Run as real processes too: the cases a user meets most (one per kind of failure).
+SUBPROCESS_BAD_INPUTS = ["contradictory-spec", "invalid-yaml", "missing-file", "no-inferenceservice",
+                         "wrong-api-group"]
+
+XFAIL = {
+    "wrong-api-version": "product bug: render_documents only checks the group prefix, so tritonscale.io/v2 "
+                         "renders although the CRD serves only v1alpha1",
+    "metadata-not-a-mapping": "product bug: dict(doc.get('metadata')) raises ValueError on a non-mapping "
+                              "metadata, so render dies with a Traceback",
+    "not-utf8": "product bug: _load_documents catches OSError only; UnicodeDecodeError escapes as a Traceback",
+}
+
+
+# --- running everything at once -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Invocation:
+    argv: tuple[str, ...]
+    stdin: str | None = None
+
+
+def _plan(tmp: Path) -> dict[str, Invocation]:
+    plan: dict[str, Invocation] = {f"render:{s.stem}": Invocation((BIN, "render", "-f", str(s))) for s in SAMPLES}
+    (tmp / "two-services.yaml").write_text(_two_services())
+    plan["two-services"] = Invocation((BIN, "render", "-f", str(tmp / "two-services.yaml")))
+    for name in SUBPROCESS_BAD_INPUTS:
+        plan[f"bad:{name}"] = Invocation((BIN, "render", "-f", write_bad_input(tmp, name)))
+    plan["stdin"] = Invocation((BIN, "render", "-f", "-"),
+                               (REPO / "manifests" / "samples" / "python-cpu.yaml").read_text())
+    plan["python-m-crd"] = Invocation((sys.executable, "-m", "tritonscale", "crd"))
+    plan["help"] = Invocation((BIN, "--help"))
+    return plan
+
+
+def write_bad_input(tmp: Path, name: str) -> str:
+    path = tmp / f"bad-{name}.yaml"
+    content = BAD_INPUTS[name].content
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Invocation, subprocess.CompletedProcess[str]]]:
+    plan = _plan(tmp_path_factory.mktemp("cli"))
+
+    def call(inv: Invocation) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(inv.argv), capture_output=True, text=True, input=inv.stdin, timeout=60, cwd=REPO)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = dict(zip(plan, pool.map(call, plan.values())))
+    return {k: (plan[k], done[k]) for k in plan}
+
+
+def result(ran: dict[str, Any], key: str) -> subprocess.CompletedProcess[str]:
+    return ran[key][1]
+
+
+# --- render: good input -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.stem for s in SAMPLES])
+def test_render_sample(ran: dict[str, Any], sample: Path) -> None:
+    proc = result(ran, f"render:{sample.stem}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    objs = list(yaml.safe_load_all(proc.stdout))
+    assert [o["kind"] for o in objs] == KINDS
+    name = yaml.safe_load(sample.read_text())["metadata"]["name"]
+    assert [o["metadata"]["name"] for o in objs] == [f"{name}-config", name, name, name]
+    assert all(o["metadata"]["namespace"] == "default" for o in objs)
+    # No uid in the file: an ownerReference to a made-up uid would get the children garbage-collected.
+    assert all("ownerReferences" not in o["metadata"] for o in objs)
+    assert proc.stdout.startswith("---\n")
+    config = objs[0]["data"]["config.pbtxt"]
+    assert config.startswith("# Generated by tritonscale") and "\nname: " in config
+    assert "config.pbtxt: |" in proc.stdout, "multi-line strings print as YAML blocks"
+
+
+def test_render_keeps_owner_reference_when_uid_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "with-uid.yaml"
+    path.write_text(_with_uid())
+    assert cli.main(["render", "-f", str(path)]) == 0
+    objs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [o["metadata"]["ownerReferences"][0]["uid"] for o in objs] == ["1234-abcd"] * 4
+
+
+def test_render_two_services_in_one_file(ran: dict[str, Any]) -> None:
+    proc = result(ran, "two-services")
+    assert proc.returncode == 0, proc.stderr
+    objs = list(yaml.safe_load_all(proc.stdout))
+    assert len(objs) == 8
+    assert [o["kind"] for o in objs] == KINDS * 2
+    assert [o["metadata"]["name"] for o in objs if o["kind"] == "Deployment"] == ["linear", "bert-classifier"]
+
+
+def test_render_from_stdin(ran: dict[str, Any]) -> None:
+    proc = result(ran, "stdin")
+    assert proc.returncode == 0, proc.stderr
+    assert [o["kind"] for o in yaml.safe_load_all(proc.stdout)] == KINDS
+    assert proc.stdout == result(ran, "render:python-cpu").stdout
+
+
+# --- render: bad input --------------------------------------------------------------------------------
+
+def _bad_params(names: list[str]) -> list[Any]:
+    return [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=XFAIL[n])) if n in XFAIL else n
+            for n in names]
+
+
+def _check_rejection(name: str, path: str, returncode: int, stdout: str, stderr: str) -> None:
+    assert "Traceback" not in stderr, stderr
+    assert returncode == 1, stderr
+    assert stdout == "", "nothing is rendered when any document is bad"
+    lines = stderr.splitlines()
+    expected = BAD_INPUTS[name].lines
+    assert len(lines) == len(expected), stderr
+    for line, fragments in zip(lines, expected):
+        assert line.startswith(f"{path}: "), line
+        for fragment in fragments:
+            assert fragment in line, line
+
+
+@pytest.mark.parametrize("name", _bad_params(SUBPROCESS_BAD_INPUTS))
+def test_render_rejects_bad_input(ran: dict[str, Any], name: str) -> None:
+    inv, proc = ran[f"bad:{name}"]
+    _check_rejection(name, inv.argv[-1], proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize("name", _bad_params(list(BAD_INPUTS)))
+def test_render_rejects_bad_input_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             name: str) -> None:
+    path = write_bad_input(tmp_path, name)
+    try:
+        rc = cli.main(["render", "-f", path])
+    except Exception as exc:  # noqa: BLE001 - escaping here is a Traceback for the user
+        pytest.fail(f"render raised {type(exc).__name__}: {exc} (the user would see a Traceback)")
+    out = capsys.readouterr()
+    _check_rejection(name, path, rc, out.out, out.err)
+
+
+def test_render_keeps_going_after_a_bad_document_to_report_all(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Every bad document is reported in one run, not just the first."""
+    bad_a, bad_b = sample_doc(), sample_doc("pytorch-warmup")
+    bad_a["spec"]["scaling"]["minReplicas"] = 99
+    bad_b["spec"]["model"]["backend"] = "jax"
+    path = tmp_path / "two-bad.yaml"
+    path.write_text(yaml.safe_dump_all([bad_a, bad_b]))
+    assert cli.main(["render", "-f", str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(": ")[1:3] for line in err] == [
+        ["linear", "spec.scaling.minReplicas"], ["linear", "spec.scaling.warmBuffer"],
+        ["bert-classifier", "spec.model.backend"]]
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["render"], "-f/--file"),
+    ([], "usage: tritonscale"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], expected: str) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    assert expected in capsys.readouterr().err
+
+
+# --- crd and help -------------------------------------------------------------------------------------
+
+def test_python_dash_m_crd(ran: dict[str, Any]) -> None:
+    proc = result(ran, "python-m-crd")
+    assert proc.returncode == 0, proc.stderr
+    crd = yaml.safe_load(proc.stdout)
+    assert crd["kind"] == "CustomResourceDefinition"
+    assert crd["metadata"]["name"] == "inferenceservices.tritonscale.io"
+    assert proc.stdout == (REPO / "crds" / "inferenceservices.tritonscale.io.yaml").read_text(), (
+        "CRD drift: run `.venv/bin/tritonscale crd > crds/inferenceservices.tritonscale.io.yaml`")
+
+
+def test_help_lists_commands(ran: dict[str, Any]) -> None:
+    proc = result(ran, "help")
+    assert proc.returncode == 0
+    for command in ("run", "crd", "render"):
+        assert f"    {command} " in proc.stdout, proc.stdout
+
+
+def test_render_help_documents_stdin(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["render", "--help"])
+    assert exit_info.value.code == 0
+    assert "or - for stdin" in capsys.readouterr().out

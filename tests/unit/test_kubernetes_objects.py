@@ -1,0 +1,336 @@
+"""render/kubernetes_objects.py: the four children of an InferenceService, built purely from the spec."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.render.kubernetes_objects import (
+    FETCH_IMAGES,
+    HASH_ANNOTATION,
+    LABEL,
+    build_children,
+    config_hash,
+)
+from tritonscale.render.triton_config import render_config_pbtxt
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))
+UID = "6f1c9a2e-3b7d-4f55-9e0a-1c2d3e4f5a6b"
+KINDS = ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
+
+
+def owner_from(doc: dict[str, Any], uid: str = UID) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    out["metadata"]["uid"] = uid
+    return out
+
+
+def load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text())
+
+
+def children(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    spec = InferenceServiceSpec.model_validate(doc["spec"])
+    objs = build_children(spec, owner_from(doc))
+    assert [o["kind"] for o in objs] == KINDS, "creation order: the ConfigMap exists before pods mount it"
+    return {o["kind"]: o for o in objs}
+
+
+def triton(dep: dict[str, Any]) -> dict[str, Any]:
+    containers = dep["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["triton"]
+    return containers[0]
+
+
+def fetch(dep: dict[str, Any]) -> dict[str, Any]:
+    inits = dep["spec"]["template"]["spec"]["initContainers"]
+    assert [c["name"] for c in inits] == ["model-fetch"]
+    return inits[0]
+
+
+def with_changes(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    for path, value in changes.items():
+        *parents, leaf = path.split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+SAMPLE_IDS = [s.stem for s in SAMPLES]
+BASE = load(REPO / "manifests" / "samples" / "python-cpu.yaml")
+
+
+@pytest.fixture(params=SAMPLES, ids=SAMPLE_IDS)
+def sample(request: pytest.FixtureRequest) -> tuple[dict[str, Any], InferenceServiceSpec, dict[str, dict[str, Any]]]:
+    doc = load(request.param)
+    return doc, InferenceServiceSpec.model_validate(doc["spec"]), children(doc)
+
+
+# --- every child --------------------------------------------------------------------------------------
+
+def test_children_metadata(sample: Any) -> None:
+    doc, _, objs = sample
+    name, ns = doc["metadata"]["name"], doc["metadata"]["namespace"]
+    expected_names = {"ConfigMap": f"{name}-config", "Deployment": name, "Service": name,
+                      "PodDisruptionBudget": name}
+    for kind, obj in objs.items():
+        meta = obj["metadata"]
+        assert meta["name"] == expected_names[kind]
+        assert meta["namespace"] == ns
+        assert meta["labels"][LABEL] == name
+        assert meta["labels"]["app.kubernetes.io/managed-by"] == "tritonscale"
+        assert meta["ownerReferences"] == [{
+            "apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService", "name": name, "uid": UID,
+            "controller": True, "blockOwnerDeletion": True,
+        }]
+        assert (obj["apiVersion"], kind) in {("v1", "ConfigMap"), ("apps/v1", "Deployment"), ("v1", "Service"),
+                                             ("policy/v1", "PodDisruptionBudget")}
+
+
+def test_children_are_pure(sample: Any) -> None:
+    doc, spec, objs = sample
+    owner = owner_from(doc)
+    before = copy.deepcopy(owner)
+    again = build_children(spec, owner)
+    assert owner == before, "builders must not mutate their inputs"
+    assert {o["kind"]: o for o in again} == objs
+    # Independent objects: mutating one result must not leak into the next build.
+    again[1]["spec"]["template"]["spec"]["containers"][0]["args"].append("--x")
+    assert build_children(spec, owner)[1] == objs["Deployment"]
+
+
+def test_configmap_holds_the_rendered_config(sample: Any) -> None:
+    doc, spec, objs = sample
+    assert objs["ConfigMap"]["data"] == {"config.pbtxt": render_config_pbtxt(spec, doc["metadata"]["name"])}
+
+
+# --- Deployment ---------------------------------------------------------------------------------------
+
+def test_deployment_shape(sample: Any) -> None:
+    doc, spec, objs = sample
+    dep = objs["Deployment"]
+    name = doc["metadata"]["name"]
+    model = spec.model.name or name
+    s = doc["spec"]["scaling"]
+    assert dep["spec"]["replicas"] == s["minReplicas"] + s.get("warmBuffer", 0)
+    assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    assert dep["spec"]["strategy"]["rollingUpdate"]["maxSurge"] >= 1
+    assert dep["spec"]["selector"] == {"matchLabels": {LABEL: name}}
+    template = dep["spec"]["template"]
+    assert template["metadata"]["labels"][LABEL] == name, "the selector must match the pod labels"
+
+    c = triton(dep)
+    assert c["image"] == spec.runtime.image
+    assert "--model-repository=/models" in c["args"]
+    assert "--metrics-config=summary_latencies=true" in c["args"]
+    assert [(p["name"], p["containerPort"]) for p in c["ports"]] == [("http", 8000), ("grpc", 8001),
+                                                                     ("metrics", 8002)]
+    ready = {"path": f"/v2/models/{model}/ready", "port": "http"}
+    assert c["startupProbe"]["httpGet"] == ready
+    assert c["readinessProbe"]["httpGet"] == ready
+    startup = c["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 600, "large models need minutes to load"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert {"name": "model-repository", "mountPath": "/models"} in c["volumeMounts"]
+
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    assert volumes["model-config"]["configMap"]["name"] == f"{name}-config"
+    assert volumes["model-repository"] == {"name": "model-repository", "emptyDir": {}}
+    assert template["metadata"]["annotations"][HASH_ANNOTATION] == config_hash(
+        objs["ConfigMap"]["data"]["config.pbtxt"])
+
+
+def test_gpu_limit_equals_runtime_gpus(sample: Any) -> None:
+    doc, spec, objs = sample
+    limits = triton(objs["Deployment"]).get("resources", {}).get("limits", {})
+    gpus = doc["spec"].get("runtime", {}).get("gpus", 1)
+    if gpus == 0:
+        assert "nvidia.com/gpu" not in limits
+    else:
+        assert int(limits["nvidia.com/gpu"]) == gpus == spec.runtime.gpus
+
+
+@pytest.mark.parametrize(("gpus", "limit"), [(0, None), (1, 1), (4, 4)])
+def test_gpu_limit_table(gpus: int, limit: int | None) -> None:
+    dep = children(with_changes(BASE, {"spec.runtime.gpus": gpus}))["Deployment"]
+    limits = triton(dep)["resources"].get("limits", {})
+    assert (int(limits["nvidia.com/gpu"]) if "nvidia.com/gpu" in limits else None) == limit
+    assert ("--allow-gpu-metrics=false" in triton(dep)["args"]) is (gpus == 0)
+
+
+@pytest.mark.parametrize(("resources", "gpus", "expected"), [
+    ({}, 1, {"limits": {"nvidia.com/gpu": 1}}),
+    ({}, 0, {}),
+    ({"requests": {"cpu": "2"}}, 0, {"requests": {"cpu": "2"}}),
+    ({"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "16Gi"}}, 2,
+     {"requests": {"cpu": "2", "memory": "8Gi"}, "limits": {"memory": "16Gi", "nvidia.com/gpu": 2}}),
+    # runtime.gpus is the single source of the GPU count: it overrides a hand-written limit
+    ({"limits": {"nvidia.com/gpu": 8, "cpu": "4"}}, 1, {"limits": {"nvidia.com/gpu": 1, "cpu": "4"}}),
+])
+def test_resources_merge_gpu_limit_keeping_user_values(resources: dict[str, Any], gpus: int,
+                                                       expected: dict[str, Any]) -> None:
+    doc = with_changes(BASE, {"spec.runtime.gpus": gpus, "spec.runtime.resources": resources})
+    before = copy.deepcopy(resources)
+    got = triton(children(doc)["Deployment"])["resources"]
+    normalise = lambda r: {k: {q: str(v) for q, v in d.items()} for k, d in r.items()}  # noqa: E731
+    assert normalise(got) == normalise(expected)
+    assert resources == before
+
+
+@pytest.mark.parametrize(("warm_buffer", "min_replicas", "max_replicas", "replicas"), [
+    (0, 1, 4, 1), (1, 1, 4, 2), (2, 2, 4, 4), (0, 0, 4, 0), (3, 1, 10, 4),
+])
+def test_initial_replicas_are_the_warm_floor(warm_buffer: int, min_replicas: int, max_replicas: int,
+                                             replicas: int) -> None:
+    doc = with_changes(BASE, {"spec.scaling.warmBuffer": warm_buffer, "spec.scaling.minReplicas": min_replicas,
+                              "spec.scaling.maxReplicas": max_replicas})
+    objs = children(doc)
+    assert objs["Deployment"]["spec"]["replicas"] == replicas
+    assert objs["PodDisruptionBudget"]["spec"]["minAvailable"] == min_replicas
+
+
+@pytest.mark.parametrize(("uri", "image", "script_has", "claim"), [
+    ("pvc://models/linear", FETCH_IMAGES["pvc"], "/mnt/pvc/linear", "models"),
+    ("pvc://model-store/a/b/c", FETCH_IMAGES["pvc"], "/mnt/pvc/a/b/c", "model-store"),
+    ("s3://bucket/path/to/model", "amazon/aws-cli:2.17.0", "aws s3 cp --recursive", None),
+    ("gs://bucket/m", FETCH_IMAGES["gs"], "gcloud storage cp --recursive", None),
+])
+def test_model_fetch_init_container(uri: str, image: str, script_has: str, claim: str | None) -> None:
+    dep = children(with_changes(BASE, {"spec.model.storageUri": uri}))["Deployment"]
+    init = fetch(dep)
+    script = init["command"][-1]
+    assert init["command"][:2] == ["/bin/sh", "-c"]
+    assert init["image"] == image
+    assert script_has in script
+    if uri.startswith("s3://"):
+        assert uri in script
+    assert "mkdir -p /models/linear" in script
+    assert "cp /config/config.pbtxt /models/linear/config.pbtxt" in script
+    assert script.startswith("set -eu\n")
+    mounts = {m["name"]: m["mountPath"] for m in init["volumeMounts"]}
+    assert mounts["model-repository"] == "/models" and mounts["model-config"] == "/config"
+    pvcs = [v for v in dep["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v]
+    serving_mounts = {m["name"]: m for m in triton(dep)["volumeMounts"]}
+    if claim is None:
+        assert pvcs == []
+        assert "model-source" not in mounts and "model-source" not in serving_mounts
+    else:
+        assert [v["persistentVolumeClaim"] for v in pvcs] == [{"claimName": claim, "readOnly": True}]
+        assert mounts["model-source"] == "/mnt/pvc"
+        # The init container symlinks the versions into /models: the targets live under /mnt/pvc,
+        # so tritonserver must see the claim at the same path, read-only.
+        assert serving_mounts["model-source"]["mountPath"] == "/mnt/pvc"
+        assert serving_mounts["model-source"]["readOnly"] is True
+        assert "ln -s" in script
+
+
+def test_fetch_script_quotes_the_uri() -> None:
+    dep = children(with_changes(BASE, {"spec.model.storageUri": "s3://bucket/a;rm-rf"}))["Deployment"]
+    assert "'s3://bucket/a;rm-rf'" in fetch(dep)["command"][-1]
+
+
+@pytest.mark.parametrize(("changes", "config_changes"), [
+    ({"spec.batching.maxQueueDelayMicroseconds": 9999}, True),
+    ({"spec.batching.preferredBatchSizes": [16]}, True),
+    ({"spec.batching": None}, True),
+    ({"spec.model.instanceCount": 2}, True),
+    ({"spec.model.parameters.cost_base_ms": "30"}, True),
+    ({"spec.model.responseCache": True}, True),
+    ({"spec.runtime.gpus": 1}, True),  # KIND_CPU -> KIND_GPU
+    ({"spec.scaling.maxReplicas": 9}, False),
+    ({"spec.scaling.minReplicas": 2}, False),
+    ({"spec.scaling.targetP95Milliseconds": 99}, False),
+    ({"spec.runtime.image": "example/tritonserver:custom"}, False),
+    ({"spec.runtime.resources": {"requests": {"cpu": "1"}}}, False),
+    ({"spec.model.storageUri": "s3://bucket/linear"}, False),
+])
+def test_config_hash_changes_iff_config_changes(changes: dict[str, Any], config_changes: bool) -> None:
+    a = children(BASE)
+    b_doc = with_changes(BASE, {k: v for k, v in changes.items() if v is not None})
+    for k, v in changes.items():
+        if v is None:
+            *parents, leaf = k.split(".")
+            node = b_doc
+            for p in parents:
+                node = node[p]
+            node.pop(leaf)
+    b = children(b_doc)
+    cfg_a, cfg_b = (o["ConfigMap"]["data"]["config.pbtxt"] for o in (a, b))
+    hash_a, hash_b = (o["Deployment"]["spec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION] for o in (a, b))
+    assert (cfg_a != cfg_b) is config_changes
+    assert (hash_a != hash_b) is config_changes
+    assert hash_b == config_hash(cfg_b)
+
+
+def test_config_hash_is_short_hex_and_stable() -> None:
+    h = config_hash("name: \"x\"\n")
+    assert len(h) == 16 and int(h, 16) >= 0
+    assert h == config_hash("name: \"x\"\n") != config_hash("name: \"y\"\n")
+
+
+@pytest.mark.parametrize(("cache", "cache_bytes", "flag"), [
+    (False, None, None),
+    (True, None, f"--cache-config=local,size={256 * 1024 * 1024}"),
+    (True, 2 * 1024 * 1024, f"--cache-config=local,size={2 * 1024 * 1024}"),
+])
+def test_response_cache_flag(cache: bool, cache_bytes: int | None, flag: str | None) -> None:
+    changes: dict[str, Any] = {"spec.model.responseCache": cache}
+    if cache_bytes:
+        changes["spec.runtime.responseCacheBytes"] = cache_bytes
+    args = triton(children(with_changes(BASE, changes))["Deployment"])["args"]
+    cache_args = [a for a in args if a.startswith("--cache-config")]
+    assert cache_args == ([flag] if flag else [])
+
+
+def test_extra_args_come_last_and_pod_options_apply() -> None:
+    doc = with_changes(BASE, {
+        "spec.runtime.extraArgs": ["--log-verbose=1", "--model-control-mode=none"],
+        "spec.runtime.nodeSelector": {"pool": "gpu"},
+        "spec.runtime.tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+        "spec.runtime.imagePullSecrets": ["ngc"],
+        "spec.runtime.serviceAccountName": "triton",
+        "spec.runtime.env": [{"name": "AWS_REGION", "value": "eu-west-1"}],
+    })
+    dep = children(doc)["Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    c = triton(dep)
+    assert c["args"][0] == "tritonserver"
+    assert c["args"][-2:] == ["--log-verbose=1", "--model-control-mode=none"]
+    assert pod["nodeSelector"] == {"pool": "gpu"}
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    assert pod["imagePullSecrets"] == [{"name": "ngc"}]
+    assert pod["serviceAccountName"] == "triton"
+    assert c["env"] == fetch(dep)["env"] == [{"name": "AWS_REGION", "value": "eu-west-1"}]
+
+
+def test_pod_options_absent_when_unset() -> None:
+    pod = children(BASE)["Deployment"]["spec"]["template"]["spec"]
+    assert not {"nodeSelector", "tolerations", "imagePullSecrets", "serviceAccountName"} & set(pod)
+
+
+# --- Service and PDB ----------------------------------------------------------------------------------
+
+def test_service(sample: Any) -> None:
+    doc, _, objs = sample
+    svc = objs["Service"]["spec"]
+    assert svc["selector"] == {LABEL: doc["metadata"]["name"]}
+    assert [(p["name"], p["port"], p["targetPort"]) for p in svc["ports"]] == [
+        ("http", 8000, "http"), ("grpc", 8001, "grpc"), ("metrics", 8002, "metrics")]
+    container_ports = {p["name"] for p in triton(objs["Deployment"])["ports"]}
+    assert {p["targetPort"] for p in svc["ports"]} <= container_ports
+
+
+def test_pdb(sample: Any) -> None:
+    doc, spec, objs = sample
+    pdb = objs["PodDisruptionBudget"]["spec"]
+    assert pdb["minAvailable"] == spec.scaling.min_replicas == doc["spec"]["scaling"]["minReplicas"]
+    assert pdb["selector"] == {"matchLabels": {LABEL: doc["metadata"]["name"]}}

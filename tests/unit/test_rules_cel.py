@@ -1,0 +1,205 @@
+"""rules.py: each rule's CEL expression and its Python twin agree on every case.
+
+The API server enforces the CEL rules (``x-kubernetes-validations``) on the
+object *after* structural defaulting; the operator enforces ``Rule.holds`` on
+the parsed Pydantic model. Both verdicts are computed here for the whole
+cross-field table of ``test_api_validation.py`` plus the samples, in two
+renderings of the object the API server could hand to CEL:
+
+* ``model_dump``: the Pydantic model dumped camelCase with ``None`` removed
+  (so ``has()`` is false for unset optionals);
+* ``crd-defaulted``: the raw manifest with the generated CRD's ``default``
+  values applied the way the API server does, which is what CEL really sees
+  (fields without a default stay absent).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import celpy
+import pytest
+from celpy import celtypes
+
+from tritonscale.api.crd import openapi_schema
+from tritonscale.api.rules import ALL_RULES, Rule
+from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.api.validation import NAME_MAX, validate_name
+
+
+def _sibling(name: str) -> Any:
+    """Import a sibling test module by path (works whatever pytest's import mode is)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+table = _sibling("test_api_validation")
+
+SCHEMA = openapi_schema()
+SPEC_SCHEMA = SCHEMA["properties"]["spec"]
+ENV = celpy.Environment()
+
+
+def apply_crd_defaults(schema: dict[str, Any], value: Any) -> Any:
+    """Structural defaulting as the API server does it: absent properties with a ``default`` get it,
+    then defaulting recurses (so ``default: {}`` objects receive their nested scalar defaults)."""
+    if isinstance(value, dict) and "properties" in schema:
+        out = dict(value)
+        for key, sub in schema["properties"].items():
+            if key not in out and "default" in sub:
+                out[key] = copy.deepcopy(sub["default"])
+            if key in out:
+                out[key] = apply_crd_defaults(sub, out[key])
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [apply_crd_defaults(schema["items"], v) for v in value]
+    return value
+
+
+def dumped(spec: dict[str, Any]) -> dict[str, Any]:
+    return InferenceServiceSpec.model_validate(spec).model_dump(by_alias=True, exclude_none=True)
+
+
+def crd_defaulted(spec: dict[str, Any]) -> dict[str, Any]:
+    return apply_crd_defaults(SPEC_SCHEMA, spec)
+
+
+RENDERINGS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "model_dump": dumped,
+    "crd-defaulted": crd_defaulted,
+}
+
+
+def at_scope(obj: dict[str, Any], scope: str) -> Any:
+    for key in filter(None, scope.split(".")):
+        obj = obj[key]
+    return obj
+
+
+def python_scope(model: InferenceServiceSpec, scope: str) -> Any:
+    for key in filter(None, scope.split(".")):
+        model = getattr(model, key)
+    return model
+
+
+_PROGRAMS: dict[str, Any] = {}
+
+
+def cel_verdict(expr: str, self_value: Any) -> bool:
+    """Evaluate ``expr`` with ``self`` bound to ``self_value`` (plain JSON data or already CEL-typed)."""
+    if expr not in _PROGRAMS:
+        _PROGRAMS[expr] = ENV.program(ENV.compile(expr))
+    if not isinstance(self_value, celtypes.MapType):
+        self_value = celpy.json_to_cel(self_value)
+    result = _PROGRAMS[expr].evaluate({"self": self_value})
+    assert isinstance(result, celtypes.BoolType), f"CEL {expr!r} did not yield a bool: {result!r}"
+    return bool(result)
+
+
+SAMPLE_CASES = [table.Case(f"sample-{p.stem}", {}) for p in table.SAMPLES]
+ALL_CASES = list(table.RULE_CASES) + SAMPLE_CASES
+
+
+def _spec_of(case: Any) -> dict[str, Any]:
+    if case.id.startswith("sample-"):
+        stem = case.id.removeprefix("sample-")
+        return table.load_sample(next(p for p in table.SAMPLES if p.stem == stem))["spec"]
+    return case.spec()
+
+
+class Prepared:
+    """One case, parsed once: the Pydantic model and each rendering as CEL values."""
+
+    def __init__(self, case: Any) -> None:
+        self.case = case
+        self.spec = _spec_of(case)
+        self.model = InferenceServiceSpec.model_validate(self.spec)
+        self.plain = {name: render(self.spec) for name, render in RENDERINGS.items()}
+        self.cel = {name: celpy.json_to_cel(obj) for name, obj in self.plain.items()}
+
+
+PREPARED = [Prepared(c) for c in ALL_CASES]
+
+
+def test_every_rule_has_a_scope_the_renderings_have() -> None:
+    for rule in ALL_RULES:
+        for p in PREPARED:
+            for name in RENDERINGS:
+                assert isinstance(at_scope(p.plain[name], rule.scope), dict), (rule.scope, name, p.case.id)
+
+
+@pytest.mark.parametrize("rendering", RENDERINGS)
+@pytest.mark.parametrize("rule", ALL_RULES, ids=[f"{i}-{r.field}" for i, r in enumerate(ALL_RULES)])
+def test_cel_agrees_with_python(rule: Rule, rendering: str) -> None:
+    disagreements = []
+    for p in PREPARED:
+        expected = rule.holds(python_scope(p.model, rule.scope))
+        got = cel_verdict(rule.cel, at_scope(p.cel[rendering], rule.scope))
+        if got is not expected:
+            shown = at_scope(p.plain[rendering], rule.scope)
+            disagreements.append(f"{p.case.id}: CEL={got} Python={expected} on {shown!r}")
+    assert not disagreements, f"{rule.cel!r}:\n" + "\n".join(disagreements)
+
+
+@pytest.mark.parametrize("rendering", RENDERINGS)
+def test_each_rule_both_passes_and_fails_under_cel(rendering: str) -> None:
+    """Guards the agreement test against a table where some CEL rule is constant."""
+    seen: dict[str, set[bool]] = {r.cel: set() for r in ALL_RULES}
+    for p in PREPARED:
+        for rule in ALL_RULES:
+            seen[rule.cel].add(cel_verdict(rule.cel, at_scope(p.cel[rendering], rule.scope)))
+    assert all(v == {True, False} for v in seen.values()), {k: v for k, v in seen.items() if v != {True, False}}
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c.id for c in ALL_CASES])
+def test_crd_defaults_match_pydantic_defaults(case: Any) -> None:
+    """What the API server stores after defaulting equals what the operator parses (ignoring empty
+    containers, which Pydantic fills from default_factory and the CRD leaves absent)."""
+    spec = _spec_of(case)
+
+    def prune(v: Any) -> Any:
+        if isinstance(v, dict):
+            v = {k: prune(x) for k, x in v.items()}
+            return {k: x for k, x in v.items() if x not in ({}, [])}
+        if isinstance(v, list):
+            return [prune(x) for x in v]
+        return v
+
+    assert prune(crd_defaulted(spec)) == prune(dumped(spec))
+
+
+def test_crd_defaulting_fills_nested_blocks_from_empty_spec() -> None:
+    got = crd_defaulted({"model": {"storageUri": "s3://b/m", "backend": "python"}})
+    assert got["scaling"]["minReplicas"] == 1
+    assert got["scaling"]["scaleDown"] == {"stabilizationSeconds": 300, "maxStep": 1}
+    assert got["runtime"]["gpus"] == 1
+    assert "fallbackReplicas" not in got["scaling"]
+    assert "batching" not in got
+    assert "warmup" not in got["model"]
+
+
+ROOT_RULE = SCHEMA["x-kubernetes-validations"][0]["rule"]
+
+
+def test_root_rule_is_the_name_length_rule() -> None:
+    assert ROOT_RULE == f"size(self.metadata.name) <= {NAME_MAX}"
+
+
+@pytest.mark.parametrize("name", ["a", "linear", "a" * (NAME_MAX - 1), "a" * NAME_MAX, "a" * (NAME_MAX + 1),
+                                  "a" * 63, "bert-classifier"])
+def test_root_name_rule_agrees_with_validate_name(name: str) -> None:
+    # Every name here is a valid DNS-1035 label, so only the length decides in Python too.
+    cel_ok = cel_verdict(ROOT_RULE, {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService",
+                                     "metadata": {"name": name, "namespace": "default"},
+                                     "spec": crd_defaulted(table.base_spec())})
+    assert cel_ok is (len(name) <= NAME_MAX)
+    assert cel_ok is (validate_name(name) == [])
