@@ -33,8 +33,9 @@ _Dumper.add_representer(str, _str_presenter)
 def _load_documents(path: str) -> tuple[list[Any], list[str]]:
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-    except OSError as exc:
-        return [], [f"{path}: cannot read: {exc.strerror}"]
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason} at byte {exc.start})"
+        return [], [f"{path}: cannot read: {reason}"]
     try:
         return [d for d in yaml.safe_load_all(text) if d is not None], []
     except yaml.YAMLError as exc:
@@ -46,7 +47,7 @@ def _load_documents(path: str) -> tuple[list[Any], list[str]]:
 
 def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Objects the operator would create for each InferenceService in ``docs``, or problems."""
-    from tritonscale.api.spec import GROUP, KIND
+    from tritonscale.api.spec import GROUP, KIND, VERSION
     from tritonscale.api.validation import validate_body
     from tritonscale.render.kubernetes_objects import build_children
 
@@ -57,8 +58,11 @@ def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any
         if not isinstance(doc, dict) or doc.get("kind") != KIND:
             continue
         found += 1
-        if not str(doc.get("apiVersion", "")).startswith(GROUP + "/"):
-            problems.append(f"{path}: document {i}: apiVersion: must be {GROUP}/v1alpha1")
+        if doc.get("apiVersion") != f"{GROUP}/{VERSION}":
+            problems.append(f"{path}: document {i}: apiVersion: must be {GROUP}/{VERSION}")
+            continue
+        if not isinstance(doc.get("metadata") or {}, dict):
+            problems.append(f"{path}: document {i}: metadata: must be a mapping")
             continue
         meta = dict(doc.get("metadata") or {})
         label = meta.get("name") or f"document {i}"
@@ -140,7 +144,35 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("render", help="print the objects the operator would create for a file")
     p.add_argument("-f", "--file", required=True, help="YAML file with InferenceService(s), or - for stdin")
     p.set_defaults(func=_render)
+
+    _optional_command(sub, "simulate", "tritonscale.simulate.command",
+                      "replay a trace against simulated Triton replicas and compare autoscalers")
+    _optional_command(sub, "sandbox", "tritonscale.sandbox.command",
+                      "run the closed loop locally: emulated API, real tritonserver + Prometheus, the operator")
     return parser
+
+
+def _optional_command(sub: Any, name: str, module: str, help_text: str) -> None:
+    """Commands whose dependencies (numpy, matplotlib, kmock, nvidia-pytriton) live in the
+    `sandbox` extra: the operator image does not need them, so a missing one becomes a
+    one-line error instead of breaking `tritonscale run`."""
+    import importlib
+
+    p = sub.add_parser(name, help=help_text)
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        missing = exc.name or str(exc)
+
+        def unavailable(_: argparse.Namespace) -> int:
+            print(f"tritonscale {name}: missing Python package {missing!r}; install the extra with: "
+                  ".venv/bin/pip install -e '.[sandbox]' (or run .ci/setup)", file=sys.stderr)
+            return 1
+
+        p.set_defaults(func=unavailable)
+        return
+    mod.add_arguments(p)
+    p.set_defaults(func=mod.run)
 
 
 def main(argv: list[str] | None = None) -> int:

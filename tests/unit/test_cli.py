@@ -112,13 +112,7 @@ BAD_INPUTS: dict[str, Bad] = {
 SUBPROCESS_BAD_INPUTS = ["contradictory-spec", "invalid-yaml", "missing-file", "no-inferenceservice",
                          "wrong-api-group"]
 
-XFAIL = {
-    "wrong-api-version": "product bug: render_documents only checks the group prefix, so tritonscale.io/v2 "
-                         "renders although the CRD serves only v1alpha1",
-    "metadata-not-a-mapping": "product bug: dict(doc.get('metadata')) raises ValueError on a non-mapping "
-                              "metadata, so render dies with a Traceback",
-    "not-utf8": "product bug: _load_documents catches OSError only; UnicodeDecodeError escapes as a Traceback",
-}
+XFAIL: dict[str, str] = {}  # known product bugs (none open)
 
 
 # --- running everything at once -----------------------------------------------------------------------

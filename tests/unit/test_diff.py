@@ -123,9 +123,6 @@ def test_replicas_never_patched_even_when_they_differ(sample: Path) -> None:
         assert plan_patch(desired, patched) is None, "applying the patch converges"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: nvidia.com/gpu limit rendered as int; the API server returns quantities as strings "
-    "('1'), so contains() never matches and every reconcile patches the Deployment again"))
 def test_gpu_limit_as_the_api_server_returns_it_needs_no_patch() -> None:
     doc = yaml.safe_load((REPO / "manifests" / "samples" / "pytorch-warmup.yaml").read_text())
     desired = desired_children(doc)["Deployment"]
@@ -135,9 +132,6 @@ def test_gpu_limit_as_the_api_server_returns_it_needs_no_patch() -> None:
     assert plan_patch(desired, live) is None
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug (hardening): a last-applied annotation that recorded spec.replicas makes removals() "
-    "send replicas: null, resetting the autoscaler's replicas to 1"))
 def test_replicas_in_stale_last_applied_is_not_nulled() -> None:
     desired = desired_children(yaml.safe_load(SAMPLES[0].read_text()))["Deployment"]
     live = api_server_view(desired)

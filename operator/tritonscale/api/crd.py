@@ -5,7 +5,7 @@ optionals; a Kubernetes *structural* schema must be OpenAPI v3.0, fully
 inlined, with a ``type`` on every node and boolean ``exclusiveMinimum``.
 ``structural()`` performs exactly that translation and nothing else, so the
 models stay the single source of truth. ``crds/`` is this module's output and
-``tests/api/test_crd.py`` fails when the two drift apart.
+``tests/unit/test_crd.py`` fails when the two drift apart.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def structural(node: Any, defs: dict[str, Any]) -> Any:
             out["maximum"], out["exclusiveMaximum"] = value, True
         elif key in ("items", "additionalProperties") and isinstance(value, dict):
             out[key] = structural(value, defs)
-        elif key == "additionalProperties" and value is False:
+        elif key == "additionalProperties" and isinstance(value, bool):
+            if value:  # extra="allow": the structural spelling of "keep unknown keys"
+                out["x-kubernetes-preserve-unknown-fields"] = True
             continue  # extra="forbid": the API server prunes unknown fields anyway
         elif key == "default" and isinstance(value, (dict, list)) and value:
             continue  # non-empty object defaults would duplicate the nested scalar defaults

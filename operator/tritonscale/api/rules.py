@@ -6,7 +6,7 @@ Each rule carries the CEL expression that goes into the CRD's
 an object that reached the cluster some other way, e.g. an older CRD, still
 gets a ``SpecValid=False`` condition instead of a half-made rollout).
 
-``tests/api/test_rules_cel.py`` evaluates every CEL expression with
+``tests/unit/test_rules_cel.py`` evaluates every CEL expression with
 ``cel-python`` against the same table the Python predicates are tested with,
 so the two cannot drift apart silently.
 """

@@ -61,6 +61,8 @@ class TensorSpec(_Model):
     data_type: DataType = Field(description="Triton data type without the TYPE_ prefix, e.g. FP32.")
     dims: list[int] = Field(
         max_length=16,
+        json_schema_extra={"items": {"type": "integer", "minimum": -1}, "x-kubernetes-validations": [
+            {"rule": "self.all(d, d != 0)", "message": "dims entries must be positive or -1 (variable)"}]},
         description="Shape without the batch dimension; -1 marks a variable dimension.",
     )
 
@@ -74,7 +76,7 @@ class TensorSpec(_Model):
 
 class WarmupSpec(_Model):
     batch_sizes: list[int] = Field(
-        min_length=1, max_length=16,
+        min_length=1, max_length=16, json_schema_extra={"items": {"type": "integer", "minimum": 1}},
         description="One warmup request per size, sent with zero data before the replica reports ready.",
     )
 
@@ -137,7 +139,7 @@ class BatchingSpec(_Model):
         description="How long Triton may hold a request to grow a batch. Trades a little queueing for throughput.",
     )
     preferred_batch_sizes: list[int] = Field(
-        default_factory=list, max_length=16, description="Batch sizes the batcher aims for; each <= model.maxBatchSize.",
+        default_factory=list, max_length=16, json_schema_extra={"items": {"type": "integer", "minimum": 1}}, description="Batch sizes the batcher aims for; each <= model.maxBatchSize.",
     )
     preserve_ordering: bool = Field(default=False, description="Return responses in request order.")
     max_queue_size: int = Field(default=0, ge=0, description="Reject beyond this many queued requests; 0 = unbounded.")

@@ -87,6 +87,7 @@ def plan_patch(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any] 
         last = json.loads(raw) if raw else {}
     except ValueError:
         last = {}
+    last = strip_owned_by_others(desired["kind"], last) if isinstance(last, dict) else {}
     gone = removals(last, {k: v for k, v in body.items() if k != "metadata"}) or {}
     if contains(live, body) and not gone:
         return None

@@ -14,6 +14,7 @@ explicit`` plus a per-pod API call, and gives no readiness-gated rollback.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import shlex
 from typing import Any
@@ -125,7 +126,7 @@ def _fetch_container(
         "command": ["/bin/sh", "-c", script],
         "env": list(spec.runtime.env),
         "volumeMounts": mounts,
-        "securityContext": _CONTAINER_SECURITY,
+        "securityContext": copy.deepcopy(_CONTAINER_SECURITY),
     }
     return container, volumes, serving_mounts
 
@@ -149,9 +150,11 @@ def _tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
 
 
 def _resources(spec: InferenceServiceSpec) -> dict[str, Any]:
-    res = {k: dict(v) for k, v in spec.runtime.resources.items() if isinstance(v, dict)}
+    # Quantities as strings, as the API server returns them: a number here would never
+    # compare equal to the live object and the Deployment would be patched on every reconcile.
+    res = {k: {q: str(n) for q, n in v.items()} for k, v in spec.runtime.resources.items() if isinstance(v, dict)}
     if spec.runtime.gpus > 0:
-        res.setdefault("limits", {})["nvidia.com/gpu"] = spec.runtime.gpus
+        res.setdefault("limits", {})["nvidia.com/gpu"] = str(spec.runtime.gpus)
     return res
 
 
@@ -186,7 +189,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
             {"name": "dshm", "mountPath": "/dev/shm"},  # Triton's python backend and pinned memory use shm
             *source_mounts,
         ],
-        "securityContext": _CONTAINER_SECURITY,
+        "securityContext": copy.deepcopy(_CONTAINER_SECURITY),
     }
     pod_spec: dict[str, Any] = {
         "initContainers": [fetch],
