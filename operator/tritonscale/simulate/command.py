@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 import time
 from typing import Optional, Sequence
@@ -59,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--max-replicas", type=int, default=20)
     c.add_argument("--initial-replicas", type=int, help="warm at t=0 (default: the oracle's first-minute need)")
     c.add_argument("--scrape-s", type=float, default=15.0, help="Prometheus scrape interval (default 15)")
-    c.add_argument("--window-s", type=float, default=60.0, help="rate() window and summary age (default 60)")
+    c.add_argument("--window-s", type=float, default=60.0, help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
     c.add_argument("--interval-s", type=float, default=15.0, help="tritonscale tick (default 15)")
     c.add_argument("--headroom", type=float, default=0.8,
                    help="baselines aim at this share of the measured capacity (default 0.8)")

@@ -4,7 +4,7 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
 15 s scrape interval and 60 s window:
 
 * p95: each Triton pod exports ``nv_inference_request_summary_us{quantile="0.95"}``,
-  a summary over the last 60 s of *completed* requests; the operator takes
+  a summary over the last 60 s (``summary_s``) of *completed* requests; the operator takes
   ``max by`` over pods. A pod that completed nothing reports NaN, which ``max``
   skips; all-NaN gives ``p95_ms=None``.
 * rps: ``sum(rate(nv_inference_request_success[60s]))`` -- completions per second
@@ -18,6 +18,13 @@ Values are those of the last scrape at or before ``now`` (the scrape grid starts
 t = 0). Only ready pods are scraped: a starting pod's Triton has no series yet and a
 removed pod's series go stale.
 
+Batch statistics, for a decider that wants them: ``batch_size`` =
+``rate(nv_inference_count) / rate(nv_inference_exec_count)`` (requests per model
+execution) and ``batch_ms`` = ``rate(nv_inference_compute_infer_duration_us) /
+rate(nv_inference_request_success)`` (Triton charges each request the whole batch's
+compute time, so this is the request-weighted batch duration). They are passed
+only if ``Observation`` declares fields of those names.
+
 HPA's utilisation (GPU duty cycle: share of wall time the instance executes a
 batch) and Knative's concurrency (time-averaged in-flight requests, which the
 queue-proxy reports every second) are computed the same way from the same pods.
@@ -26,7 +33,7 @@ queue-proxy reports every second) are computed the same way from the same pods.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
 import numpy as np
@@ -38,12 +45,16 @@ from tritonscale.simulate.replica import Replica
 @dataclass(frozen=True)
 class PromConfig:
     scrape_s: float = 15.0
-    window_s: float = 60.0  # rate() range and Triton's summary age
+    window_s: float = 60.0  # rate() range (the CRD's windowSeconds)
+    summary_s: float = 60.0  # age of Triton's latency summary (fixed in Triton: 60 s)
     quantile: float = 0.95
 
     def __post_init__(self) -> None:
-        if self.scrape_s <= 0 or self.window_s <= 0:
-            raise ValueError("scrape interval and window must be > 0 s")
+        if self.scrape_s <= 0 or self.window_s <= 0 or self.summary_s <= 0:
+            raise ValueError("scrape interval and windows must be > 0 s")
+
+
+_OBS_FIELDS = {f.name for f in fields(Observation)}
 
 
 def last_scrape(now: float, scrape_s: float) -> float:
@@ -76,9 +87,8 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
     for r in pods:
         r.sync()
         pending += r.pending_at(t)
-        w = _window(r, t - cfg.window_s, t)
-        n = w.stop - w.start
-        if n:
+        w = _window(r, t - cfg.summary_s, t)
+        if w.stop > w.start:
             lat = r.req_end.a[w] - r.arrivals.a[w]
             p95s.append(float(np.quantile(lat, cfg.quantile)) * 1000.0)
         span = _span(r, t, cfg)
@@ -91,13 +101,41 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
             served += cnt
     if not series:
         return Observation(status="no_data", message="no pod has two scrapes yet")
+    extra = {}
+    if {"batch_size", "batch_ms"} & _OBS_FIELDS:
+        size, ms = batch_stats(pods, now, cfg)
+        extra = {k: v for k, v in (("batch_size", size), ("batch_ms", ms)) if k in _OBS_FIELDS}
     return Observation(
         status="ok",
         p95_ms=max(p95s) if p95s else None,
         rps=rps,
         queue_ms=(queue_s / served * 1000.0) if served else None,
         pending=float(pending),
+        **extra,
     )
+
+
+def batch_stats(pods: Sequence[Replica], now: float, cfg: PromConfig) -> tuple[Optional[float], Optional[float]]:
+    """(requests per execution, request-weighted batch compute ms) over the rate window."""
+    t = last_scrape(now, cfg.scrape_s)
+    execs, reqs, weighted_s = 0, 0, 0.0
+    for r in pods:
+        r.sync()
+        span = _span(r, t, cfg)
+        if span <= 0:
+            continue
+        end, cum = r.batch_end.view, r.batch_size_cum.view
+        i0 = int(np.searchsorted(end, t - span, side="right"))
+        i1 = int(np.searchsorted(end, t, side="right"))
+        if i1 <= i0:
+            continue
+        sizes = np.diff(cum[i0 - 1:i1]) if i0 else np.diff(cum[:i1], prepend=0.0)
+        execs += i1 - i0
+        reqs += int(sizes.sum())
+        weighted_s += float(np.sum((end[i0:i1] - r.batch_start.a[i0:i1]) * sizes))
+    if not execs:
+        return None, None
+    return reqs / execs, weighted_s / reqs * 1000.0
 
 
 def pod_utilisation(pods: Sequence[Replica], now: float, cfg: PromConfig) -> list[Optional[float]]:

@@ -1,0 +1,82 @@
+"""Arrival parsing (Azure CSV, plain text) and generation (rate scaling, shapes)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tritonscale.simulate.arrivals import (
+    SHAPES,
+    TraceError,
+    load_trace,
+    parse_trace_text,
+    rate_profile,
+    rate_scale,
+    shape_arrivals,
+)
+
+AZURE = """TIMESTAMP,ContextTokens,GeneratedTokens
+2023-11-16 18:15:46.6805900,374,44
+2023-11-16 18:15:50.9951690,396,109
+2023-11-16 18:15:51.2224670,879,55
+"""
+
+
+def test_azure_csv_with_seven_fractional_digits() -> None:
+    t = parse_trace_text(AZURE)
+    assert t == pytest.approx([0.0, 4.314579, 4.541877], abs=1e-6)
+
+
+def test_azure_csv_timestamp_column_anywhere_and_unsorted() -> None:
+    text = "id,TIMESTAMP\n1,2023-11-16 18:15:50.5\n2,2023-11-16 18:15:46.5\n"
+    assert parse_trace_text(text) == pytest.approx([0.0, 4.0])
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("0.5\n1\n\n# comment\n2.25\n", [0.5, 1.0, 2.25]),
+    ("3\n1\n2\n", [1.0, 2.0, 3.0]),  # sorted
+    ("2023-11-16T18:15:46.68Z\n2023-11-16T18:15:47.18Z\n", [0.0, 0.5]),
+    ("2023-11-16T18:15:46.6805900+01:00\n2023-11-16T18:15:48.6805900+01:00\n", [0.0, 2.0]),
+    ("2023-11-16 18:15:46\n2023-11-16 18:16:46\n", [0.0, 60.0]),
+])
+def test_plain_text(text: str, expected: list[float]) -> None:
+    assert parse_trace_text(text) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1.0\nabc\n", "line 2: neither seconds nor an ISO timestamp"),
+    ("1.0\n2023-11-16T18:15:46\n", "line 2: a timestamp after lines of seconds"),
+    ("-1\n", "line 1: arrival must be a finite number of seconds >= 0"),
+    ("# only a comment\n\n", "no arrivals"),
+    ("TIMESTAMP,x\n", "no arrivals after the header"),
+    ("TIMESTAMP,x\nyesterday,1\n", "line 2: not a timestamp"),
+])
+def test_bad_traces_name_the_line(text: str, message: str) -> None:
+    with pytest.raises(TraceError, match=message):
+        parse_trace_text(text, "t.txt")
+
+
+def test_load_trace_missing_file(tmp_path) -> None:
+    with pytest.raises(TraceError, match="cannot read"):
+        load_trace(str(tmp_path / "nope.csv"))
+
+
+def test_rate_scale_keeps_shape_and_is_deterministic() -> None:
+    rng = np.random.default_rng(1)
+    base = np.sort(np.concatenate([rng.uniform(0, 100, 200), rng.uniform(100, 200, 600)]))  # 2 then 6 rps
+    a = rate_scale(base, 50.0, bin_s=10.0, seed=3)
+    b = rate_scale(base, 50.0, bin_s=10.0, seed=3)
+    assert np.array_equal(a, b)
+    assert np.all(np.diff(a) >= 0)
+    prof = rate_profile(a, 100.0, float(base[-1]))
+    assert prof[0] == pytest.approx(100.0, rel=0.05)  # 2 rps x 50
+    assert prof[1] == pytest.approx(300.0, rel=0.05)  # 6 rps x 50
+    assert rate_scale(base, 1.0) is base  # x1 replays the trace itself
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_shapes(shape: str) -> None:
+    t = shape_arrivals(shape, 100.0, 600.0, seed=7)
+    assert np.array_equal(t, shape_arrivals(shape, 100.0, 600.0, seed=7))
+    assert 0 <= t[0] and t[-1] <= 600.0 and np.all(np.diff(t) >= 0)
+    assert 0.7 * 60_000 < len(t) < 1.3 * 60_000  # every shape averages about the base rate

@@ -1,0 +1,73 @@
+"""``tritonscale simulate`` end to end on a short shape: JSON, determinism, plot, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tritonscale.simulate.command import main_simulate
+
+FAST = ["--shape", "steps", "--rate", "500", "--duration", "240", "--slo-ms", "150",
+        "--max-replicas", "8", "--cold-start-s", "30", "--jobs", "1"]
+FIELDS = {"policy", "window_attainment", "request_attainment", "replica_hours", "p95_ms", "scale_events",
+          "cold_starts", "cost_vs_oracle", "requests", "p50_ms", "p99_ms"}
+
+
+def run_json(capsys, *extra: str):
+    assert main_simulate([*FAST, "--json", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_all_policies_print_one_list_and_are_deterministic(capsys) -> None:
+    first = run_json(capsys, "--policy", "all", "--seed", "3")
+    assert [r["policy"] for r in first] == ["tritonscale", "hpa", "keda", "kpa", first[4]["policy"], "oracle"]
+    assert first[4]["policy"].startswith("static:")
+    for r in first:
+        assert FIELDS <= set(r)
+        assert 0.0 <= r["window_attainment"] <= 1.0 and 0.0 <= r["request_attainment"] <= 1.0
+        assert r["replica_hours"] > 0
+    assert first[-1]["cost_vs_oracle"] == 1.0
+    assert run_json(capsys, "--policy", "all", "--seed", "3", "--jobs", "2") == first  # jobs change nothing
+    other_seed = run_json(capsys, "--policy", "all", "--seed", "4")
+    assert other_seed[0]["requests"] != first[0]["requests"]
+
+
+def test_single_policy_prints_one_object(capsys) -> None:
+    out = run_json(capsys, "--policy", "static:3", "--no-oracle")
+    assert out["policy"] == "static:3" and out["cold_starts"] == 0 and out["cost_vs_oracle"] is None
+
+
+def test_table_and_plot(capsys, tmp_path) -> None:
+    png = tmp_path / "p.png"
+    dec = tmp_path / "d.csv"
+    assert main_simulate([*FAST, "--policy", "keda", "--plot", str(png), "--decisions", str(dec)]) == 0
+    text = capsys.readouterr().out
+    assert "| keda " in text and "capacity at p95 <= 150 ms" in text and "wall time" in text
+    assert png.stat().st_size > 10_000
+    assert dec.read_text().startswith("policy,t,current,ready,desired,reason\nkeda,30,")
+
+
+def test_trace_file(capsys, tmp_path) -> None:
+    trace = tmp_path / "t.txt"
+    trace.write_text("\n".join(f"{i * 0.01:.2f}" for i in range(12_000)))  # 100 rps for 120 s
+    assert main_simulate(["--trace", str(trace), "--slo-ms", "150", "--policy", "tritonscale", "--json",
+                          "--no-oracle", "--jobs", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["requests"] == 12_000 and out["window_attainment"] == 1.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--slo-ms", "150", "--policy", "hpa"], "give --trace FILE or --shape NAME"),
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "magic"], "unknown policy 'magic'"),
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "static:0"], "static:N needs N >= 1"),
+    (["--trace", "/nonexistent.csv", "--slo-ms", "150"], "/nonexistent.csv: cannot read"),
+    (["--shape", "poisson", "--slo-ms", "10"], "SLO of 10 ms is below what one replica serves"),
+    (["--shape", "poisson", "--slo-ms", "abc"], "argument --slo-ms: invalid float value"),
+    (["--shape", "poisson"], "required: --slo-ms"),
+    (["--shape", "poisson", "--slo-ms", "150", "--preferred-batch-sizes", "4,32"], "outside 1..16"),
+])
+def test_bad_input_exits_1_with_one_line(capsys, argv, message) -> None:
+    assert main_simulate(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err

@@ -1,0 +1,115 @@
+"""The replica against queueing closed forms, and Triton's batch-formation rules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tritonscale.simulate.replica import BatcherConfig, Replica
+
+
+def serve(cfg: BatcherConfig, arrivals: np.ndarray, step: float | None = None) -> Replica:
+    r = Replica(0, 0.0, 0.0, cfg)
+    if step is None:
+        r.add(arrivals)
+        r.advance(math.inf, math.inf)
+    else:  # fed in segments as the engine does: must give the same batches
+        t = 0.0
+        while t < arrivals[-1] + step:
+            lo, hi = np.searchsorted(arrivals, [t, t + step])
+            r.add(arrivals[lo:hi])
+            r.advance(t + step, t + step)
+            t += step
+        r.advance(math.inf, math.inf)
+    r.sync()
+    return r
+
+
+def poisson(rate: float, n: int, seed: int = 0) -> np.ndarray:
+    return np.cumsum(np.random.default_rng(seed).exponential(1.0 / rate, n))
+
+
+@pytest.mark.parametrize("rho", [0.5, 0.7, 0.85])
+def test_unbatched_replica_is_md1(rho: float) -> None:
+    # max batch 1, no delay: Poisson in, deterministic D = a + b out -- an M/D/1 queue,
+    # mean wait Wq = rho * D / (2 (1 - rho)) and P(no wait) = 1 - rho.
+    cfg = BatcherConfig(base_ms=8.0, per_item_ms=2.0, max_batch=1, max_queue_delay_ms=0.0, preferred=())
+    d = 0.010
+    t = poisson(rho / d, 400_000, seed=1)
+    r = serve(cfg, t)
+    wait = r.req_start.view - t
+    assert wait.mean() == pytest.approx(rho * d / (2 * (1 - rho)), rel=0.04)
+    assert np.mean(wait < 1e-12) == pytest.approx(1 - rho, abs=0.01)
+    assert np.allclose(r.req_end.view - r.req_start.view, d)
+
+
+def test_saturated_replica_serves_full_batches_at_the_analytic_maximum() -> None:
+    cfg = BatcherConfig()  # 20 ms + 2 ms/item, batches of 16: 16 / 52 ms = 307.7 rps
+    assert cfg.max_throughput_rps == pytest.approx(16 / 0.052)
+    t = poisson(1.5 * cfg.max_throughput_rps, 60_000, seed=2)  # 150% offered load
+    r = serve(cfg, t)
+    ends = r.req_end.view
+    horizon = t[-1]
+    done = np.sum(ends <= horizon) - np.sum(ends <= 10.0)  # skip the first 10 s
+    assert done / (horizon - 10.0) == pytest.approx(cfg.max_throughput_rps, rel=0.01)
+    sizes = np.diff(r.batch_size_cum.view)
+    assert np.mean(sizes == 16) > 0.99
+
+
+def test_below_saturation_throughput_equals_offered_load() -> None:
+    cfg = BatcherConfig()
+    t = poisson(200.0, 40_000, seed=3)
+    r = serve(cfg, t)
+    assert r.served == len(t)
+    assert np.all(r.latencies() > 0)
+    assert np.percentile(r.latencies(), 95) < 0.15
+
+
+def test_lonely_request_waits_the_queue_delay_then_runs_alone() -> None:
+    r = serve(BatcherConfig(), np.array([1.0, 5.0]))
+    assert r.latencies() == pytest.approx([0.002 + 0.022, 0.002 + 0.022])
+
+
+def test_smallest_preferred_size_goes_without_waiting_for_the_delay() -> None:
+    # four requests within 1 ms: the 4th completes preferred size 4 before the 2 ms delay
+    t = np.array([1.0, 1.0002, 1.0004, 1.0006])
+    r = serve(BatcherConfig(), t)
+    assert r.batch_start.view.tolist() == pytest.approx([1.0006])
+    assert np.diff(r.batch_size_cum.view, prepend=0).tolist() == [4]
+
+
+def test_largest_preferred_size_first_while_the_delay_runs() -> None:
+    # 7 arrive while a batch runs and the instance frees up before the oldest waited 2 ms:
+    # Triton sends the largest preferred size (4), then the remaining 3 once their delay expires
+    cfg = BatcherConfig()
+    first = np.array([0.0])  # busy 0.002 .. 0.024
+    late = 0.0225 + np.arange(7) * 0.0001  # 7 requests at 22.5..23.1 ms
+    r = serve(cfg, np.concatenate([first, late]))
+    sizes = np.diff(r.batch_size_cum.view, prepend=0).tolist()
+    assert sizes == [1, 4, 3]
+    assert r.batch_start.a[1] == pytest.approx(0.024)
+
+
+def test_segmented_feeding_forms_the_same_batches() -> None:
+    t = poisson(250.0, 20_000, seed=4)
+    whole, parts = serve(BatcherConfig(), t), serve(BatcherConfig(), t, step=0.7)
+    assert np.array_equal(whole.batch_start.view, parts.batch_start.view)
+    assert np.array_equal(whole.req_end.view, parts.req_end.view)
+
+
+def test_pending_and_busy_time() -> None:
+    r = serve(BatcherConfig(max_queue_delay_ms=0.0, preferred=()), np.array([0.0, 0.001, 0.002]))
+    # batch 1 = [0.0] runs 0..0.022; batch 2 = the other two, 0.022..0.046
+    assert r.pending_at(0.010) == 2
+    assert r.pending_at(0.030) == 0
+    assert r.busy_seconds(0.0, 1.0) == pytest.approx(0.046)
+    assert r.busy_seconds(0.011, 0.033) == pytest.approx(0.022)
+
+
+def test_bad_config() -> None:
+    with pytest.raises(ValueError, match="preferred"):
+        BatcherConfig(preferred=(32,))
+    with pytest.raises(ValueError, match="max batch"):
+        BatcherConfig(max_batch=0)
