@@ -23,8 +23,13 @@ class ModelSeries:
     p95_ms: float | None = None  # None: NaN, as an idle Triton summary reports
     queue_ms: float = 1.0
     pending: float = 0.0
+    batch_size: float = 4.0
+    batch_ms: float = 28.0
     success: float = 0.0
     queue_us_total: float = 0.0
+    count: float = 0.0  # inferences (requests x batch dim 1)
+    exec_count: float = 0.0
+    compute_us_total: float = 0.0
     last: float = 0.0
 
 
@@ -71,6 +76,9 @@ class TritonExporter:
             dt = now - s.last
             s.success += s.rps * dt
             s.queue_us_total += s.rps * dt * s.queue_ms * 1000
+            s.count += s.rps * dt
+            s.exec_count += s.rps * dt / s.batch_size
+            s.compute_us_total += s.rps * dt * s.batch_ms * 1000  # each request accrues its batch's time
             s.last = now
 
     def render(self) -> str:
@@ -82,6 +90,10 @@ class TritonExporter:
                   for m, s in self.series.items()),
                 "# TYPE nv_inference_queue_duration_us counter",
                 *(f'nv_inference_queue_duration_us{{model="{m}",version="1"}} {s.queue_us_total:.3f}'
+                  for m, s in self.series.items()),
+                *(f'{name}{{model="{m}",version="1"}} {getattr(s, attr):.3f}'
+                  for name, attr in (("nv_inference_count", "count"), ("nv_inference_exec_count", "exec_count"),
+                                     ("nv_inference_compute_infer_duration_us", "compute_us_total"))
                   for m, s in self.series.items()),
                 "# TYPE nv_inference_pending_request_count gauge",
                 *(f'nv_inference_pending_request_count{{model="{m}",version="1"}} {s.pending}'

@@ -112,14 +112,13 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(cluster, api_
         exporter.set("linear", p95_ms=20.0, rps=5.0)
         peak = _replicas(apps)
         t_low = time.monotonic()
-        try:
-            wait_for(lambda: _replicas(apps) == 1, 90, interval=0.2, what="scale-down to minReplicas")
-        except AssertionError:
-            print(_cond(custom, "Scaling"), _status(custom).get("scalingState"), _status(custom).get("requestsPerSecond"))
-            raise
+        wait_for(lambda: _replicas(apps) == 1, 90, interval=0.2,
+                 what=f"scale-down to minReplicas (Scaling condition: {_cond(custom, 'Scaling')})")
         first_down = next(t for t, n in kubelet.seen if t > t_low and n < peak)
         print(f"first scale-down {first_down - t_low:.1f} s after p95 fell (stabilization 10 s + panic hold)")
-        assert first_down - t_low >= 10.0
+        # The window is measured from the last high recommendation, which a tick may have
+        # made up to one interval (2 s) before the test lowered p95.
+        assert first_down - t_low >= 10.0 - 2.0
         time.sleep(5)
         assert min(n for t, n in kubelet.seen if t > t_low) == 1  # never below the floor
 

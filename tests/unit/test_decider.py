@@ -63,10 +63,13 @@ class Loop:
     [
         # p95 3x target on 2 warm replicas: panic, proportional size 6 (within the +4 step).
         (ok(300, 100), 2, 2, State(capacity_rps=50), 6, "Panic"),
-        # Mild breach (1.3x): proportional 3 on 2 replicas.
-        (ok(130, 100), 2, 2, State(capacity_rps=50), 3, "LatencyAboveTarget"),
-        # Inside tolerance: nothing happens.
-        (ok(80, 85), 2, 2, State(capacity_rps=50), 2, "WithinTolerance"),
+        # Mild breach (1.3x): the breach lowers capacity to 50/1.3**0.5 = 43.9 rps, and
+        # 100 rps at 75% of that needs 4 (more than the proportional 3).
+        (ok(130, 100), 2, 2, State(capacity_rps=50), 4, "LatencyAboveTarget"),
+        # Scale-down inside the dead band: 337.5 rps is 90% of 10 x 50 x 0.75: hold.
+        (ok(80, 337.5), 10, 10, State(capacity_rps=50), 10, "WithinTolerance"),
+        # Scale-up is never held by the dead band: 85 rps needs 3 at 37.5 per replica.
+        (ok(80, 85), 2, 2, State(capacity_rps=50), 3, "LoadIncreased"),
         # Source failed: hold.
         (FAILED, 4, 4, State(), 4, "MetricsUnavailable"),
         # No series: hold, never scale down.
@@ -119,8 +122,8 @@ def test_state_roundtrips_through_status_dict():
 
 def test_burst_scales_up_fast_then_down_slowly_after_stabilization():
     loop = Loop(POLICY, replicas=1)
-    for _ in range(4):  # steady 40 rps served within target by one replica
-        loop.tick(ok(60, 40))
+    for _ in range(4):  # steady 40 rps served by one replica at half the target
+        loop.tick(ok(50, 40))
     assert loop.current == 1 and loop.state.capacity_rps >= 40
     d = loop.tick(ok(400, 200))  # burst: 4x target
     assert d.reason == "Panic" and loop.current == 5  # +4 in one tick
@@ -194,18 +197,30 @@ def test_outage_without_fallback_never_scales_down():
     assert loop.state.failures == 100
 
 
-def test_capacity_learning_converges_near_true_capacity():
-    """A replica that keeps p95 under target up to 80 rps: the estimate must end up
-    between the safe load it saw and that capacity, from a low start."""
-    true_cap = 80.0
-    loop = Loop(replace(POLICY, scale_down_stabilization_s=60), replicas=8)
-    loop.state = State(capacity_rps=5.0)  # learned earlier at a trickle
-    for _ in range(200):
-        per = 300.0 / max(loop.ready, 1)
-        p95 = 50.0 if per <= true_cap else 50.0 * (per / true_cap) ** 3
-        loop.tick(ok(p95, 300.0))
-    assert 0.7 * true_cap <= loop.state.capacity_rps <= 1.3 * true_cap
-    assert loop.current in (5, 6)  # 300 rps at ~80 per replica with 15% headroom -> 5
+def test_batch_cost_model_finds_capacity_and_sizes_the_service():
+    """Triton's batch statistics (mean batch size, mean batch time) are enough to know a
+    replica's capacity without ever breaching: cost 20 + 2n ms, max batch 16, target
+    150 ms -> 16 / 52 ms = 308 rps per replica; 1,000 rps at 75% of that -> 5 replicas."""
+    p = replace(POLICY, target_p95_ms=150, max_batch_size=16, scale_down_stabilization_s=60)
+    loop = Loop(p, replicas=10)
+    for i in range(60):
+        per = 1000.0 / loop.ready
+        n = min(16.0, 1.0 + per / 40.0 + (i % 3))  # batch size grows with load, with jitter
+        loop.tick(Observation(status="ok", p95_ms=60, rps=1000.0, batch_size=n, batch_ms=20 + 2 * n))
+    d = loop.tick(Observation(status="ok", p95_ms=60, rps=1000.0, batch_size=8, batch_ms=36))
+    assert d.details["capacity_rps"] == pytest.approx(1000 * 16 / 52, rel=0.01)
+    assert "batch cost" in d.message
+    assert loop.current == 5
+
+
+def test_batch_capacity_respects_a_tight_target():
+    from tritonscale.scaling.decider import batch_capacity, batch_cost
+    assert batch_cost(((4, 28), (8, 36), (12, 44))) == pytest.approx((20, 2))
+    # Two batch times of 20 + 2n must fit in 60 ms: n* = 5, 5 / 30 ms = 166.7 rps.
+    assert batch_capacity((20, 2), 16, 60) == pytest.approx(1000 * 5 / 30)
+    assert batch_capacity((20, 2), 16, 150) == pytest.approx(1000 * 16 / 52)
+    # One sample, no spread: half fixed, half per item.
+    assert batch_cost(((8, 40),)) == pytest.approx((20, 2.5))
 
 
 def test_flat_latency_under_target_does_not_ratchet_replicas_up():

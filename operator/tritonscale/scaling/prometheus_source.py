@@ -3,7 +3,7 @@
 Series are selected by the labels ``namespace``, ``inferenceservice`` and
 ``model`` (names configurable); the chart's scrape config copies the pod label
 ``tritonscale.io/inferenceservice`` into ``inferenceservice``. Each query groups
-by those labels, so 1,000 InferenceServices cost the same five queries as one.
+by those labels, so 1,000 InferenceServices cost the same seven queries as one.
 
 p95 combination
 ---------------
@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping, Protocol
 
 from tritonscale.scaling.decider import Observation
 
-SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "replicas")
+SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "replicas", "batch_size", "batch_ms")
 
 
 def promql_string(value: str) -> str:
@@ -90,7 +90,7 @@ class SeriesSelector:
 
 
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
-    """The five queries of one tick. Pure, so the escaping is unit-tested."""
+    """The seven queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
     return {
@@ -106,6 +106,16 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         ),
         "pending": f"sum by ({g}) (nv_inference_pending_request_count{{{m}}})",
         "replicas": f"count by ({g}) ({success})",
+        # Batch cost, for the decider's capacity model: mean requests per execution, and
+        # mean execution time (Triton adds a batch's compute time to each request in it).
+        "batch_size": (
+            f"sum by ({g}) (rate(nv_inference_count{{{m}}}[{w}])) "
+            f"/ sum by ({g}) (rate(nv_inference_exec_count{{{m}}}[{w}]))"
+        ),
+        "batch_ms": (
+            f"sum by ({g}) (rate(nv_inference_compute_infer_duration_us{{{m}}}[{w}])) / 1000 "
+            f"/ sum by ({g}) (rate({success}[{w}]))"
+        ),
     }
 
 
@@ -137,7 +147,7 @@ class Snapshot:
                                message=f"no Triton series with namespace={namespace}, "
                                        f"inferenceservice={name}, model={model}")
         return Observation(status="ok", p95_ms=val("p95_ms"), rps=rps, queue_ms=val("queue_ms"),
-                           pending=val("pending"))
+                           pending=val("pending"), batch_size=val("batch_size"), batch_ms=val("batch_ms"))
 
 
 class MetricSource(Protocol):

@@ -61,7 +61,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         model = model_name(spec, name)
         obs = snapshot.observation(namespace, name, model)
 
-        decision = decide(obs, Replicas(current=current, ready=ready), Policy.from_spec(spec.scaling), state, now)
+        decision = decide(obs, Replicas(current=current, ready=ready), Policy.from_spec(spec.scaling, spec.model.max_batch_size), state, now)
         _memory[uid] = decision.state
 
         result = TickResult(decision)

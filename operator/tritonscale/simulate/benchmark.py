@@ -45,6 +45,7 @@ class Options:
     slo_ms: float
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     interval_s: float = 15.0  # tritonscale tick (CRD intervalSeconds)
+    scale_down_stabilization_s: float = 300.0  # tritonscale scaleDown.stabilizationSeconds (CRD default 300)
     headroom: float = 0.8  # baselines aim at this share of the measured capacity
     hpa_target: float = 0.7  # HPA GPU duty-cycle target
     initial_replicas: Optional[int] = None  # None: the oracle's first-window need
@@ -113,7 +114,10 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
             raise ValueError(f"{name}: more than --max-replicas={c.max_replicas}")
         return StaticPolicy(static_n)
     if name == "tritonscale":
-        pol = decider.Policy(min_replicas=c.min_replicas, max_replicas=c.max_replicas, target_p95_ms=opts.slo_ms)
+        # As the operator builds it (Policy.from_spec): the model's maxBatchSize is part of the policy.
+        pol = decider.Policy(min_replicas=c.min_replicas, max_replicas=c.max_replicas, target_p95_ms=opts.slo_ms,
+                             scale_down_stabilization_s=opts.scale_down_stabilization_s,
+                             max_batch_size=c.batcher.max_batch)
         return TritonscalePolicy(pol, interval_s=opts.interval_s, initial=initial,
                                  state=decider.State(recommendations=seeded))
     if name == "hpa":

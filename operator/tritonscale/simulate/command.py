@@ -60,6 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--scrape-s", type=float, default=15.0, help="Prometheus scrape interval (default 15)")
     c.add_argument("--window-s", type=float, default=60.0, help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
     c.add_argument("--interval-s", type=float, default=15.0, help="tritonscale tick (default 15)")
+    c.add_argument("--scale-down-stabilization-s", type=float, default=300.0,
+                   help="tritonscale scaleDown.stabilizationSeconds (default 300, the CRD default)")
     c.add_argument("--headroom", type=float, default=0.8,
                    help="baselines aim at this share of the measured capacity (default 0.8)")
     c.add_argument("--hpa-target", type=float, default=0.7, help="HPA GPU duty-cycle target (default 0.7)")
@@ -89,8 +91,9 @@ def options_from_args(args: argparse.Namespace) -> Options:
         raise ValueError("--initial-replicas must be within --min-replicas..--max-replicas")
     if args.jobs < 1:
         raise ValueError("--jobs must be >= 1")
-    return Options(args.slo_ms, cluster, args.interval_s, args.headroom, args.hpa_target, args.initial_replicas,
-                   args.static_replicas, not args.no_oracle, args.jobs, args.seed)
+    return Options(args.slo_ms, cluster, args.interval_s, args.scale_down_stabilization_s, args.headroom,
+                   args.hpa_target, args.initial_replicas, args.static_replicas, not args.no_oracle, args.jobs,
+                   args.seed)
 
 
 def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
