@@ -14,6 +14,9 @@ the API server contract. This subclass adds exactly those parts:
   honoured (Kopf posts Events with it);
 - watches subscribe *before* replaying existing objects, so no event between
   replay and subscription is lost;
+- server-side printing: a list of InferenceServices requested ``as=Table`` (what
+  ``kubectl get tis`` asks for) is rendered with the CRD's additionalPrinterColumns,
+  as the real API server does, so kubectl shows the same columns as on a cluster;
 - a bounded request history (KMock rescans every earlier request on each
   dispatch) plus a compact log of (verb, group, resource, subresource) that the
   RBAC test compares with the chart's ClusterRole.
@@ -33,6 +36,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
+import aiohttp.web
 import attrs
 import jsonpatch
 import kmock
@@ -139,8 +143,42 @@ class KubernetesAPI(kmock.KubernetesEmulator):
             if spec_changed:
                 md["generation"] = meta.get("generation", 1) + 1
 
+    def _wants_table(self, request: rendering.Request) -> bool:
+        res = request.resource
+        return (request.action in (enums.action.LIST, enums.action.FETCH) and res is not None
+                and res.plural == S.PLURAL and request.subresource is None
+                and "as=Table" in (request.headers.get("Accept") or request.headers.get("accept") or ""))
+
+    def _table(self, request: rendering.Request) -> dict[str, Any]:
+        from tritonscale.api.crd import PRINTER_COLUMNS
+
+        objs = [dict(obj.raw) for (res, ns, _), obj in list(self.objects.items())
+                if res == request.resource and not obj.deleted
+                and (request.namespace is None or ns == request.namespace)
+                and (request.name is None or obj.raw["metadata"]["name"] == request.name)]
+        if request.name is not None and not objs:
+            raise KubernetesError(status=404, reason="NotFound", message=f"{S.PLURAL} {request.name!r} not found")
+        columns = [{"name": "Name", "type": "string", "format": "name", "description": "", "priority": 0}]
+        columns += [{"name": c["name"], "type": c["type"], "format": "", "description": "",
+                     "priority": c.get("priority", 0)} for c in PRINTER_COLUMNS]
+        rows = []
+        for obj in sorted(objs, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"])):
+            cells: list[Any] = [obj["metadata"]["name"]]
+            for c in PRINTER_COLUMNS:
+                value = jsonpath_first(obj, c["jsonPath"])
+                cells.append(_age(value) if c["type"] == "date" and value else value)
+            rows.append({"cells": cells, "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                                                     "metadata": obj["metadata"]}})
+        return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": str(next(self._rv))},
+                "columnDefinitions": columns, "rows": rows}
+
     async def _handle(self, request: rendering.Request) -> Any:
         self._record(request)
+        if self._wants_table(request):
+            try:
+                return aiohttp.web.json_response(self._table(request))
+            except KubernetesError as exc:
+                return await self._render_error(exc)
         if len(self._requests) > 2 * _HISTORY_KEEP:
             del self._requests[:-_HISTORY_KEEP]
         if request.resource is not None:
@@ -192,6 +230,33 @@ class KubernetesAPI(kmock.KubernetesEmulator):
         res = kmock.resource(resource)
         return [dict(obj.raw) for (r, ns, _), obj in list(self.objects.items())
                 if r == res and not obj.deleted and (namespace is None or ns == namespace)]
+
+
+def jsonpath_first(obj: Any, path: str) -> Any:
+    """The first match of a Kubernetes printer-column JSONPath: ``.a.b`` steps and
+    ``[?(@.k=="v")]`` filters -- the forms the InferenceService CRD uses."""
+    import re
+
+    tokens = re.findall(r'\.([A-Za-z0-9_]+)|\[\?\(@\.([A-Za-z0-9_]+)=="([^"]*)"\)\]', path)
+    cur: Any = obj
+    for key, fkey, fval in tokens:
+        if key:
+            cur = cur.get(key) if isinstance(cur, dict) else None
+        else:
+            cur = next((x for x in cur if isinstance(x, dict) and x.get(fkey) == fval), None) \
+                if isinstance(cur, list) else None
+        if cur is None:
+            return None
+    return cur
+
+
+def _age(timestamp: str) -> str:
+    then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    secs = int((datetime.datetime.now(tz=datetime.timezone.utc) - then).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if secs >= size:
+            return f"{secs // size}{unit}"
+    return f"{max(secs, 0)}s"
 
 
 def _merged(base: Any, patch: Any) -> Any:

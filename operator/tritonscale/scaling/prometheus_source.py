@@ -175,6 +175,7 @@ class PrometheusSource:
         from urllib3.util.retry import Retry
 
         self.url = url.rstrip("/")
+        self._timeout_s = timeout_s
         self.selector = selector or SeriesSelector()
         # No client-side retries: a dead Prometheus must show up as a failure within one
         # tick (the decider holds), not after urllib3's backoff eats several ticks.
@@ -192,12 +193,25 @@ class PrometheusSource:
                 result = self._prom.custom_query(q)
             except Exception as exc:  # connection refused, timeout, HTTP 4xx/5xx, bad JSON
                 return Snapshot(taken_at=started, ok=False, queries=done + 1,
-                                error=f"Prometheus at {self.url}: {type(exc).__name__}: {_short(exc)}")
+                                error=f"Prometheus at {self.url}: {describe_failure(exc, self._timeout_s)}")
             done += 1
             values[signal] = _parse_vector(result, self.selector)
         return Snapshot(taken_at=started, ok=True, values=values, queries=done)
 
 
-def _short(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return text[:200]
+def describe_failure(exc: BaseException, timeout_s: float) -> str:
+    """One plain sentence for a status condition, not a urllib3 repr with the query in it."""
+    import requests
+
+    text = str(exc)
+    if isinstance(exc, requests.exceptions.Timeout):
+        return f"no answer within {timeout_s:g} s"
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        for needle, plain in (("Connection refused", "connection refused"),
+                              ("Name or service not known", "host name not found"),
+                              ("No route to host", "no route to host")):
+            if needle in text:
+                return f"{plain} (is Prometheus running at that address?)"
+        return "cannot connect"
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return f"{type(exc).__name__}: {first[:200]}"
