@@ -23,6 +23,7 @@ from triton_exporter import TritonExporter
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.sandbox.prometheus_server import PrometheusServer, find_prometheus
+from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector
 
 NS, NAME = "default", "linear"
 
@@ -77,6 +78,16 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(cluster, api_
         assert asyncio.run(prom.wait_ready()), prom.read_log()
         assert asyncio.run(prom.wait_target_up(exporter.address, timeout=30)), prom.read_log()
         exporter.set("linear", rps=20.0, p95_ms=40.0, queue_ms=2.0)
+
+        # Names cannot inject PromQL: the real parser takes the payload as one literal
+        # value (the query succeeds) that matches no series (no `or vector(1)` result).
+        evil = 'default"} or vector(1) or {x="'
+        snap = PrometheusSource(prom.url, SeriesSelector(namespaces=(evil,), extra=(("job", evil),))).fetch(10)
+        assert snap.ok, snap.error
+        assert all(not v for v in snap.values.values()), snap.values
+        clean = wait_for(lambda: (s := PrometheusSource(prom.url).fetch(10)).values.get("rps") and s, 15,
+                         what="series for the clean selector")
+        assert set(clean.values["rps"]) == {(NS, NAME, "linear")}
 
         op = start_operator("--prometheus-url", prom.url)
         custom = kubernetes.client.CustomObjectsApi(api_client)

@@ -1,0 +1,105 @@
+"""Metric source: PromQL escaping, one grouped query per signal, value / no data / failure."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from tritonscale.scaling.prometheus_source import (
+    SIGNALS,
+    SeriesSelector,
+    Snapshot,
+    build_queries,
+    promql_regex_alternation,
+    promql_string,
+)
+from tritonscale.scaling.snapshot_cache import SnapshotCache
+
+
+@pytest.mark.parametrize("raw, quoted", [
+    ("plain", '"plain"'),
+    ('a"b', '"a\\"b"'),
+    ("a\\b", '"a\\\\b"'),
+    ("line\nbreak", '"line\\nbreak"'),
+    ('x"} or vector(1) #', '"x\\"} or vector(1) #"'),
+])
+def test_promql_string_escapes_everything_that_could_end_the_literal(raw, quoted):
+    assert promql_string(raw) == quoted
+
+
+def test_regex_alternation_escapes_regex_and_string_syntax():
+    assert promql_regex_alternation(["a.b", "c|d"]) == '"a\\\\.b|c\\\\|d"'
+
+
+def test_injection_attempt_stays_inside_one_matcher():
+    evil = 'prod"} or vector(1) or {x="'
+    sel = SeriesSelector(namespaces=(evil,), extra=(("job", evil),))
+    m = sel.matchers()
+    # Every quote of the payload is escaped, so the matcher list never closes early.
+    unescaped_quotes = sum(1 for i, ch in enumerate(m) if ch == '"' and (i == 0 or m[i - 1] != "\\"))
+    assert unescaped_quotes == 6  # three matchers, each with an opening and a closing quote
+    assert "or vector(1)" in m and '\\"} or vector(1)' in m
+
+
+@pytest.mark.parametrize("bad", ["has space", 'q"uote', "1starts_with_digit", "dash-ed"])
+def test_label_names_are_validated(bad):
+    with pytest.raises(ValueError):
+        SeriesSelector(service_label=bad)
+
+
+def test_one_query_per_signal_grouped_by_service():
+    queries = build_queries(SeriesSelector(), 30)
+    assert set(queries) == set(SIGNALS) and len(queries) == 7
+    for q in queries.values():
+        assert "by (namespace, inferenceservice, model" in q
+        assert 'inferenceservice!=""' in q
+    assert "histogram_quantile(0.95" in queries["p95_ms"] and " or max by " in queries["p95_ms"]
+    assert '[30s]' in queries["rps"]
+
+
+def test_snapshot_tells_value_no_data_and_failure_apart():
+    key = ("ns", "svc", "m")
+    snap = Snapshot(taken_at=0, ok=True, values={
+        "rps": {key: 12.5, ("ns", "idle", "m"): 0.0},
+        "p95_ms": {key: 80.0, ("ns", "idle", "m"): math.nan},
+        "batch_size": {key: 4.0}, "batch_ms": {key: 28.0},
+    })
+    obs = snap.observation("ns", "svc", "m")
+    assert (obs.status, obs.rps, obs.p95_ms, obs.batch_size, obs.batch_ms) == ("ok", 12.5, 80.0, 4.0, 28.0)
+    idle = snap.observation("ns", "idle", "m")
+    assert (idle.status, idle.rps, idle.p95_ms) == ("ok", 0.0, None)  # NaN summary: no value, but data
+    missing = snap.observation("ns", "other", "m")
+    assert missing.status == "no_data" and "inferenceservice=other" in missing.message
+    failed = Snapshot(taken_at=0, ok=False, error="connection refused").observation("ns", "svc", "m")
+    assert failed.status == "failed" and failed.message == "connection refused"
+
+
+class CountingSource:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def fetch(self, window_s: int) -> Snapshot:
+        self.calls += 1
+        import time
+        time.sleep(0.05)
+        return Snapshot(taken_at=clock[0], ok=True)
+
+
+clock = [1000.0]
+
+
+async def test_snapshot_cache_shares_one_fetch_between_concurrent_ticks():
+    source = CountingSource()
+    cache = SnapshotCache(lambda url: source, clock=lambda: clock[0])
+    snaps = await asyncio.gather(*(cache.get("http://p", 60, max_age_s=15) for _ in range(50)))
+    assert source.calls == 1 and all(s is snaps[0] for s in snaps)
+    clock[0] += 10  # still fresh for a 15 s interval
+    await cache.get("http://p", 60, max_age_s=15)
+    assert source.calls == 1
+    clock[0] += 10  # older than the interval: one new round
+    await cache.get("http://p", 60, max_age_s=15)
+    assert source.calls == 2
+    await cache.get("http://p", 30, max_age_s=15)  # another window is another query set
+    assert source.calls == 3
