@@ -1,0 +1,57 @@
+"""An operator restart loses no autoscaler state and never dips below what was running."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import kubernetes
+import yaml
+from conftest import SAMPLES, wait_for
+
+from tritonscale.api.spec import GROUP, PLURAL, VERSION
+
+NS, NAME = "default", "linear"
+
+
+def test_restart_keeps_replicas_and_decider_memory(cluster, api_client, start_operator):
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    apps = kubernetes.client.AppsV1Api(api_client)
+    body = yaml.safe_load((SAMPLES / "python-cpu.yaml").read_text())
+    # Prometheus is unreachable (port 9 is discard): after 2 failed ticks the fallback applies.
+    body["spec"]["scaling"].update({"minReplicas": 1, "maxReplicas": 4, "intervalSeconds": 1,
+                                    "fallbackReplicas": 3, "failureThreshold": 2})
+    op = start_operator("--prometheus-url", "http://127.0.0.1:9")
+    custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
+    wait_for(lambda: apps.read_namespaced_deployment(NAME, NS).spec.replicas == 3, 15, what="fallbackReplicas")
+
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            try:
+                seen.append(apps.read_namespaced_deployment(NAME, NS).spec.replicas)
+            except kubernetes.client.ApiException:
+                pass
+            stop.wait(0.05)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    failures_before = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, NAME)[
+        "status"]["scalingState"]["failures"]
+    op.proc.kill()  # no graceful shutdown: the memory must already be in status
+    op.proc.wait(10)
+    time.sleep(1.0)
+    op2 = start_operator("--prometheus-url", "http://127.0.0.1:9")
+    wait_for(lambda: custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, NAME)["status"][
+        "scalingState"]["failures"] > failures_before + 2, 15, what="ticks after the restart")
+    stop.set()
+    t.join(5)
+
+    status = custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, NAME)["status"]
+    # The failure count went on from where it was (not from 0), so the fallback held throughout.
+    assert status["scalingState"]["failures"] > failures_before
+    assert set(seen) == {3}, f"replicas changed across the restart: {sorted(set(seen))}"
+    assert next(c for c in status["conditions"] if c["type"] == "Scaling")["reason"] == "FallbackAfterFailures"
+    assert op2.alive() and "Traceback" not in op2.output()
