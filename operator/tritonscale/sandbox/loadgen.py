@@ -265,6 +265,13 @@ def _strip_scheme(url: str) -> str:
     return url.rstrip("/")
 
 
+async def _close_quietly(client: Any) -> None:
+    try:
+        await client.close()
+    except Exception:  # closing a connection to a server that is going away
+        pass
+
+
 def _backends(url: UrlSource) -> list[str]:
     value = url() if callable(url) else url
     if isinstance(value, str):
@@ -287,7 +294,10 @@ async def run_load(
 
     ``url``: ``"127.0.0.1:8000"`` (scheme optional), a list of them, or a callable
     returning the *current* list (called at every arrival), so requests are spread
-    round-robin across live replicas.  Requests never wait for earlier ones; if
+    round-robin across live replicas.  Once a backend has left that list and has no
+    request in flight, its keep-alive connections are closed: on SIGTERM tritonserver
+    waits for open HTTP connections (up to its 30 s exit timeout), so a replica being
+    scaled down would otherwise linger.  Requests never wait for earlier ones; if
     ``max_inflight`` are already outstanding the new one is dropped and recorded as an
     ``overflow`` error.  A request that gets no response within ``timeout_s`` is a
     ``timeout`` error.  ``on_result`` (sync or async) is called with each
@@ -300,6 +310,8 @@ async def run_load(
     clients: dict[str, aioclient.InferenceServerClient] = {}
     result = LoadResult()
     inflight = 0
+    inflight_by_addr: dict[str, int] = {}
+    closing: set[asyncio.Task] = set()
     rr = 0
     tasks: set[asyncio.Task] = set()
     payload = np.ones(input_shape, dtype=np.float32)
@@ -333,6 +345,7 @@ async def run_load(
             err = f"{type(e).__name__}: {e}"[:200]
         latency = (time.perf_counter() - t0) * 1000.0
         inflight -= 1
+        inflight_by_addr[addr] -= 1
         await emit(RequestRecord(send_t, latency if ok else float("nan"), ok, addr, err, lag_ms))
 
     loop_t0 = time.perf_counter()
@@ -345,6 +358,10 @@ async def run_load(
             now = time.perf_counter() - loop_t0
             lag_ms = max(0.0, (now - float(at)) * 1000.0)
             backends = _backends(url)
+            for gone in [a for a in clients if a not in backends and not inflight_by_addr.get(a)]:
+                task = asyncio.create_task(_close_quietly(clients.pop(gone)))
+                closing.add(task)
+                task.add_done_callback(closing.discard)
             if not backends:
                 await emit(RequestRecord(now, float("nan"), False, "", "no-backend", lag_ms))
                 continue
@@ -354,6 +371,7 @@ async def run_load(
             addr = backends[rr % len(backends)]
             rr += 1
             inflight += 1
+            inflight_by_addr[addr] = inflight_by_addr.get(addr, 0) + 1
             task = asyncio.create_task(one(addr, now, lag_ms))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
@@ -364,6 +382,8 @@ async def run_load(
             t.cancel()
         if tasks:
             await asyncio.gather(*list(tasks), return_exceptions=True)
+        if closing:
+            await asyncio.gather(*list(closing), return_exceptions=True)
         for c in clients.values():
             try:
                 await c.close()

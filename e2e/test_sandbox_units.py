@@ -1,0 +1,127 @@
+"""Fast tests of the sandbox's pure parts: event parsing, the live line, the summary,
+and the node agent's ReplicaSet/rollout arithmetic (with fake pods, no processes)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from tritonscale.sandbox.live_view import Recorder, Sample, format_line, parse_scaled_event
+from tritonscale.sandbox.loadgen import RequestRecord
+from tritonscale.sandbox.node_agent import NodeAgent, Pod, Workload, _victims
+from tritonscale.sandbox.summary import Phase, build_summary, write_plot, write_summary
+
+
+def test_scaled_event_messages_parse_like_the_operator_writes_them():
+    msg = ("scaled up from 1 to 4: AtMaxReplicas: p95 869 ms vs target 200 ms, queue 262 ms, "
+           "27.0 rps on 1 warm replica(s); at maxReplicas=4 -> 4 replicas")
+    assert parse_scaled_event(msg) == (1, 4, "AtMaxReplicas")
+    assert parse_scaled_event("scaled down from 3 to 2: LatencySlack: ...") == (3, 2, "LatencySlack")
+    assert parse_scaled_event("Handler 'reconcile' succeeded.") is None
+
+
+def test_live_line_has_time_rate_p95_vs_target_replicas_and_notes():
+    s = Sample(t=42.2, offered_rps=70.06, completed_rps=69.0, p95_ms=180.4, operator_p95_ms=240.0,
+               ready=2, desired=3, errors=0)
+    line = format_line(s, 200, ["scaled up 2->3: Panic"])
+    assert line == ("t=  42s  offered  70.1 rps  p95  180/200 ms (prom 240)  ready 2/3 desired 3"
+                    "  | scaled up 2->3: Panic")
+    idle = Sample(1.0, 0.0, 0.0, None, None, 1, 1, 3)
+    assert "p95    -/200 ms (prom -)" in format_line(idle, 200) and "errors 3" in format_line(idle, 200)
+
+
+def test_recorder_windows_offered_rate_and_p95():
+    rec = Recorder(arrivals=np.arange(0, 10, 0.1))  # 10 rps
+    for i in range(100):
+        rec.on_result(RequestRecord(i * 0.1, latency_ms=float(i % 10) * 10 + 10, ok=True), now_t=i * 0.1 + 0.05)
+    s = rec.take_sample(10.0, ready=1, desired=2, operator_p95_ms=None)
+    assert s.offered_rps == pytest.approx(10.0)
+    assert s.completed_rps == pytest.approx(10.0)
+    assert s.p95_ms == pytest.approx(100.0, abs=5)
+    assert rec.add_scale_event("u1", 3.0, "scaled up from 1 to 2: Panic: x") is not None
+    assert rec.add_scale_event("u1", 4.0, "scaled up from 1 to 2: Panic: x") is None  # once per Event
+
+
+def test_summary_has_the_issue_keys_and_per_phase_p95(tmp_path: Path):
+    records = [RequestRecord(t, 50.0 if t < 10 else 500.0, True) for t in np.arange(0, 20, 0.1)]
+    records.append(RequestRecord(15.0, math.nan, False, error="ClientConnectorError: refused"))
+    samples = [Sample(float(t), 10.0, 10.0, 50.0, 60.0, min(t // 5 + 1, 3), min(t // 5 + 1, 3), 0)
+               for t in range(1, 21)]
+    summary = build_summary(records=records, samples=samples, scale_events=[], marks=[],
+                            phases=[Phase("low", 0, 10, 10), Phase("high", 10, 20, 10)], restarts=1,
+                            cold_starts_s=[2.0], config={"target_p95_ms": 200, "min_replicas": 1},
+                            scenario={}, interrupted=False, wall_s=21)
+    assert summary["p95_ms_by_phase"] == {"low": 50.0, "high": 500.0}
+    assert (summary["peak_replicas"], summary["final_replicas"], summary["restarts"]) == (3, 3, 1)
+    assert (summary["requests"], summary["errors"]) == (201, 1)
+    assert summary["error_kinds"] == {"ClientConnectorError": 1}
+    write_summary(summary, tmp_path / "s.json")
+    write_plot(summary, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+# --------------------------------------------------------------------------- agent arithmetic
+
+
+def _pod(index: int, ready: bool, config_hash: str = "h1") -> Pod:
+    return Pod(name=f"linear-{index}", index=index, config_hash=config_hash, process=SimpleNamespace(),
+               created_at=0.0, state="ready" if ready else "starting")
+
+
+class _CountingAgent(NodeAgent):
+    """``_start`` / ``_stop`` record instead of running processes."""
+
+    def __init__(self) -> None:
+        super().__init__(cluster=SimpleNamespace(), workdir=Path("/nonexistent"))
+        self.started: list[str] = []
+        self.stopped: list[str] = []
+
+    def _start(self, w: Workload) -> Pod:
+        pod = _pod(w.next_index, ready=False, config_hash=w.template_hash)
+        w.next_index += 1
+        w.pods.append(pod)
+        self.started.append(pod.name)
+        return pod
+
+    def _stop(self, w: Workload, pod: Pod) -> None:
+        pod.state = "stopping"
+        self.stopped.append(pod.name)
+
+
+def _workload(replicas: int, pods: list[Pod], template_hash: str = "h1") -> Workload:
+    return Workload("default", "linear", "linear", replicas=replicas, template_hash=template_hash,
+                    pods=pods, next_index=max([p.index for p in pods], default=-1) + 1)
+
+
+def test_scale_down_removes_not_ready_then_newest():
+    assert [p.name for p in _victims([_pod(0, True), _pod(1, True), _pod(2, False), _pod(3, True)], 2)] == \
+        ["linear-2", "linear-3"]
+    agent = _CountingAgent()
+    agent._reconcile(_workload(1, [_pod(0, True), _pod(1, True), _pod(2, True)]))
+    assert agent.stopped == ["linear-2", "linear-1"] and agent.started == []
+
+
+def test_scale_up_starts_all_missing_pods_at_once():
+    agent = _CountingAgent()
+    agent._reconcile(_workload(4, [_pod(0, True)]))
+    assert agent.started == ["linear-1", "linear-2", "linear-3"]
+
+
+def test_rollout_surges_one_and_keeps_ready_at_spec_replicas():
+    agent = _CountingAgent()
+    w = _workload(2, [_pod(0, True), _pod(1, True)], template_hash="h2")
+    agent._reconcile(w)  # surge: one new pod, no old one stopped yet
+    assert agent.started == ["linear-2"] and agent.stopped == []
+    agent._reconcile(w)  # the new pod is not ready: nothing else happens
+    assert agent.started == ["linear-2"] and agent.stopped == []
+    w.pods[2].state = "ready"
+    agent._reconcile(w)  # 3 ready > 2: stop the newest old pod, surge the next new one
+    assert agent.stopped == ["linear-1"] and agent.started == ["linear-2", "linear-3"]
+    w.pods[3].state = "ready"
+    agent._reconcile(w)
+    assert agent.stopped == ["linear-1", "linear-0"]
+    assert sorted(p.name for p in w.live) == ["linear-2", "linear-3"]
