@@ -1,7 +1,11 @@
 #!/usr/bin/env python
 """Dynamic batching on vs off, on the real tritonserver and the a + b*n cost model.
 
-Same open-loop Poisson load for both runs; each run gets a fresh tritonserver.
+Both configs are rendered by the operator's own renderer (``render_config_pbtxt``)
+from ``manifests/samples/python-cpu.yaml``: "on" is the sample as is (max batch 16,
+preferred [4, 8, 16], 2000 us queue delay), "off" the same spec with
+``batching.enabled: false``. Same open-loop Poisson load for both runs; each run
+gets a fresh tritonserver.
 
     .venv/bin/python e2e/bench_batching.py [--duration 20] [--rps 80]
 
@@ -21,28 +25,31 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))  # run from a checkout
 
+import yaml  # noqa: E402
+
+from tritonscale.api.spec import InferenceServiceSpec  # noqa: E402
+from tritonscale.render.triton_config import render_config_pbtxt  # noqa: E402
 from tritonscale.sandbox.loadgen import LoadResult, run_load, step_schedule  # noqa: E402
 from tritonscale.sandbox.tritonserver import (  # noqa: E402
     TritonProcess,
-    cost_model_config,
     install_model,
     metric_value,
     read_metrics,
 )
 
-MODEL = "cost"
+SAMPLE = Path(__file__).resolve().parents[1] / "manifests" / "samples" / "python-cpu.yaml"
+MODEL = "linear"
+
+
+def rendered_config(batched: bool, cost_base_ms: float, cost_per_item_ms: float) -> str:
+    spec = yaml.safe_load(SAMPLE.read_text())["spec"]
+    spec["batching"]["enabled"] = batched
+    spec["model"]["parameters"] = {"cost_base_ms": str(cost_base_ms), "cost_per_item_ms": str(cost_per_item_ms)}
+    return render_config_pbtxt(InferenceServiceSpec.model_validate(spec), MODEL)
 
 
 async def bench_one(args: argparse.Namespace, batched: bool, workdir: Path) -> dict:
-    cfg = cost_model_config(
-        MODEL,
-        max_batch_size=16,
-        dynamic_batching=batched,
-        max_queue_delay_us=2000,
-        preferred_batch_sizes=[4, 8, 16],
-        cost_base_ms=args.cost_base_ms,
-        cost_per_item_ms=args.cost_per_item_ms,
-    )
+    cfg = rendered_config(batched, args.cost_base_ms, args.cost_per_item_ms)
     install_model(workdir / "repo", MODEL, cfg)
     proc = TritonProcess.with_free_ports(workdir / "repo", log_path=workdir / "tritonserver.log")
     proc.start()
