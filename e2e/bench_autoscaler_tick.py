@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import statistics
 import sys
 import tempfile
@@ -75,6 +76,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     n = args.services
+    # SIGTERM (e.g. from `timeout`) skips atexit; make it a normal exit so `finally` stops Prometheus.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     srv, addr = exporter(n)
     work = Path(tempfile.mkdtemp(prefix="tritonscale-bench-"))
