@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import kubernetes_validate

@@ -154,7 +154,6 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     ti = 0
     rr = 0  # round-robin pointer
     pos = 0  # next arrival to route
-    t_prev = 0.0
     records: list[TickRecord] = []
     cold_starts = scale_events = 0
 
@@ -165,7 +164,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
         if pending_ready:
             t_next = min(t_next, pending_ready[0][0])
         last = t_next >= horizon
-        # route [t_prev, t_next) -- the final segment takes everything left
+        # route arrivals up to t_next -- the final segment takes everything left
         end = len(arrivals) if last else int(np.searchsorted(arrivals, t_next, side="left"))
         if end > pos:
             k = len(routed)
@@ -178,7 +177,6 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             pos = end
         for r in routed:
             r.advance(t_next, t_next)
-        t_prev = t_next
         if last:
             break
         while pending_ready and pending_ready[0][0] <= t_next:
