@@ -13,10 +13,15 @@ the API server contract. This subclass adds exactly those parts:
 - ``metadata.namespace`` filled from the URL on create, and ``generateName``
   honoured (Kopf posts Events with it);
 - watches subscribe *before* replaying existing objects, so no event between
-  replay and subscription is lost;
+  replay and subscription is lost; a list answers the current resourceVersion and
+  a watch from ``?resourceVersion=X`` sends only what is newer than X (versions
+  come from one global counter, so this is exact), as the real server does;
 - server-side printing: a list of InferenceServices requested ``as=Table`` (what
   ``kubectl get tis`` asks for) is rendered with the CRD's additionalPrinterColumns,
   as the real API server does, so kubectl shows the same columns as on a cluster;
+- ``/api/v1/namespaces`` (list and watch), which KMock's path parser cannot take
+  apart and which Kopf reads in namespaced mode (``tritonscale run --namespace``):
+  namespaces are those of the stored objects plus ``default``;
 - a bounded request history (KMock rescans every earlier request on each
   dispatch) plus a compact log of (verb, group, resource, subresource) that the
   RBAC test compares with the chart's ClusterRole.
@@ -30,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import itertools
+import json
 import secrets
 import threading
 import uuid
@@ -75,6 +81,8 @@ def _now() -> str:
 class KubernetesAPI(kmock.KubernetesEmulator):
     calls: list[ApiCall] = attrs.field(factory=list, init=False)
     _rv: Any = attrs.field(factory=lambda: itertools.count(1), init=False)
+    _last_rv: int = attrs.field(default=0, init=False)
+    extra_namespaces: set[str] = attrs.field(factory=set, init=False)  # namespaces that exist without objects
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -85,7 +93,13 @@ class KubernetesAPI(kmock.KubernetesEmulator):
         )
 
     def _next_rv(self) -> str:
-        return str(next(self._rv))
+        self._last_rv = next(self._rv)
+        return str(self._last_rv)
+
+    async def _serve_list(self, request: rendering.Request) -> Any:
+        payload = await super()._serve_list(request)
+        payload["metadata"]["resourceVersion"] = str(self._last_rv)
+        return payload
 
     def _record(self, request: rendering.Request) -> None:
         res = request.resource
@@ -143,6 +157,41 @@ class KubernetesAPI(kmock.KubernetesEmulator):
             if spec_changed:
                 md["generation"] = meta.get("generation", 1) + 1
 
+    async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        if raw_request.path.rstrip("/") == "/api/v1/namespaces" and raw_request.method == "GET":
+            return await self._serve_namespaces(raw_request)
+        return await super().__call__(raw_request)
+
+    def namespace_names(self) -> list[str]:
+        return sorted({"default"} | self.extra_namespaces | {ns for (_, ns, _) in list(self.objects.keys()) if ns})
+
+    async def _serve_namespaces(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        self.calls.append(ApiCall(verb="watch" if raw_request.query.get("watch") in ("true", "1") else "list",
+                                  group="", resource="namespaces", subresource=None, namespace=None, name=None))
+        items = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n, "uid": n, "resourceVersion": "1"}}
+                 for n in self.namespace_names()]
+        if raw_request.query.get("watch") not in ("true", "1"):
+            return aiohttp.web.json_response({"apiVersion": "v1", "kind": "NamespaceList",
+                                              "metadata": {"resourceVersion": "1"}, "items": items})
+        # A watch: announce new namespaces as objects appear in them, until the client's timeout.
+        response = aiohttp.web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(raw_request)
+        timeout = float(raw_request.query.get("timeoutSeconds") or 300)
+        known = {i["metadata"]["name"] for i in items}
+        deadline = asyncio.get_running_loop().time() + timeout
+        try:
+            while asyncio.get_running_loop().time() < deadline:
+                for name in set(self.namespace_names()) - known:
+                    known.add(name)
+                    event = {"type": "ADDED", "object": {"apiVersion": "v1", "kind": "Namespace",
+                                                         "metadata": {"name": name, "uid": name,
+                                                                      "resourceVersion": "1"}}}
+                    await response.write((json.dumps(event) + "\n").encode())
+                await asyncio.sleep(0.5)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return response
+
     def _wants_table(self, request: rendering.Request) -> bool:
         res = request.resource
         return (request.action in (enums.action.LIST, enums.action.FETCH) and res is not None
@@ -169,7 +218,7 @@ class KubernetesAPI(kmock.KubernetesEmulator):
                 cells.append(_age(value) if c["type"] == "date" and value else value)
             rows.append({"cells": cells, "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                                                      "metadata": obj["metadata"]}})
-        return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": str(next(self._rv))},
+        return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": str(self._last_rv)},
                 "columnDefinitions": columns, "rows": rows}
 
     async def _handle(self, request: rendering.Request) -> Any:
@@ -187,6 +236,12 @@ class KubernetesAPI(kmock.KubernetesEmulator):
                     self._prepare_create(request)
                 elif request.action == enums.action.UPDATE and request.name is not None:
                     self._prepare_update(request)
+                elif request.action == enums.action.DELETE and request.name is not None:
+                    key = (request.resource, request.namespace, request.name)
+                    if key in self.objects and not self.objects[key].deleted:
+                        # KMock marks a finalizer-blocked deletion (deletionTimestamp) without a
+                        # new resourceVersion; a watch would take it for a repeat. Give it one.
+                        self.objects[key].patch({"metadata": {"resourceVersion": self._next_rv()}})
             except KubernetesError as exc:
                 return await self._render_error(exc)
         response = await super()._handle(request)
@@ -208,11 +263,32 @@ class KubernetesAPI(kmock.KubernetesEmulator):
                     if res == request.resource and not obj.deleted
                     and (request.namespace is None or ns == request.namespace)
                 ]
+            # Per object, a real watch never goes back in resourceVersion. An event still
+            # buffered on the bus can repeat what the snapshot already showed: skip it.
+            seen: dict[tuple[str, str], int] = {}
+            try:  # watch from the version a LIST returned: only newer changes
+                since = int(request.params.get("resourceVersion") or -1)
+            except ValueError:
+                since = -1
+
+            def fresh(event: dict[str, Any]) -> bool:
+                meta = (event.get("object") or {}).get("metadata", {})
+                key = (meta.get("namespace", ""), meta.get("name", ""))
+                try:
+                    rv = int(meta.get("resourceVersion") or 0)
+                except ValueError:
+                    return True
+                if event.get("type") != "DELETED" and rv <= max(seen.get(key, -1), since):
+                    return False
+                seen[key] = rv
+                return True
+
             for event in snapshot:
-                yield event
+                if fresh(event):
+                    yield event
             async for event in bus.stream(since=mark):
                 ns = (event.get("object") or {}).get("metadata", {}).get("namespace")
-                if request.namespace is None or ns == request.namespace:
+                if (request.namespace is None or ns == request.namespace) and fresh(event):
                     yield event
         finally:
             await bus.unmark(mark)
