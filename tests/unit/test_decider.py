@@ -244,3 +244,14 @@ def test_slack_recovers_from_a_capacity_estimate_learned_during_a_backlog():
         loop.tick(ok(20, 5.0))
     assert loop.current == 1
     assert "LatencySlack" in {r for _, _, r in loop.history}
+
+
+def test_empty_memory_does_not_skip_the_scale_down_window():
+    """A fresh State (new object, lost status) must not scale down on its first reading."""
+    d = decide(ok(None, 0.0), Replicas(6, 6), POLICY, State(capacity_rps=50), now=5000.0)
+    assert d.replicas == 6 and d.reason == "StabilizingScaleDown"
+    loop = Loop(POLICY, replicas=6)
+    loop.state = State(capacity_rps=50)
+    while loop.current == 6:
+        loop.tick(ok(None, 0.0))
+    assert loop.history[-1][0] >= POLICY.scale_down_stabilization_s

@@ -356,6 +356,14 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
 
     # --- stabilization (HPA-style look-back windows) ---------------------------------------
     keep = max(policy.scale_up_stabilization_s, policy.scale_down_stabilization_s)
+    seed = (now - 0.001, current) if not state.recommendations else None
+    if seed is not None:
+        # No memory (a new object, lost status, a Deployment scaled by hand): assume the
+        # current size was recommended just now, as the HPA does, so the first low reading
+        # cannot scale down without a whole stabilization window. Stamped a millisecond
+        # back, so a zero-length window (stabilizationSeconds: 0) does not see it;
+        # scale-up ignores it altogether.
+        state = replace(state, recommendations=(seed,))
     hist = _window(state, now, keep, rec)
     state = replace(state, recommendations=hist)
     if panic:
@@ -365,7 +373,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
         state = replace(state, panic_until=now + policy.scale_down_stabilization_s)
     desired = current
     if rec > current:
-        up_window = [r for t, r in hist if now - t <= policy.scale_up_stabilization_s]
+        up_window = [r for t, r in hist if (t, r) != seed and now - t <= policy.scale_up_stabilization_s]
         desired = max(current, min(up_window))
         if desired < rec:
             reason, why = "StabilizingScaleUp", why + f"; scale-up window holds {desired}"
