@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import copy
 import importlib.util
 import json
@@ -49,7 +48,7 @@ import yaml
 
 import tritonscale
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.sandbox import loadgen
+from tritonscale.sandbox import loadgen, process_group
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
 from tritonscale.sandbox import tritonserver as triton_runtime
 from tritonscale.sandbox.live_view import LiveView, Recorder, Sample, ScaleEvent
@@ -316,10 +315,8 @@ class OperatorProcess:
         self._log: Any = None
 
     def start(self) -> "OperatorProcess":
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.cmd, env=self.env, stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        atexit.register(self.stop)
+        self.proc, self._log = process_group.spawn(self.cmd, log_path=self.log_path, env=self.env)
+        process_group.register(self)
         return self
 
     @property
@@ -331,24 +328,11 @@ class OperatorProcess:
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc is not None:
-            for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-                try:
-                    os.killpg(self.proc.pid, sig)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                try:
-                    self.proc.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-            try:  # anything left in its group
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            process_group.stop_group(self.proc, timeout)
         if self._log is not None:
             self._log.close()
             self._log = None
-        atexit.unregister(self.stop)
+        process_group.unregister(self)
 
     def log_tail(self, n: int = 3000) -> str:
         try:

@@ -14,18 +14,17 @@ after file_sd has picked it up and the scrape loop fired (a few seconds).  Use
 from __future__ import annotations
 
 import asyncio
-import atexit
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
-import weakref
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping, Sequence
 
 import httpx
+
+from tritonscale.sandbox import process_group
 import yaml
 
 from .tritonserver import free_port
@@ -44,18 +43,6 @@ def find_prometheus() -> Path:
         if os.access(cand, os.X_OK):
             return Path(cand)
     raise RuntimeError(f"prometheus binary not found on PATH or in /usr/bin; {INSTALL_HINT}")
-
-
-_LIVE: "weakref.WeakSet[PrometheusServer]" = weakref.WeakSet()
-
-
-@atexit.register
-def _stop_all_at_exit() -> None:
-    for p in list(_LIVE):
-        try:
-            p.stop(timeout=2)
-        except Exception:  # pragma: no cover
-            pass
 
 
 def _fmt_duration(seconds: float) -> str:
@@ -186,17 +173,8 @@ class PrometheusServer:
             raise RuntimeError(f"prometheus already running (pid {self.pid})")
         cmd = self.command()  # raises a clear error if the binary is missing
         self.write_config()
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
-        self._proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=str(self.workdir),
-        )
-        _LIVE.add(self)
+        self._proc, self._log = process_group.spawn(cmd, log_path=self.log_path, cwd=self.workdir)
+        process_group.register(self)
         return self
 
     def is_alive(self) -> bool:
@@ -204,18 +182,7 @@ class PrometheusServer:
 
     async def wait_ready(self, timeout: float = 30.0) -> bool:
         """Poll ``/-/ready``.  False on timeout or if the process died."""
-        deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient(base_url=self.url, timeout=2.0, trust_env=False) as client:
-            while time.monotonic() < deadline:
-                if not self.is_alive():
-                    return False
-                try:
-                    if (await client.get("/-/ready")).status_code == 200:
-                        return True
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
-        return False
+        return await process_group.wait_http_ok(self.url, "/-/ready", timeout, self.is_alive)
 
     async def targets(self) -> list[dict[str, Any]]:
         async with httpx.AsyncClient(base_url=self.url, timeout=5.0, trust_env=False) as client:
@@ -259,40 +226,17 @@ class PrometheusServer:
 
     def stop(self, timeout: float = 5.0) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout``.  Returns the exit code."""
-        rc = None
-        if self._proc is not None:
-            proc = self._proc
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                try:
-                    proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
-            rc = proc.returncode
+        rc = process_group.stop_group(self._proc, timeout) if self._proc is not None else None
         if self._log is not None:
             self._log.close()
             self._log = None
-        _LIVE.discard(self)
+        process_group.unregister(self)
         return rc
 
     def kill(self) -> None:
         """SIGKILL immediately (monitoring-outage tests).  ``start()`` brings it back."""
-        if self._proc is not None and self._proc.poll() is None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if self._proc is not None:
+            process_group.kill_group(self._proc)
         self.stop(timeout=0)
 
     def read_log(self) -> str:

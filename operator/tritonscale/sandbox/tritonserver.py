@@ -18,26 +18,23 @@ is still running when the interpreter exits.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import hashlib
 import importlib.util
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterable, Sequence
 
 import httpx
+
+from tritonscale.sandbox import process_group
 
 __all__ = [
     "TritonInstall",
@@ -222,51 +219,6 @@ def install_model(repo: Path | str, model_name: str, config_pbtxt: str, version:
 
 # --------------------------------------------------------------------------- process
 
-_LIVE: "weakref.WeakSet[TritonProcess]" = weakref.WeakSet()
-
-
-def _stop_all_at_exit() -> None:
-    for p in list(_LIVE):
-        try:
-            p.stop(timeout=2)
-        except Exception:  # pragma: no cover - best effort
-            pass
-
-
-atexit.register(_stop_all_at_exit)
-
-
-def _kill_group(proc: subprocess.Popen, timeout: float) -> None:
-    """SIGTERM the process group, wait, then SIGKILL it.  Always reaps ``proc``."""
-    pgid = proc.pid  # start_new_session=True => pgid == pid
-    if proc.poll() is None:
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
-    # Kill whatever is left in the group (stub children, or the server itself).
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:  # pragma: no cover
-        pass
-    # The python-backend stubs are grandchildren: wait until the group is really empty.
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except (ProcessLookupError, PermissionError):
-            break
-        time.sleep(0.02)
-
-
 @dataclass(eq=False)
 class TritonProcess:
     """One tritonserver process serving ``model_repository`` on 127.0.0.1."""
@@ -340,22 +292,9 @@ class TritonProcess:
         if self.is_alive():
             raise RuntimeError(f"tritonserver already running (pid {self.pid})")
         inst = self.install = self.install or find_tritonserver()
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = open(self.log_path, "ab")
-            out = self._log
-        else:
-            out = subprocess.DEVNULL
-        self._proc = subprocess.Popen(
-            self.command(),
-            env=inst.env(),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=str(self.model_repository),
-        )
-        _LIVE.add(self)
+        self._proc, self._log = process_group.spawn(self.command(), log_path=self.log_path, env=inst.env(),
+                                                    cwd=self.model_repository)
+        process_group.register(self)
         return self
 
     def is_alive(self) -> bool:
@@ -367,47 +306,21 @@ class TritonProcess:
         Returns False on timeout or if the process exits first.
         """
         path = f"/v2/models/{model}/ready" if model else "/v2/health/ready"
-        deadline = time.monotonic() + timeout
-        async with httpx.AsyncClient(base_url=self.http_url, timeout=2.0, trust_env=False) as client:
-            while time.monotonic() < deadline:
-                if not self.is_alive():
-                    return False
-                try:
-                    r = await client.get(path)
-                    if r.status_code == 200:
-                        return True
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
-        return False
+        return await process_group.wait_http_ok(self.http_url, path, timeout, self.is_alive)
 
     def wait_ready_blocking(self, model: str | None = None, timeout: float = 30.0) -> bool:
         """Synchronous :meth:`wait_ready` (for sync fixtures and scripts)."""
         path = f"/v2/models/{model}/ready" if model else "/v2/health/ready"
-        deadline = time.monotonic() + timeout
-        with httpx.Client(base_url=self.http_url, timeout=2.0, trust_env=False) as client:
-            while time.monotonic() < deadline:
-                if not self.is_alive():
-                    return False
-                try:
-                    if client.get(path).status_code == 200:
-                        return True
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.1)
-        return False
+        return process_group.wait_http_ok_blocking(self.http_url, path, timeout, self.is_alive)
 
     def stop(self, timeout: float = 5.0) -> int | None:
         """SIGTERM the process group, then SIGKILL after ``timeout``.  Returns the exit code."""
-        rc = None
-        if self._proc is not None:
-            _kill_group(self._proc, timeout)
-            rc = self._proc.returncode
+        rc = process_group.stop_group(self._proc, timeout) if self._proc is not None else None
         if self._log is not None:
             self._log.close()
             self._log = None
         self._remove_shm()
-        _LIVE.discard(self)
+        process_group.unregister(self)
         return rc
 
     def _remove_shm(self) -> None:
@@ -422,10 +335,7 @@ class TritonProcess:
     def kill(self) -> None:
         """SIGKILL the whole process group at once (crash simulation)."""
         if self._proc is not None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            process_group.kill_group(self._proc)
         self.stop(timeout=0)
 
     def read_log(self) -> str:
