@@ -35,6 +35,17 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
+def exists(read: Callable[..., Any], *args: Any) -> bool:
+    """Whether ``read(*args)`` finds the object (False on 404)."""
+    try:
+        read(*args)
+        return True
+    except kubernetes.client.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+
+
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[EmulatedCluster]:
     c = EmulatedCluster().start()

@@ -8,7 +8,7 @@ import time
 
 import kubernetes
 import yaml
-from conftest import SAMPLES, wait_for
+from conftest import SAMPLES, exists, wait_for
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.render.kubernetes_objects import HASH_ANNOTATION, LABEL
@@ -56,16 +56,6 @@ class Cluster:
     def condition(self, name: str, type_: str) -> dict | None:
         conds = (self.get(name).get("status") or {}).get("conditions") or []
         return next((c for c in conds if c["type"] == type_), None)
-
-
-def _exists(fn, *args) -> bool:
-    try:
-        fn(*args)
-        return True
-    except kubernetes.client.ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
 
 
 def test_operator_creates_children_sets_status_and_corrects_drift(cluster, api_client, start_operator):
@@ -127,7 +117,7 @@ def test_operator_creates_children_sets_status_and_corrects_drift(cluster, api_c
     wait_for(lambda: k.deployment("linear")["spec"]["template"]["spec"]["containers"][0]["image"] == container["image"],
              3, what="image drift to be reverted")
     k.core.delete_namespaced_config_map("linear-config", NS)
-    wait_for(lambda: _exists(k.core.read_namespaced_config_map, "linear-config", NS), 3, what="ConfigMap recreated")
+    wait_for(lambda: exists(k.core.read_namespaced_config_map, "linear-config", NS), 3, what="ConfigMap recreated")
 
     # Notable actions are Kubernetes Events on the InferenceService.
     events = wait_for(lambda: [e for e in k.core.list_namespaced_event(NS).items
@@ -138,7 +128,7 @@ def test_operator_creates_children_sets_status_and_corrects_drift(cluster, api_c
     # 5. delete: the object goes; children carry the ownerReference that garbage collection
     # follows (the emulator has no garbage collector, so we check the reference itself).
     k.delete("linear")
-    wait_for(lambda: not _exists(k.get, "linear"), 5, what="InferenceService deleted")
+    wait_for(lambda: not exists(k.get, "linear"), 5, what="InferenceService deleted")
     assert k.children("linear")["Service"]["metadata"]["ownerReferences"][0]["uid"] == isvc["metadata"]["uid"]
     assert op.alive(), op.output()
     assert "Traceback" not in op.output(), op.output()
@@ -158,16 +148,16 @@ def test_invalid_spec_sets_condition_and_creates_nothing(cluster, api_client, st
     assert "spec.scaling.minReplicas" in cond["message"]
     assert "spec.batching.preferredBatchSizes" in cond["message"]
     time.sleep(1.0)  # give a wrong implementation time to create something
-    assert not _exists(k.apps.read_namespaced_deployment, "broken", NS)
-    assert not _exists(k.core.read_namespaced_service, "broken", NS)
-    assert not _exists(k.core.read_namespaced_config_map, "broken-config", NS)
+    assert not exists(k.apps.read_namespaced_deployment, "broken", NS)
+    assert not exists(k.core.read_namespaced_service, "broken", NS)
+    assert not exists(k.core.read_namespaced_config_map, "broken-config", NS)
     warnings = [e for e in k.core.list_namespaced_event(NS).items
                 if e.involved_object.name == "broken" and e.type == "Warning"]
     assert warnings and warnings[0].reason == "InvalidSpec"
 
     # Fixing the spec recovers: children appear and SpecValid turns True.
     k.patch("broken", {"spec": {"scaling": {"minReplicas": 1}, "batching": {"preferredBatchSizes": [4, 8]}}})
-    wait_for(lambda: _exists(k.apps.read_namespaced_deployment, "broken", NS), 3, what="children after fix")
+    wait_for(lambda: exists(k.apps.read_namespaced_deployment, "broken", NS), 3, what="children after fix")
     wait_for(lambda: k.condition("broken", "SpecValid")["status"] == "True", 3, what="SpecValid=True")
 
     # A contradictory update to a running service changes nothing that serves traffic.

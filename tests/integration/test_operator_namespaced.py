@@ -6,19 +6,9 @@ import time
 
 import kubernetes
 import yaml
-from conftest import SAMPLES, wait_for
+from conftest import SAMPLES, exists, wait_for
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
-
-
-def _exists(apps, ns: str) -> bool:
-    try:
-        apps.read_namespaced_deployment("linear", ns)
-        return True
-    except kubernetes.client.ApiException as exc:
-        if exc.status == 404:
-            return False
-        raise
 
 
 def test_repeated_namespace_flag_limits_the_operator(cluster, api_client, start_operator):
@@ -30,7 +20,9 @@ def test_repeated_namespace_flag_limits_the_operator(cluster, api_client, start_
         body = yaml.safe_load((SAMPLES / "python-cpu.yaml").read_text())
         body["metadata"]["namespace"] = ns
         custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-    wait_for(lambda: _exists(apps, "team-a") and _exists(apps, "team-b"), 15, what="children in team-a and team-b")
+    deployed = apps.read_namespaced_deployment
+    wait_for(lambda: exists(deployed, "linear", "team-a") and exists(deployed, "linear", "team-b"), 15,
+             what="children in team-a and team-b")
     time.sleep(1.0)
-    assert not _exists(apps, "team-c"), "team-c is not watched and must be left alone"
+    assert not exists(deployed, "linear", "team-c"), "team-c is not watched and must be left alone"
     assert op.alive() and "Traceback" not in op.output(), op.output()[-2000:]
