@@ -35,6 +35,20 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
+def sibling_module(here: str, name: str) -> Any:
+    """Import the test module ``name`` next to the file ``here`` (whatever pytest's import mode)."""
+    import importlib.util
+    import sys as _sys
+
+    if name in _sys.modules:
+        return _sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(here).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    _sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def exists(read: Callable[..., Any], *args: Any) -> bool:
     """Whether ``read(*args)`` finds the object (False on 404)."""
     try:

@@ -17,19 +17,6 @@ def _crd(_: argparse.Namespace) -> int:
     return 0
 
 
-class _Dumper(yaml.SafeDumper):
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def _str_presenter(dumper: yaml.SafeDumper, data: str) -> Any:
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_Dumper.add_representer(str, _str_presenter)
-
-
 def _load_documents(path: str) -> tuple[list[Any], list[str]]:
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
@@ -93,7 +80,9 @@ def _render(args: argparse.Namespace) -> int:
         for p in problems:
             print(p, file=sys.stderr)
         return 1
-    sys.stdout.write(yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, explicit_start=True))
+    from tritonscale.render.yaml_text import dump_all
+
+    sys.stdout.write(dump_all(objects))
     return 0
 
 

@@ -6,6 +6,7 @@ Nothing here decides anything; see ``reconcile/`` and ``scaling/``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any
@@ -36,10 +37,13 @@ def _kube() -> Kube:
     return KUBE
 
 
-def _events_for(body: Any):
-    def emit(type_: str, reason: str, message: str) -> None:
-        kopf.event(body, type=type_, reason=reason, message=message)
-    return emit
+def _post_event(body: Any, type_: str, reason: str, message: str) -> None:
+    kopf.event(body, type=type_, reason=reason, message=message)
+
+
+def _events_for(body: Any) -> Any:
+    """The reconciler's event callback for one object."""
+    return functools.partial(_post_event, body)
 
 
 @kopf.on.resume(GROUP, VERSION, PLURAL)
@@ -76,10 +80,6 @@ def _snapshots() -> SnapshotCache:
     if SNAPSHOTS is None:
         SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url))
     return SNAPSHOTS
-
-
-def _post_event(body: dict[str, Any], type_: str, reason: str, message: str) -> None:
-    kopf.event(body, type=type_, reason=reason, message=message)
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)

@@ -6,7 +6,6 @@ The structural checks mirror the apiextensions validation of a v1 CRD schema
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -16,6 +15,8 @@ from typing import Any, Iterator
 import jsonschema
 import pytest
 import yaml
+
+from conftest import sibling_module
 
 from tritonscale.api import spec as S
 from tritonscale.api.crd import crd, crd_yaml
@@ -321,14 +322,7 @@ def test_list_macro_pattern_finds_the_iterated_lists() -> None:
 # the way `kubectl apply` prints it.
 
 def _sibling(name: str) -> Any:
-    """Import a sibling test module by path (works whatever pytest's import mode is)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return sibling_module(__file__, name)
 
 
 table = _sibling("test_api_validation")

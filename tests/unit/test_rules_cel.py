@@ -16,14 +16,13 @@ renderings of the object the API server could hand to CEL:
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any, Callable
 
 import celpy
 import pytest
 from celpy import celtypes
+
+from conftest import sibling_module
 
 from tritonscale.api.crd import openapi_schema
 from tritonscale.api.rules import ALL_RULES, Rule
@@ -32,14 +31,7 @@ from tritonscale.api.validation import NAME_MAX, validate_name
 
 
 def _sibling(name: str) -> Any:
-    """Import a sibling test module by path (works whatever pytest's import mode is)."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return sibling_module(__file__, name)
 
 
 table = _sibling("test_api_validation")

@@ -41,7 +41,7 @@ class Outcome:
     problems: list[Problem] = field(default_factory=list)
 
 
-def ready_condition(spec_floor: int, min_replicas: int, deployment: dict[str, Any] | None) -> tuple[bool, str, str]:
+def ready_condition(min_replicas: int, deployment: dict[str, Any] | None) -> tuple[bool, str, str]:
     """Ready follows the Deployment: True once the warm floor (at least one replica) is warm."""
     if deployment is None:
         return False, "DeploymentMissing", "the Deployment does not exist yet"
@@ -57,7 +57,7 @@ def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None
                          now: float) -> dict[str, Any]:
     cur = body.get("status") or {}
     gen = body["metadata"].get("generation")
-    ok, reason, message = ready_condition(spec.scaling.floor, spec.scaling.min_replicas, deployment)
+    ok, reason, message = ready_condition(spec.scaling.min_replicas, deployment)
     conds = set_condition(cur.get("conditions"), st.SPEC_VALID, True, "Valid", "spec is valid", now, gen)
     conds = set_condition(conds, st.READY, ok, reason, message, now, gen)
     dstatus = (deployment or {}).get("status") or {}
@@ -137,18 +137,3 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         if _status_changed(body.get("status") or {}, new):
             kube.patch_inference_service_status(ns, name, new)
         return outcome
-
-
-def refresh_status(kube: Kube, namespace: str, name: str, now: Callable[[], float] = time.time) -> None:
-    """Re-derive Ready/replicas from the live Deployment (after it changed)."""
-    with object_lock(namespace, name):
-        body = kube.get_inference_service(namespace, name)
-        if body is None:
-            return
-        spec, problems = validate_body(body)
-        if spec is None:
-            return
-        deployment = kube.get("Deployment", namespace, name)
-        new = status_from_children(body, deployment, spec, now())
-        if _status_changed(body.get("status") or {}, new):
-            kube.patch_inference_service_status(namespace, name, new)

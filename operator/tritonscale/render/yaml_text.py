@@ -1,0 +1,27 @@
+"""YAML as people read it: no anchors/aliases, multi-line strings (config.pbtxt) as blocks."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import yaml
+
+
+class Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str_presenter(dumper: yaml.SafeDumper, data: str) -> Any:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+Dumper.add_representer(str, _str_presenter)
+
+
+def dump(obj: Any, **kwargs: Any) -> str:
+    return yaml.dump(obj, Dumper=Dumper, sort_keys=False, **kwargs)
+
+
+def dump_all(objs: Iterable[Any], **kwargs: Any) -> str:
+    return yaml.dump_all(objs, Dumper=Dumper, sort_keys=False, explicit_start=True, **kwargs)
