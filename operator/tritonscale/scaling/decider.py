@@ -109,6 +109,12 @@ class Observation:
 class Replicas:
     current: int  # Deployment spec.replicas (includes replicas still starting)
     ready: int  # replicas whose model is loaded and warm
+    # Pods the scheduler could not place (PodScheduled=False, reason Unschedulable, e.g.
+    # insufficient nvidia.com/gpu): asking for more would only add more Pending pods.
+    unschedulable: int = 0
+    # Seconds from creation to Ready of pods seen becoming ready since the last tick
+    # (the cold start: image pull, Triton start, model load and warmup).
+    startup_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
