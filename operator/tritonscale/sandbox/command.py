@@ -48,7 +48,8 @@ import yaml
 
 import tritonscale
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.sandbox import loadgen, process_group
+from tritonscale import process_group
+from tritonscale.sandbox import loadgen
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
 from tritonscale.sandbox import tritonserver as triton_runtime
 from tritonscale.sandbox.live_view import LiveView, Recorder, Sample, ScaleEvent

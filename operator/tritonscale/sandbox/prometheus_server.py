@@ -24,7 +24,7 @@ from typing import IO, Any, Iterable, Mapping, Sequence
 
 import httpx
 
-from tritonscale.sandbox import process_group
+from tritonscale import process_group
 import yaml
 
 from .tritonserver import free_port

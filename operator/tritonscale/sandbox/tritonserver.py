@@ -34,7 +34,7 @@ from typing import IO, Iterable, Sequence
 
 import httpx
 
-from tritonscale.sandbox import process_group
+from tritonscale import process_group
 
 __all__ = [
     "TritonInstall",

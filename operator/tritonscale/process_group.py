@@ -1,5 +1,6 @@
 """Child processes that run in their own session and are stopped with everything they
-started: tritonserver (and its python-backend stubs), Prometheus, the operator.
+started: the control plane (etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler), tritonserver (and its python-backend stubs), Prometheus, the operator.
 
 One place for what each of them needs: spawn in a new session (so a group signal
 reaches grandchildren), SIGTERM-then-SIGKILL of the whole group, a registry whose
