@@ -21,8 +21,9 @@ def run_json(capsys, *extra: str):
 
 def test_all_policies_print_one_list_and_are_deterministic(capsys) -> None:
     first = run_json(capsys, "--policy", "all", "--seed", "3")
-    assert [r["policy"] for r in first] == ["tritonscale", "hpa", "keda", "kpa", first[4]["policy"], "oracle"]
-    assert first[4]["policy"].startswith("static:")
+    assert [r["policy"] for r in first] == ["tritonscale", "hpa", "keda", "kpa", "triton-queue", "slo-ratio",
+                                            first[6]["policy"], "oracle"]
+    assert first[6]["policy"].startswith("static:")
     for r in first:
         assert FIELDS <= set(r)
         assert 0.0 <= r["window_attainment"] <= 1.0 and 0.0 <= r["request_attainment"] <= 1.0

@@ -102,6 +102,8 @@ class Observation:
     pending: Optional[float] = None
     batch_size: Optional[float] = None  # mean requests per model execution
     batch_ms: Optional[float] = None  # mean execution time of one batch
+    failed_rps: Optional[float] = None  # requests rejected (queue policy) per second, over the window
+    recent_rps: Optional[float] = None  # success + failure rate between the last two scrapes (irate)
     message: str = ""
 
 

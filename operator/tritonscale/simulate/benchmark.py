@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from tritonscale.api.spec import ScaleDownPolicy, ScalingSpec
 from tritonscale.scaling import decider
 from tritonscale.simulate.capacity import Calibration, capacity_at_slo
 from tritonscale.simulate.engine import ClusterConfig, RunResult, TickRecord, simulate
@@ -33,7 +34,9 @@ from tritonscale.simulate.policies.hpa import HpaPolicy
 from tritonscale.simulate.policies.keda import KedaPolicy
 from tritonscale.simulate.policies.kpa import KpaPolicy
 from tritonscale.simulate.policies.oracle import solve, window_needs
+from tritonscale.simulate.policies.slo_ratio import SloRatioPolicy
 from tritonscale.simulate.policies.static import StaticPolicy
+from tritonscale.simulate.policies.triton_queue import TritonQueuePolicy
 from tritonscale.simulate.policies.tritonscale import TritonscalePolicy
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, Summary, summarise, window_p95_ms
 
@@ -44,8 +47,8 @@ TIMELINE_STEP_S = 5.0
 class Options:
     slo_ms: float
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
-    interval_s: float = 15.0  # tritonscale tick (CRD intervalSeconds)
-    scale_down_stabilization_s: float = 300.0  # tritonscale scaleDown.stabilizationSeconds (CRD default 300)
+    interval_s: Optional[float] = None  # tritonscale tick; None: the CRD default intervalSeconds
+    scale_down_stabilization_s: Optional[float] = None  # None: the CRD default scaleDown.stabilizationSeconds
     headroom: float = 0.8  # baselines aim at this share of the measured capacity
     hpa_target: float = 0.7  # HPA GPU duty-cycle target
     initial_replicas: Optional[int] = None  # None: the oracle's first-window need
@@ -57,7 +60,7 @@ class Options:
     def __post_init__(self) -> None:
         if not self.slo_ms > 0:
             raise ValueError("--slo-ms must be > 0")
-        if not self.interval_s > 0:
+        if self.interval_s is not None and not self.interval_s > 0:
             raise ValueError("tick interval must be > 0 s")
         if not 0 < self.headroom <= 1:
             raise ValueError("baseline headroom must be in (0, 1]")
@@ -101,8 +104,22 @@ def expand(policy: str, needs: Sequence[int], opts: Options) -> list[str]:
     if policy != "all":
         return [policy]
     static_n = opts.static_replicas or max(needs)
-    names = ["tritonscale", "hpa", "keda", "kpa", f"static:{static_n}"]
+    names = ["tritonscale", "hpa", "keda", "kpa", "triton-queue", "slo-ratio", f"static:{static_n}"]
     return names + (["oracle"] if opts.with_oracle else [])
+
+
+def scaling_spec(opts: Options) -> ScalingSpec:
+    """The InferenceService ``spec.scaling`` the simulated service runs: the CRD defaults
+    (from the API model itself), with the replica range and target of the run and any
+    tick or scale-down window the options set."""
+    c = opts.cluster
+    fields: dict = {"min_replicas": c.min_replicas, "max_replicas": c.max_replicas,
+                    "target_p95_milliseconds": opts.slo_ms}
+    if opts.interval_s is not None:
+        fields["interval_seconds"] = max(1, round(opts.interval_s))
+    if opts.scale_down_stabilization_s is not None:
+        fields["scale_down"] = ScaleDownPolicy(stabilization_seconds=round(opts.scale_down_stabilization_s))
+    return ScalingSpec(**fields)
 
 
 def build(name: str, opts: Options, cal: Calibration, initial: int):
@@ -114,11 +131,9 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
             raise ValueError(f"{name}: more than --max-replicas={c.max_replicas}")
         return StaticPolicy(static_n)
     if name == "tritonscale":
-        # As the operator builds it (Policy.from_spec): the model's maxBatchSize is part of the policy.
-        pol = decider.Policy(min_replicas=c.min_replicas, max_replicas=c.max_replicas, target_p95_ms=opts.slo_ms,
-                             scale_down_stabilization_s=opts.scale_down_stabilization_s,
-                             max_batch_size=c.batcher.max_batch)
-        return TritonscalePolicy(pol, interval_s=opts.interval_s, initial=initial,
+        spec = scaling_spec(opts)
+        pol = decider.Policy.from_spec(spec, c.batcher.max_batch)
+        return TritonscalePolicy(pol, interval_s=float(spec.interval_seconds), initial=initial,
                                  state=decider.State(recommendations=seeded))
     if name == "hpa":
         return HpaPolicy(opts.hpa_target, c.min_replicas, c.max_replicas, initial, recs=seeded)
@@ -126,6 +141,11 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
         return KedaPolicy(cal.target_rps, c.min_replicas, c.max_replicas, initial, recs=seeded)
     if name == "kpa":
         return KpaPolicy(cal.concurrency_at_headroom, c.min_replicas, c.max_replicas, initial)
+    if name == "triton-queue":
+        return TritonQueuePolicy(cal.queue_ms_at_headroom, c.min_replicas, c.max_replicas, initial, recs=seeded)
+    if name == "slo-ratio":
+        return SloRatioPolicy(opts.slo_ms, c.min_replicas, c.max_replicas, initial,
+                              recs=[(0.0, initial)])
     raise ValueError(f"unknown policy {name!r}")
 
 
@@ -145,11 +165,12 @@ def _run_one(name: str) -> tuple[Outcome, Optional[bool]]:
     return outcome(run, opts.slo_ms), None
 
 
-def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Options) -> Benchmark:
+def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Options,
+                  calibration: Optional[Calibration] = None) -> Benchmark:
     if len(arrivals) == 0:
         raise ValueError("no arrivals to simulate")
     validate_name(policy)
-    cal = capacity_at_slo(opts.cluster.batcher, opts.slo_ms, opts.headroom, opts.seed)
+    cal = calibration or capacity_at_slo(opts.cluster.batcher, opts.slo_ms, opts.headroom, opts.seed)
     oracle_wanted = opts.with_oracle or policy == "oracle"
     peak_static = policy == "all" and opts.static_replicas is None
     needs = window_needs(arrivals, horizon, opts.cluster, opts.slo_ms, cal.capacity_rps,

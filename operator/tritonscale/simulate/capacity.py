@@ -7,8 +7,9 @@ only explodes close to saturation.
 
 The baselines are configured from this one measurement, at the same headroom
 (default 80% of capacity), each in its own unit: KEDA's rps threshold, HPA's GPU
-duty-cycle target and Knative's concurrency target (Little's law: rate x mean
-latency, measured at that load).
+duty-cycle target, Knative's concurrency target (Little's law: rate x mean
+latency, measured at that load) and the mean queue time per request for Triton's
+queue-time HPA.
 
 Common random numbers: every rate reuses the same unit-rate gaps, scaled, so the
 p95 is monotone in the rate and the bisection converges.
@@ -35,6 +36,7 @@ class Calibration:
     busy_at_headroom: float  # GPU duty cycle at headroom x capacity
     concurrency_at_headroom: float  # mean requests in flight at headroom x capacity
     p95_at_headroom_ms: float
+    queue_ms_at_headroom: float = 0.0  # mean queue time per request at headroom x capacity
 
     @property
     def target_rps(self) -> float:
@@ -46,6 +48,7 @@ class _Run:
     p95_ms: float
     mean_latency_s: float
     busy: float
+    mean_queue_s: float
 
 
 def _run_one(cfg: BatcherConfig, rate: float, gaps: np.ndarray) -> _Run:
@@ -56,9 +59,10 @@ def _run_one(cfg: BatcherConfig, rate: float, gaps: np.ndarray) -> _Run:
     r.sync()
     skip = int(len(t) * WARMUP_SHARE)
     lat = r.latencies()[skip:]
+    queue = (r.req_start.view - r.arrivals.view)[skip:]
     t0, t1 = float(t[skip]), float(t[-1])
     return _Run(float(np.quantile(lat, 0.95)) * 1000.0, float(lat.mean()),
-                r.busy_seconds(t0, t1) / (t1 - t0))
+                r.busy_seconds(t0, t1) / (t1 - t0), float(queue.mean()))
 
 
 def capacity_at_slo(cfg: BatcherConfig, slo_ms: float, headroom: float = 0.8, seed: int = 0,
@@ -80,4 +84,5 @@ def capacity_at_slo(cfg: BatcherConfig, slo_ms: float, headroom: float = 0.8, se
             hi = mid
     cap = lo
     at = _run_one(cfg, headroom * cap, gaps)
-    return Calibration(cap, top, headroom, at.busy, headroom * cap * at.mean_latency_s, at.p95_ms)
+    return Calibration(cap, top, headroom, at.busy, headroom * cap * at.mean_latency_s, at.p95_ms,
+                       at.mean_queue_s * 1000.0)

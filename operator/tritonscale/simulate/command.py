@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from tritonscale.simulate import arrivals as arrivals_mod
-from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, run_benchmark
+from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, run_benchmark, scaling_spec
 from tritonscale.simulate.engine import ClusterConfig
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import validate_name
@@ -59,9 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--initial-replicas", type=int, help="warm at t=0 (default: the oracle's first-minute need)")
     c.add_argument("--scrape-s", type=float, default=15.0, help="Prometheus scrape interval (default 15)")
     c.add_argument("--window-s", type=float, default=60.0, help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
-    c.add_argument("--interval-s", type=float, default=15.0, help="tritonscale tick (default 15)")
-    c.add_argument("--scale-down-stabilization-s", type=float, default=300.0,
-                   help="tritonscale scaleDown.stabilizationSeconds (default 300, the CRD default)")
+    c.add_argument("--interval-s", type=float, help="tritonscale tick (default: the CRD's intervalSeconds)")
+    c.add_argument("--scale-down-stabilization-s", type=float,
+                   help="tritonscale scaleDown.stabilizationSeconds (default: the CRD default)")
     c.add_argument("--headroom", type=float, default=0.8,
                    help="baselines aim at this share of the measured capacity (default 0.8)")
     c.add_argument("--hpa-target", type=float, default=0.7, help="HPA GPU duty-cycle target (default 0.7)")
@@ -122,7 +122,8 @@ def describe(b: Benchmark, what: str, arrivals: np.ndarray) -> str:
         f"replica: {bt.base_ms:g} ms + {bt.per_item_ms:g} ms/item, max batch {bt.max_batch}, queue delay "
         f"{bt.max_queue_delay_ms * 1000:g} us, preferred {list(bt.preferred)}; cold start {c.cold_start_s:g} s; "
         f"capacity at p95 <= {o.slo_ms:g} ms: {cal.capacity_rps:.0f} rps/replica (saturated {cal.max_rps:.0f})",
-        f"metrics: scrape {c.prom.scrape_s:g} s, window {c.prom.window_s:g} s; tritonscale tick {o.interval_s:g} s; "
+        f"metrics: scrape {c.prom.scrape_s:g} s, window {c.prom.window_s:g} s; "
+        f"tritonscale tick {scaling_spec(o).interval_seconds} s; "
         f"replicas {c.min_replicas}..{c.max_replicas}, start with {o.initial_replicas or b.needs[0]} warm",
         f"baselines at {o.headroom:.0%} of capacity: keda {cal.target_rps:.0f} rps/replica every 30 s, "
         f"kpa {cal.concurrency_at_headroom:.1f} in flight/replica, hpa GPU duty cycle {o.hpa_target:.0%} "

@@ -59,6 +59,7 @@ class View:
     ready: int
     pods: Sequence[Replica]  # ready pods (scraped by Prometheus)
     prom: PromConfig
+    startups: tuple[float, ...] = ()  # creation-to-ready seconds of pods ready since the last tick
 
     def observe(self) -> Observation:
         return metrics_view.observe(self.pods, self.now, self.prom)
@@ -68,6 +69,12 @@ class View:
 
     def request_rate(self) -> Optional[float]:
         return metrics_view.request_rate(self.pods, self.now, self.prom)
+
+    def queue_ms(self, window_s: float) -> list[Optional[float]]:
+        return metrics_view.pod_queue_ms(self.pods, self.now, self.prom, window_s)
+
+    def pool_quantile_ms(self, q: float, window_s: float = 60.0) -> Optional[float]:
+        return metrics_view.pool_quantile_ms(self.pods, self.now, self.prom, q, window_s)
 
     def concurrency(self, window_s: float) -> float:
         return metrics_view.mean_concurrency(self.pods, max(0.0, self.now - window_s), self.now)
@@ -155,6 +162,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     rr = 0  # round-robin pointer
     pos = 0  # next arrival to route
     records: list[TickRecord] = []
+    startups: list[float] = []
     cold_starts = scale_events = 0
 
     while True:
@@ -184,10 +192,12 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             r = by_id[rid]
             if r.removed is None:
                 routed.append(r)
+                startups.append(r.ready_at - r.created)
         if ti < len(ticks) and ticks[ti] <= t_next:
             ti += 1
             current = len(alive)
-            view = View(t_next, current, len(routed), tuple(routed), cfg.prom)
+            view = View(t_next, current, len(routed), tuple(routed), cfg.prom, tuple(startups))
+            startups.clear()
             desired, reason = scaler.step(view)
             desired = min(max(int(desired), cfg.min_replicas), cfg.max_replicas)
             records.append(TickRecord(t_next, current, len(routed), desired, reason))

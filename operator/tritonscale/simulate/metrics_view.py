@@ -13,6 +13,10 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
 * queue_ms: ``rate(queue_duration_us) / rate(success)`` -- mean queue time of the
   requests completed in the window.
 * pending: ``sum(nv_inference_pending_request_count)`` at the scrape.
+* failed_rps: ``sum(rate(nv_inference_request_failure[60s]))`` -- requests the queue
+  policy rejected (they never enter the latency summary, rps or queue time).
+* recent_rps: ``sum(irate(success[60s]) + irate(failure[60s]))`` -- requests out of the
+  queue between the last two scrapes, per second: the fastest rate Prometheus has.
 
 Values are those of the last scrape at or before ``now`` (the scrape grid starts at
 t = 0). Only ready pods are scraped: a starting pod's Triton has no series yet and a
@@ -75,11 +79,19 @@ def _window(r: Replica, t0: float, t1: float) -> slice:
     return slice(i0, i1)
 
 
+def _successes(r: Replica, w: slice) -> np.ndarray:
+    """Boolean mask over the requests in ``w``: run (not rejected by the queue policy)."""
+    return r.req_rejected.a[w] == 0.0
+
+
 def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation:
     """The decider's Observation for ``now`` from the ready pods."""
     t = last_scrape(now, cfg.scrape_s)
     p95s: list[float] = []
     rps = 0.0
+    failed = 0.0
+    recent = 0.0
+    recent_series = 0
     queue_s = 0.0
     served = 0
     pending = 0
@@ -89,22 +101,34 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
         pending += r.pending_at(t)
         w = _window(r, t - cfg.summary_s, t)
         if w.stop > w.start:
-            lat = r.req_end.a[w] - r.arrivals.a[w]
-            p95s.append(float(np.quantile(lat, cfg.quantile)) * 1000.0)
+            ok = _successes(r, w)
+            if ok.any():
+                lat = (r.req_end.a[w] - r.arrivals.a[w])[ok]
+                p95s.append(float(np.quantile(lat, cfg.quantile)) * 1000.0)
         span = _span(r, t, cfg)
         if span > 0:
             series += 1
             k = int(np.searchsorted(r.req_end.view, t - span, side="right"))
-            cnt = w.stop - k
+            ok = r.req_rejected.a[k:w.stop] == 0.0
+            cnt = int(ok.sum())
             rps += cnt / span
-            queue_s += float(np.sum(r.req_start.a[k:w.stop] - r.arrivals.a[k:w.stop]))
+            failed += (w.stop - k - cnt) / span
+            queue_s += float(np.sum((r.req_start.a[k:w.stop] - r.arrivals.a[k:w.stop])[ok]))
             served += cnt
+            # irate(): the last two scrapes of success + failure
+            j = int(np.searchsorted(r.req_end.view, t - cfg.scrape_s, side="right"))
+            recent += (w.stop - j) / cfg.scrape_s
+            recent_series += 1
     if not series:
         return Observation(status="no_data", message="no pod has two scrapes yet")
     extra = {}
     if {"batch_size", "batch_ms"} & _OBS_FIELDS:
         size, ms = batch_stats(pods, now, cfg)
         extra = {k: v for k, v in (("batch_size", size), ("batch_ms", ms)) if k in _OBS_FIELDS}
+    if "failed_rps" in _OBS_FIELDS:
+        extra["failed_rps"] = failed
+    if "recent_rps" in _OBS_FIELDS and recent_series:
+        extra["recent_rps"] = recent
     return Observation(
         status="ok",
         p95_ms=max(p95s) if p95s else None,
@@ -158,8 +182,9 @@ def request_rate(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Option
         if span > 0:
             series += 1
             end = r.req_end.view
-            total += (int(np.searchsorted(end, t, side="right"))
-                      - int(np.searchsorted(end, t - span, side="right"))) / span
+            i0 = int(np.searchsorted(end, t - span, side="right"))
+            i1 = int(np.searchsorted(end, t, side="right"))
+            total += float(np.sum(r.req_rejected.a[i0:i1] == 0.0)) / span  # successes only
     return total if series else None
 
 
@@ -179,3 +204,39 @@ def mean_concurrency(pods: Sequence[Replica], t0: float, t1: float) -> float:
         r.sync()
         area += _area_below(r.arrivals.view, t0, t1) - _area_below(r.req_end.view, t0, t1)
     return area / (t1 - t0)
+
+
+def pod_queue_ms(pods: Sequence[Replica], now: float, cfg: PromConfig, window_s: float) -> list[Optional[float]]:
+    """Per ready pod: ``delta(nv_inference_queue_duration_us[w]) / (1 + delta(success[w]))`` in ms,
+    Triton's k8s-onprem ``avg_time_queue_us``; None for a pod without two scrapes."""
+    t = last_scrape(now, cfg.scrape_s)
+    out: list[Optional[float]] = []
+    for r in pods:
+        r.sync()
+        span = min(window_s, t - max(r.ready_at, 0.0))
+        if span < cfg.scrape_s - 1e-9:
+            out.append(None)
+            continue
+        end = r.req_end.view
+        i0 = int(np.searchsorted(end, t - span, side="right"))
+        i1 = int(np.searchsorted(end, t, side="right"))
+        ok = r.req_rejected.a[i0:i1] == 0.0
+        q = float(np.sum((r.req_start.a[i0:i1] - r.arrivals.a[i0:i1])[ok]))
+        out.append(q * 1000.0 / (1.0 + float(ok.sum())))
+    return out
+
+
+def pool_quantile_ms(pods: Sequence[Replica], now: float, cfg: PromConfig, q: float,
+                     window_s: float = 60.0) -> Optional[float]:
+    """``histogram_quantile(q, sum(rate(duration_bucket[w])))`` over all ready pods: the q-quantile
+    (ms) of the requests completed in the last ``window_s``; None without any."""
+    t = last_scrape(now, cfg.scrape_s)
+    lats = []
+    for r in pods:
+        r.sync()
+        w = _window(r, t - window_s, t)
+        if w.stop > w.start:
+            ok = _successes(r, w)
+            lats.append((r.req_end.a[w] - r.arrivals.a[w])[ok])
+    lat = np.concatenate(lats) if lats else np.empty(0)
+    return float(np.quantile(lat, q)) * 1000.0 if len(lat) else None

@@ -20,6 +20,12 @@ instance is free and the queue is not empty:
 Under load the instance is busy for tens of ms while the queue fills, so the delay
 has long expired when it frees up: batches are "whatever is queued, up to 16".
 
+Queue policy (``queue_timeout_ms``, Triton's ``default_queue_policy`` with
+``timeout_action: REJECT``): when the batcher forms a batch at time s, every queued
+request that arrived more than the timeout before s is rejected first, at s. A
+rejected request never runs; it counts as a failure in the metrics
+(``nv_inference_request_failure``) and as a miss in every score (latency = inf).
+
 The replica is the one mutable object of the simulator, for speed: ``advance`` walks
 batches (not requests) in a tight loop, ~1 us per batch, and per-request numbers are
 derived afterwards with numpy. Requests are served FIFO, so completions are sorted.
@@ -28,7 +34,7 @@ derived afterwards with numpy. Requests are served FIFO, so completions are sort
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Optional
 
@@ -44,6 +50,9 @@ class BatcherConfig:
     max_batch: int = 16
     max_queue_delay_ms: float = 2.0  # Triton max_queue_delay_microseconds = 2000
     preferred: tuple[int, ...] = (4, 8, 16)
+    # Triton's default_queue_policy: a request still queued this long is rejected
+    # (timeout_action REJECT) when the batcher next looks at the queue. None: no timeout.
+    queue_timeout_ms: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.base_ms < 0 or self.per_item_ms < 0 or self.base_ms + self.per_item_ms <= 0:
@@ -52,6 +61,8 @@ class BatcherConfig:
             raise ValueError("max batch must be at least 1")
         if self.max_queue_delay_ms < 0:
             raise ValueError("max queue delay must be >= 0")
+        if self.queue_timeout_ms is not None and self.queue_timeout_ms <= 0:
+            raise ValueError("queue timeout must be > 0 ms (or none)")
         bad = [p for p in self.preferred if not 1 <= p <= self.max_batch]
         if bad:
             raise ValueError(f"preferred batch sizes {bad} are outside 1..{self.max_batch}")
@@ -106,6 +117,7 @@ class Replica:
         self._b = cfg.per_item_ms / 1000.0
         self._B = cfg.max_batch
         self._delay = cfg.max_queue_delay_ms / 1000.0
+        self._timeout = math.inf if cfg.queue_timeout_ms is None else cfg.queue_timeout_ms / 1000.0
         prefs = sorted(set(cfg.preferred))
         # largest preferred size <= q, for q = 0..max_batch (0: none can be formed yet)
         self._pref = [max([p for p in prefs if p <= q], default=0) for q in range(cfg.max_batch + 1)]
@@ -115,13 +127,18 @@ class Replica:
         self._head = 0
         self._free = -math.inf  # the instance is idle from this time
         self._b_start: list[float] = []
-        self._b_size: list[int] = []
+        self._b_size: list[int] = []  # > 0: a batch run; < 0: that many requests rejected
         self._synced_batches = 0
         # every arrival routed here; served FIFO, so request i of req_start/req_end is arrival i
         self.arrivals = _Grow()
-        # per served request: batch start and batch end (completion)
+        # per request leaving the queue, in arrival order: batch start and batch end
+        # (completion); for a rejected request both are the rejection time
         self.req_start = _Grow()
         self.req_end = _Grow()
+        self.req_rejected = _Grow()  # 1.0 for a rejected request, else 0.0
+        # every queue exit (batch or rejection): its time and the cumulative requests gone
+        self.exit_time = _Grow(256)
+        self.exit_cum = _Grow(256)
         # per batch: start, end, cumulative busy seconds up to and including it
         self.batch_start = _Grow(256)
         self.batch_end = _Grow(256)
@@ -136,13 +153,17 @@ class Replica:
 
     @property
     def served(self) -> int:
-        """Requests in batches so far (after ``sync``)."""
+        """Requests out of the queue so far, run or rejected (after ``sync``)."""
         return self.req_end.n
 
     def latencies(self) -> np.ndarray:
-        """Seconds from arrival to completion of every served request, in arrival order."""
+        """Seconds from arrival to completion of every request out of the queue, in arrival
+        order; a rejected request's latency is inf (a miss whatever the target)."""
         self.sync()
-        return self.req_end.view - self.arrivals.a[: self.req_end.n]
+        lat = self.req_end.view - self.arrivals.a[: self.req_end.n]
+        if self._timeout != math.inf:
+            lat = np.where(self.req_rejected.view > 0, np.inf, lat)
+        return lat
 
     def advance(self, until: float, known_until: float) -> None:
         """Form and run every batch that starts before ``until``.
@@ -157,11 +178,19 @@ class Replica:
         a, b, B, delay = self._a, self._b, self._B, self._delay
         pref, pmin = self._pref, self._pmin
         starts, sizes = self._b_start, self._b_size
+        timeout = self._timeout
         while h < n:
             first = arr[h]
             s = free if free > first else first
             if s >= until:
                 break
+            if s - first > timeout:
+                # queue policy: everything that has waited past the timeout is rejected now
+                k = bisect_left(arr, s - timeout, h, n)
+                starts.append(s)
+                sizes.append(h - k)
+                h = k
+                continue
             hi = h + B
             if hi > n:
                 hi = n
@@ -193,18 +222,25 @@ class Replica:
         nb = len(self._b_size)
         if nb == self._synced_batches:
             return
-        st = np.asarray(self._b_start[self._synced_batches:])
-        sz = np.asarray(self._b_size[self._synced_batches:], dtype=np.int64)
-        m = int(sz.sum())
-        en = st + self._a + self._b * sz
+        st_all = np.asarray(self._b_start[self._synced_batches:])
+        sz_all = np.asarray(self._b_size[self._synced_batches:], dtype=np.int64)
+        run = sz_all > 0
+        count = np.abs(sz_all)
+        m = int(count.sum())
+        en_all = np.where(run, st_all + self._a + self._b * sz_all, st_all)
+        st, sz, en = st_all[run], sz_all[run], en_all[run]
         prev_busy = self.batch_busy_cum.a[self.batch_busy_cum.n - 1] if self.batch_busy_cum.n else 0.0
         prev_size = self.batch_size_cum.a[self.batch_size_cum.n - 1] if self.batch_size_cum.n else 0.0
+        prev_exit = self.exit_cum.a[self.exit_cum.n - 1] if self.exit_cum.n else 0.0
         self.batch_start.extend(st)
         self.batch_end.extend(en)
         self.batch_busy_cum.extend(prev_busy + np.cumsum(en - st))
         self.batch_size_cum.extend(prev_size + np.cumsum(sz))
-        self.req_start.extend(np.repeat(st, sz))
-        self.req_end.extend(np.repeat(en, sz))
+        self.exit_time.extend(st_all)
+        self.exit_cum.extend(prev_exit + np.cumsum(count))
+        self.req_start.extend(np.repeat(st_all, count))
+        self.req_end.extend(np.repeat(en_all, count))
+        self.req_rejected.extend(np.repeat((~run).astype(float), count))
         # forget the served prefix so the Python list stays short
         del self._arr[:m]
         self._head -= m
@@ -221,9 +257,9 @@ class Replica:
         """Requests received by ``t`` and not yet in an executing batch (nv_inference_pending_request_count)."""
         self.sync()
         arrived = int(np.searchsorted(self.arrivals.view, t, side="right"))
-        i = int(np.searchsorted(self.batch_start.view, t, side="right"))
-        started = int(self.batch_size_cum.a[i - 1]) if i else 0
-        return max(0, arrived - started)
+        i = int(np.searchsorted(self.exit_time.view, t, side="right"))
+        gone = int(self.exit_cum.a[i - 1]) if i else 0
+        return max(0, arrived - gone)
 
     def busy_seconds(self, t0: float, t1: float) -> float:
         """Seconds the instance spent executing batches within (t0, t1]."""

@@ -25,8 +25,21 @@ from tritonscale.simulate.engine import RunResult
 ATTAINMENT_WINDOW_S = 60.0
 
 
+# A rejected request's latency is inf. np.quantile interpolates inf - inf to NaN, so
+# quantiles are taken over this finite stand-in and mapped back to inf.
+_REJECTED_S = 1e12
+
+
+def quantiles_ms(latency_s: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """Quantiles in ms of latencies in seconds, where inf (rejected) stays inf."""
+    lat = np.where(np.isinf(latency_s), _REJECTED_S, latency_s)
+    out = np.quantile(lat, qs) * 1000.0
+    return np.where(out >= _REJECTED_S * 1000.0 / 2, np.inf, out)
+
+
 def window_p95_ms(arrival: np.ndarray, latency: np.ndarray, window_s: float, horizon: float) -> np.ndarray:
-    """p95 latency (ms) of the requests arriving in each window; NaN for empty windows."""
+    """p95 latency (ms) of the requests arriving in each window; NaN for empty windows.
+    Rejected requests (latency inf) count: a window where over 5% were rejected reads inf."""
     nw = max(1, math.ceil(horizon / window_s)) if horizon > 0 else 1
     idx = np.minimum((arrival // window_s).astype(np.int64), nw - 1)
     bounds = np.searchsorted(idx, np.arange(nw + 1), side="left")  # arrival is sorted
@@ -34,7 +47,7 @@ def window_p95_ms(arrival: np.ndarray, latency: np.ndarray, window_s: float, hor
     for w in range(nw):
         lo, hi = bounds[w], bounds[w + 1]
         if hi > lo:
-            out[w] = float(np.quantile(latency[lo:hi], 0.95)) * 1000.0
+            out[w] = float(quantiles_ms(latency[lo:hi], [0.95])[0])
     return out
 
 
@@ -45,7 +58,7 @@ class Summary:
     p50_ms: float
     p95_ms: float
     p99_ms: float
-    window_attainment: float  # 0..1
+    window_attainment: float  # 0..1; a rejected request is a miss
     request_attainment: float  # 0..1
     windows: int
     windows_missed: int
@@ -55,12 +68,13 @@ class Summary:
     max_replicas: int
     scale_events: int
     cold_starts: int
+    rejected: int = 0  # requests the queue policy rejected (each counted as a miss)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         for k, v in d.items():
             if isinstance(v, float):
-                d[k] = round(v, 4)
+                d[k] = None if math.isnan(v) else (str(v) if math.isinf(v) else round(v, 4))
         return d
 
 
@@ -68,7 +82,7 @@ def summarise(run: RunResult, slo_ms: float, oracle_hours: Optional[float] = Non
               window_s: float = ATTAINMENT_WINDOW_S) -> Summary:
     lat_ms = run.latency * 1000.0
     n = len(lat_ms)
-    pct = np.quantile(lat_ms, [0.5, 0.95, 0.99]) if n else np.full(3, np.nan)
+    pct = quantiles_ms(run.latency, [0.5, 0.95, 0.99]) if n else np.full(3, np.nan)
     wp = window_p95_ms(run.arrival, run.latency, window_s, run.horizon)
     valid = ~np.isnan(wp)
     ok = int(np.sum(wp[valid] <= slo_ms))
@@ -89,12 +103,13 @@ def summarise(run: RunResult, slo_ms: float, oracle_hours: Optional[float] = Non
         max_replicas=int(alive.max()),
         scale_events=run.scale_events,
         cold_starts=run.cold_starts,
+        rejected=int(np.isinf(run.latency).sum()),
     )
 
 
 def table(rows: Sequence[Summary], slo_ms: float) -> str:
     head = ["policy", "requests", "p50 ms", "p95 ms", "p99 ms", f"win p95<={slo_ms:g}", f"req<={slo_ms:g}",
-            "replica-h", "x oracle", "mean rep", "max rep", "scale ev", "cold st"]
+            "replica-h", "x oracle", "mean rep", "max rep", "scale ev", "cold st", "rejected"]
     body = []
     for s in rows:
         body.append([
@@ -103,6 +118,7 @@ def table(rows: Sequence[Summary], slo_ms: float) -> str:
             f"{s.request_attainment:.2%}", f"{s.replica_hours:.2f}",
             "-" if s.cost_vs_oracle is None else f"{s.cost_vs_oracle:.2f}",
             f"{s.mean_replicas:.1f}", str(s.max_replicas), str(s.scale_events), str(s.cold_starts),
+            f"{s.rejected:,}",
         ])
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
 

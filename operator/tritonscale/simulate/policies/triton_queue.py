@@ -1,0 +1,55 @@
+"""Triton's documented autoscaling recipe: an HPA on average queue time per request.
+
+Triton's ``deploy/k8s-onprem`` chart exposes, through the Prometheus adapter, the
+Pods metric ``avg_time_queue_us`` =
+``delta(nv_inference_queue_duration_us[30s]) / (1 + delta(nv_inference_request_success[30s]))``
+per pod, and scales the Deployment with an HPA on it (target type AverageValue). The
+HPA arithmetic is ``calcPlainMetricReplicas`` (pods without the metric yet count as
+0 when scaling up), then the default behaviour: 300 s scale-down stabilisation, scale-up
+by max(4 pods, 100%) per 15 s sync.
+
+Target: the recipe's default (``averageValue: 50``, i.e. 50 us) is below the batcher's
+own queue delay (2,000 us here), so it would pin any batching model at maxReplicas.
+As for the other baselines, the target is instead the mean queue time per request
+measured on one replica at the shared headroom (80% of the capacity at the SLO).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from tritonscale.simulate.engine import View
+from tritonscale.simulate.policies.hpa import (SCALE_DOWN_STABILIZATION_S, SYNC_PERIOD_S, limit_rate,
+                                               plain_metric_replicas, stabilize)
+
+METRIC_WINDOW_S = 30.0
+
+
+@dataclass
+class TritonQueuePolicy:
+    target_queue_ms: float
+    min_replicas: int = 1
+    max_replicas: int = 20
+    initial: Optional[int] = None
+    name: str = "triton-queue"
+    recs: tuple[tuple[float, int], ...] = field(default=())
+
+    def initial_replicas(self, default: int) -> int:
+        return self.initial if self.initial is not None else default
+
+    def tick_times(self, horizon: float) -> np.ndarray:
+        return np.arange(SYNC_PERIOD_S, horizon, SYNC_PERIOD_S)
+
+    def step(self, view: View) -> tuple[int, str]:
+        values = view.queue_ms(METRIC_WINDOW_S)
+        values = values + [None] * (view.current - len(values))  # starting pods: no metrics
+        rec, why = plain_metric_replicas(values, view.current, self.target_queue_ms)
+        rec = max(self.min_replicas, min(self.max_replicas, rec))
+        out, self.recs = stabilize(self.recs, view.now, view.current, rec, SCALE_DOWN_STABILIZATION_S)
+        out = limit_rate(out, view.current, self.min_replicas, self.max_replicas)
+        have = [v for v in values if v is not None]
+        mean = sum(have) / len(have) if have else float("nan")
+        return out, f"{why}: queue {mean:.1f} ms/request vs {self.target_queue_ms:.1f}, rec {rec}"
