@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from tritonscale.simulate import arrivals as arrivals_mod
+from tritonscale.simulate import suite_command
 from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, run_benchmark, scaling_spec
 from tritonscale.simulate.engine import ClusterConfig
 from tritonscale.simulate.metrics_view import PromConfig
@@ -41,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--rate-bin-s", type=float, default=10.0, help="slice for --rate-scale (default 10 s)")
     src.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
-    p.add_argument("--slo-ms", type=float, required=True, help="p95 latency target in ms")
+    p.add_argument("--slo-ms", type=float, help="p95 latency target in ms (required without --suite)")
     p.add_argument("--policy", default="all",
                    help="tritonscale, hpa, keda, kpa, static:N, oracle, or all (default all)")
 
@@ -73,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--json", action="store_true", help="JSON: one object, or a list with --policy all")
     o.add_argument("--plot", metavar="FILE.png", help="draw load, p95 vs target and replicas")
     o.add_argument("--decisions", metavar="FILE.csv", help="write every autoscaler tick and its reason")
+    suite_command.add_arguments(p)
 
 
 def _preferred(text: str) -> tuple[int, ...]:
@@ -145,8 +147,12 @@ def write_decisions(b: Benchmark, path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.suite:
+        return suite_command.run(args)
     started = time.perf_counter()
     try:
+        if args.slo_ms is None:
+            raise ValueError("--slo-ms is required (or run --suite)")
         validate_name(args.policy)
         opts = options_from_args(args)
         arrivals, horizon, what = load_arrivals(args)

@@ -1,0 +1,333 @@
+"""The scenario suite: every policy on the same arrivals, over a matrix of traffic.
+
+    traffic class x cold start x SLO (tight, loose) x seed
+
+Each scenario is scaled so that a static fleet just meets the SLO at its peak: the
+busiest minute needs ``peak_replicas`` replicas of the measured per-replica capacity,
+and the static policy runs the oracle's largest per-minute need. Every policy --
+tritonscale at the CRD defaults, the HPA, KEDA, Knative's KPA, Triton's queue-time HPA,
+llm-d's SLO-ratio law, the static peak fleet and the oracle -- sees the same arrivals.
+
+SLOs are set relative to the model's full-batch time t_B = a + b * maxBatchSize:
+``tight`` = 2 t_B (a request may wait for one running batch, then run in its own) and
+``loose`` = 6 t_B.
+
+Scores per policy and scenario: window attainment (share of 60 s windows whose p95
+is within the target; a rejected or timed-out request is a miss), replica-hours, cost
+relative to the oracle, peak replicas relative to the oracle's peak. A policy is
+*dominated* in a scenario when another (non-oracle) policy has at least its window
+attainment at no higher cost.
+
+Scenarios are independent, so they run in worker processes (fork); results do not
+depend on ``jobs``.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from tritonscale.simulate import arrivals as arrivals_mod
+from tritonscale.simulate import traffic
+from tritonscale.simulate.benchmark import Options, peak_replicas_scale, run_benchmark
+from tritonscale.simulate.capacity import Calibration, capacity_at_slo
+from tritonscale.simulate.engine import ClusterConfig
+from tritonscale.simulate.replica import BatcherConfig
+
+ROUTING = ("round-robin over ready pods in the order they became ready (kube-proxy IPVS rr); "
+           "queues are not rebalanced, a new pod gets only new requests")
+SLO_FACTORS = {"tight": 2.0, "loose": 6.0}  # x the full-batch time
+COLD_STARTS = (15.0, 60.0, 180.0)
+DEFAULT_TRACE = "../shared/data/azure-llm-conv-2023.csv"  # relative to the repo root
+TRACE_BIN_S = 10.0
+OURS = "tritonscale"
+# Done-when thresholds of the suite (issue 9), per class group
+SMOOTH_ATTAINMENT, SMOOTH_COST_VS_ORACLE = 0.99, 1.3
+BURSTY_ATTAINMENT = 0.90
+PEAK_VS_ORACLE = 1.25
+
+
+@dataclass(frozen=True)
+class Scenario:
+    cls: str
+    cold_start_s: float
+    slo: str  # "tight" | "loose"
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.cls}/cold{self.cold_start_s:g}s/{self.slo}/seed{self.seed}"
+
+    @property
+    def smooth(self) -> bool:
+        return self.cls in traffic.SMOOTH
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    classes: tuple[str, ...] = traffic.CLASSES
+    cold_starts: tuple[float, ...] = COLD_STARTS
+    slos: tuple[str, ...] = ("tight", "loose")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    duration_s: float = 3600.0
+    peak_replicas: int = 8
+    min_replicas: int = 1
+    max_replicas: int = 20
+    batcher: BatcherConfig = field(default_factory=BatcherConfig)
+    trace_path: Optional[str] = None  # the real trace for the "trace" class
+    jobs: int = 1
+
+    def __post_init__(self) -> None:
+        bad = [c for c in self.classes if c not in traffic.CLASSES]
+        if bad:
+            raise ValueError(f"unknown traffic class(es) {', '.join(bad)} (one of {', '.join(traffic.CLASSES)})")
+        bad = [s for s in self.slos if s not in SLO_FACTORS]
+        if bad:
+            raise ValueError(f"unknown SLO level(s) {', '.join(bad)} (tight or loose)")
+        if any(c < 0 for c in self.cold_starts):
+            raise ValueError("cold starts must be >= 0 s")
+        if not 1 <= self.min_replicas <= self.peak_replicas <= self.max_replicas:
+            raise ValueError("need 1 <= min replicas <= peak replicas <= max replicas")
+        if self.duration_s < 600:
+            raise ValueError("suite scenarios need at least 600 s")
+        if not self.classes or not self.cold_starts or not self.slos or not self.seeds:
+            raise ValueError("the suite matrix is empty")
+
+    def slo_ms(self, level: str) -> float:
+        return SLO_FACTORS[level] * self.batcher.service_s(self.batcher.max_batch) * 1000.0
+
+    def scenarios(self) -> list[Scenario]:
+        return [Scenario(c, cs, s, seed) for c in self.classes for cs in self.cold_starts
+                for s in self.slos for seed in self.seeds]
+
+
+QUICK = dict(cold_starts=(60.0,), slos=("tight",), seeds=(0,))
+
+
+@lru_cache(maxsize=16)
+def _calibration(batcher: BatcherConfig, slo_ms: float) -> Calibration:
+    return capacity_at_slo(batcher, slo_ms)
+
+
+@lru_cache(maxsize=2)
+def _trace(path: str) -> np.ndarray:
+    return arrivals_mod.load_trace(path)
+
+
+def scenario_arrivals(sc: Scenario, cfg: SuiteConfig, capacity_rps: float) -> tuple[np.ndarray, float, str]:
+    """(arrivals, horizon, description) with the busiest minute at ``peak_replicas`` x capacity."""
+    if sc.cls == "trace":
+        if not cfg.trace_path:
+            raise ValueError("the trace class needs a trace file (--trace)")
+        raw = _trace(cfg.trace_path)
+        scale = peak_replicas_scale(raw, capacity_rps, cfg.peak_replicas)
+        t = arrivals_mod.rate_scale(raw, scale, TRACE_BIN_S, sc.seed)
+        return t, float(raw[-1]), f"{Path(cfg.trace_path).name} x{scale:.0f}"
+    rel = traffic.profile(sc.cls, sc.seed, cfg.duration_s)
+    t = traffic.arrivals_from_profile(rel, cfg.peak_replicas * capacity_rps, sc.seed, cfg.duration_s)
+    return t, cfg.duration_s, f"{sc.cls} (seed {sc.seed})"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One policy in one scenario."""
+
+    policy: str
+    window_attainment: float
+    windows: int
+    windows_missed: int
+    replica_hours: float
+    cost_vs_oracle: Optional[float]
+    max_replicas: int
+    peak_vs_oracle: Optional[float]
+    rejected: int
+    scale_events: int
+    p95_ms: float
+
+
+@dataclass
+class ScenarioResult:
+    scenario: Scenario
+    slo_ms: float
+    requests: int
+    description: str
+    static_replicas: int
+    oracle_peak: int
+    oracle_meets_slo: Optional[bool]
+    rows: list[Row]
+    timeline: Optional[dict[str, Any]] = None
+
+    def row(self, policy: str) -> Row:
+        return next(r for r in self.rows if r.policy == policy)
+
+    def static_policy(self) -> str:
+        return next(r.policy for r in self.rows if r.policy.startswith("static:"))
+
+    def dominators(self, policy: str) -> list[str]:
+        """Non-oracle policies with at least this policy's attainment at no higher cost."""
+        me = self.row(policy)
+        return [r.policy for r in self.rows
+                if r.policy not in (policy, "oracle")
+                and r.window_attainment >= me.window_attainment and r.replica_hours <= me.replica_hours]
+
+
+def _cluster(cfg: SuiteConfig, sc: Scenario) -> ClusterConfig:
+    return ClusterConfig(cfg.batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas)
+
+
+def run_scenario(sc: Scenario, cfg: SuiteConfig, keep_timeline: bool = False) -> ScenarioResult:
+    slo_ms = cfg.slo_ms(sc.slo)
+    cal = _calibration(cfg.batcher, slo_ms)
+    arr, horizon, what = scenario_arrivals(sc, cfg, cal.capacity_rps)
+    opts = Options(slo_ms, _cluster(cfg, sc), seed=sc.seed)
+    bench = run_benchmark(arr, horizon, "all", opts, calibration=cal)
+    oracle = next(o.summary for o in bench.outcomes if o.summary.policy == "oracle")
+    rows = [Row(o.summary.policy, o.summary.window_attainment, o.summary.windows, o.summary.windows_missed,
+                o.summary.replica_hours, o.summary.cost_vs_oracle, o.summary.max_replicas,
+                o.summary.max_replicas / oracle.max_replicas if oracle.max_replicas else None,
+                o.summary.rejected, o.summary.scale_events, o.summary.p95_ms)
+            for o in bench.outcomes]
+    static = next(r.policy for r in rows if r.policy.startswith("static:"))
+    timeline = None
+    if keep_timeline:
+        timeline = {o.summary.policy: {"t": o.timeline_t.tolist(), "alive": o.timeline_alive.tolist(),
+                                       "window_p95_ms": o.window_p95_ms.tolist()} for o in bench.outcomes}
+    return ScenarioResult(sc, slo_ms, bench.arrivals, what, int(static.split(":")[1]), oracle.max_replicas,
+                          bench.oracle_meets_slo, rows, timeline)
+
+
+_CFG: dict[str, SuiteConfig] = {}
+
+
+def _run_worker(sc: Scenario) -> ScenarioResult:
+    return run_scenario(sc, _CFG["cfg"])
+
+
+def run_suite(cfg: SuiteConfig, scenarios: Optional[Sequence[Scenario]] = None) -> list[ScenarioResult]:
+    todo = list(scenarios if scenarios is not None else cfg.scenarios())
+    if any(s.cls == "trace" for s in todo):
+        if not cfg.trace_path:
+            raise ValueError("the trace class needs a trace file: pass --trace FILE or leave out the class")
+        _trace(cfg.trace_path)  # fail early on a bad file, and share the parse with the workers
+    for level in {s.slo for s in todo}:
+        _calibration(cfg.batcher, cfg.slo_ms(level))  # computed once, inherited by the workers
+    jobs = max(1, min(cfg.jobs, len(todo)))
+    if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
+        _CFG["cfg"] = cfg
+        # the trace class is the largest: start it first
+        order = sorted(range(len(todo)), key=lambda i: todo[i].cls != "trace")
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            done = dict(zip(order, pool.map(_run_worker, [todo[i] for i in order])))
+        _CFG.clear()
+        return [done[i] for i in range(len(todo))]
+    return [run_scenario(s, cfg) for s in todo]
+
+
+# -- scoring across scenarios ------------------------------------------------------------------
+@dataclass(frozen=True)
+class PolicySummary:
+    policy: str
+    scenarios: int
+    worst_attainment: float
+    median_attainment: float
+    median_cost_vs_oracle: Optional[float]
+    worst_cost_vs_oracle: Optional[float]
+    worst_peak_vs_oracle: Optional[float]
+    dominated_in: int
+
+
+def _policy_key(name: str) -> str:
+    return "static" if name.startswith("static:") else name
+
+
+def summarise_policies(results: Sequence[ScenarioResult]) -> list[PolicySummary]:
+    order: list[str] = []
+    for res in results:
+        for r in res.rows:
+            k = _policy_key(r.policy)
+            if k not in order:
+                order.append(k)
+    out = []
+    for k in order:
+        rows = [(res, r) for res in results for r in res.rows if _policy_key(r.policy) == k]
+        att = [r.window_attainment for _, r in rows]
+        cost = [r.cost_vs_oracle for _, r in rows if r.cost_vs_oracle is not None]
+        peak = [r.peak_vs_oracle for _, r in rows if r.peak_vs_oracle is not None]
+        dominated = 0 if k == "oracle" else sum(1 for res, r in rows if res.dominators(r.policy))
+        out.append(PolicySummary(k, len(rows), min(att), statistics.median(att),
+                                 statistics.median(cost) if cost else None, max(cost) if cost else None,
+                                 max(peak) if peak else None, dominated))
+    return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    scenario: str
+    holds: bool
+    failures: tuple[str, ...]
+
+
+def check(res: ScenarioResult, policy: str = OURS) -> Verdict:
+    """The suite's acceptance criteria for ``policy`` in one scenario (see the module docstring)."""
+    me = res.row(policy)
+    fails = []
+    dom = res.dominators(policy)
+    if dom:
+        fails.append(f"dominated by {', '.join(dom)}")
+    limit = math.ceil(PEAK_VS_ORACLE * res.oracle_peak)
+    if me.max_replicas > limit:
+        fails.append(f"peak {me.max_replicas} > ceil({PEAK_VS_ORACLE} x oracle peak {res.oracle_peak}) = {limit}")
+    if res.scenario.smooth:
+        if me.window_attainment < SMOOTH_ATTAINMENT:
+            fails.append(f"windows met {me.window_attainment:.1%} < {SMOOTH_ATTAINMENT:.0%}")
+        if me.cost_vs_oracle is not None and me.cost_vs_oracle > SMOOTH_COST_VS_ORACLE:
+            fails.append(f"cost {me.cost_vs_oracle:.2f}x oracle > {SMOOTH_COST_VS_ORACLE}x")
+    else:
+        if me.window_attainment < BURSTY_ATTAINMENT:
+            fails.append(f"windows met {me.window_attainment:.1%} < {BURSTY_ATTAINMENT:.0%}")
+        static = res.row(res.static_policy())
+        if me.replica_hours > static.replica_hours:
+            fails.append(f"cost {me.replica_hours:.2f} > static peak fleet {static.replica_hours:.2f} replica-h")
+    return Verdict(res.scenario.name, not fails, tuple(fails))
+
+
+def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) -> dict[str, Any]:
+    verdicts = [check(r) for r in results]
+    return {
+        "setup": {
+            "routing": ROUTING,
+            "replica": {"base_ms": cfg.batcher.base_ms, "per_item_ms": cfg.batcher.per_item_ms,
+                        "max_batch": cfg.batcher.max_batch, "max_queue_delay_ms": cfg.batcher.max_queue_delay_ms,
+                        "preferred": list(cfg.batcher.preferred)},
+            "duration_s": cfg.duration_s, "peak_replicas": cfg.peak_replicas,
+            "replica_range": [cfg.min_replicas, cfg.max_replicas],
+            "slo_ms": {lvl: cfg.slo_ms(lvl) for lvl in cfg.slos},
+            "tritonscale": "CRD defaults (spec.scaling from the API model)",
+            "attainment": "share of 60 s windows with p95 <= SLO; rejected or timed-out requests are misses",
+        },
+        "scenarios": [{
+            "name": r.scenario.name, "class": r.scenario.cls, "cold_start_s": r.scenario.cold_start_s,
+            "slo": r.scenario.slo, "slo_ms": r.slo_ms, "seed": r.scenario.seed, "requests": r.requests,
+            "arrivals": r.description, "static_replicas": r.static_replicas, "oracle_peak": r.oracle_peak,
+            "oracle_meets_slo": r.oracle_meets_slo,
+            "policies": [{**r_.__dict__, "dominated_by": r.dominators(r_.policy) if r_.policy != "oracle" else []}
+                         for r_ in r.rows],
+            "tritonscale_check": {"holds": v.holds, "failures": list(v.failures)},
+        } for r, v in zip(results, verdicts)],
+        "summary": [s.__dict__ for s in summarise_policies(results)],
+        "check": {"scenarios": len(verdicts), "hold": sum(v.holds for v in verdicts),
+                  "failing": [{"scenario": v.scenario, "failures": list(v.failures)} for v in verdicts if not v.holds]},
+        "wall_time_s": round(wall_s, 1),
+    }
+
+
+def with_defaults(cfg: SuiteConfig, quick: bool) -> SuiteConfig:
+    return replace(cfg, **QUICK) if quick else cfg

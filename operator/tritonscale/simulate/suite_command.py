@@ -1,0 +1,105 @@
+"""``tritonscale simulate --suite``: the CLI shell of the scenario suite (``suite.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from tritonscale.simulate import suite_report, traffic
+from tritonscale.simulate.replica import BatcherConfig
+from tritonscale.simulate.suite import COLD_STARTS, DEFAULT_TRACE, QUICK, SuiteConfig, check, run_suite, to_dict
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("scenario suite (--suite)")
+    g.add_argument("--suite", nargs="?", const="full", choices=("full", "quick"),
+                   help="run the scenario suite: every policy over traffic classes x cold starts x SLOs x seeds "
+                        "('quick': one scenario per class, cold start 60 s, tight SLO, seed 0)")
+    g.add_argument("--classes", help=f"comma list of traffic classes (default all: {','.join(traffic.CLASSES)})")
+    g.add_argument("--cold-starts", help="comma list of cold starts in s (default 15,60,180)")
+    g.add_argument("--slos", help="comma list of SLO levels: tight (2x the full-batch time), loose (6x)")
+    g.add_argument("--seeds", help="comma list of seeds, or a count N for 0..N-1 (default 3)")
+    g.add_argument("--peak-replicas", type=int, default=8,
+                   help="replicas the busiest minute of every scenario needs (default 8)")
+    g.add_argument("--check", action="store_true",
+                   help="exit 2 when tritonscale misses the suite's criteria in any scenario")
+    g.add_argument("--brief", action="store_true", help="print only the summary, not a table per scenario")
+
+
+def _list(text: Optional[str], what: str, conv=str) -> Optional[tuple]:
+    if text is None:
+        return None
+    try:
+        items = tuple(conv(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise ValueError(f"--{what}: cannot read {text!r}") from None
+    if not items:
+        raise ValueError(f"--{what}: empty list")
+    return items
+
+
+def _trace_path(args: argparse.Namespace) -> Optional[str]:
+    if args.trace:
+        return args.trace
+    for base in (Path.cwd(), REPO):
+        cand = base / DEFAULT_TRACE
+        if cand.exists():
+            return str(cand)
+    return None
+
+
+def config_from_args(args: argparse.Namespace) -> SuiteConfig:
+    quick = args.suite == "quick"
+    seeds = _list(args.seeds, "seeds", int)
+    if seeds is not None and len(seeds) == 1 and args.seeds.strip().isdigit() and "," not in args.seeds:
+        seeds = tuple(range(seeds[0]))
+    classes = _list(args.classes, "classes") or traffic.CLASSES
+    trace = _trace_path(args)
+    if "trace" in classes and trace is None:
+        if args.classes:
+            raise ValueError(f"the trace class needs the real trace: pass --trace FILE (looked for {DEFAULT_TRACE})")
+        classes = tuple(c for c in classes if c != "trace")
+        print(f"suite: no {DEFAULT_TRACE} here and no --trace: the trace class is left out", file=sys.stderr)
+    batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch, args.max_queue_delay_us / 1000.0,
+                            tuple(int(x) for x in args.preferred_batch_sizes.replace(" ", "").split(",") if x))
+    return SuiteConfig(
+        classes=classes,
+        cold_starts=_list(args.cold_starts, "cold-starts", float) or (QUICK["cold_starts"] if quick else COLD_STARTS),
+        slos=_list(args.slos, "slos") or (QUICK["slos"] if quick else ("tight", "loose")),
+        seeds=seeds or (QUICK["seeds"] if quick else (0, 1, 2)),
+        duration_s=args.duration,
+        peak_replicas=args.peak_replicas,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        batcher=batcher,
+        trace_path=trace,
+        jobs=args.jobs,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    try:
+        cfg = config_from_args(args)
+        results = run_suite(cfg)
+        if args.plot:
+            suite_report.plot(results, args.plot)
+    except (ValueError, OSError) as exc:
+        print(f"tritonscale simulate: {exc}", file=sys.stderr)
+        return 1
+    wall = time.perf_counter() - started
+    if args.json:
+        print(json.dumps(to_dict(cfg, results, wall), indent=1))
+    else:
+        print(suite_report.text(cfg, results, per_scenario=not args.brief))
+        print(f"\nwall time: {wall:.1f} s on {os.cpu_count()} CPU(s), {cfg.jobs} worker(s)")
+    if args.check and not all(check(r).holds for r in results):
+        return 2
+    return 0
