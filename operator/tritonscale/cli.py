@@ -136,6 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     _optional_command(sub, "simulate", "tritonscale.simulate.command",
                       "replay a trace against simulated Triton replicas and compare autoscalers")
+    _optional_command(sub, "cluster", "tritonscale.cluster.command",
+                      "a real Kubernetes control plane on 127.0.0.1 (built once from Kubernetes' Go modules)")
     _optional_command(sub, "sandbox", "tritonscale.sandbox.command",
                       "run the closed loop locally: emulated API, real tritonserver + Prometheus, the operator")
     return parser

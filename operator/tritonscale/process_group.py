@@ -107,10 +107,12 @@ async def wait_http_ok(base_url: str, path: str, timeout: float, alive: Callable
     return False
 
 
-def wait_http_ok_blocking(base_url: str, path: str, timeout: float, alive: Callable[[], bool]) -> bool:
-    """Synchronous :func:`wait_http_ok` (for sync fixtures and scripts)."""
+def wait_http_ok_blocking(base_url: str, path: str, timeout: float, alive: Callable[[], bool],
+                          **client_options: Any) -> bool:
+    """Synchronous :func:`wait_http_ok` (for sync fixtures and scripts). ``client_options``
+    go to ``httpx.Client`` (TLS: ``verify=``, ``cert=``)."""
     deadline = time.monotonic() + timeout
-    with httpx.Client(base_url=base_url, timeout=2.0, trust_env=False) as client:
+    with httpx.Client(base_url=base_url, timeout=2.0, trust_env=False, **client_options) as client:
         while time.monotonic() < deadline:
             if not alive():
                 return False
