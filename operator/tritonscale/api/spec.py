@@ -185,9 +185,11 @@ class ScaleUpPolicy(_Model):
 
 
 class ScaleDownPolicy(_Model):
-    stabilization_seconds: int = Field(
-        default=300, ge=0, le=3600,
-        description="Scale down only to the highest recommendation of this look-back window.",
+    stabilization_seconds: Optional[int] = Field(
+        default=None, ge=0, le=3600,
+        description="Scale down only to the highest recommendation of this look-back window. "
+        "Unset: learned -- one cold start (pods' creation-to-ready time), longer while the "
+        "request rate keeps jumping (the longest gap between recent jumps).",
     )
     max_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed per tick.")
 
@@ -223,7 +225,7 @@ class ScalingSpec(_Model):
     scale_up: ScaleUpPolicy = Field(default_factory=ScaleUpPolicy, json_schema_extra=_object_default(),
                                     description="Scale-up stabilization (default 0 s) and step (default 4).")
     scale_down: ScaleDownPolicy = Field(default_factory=ScaleDownPolicy, json_schema_extra=_object_default(),
-                                        description="Scale-down stabilization (default 300 s) and step (default 1).")
+                                        description="Scale-down stabilization (default: learned) and step (default 1).")
     panic_threshold: float = Field(
         default=2.0, ge=1, le=100,
         description="p95/target ratio that triggers panic mode: scale straight to the proportional size and "

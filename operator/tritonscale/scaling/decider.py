@@ -1,40 +1,34 @@
-"""The autoscaling decision, as one pure function.
+"""The autoscaling decision, as one pure function built from named steps.
 
     decide(observation, replicas, policy, state, now) -> Decision(replicas, reason, message, state)
 
-The operator's per-object tick and the trace simulator (`tritonscale simulate`)
-both call this function; neither copies it.
+The operator's per-object tick and the trace simulator (``tritonscale simulate``)
+both call this function; neither copies it. It imports nothing from tritonscale.
 
-Signals
--------
-* p95 latency is the SLO signal: a breach scales up, whatever else says.
-* Request rate is the leading signal: it rises before the queue builds up.
-  It is turned into replicas through a learned per-replica *capacity*, so
-  users state a latency target, not a throughput guess. Two ways to learn it:
+The steps, in the order the Kubernetes HPA documents its own (metrics ->
+recommendation -> stabilization -> rate limits -> min/max), each a small pure
+function that returns its result and the reason for it:
 
-  - from the batch cost (preferred): Triton exports the mean batch size
-    (``nv_inference_count / nv_inference_exec_count``) and the mean batch
-    execution time. A least-squares fit of time = a + b*n over recent ticks
-    gives the saturation throughput of one replica, n*/(a + b*n*), at the
-    largest batch n* <= maxBatchSize whose two batch times (wait for the
-    running batch, then run its own) still fit in the target;
-  - from p95 alone (fallback, when batch statistics are missing): see
-    ``_learn_capacity``. With dynamic batching p95 barely moves until a
-    replica saturates (in the trace simulator p95/target was 0.41 at 60% and
-    0.66 at 100% of capacity), so this estimate is rougher.
-* Queue time and pending requests confirm pressure (a queue that eats half
-  the latency budget means the replica set is saturated even if p95 still
-  looks fine because Triton's summary window lags).
+1. ``guard``      -- source failed, no target, no series, below the floor: hold or fall back.
+2. ``learn``      -- update the memory: batch cost samples, the rate history, the cold-start
+                     time, rises of the rate.
+3. ``demand``     -- arrival rate now (requests out of the queue plus the queue's growth) and
+                     the backlog.
+4. ``forecast``   -- the rate to plan for when a replica asked for now is ready: the current
+                     rate plus its trend over one cold start.
+5. ``recommend``  -- replicas = (planned rate + backlog / tick) / (capacity x utilisation);
+                     idle traffic goes back to the floor.
+6. ``breach``     -- a p95 breach with a queue behind it asks for one more replica than is
+                     running (bounded: "more", not "p95/target times more").
+7. ``tolerate``   -- the dead band: no scale-down for a load within the tolerance.
+8. ``stabilize``  -- scale-up/down look-back windows; the scale-down window defaults to the
+                     learned cold start, longer while the rate keeps jumping (burst memory).
+9. ``limit``      -- at most maxStep replicas up or down per tick.
+10. ``clamp``     -- [floor, maxReplicas]; never ask for more while pods are unschedulable.
 
-Normalisation, in order (as the Kubernetes HPA does): tolerance, stabilization
-windows, panic hold, per-step rate limits, then the [floor, maxReplicas] clamp.
-Every step can replace the reason, so the last reason explains the result.
-
-Missing data never scales down: a failed source holds (or applies
-``fallbackReplicas`` after ``failureThreshold`` consecutive failures), and a
-source that returns no series at all holds. Zero traffic is data, not a gap:
-with a request rate of exactly 0 the service is idle and may return to the
-floor after the scale-down window.
+Constants below were chosen with the scenario suite (``tritonscale simulate --suite``:
+traffic classes x cold starts x SLOs x seeds); their comments give the reason and the
+suite figure.
 """
 
 from __future__ import annotations
@@ -43,49 +37,41 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Optional
 
-# Capacity learning. Each tick with traffic gives one estimate of the rate a
-# replica serves with p95 exactly at target, assuming p95 grows with the square
-# of per-replica load near the target (est = per_replica_rps / ratio**0.5, with
-# ratio = p95/target). At ratio 2 (p95 twice the target) the estimate is 71% of
-# the observed load; at ratio 0.5 it is 141%. Extrapolation is capped at 2x the
-# observed load: at very low ratios p95 is mostly service time and says little.
-#
-# Only a breach lowers the estimate (at once). Without a breach it only rises,
-# smoothed (alpha 0.3: ~3 ticks). That asymmetry matters: if the estimate could
-# fall while p95 sits flat under target, adding replicas would lower the
-# per-replica rate, lower the estimate, and ask for more replicas -- a runaway.
-# A breach also sets a ceiling on later upward learning, relaxing 1% per tick
-# (x2.7 after 100 ticks, 25 min at 15 s), so the decider does not walk back down
-# into the same breach every scale-down window.
+# --- constants (each cites its reason; figures are from the scenario suite) -----------------
+
+# Share of a replica's capacity at the target the rate signal plans for. Capacity is
+# already "at the target" (the largest batch whose two batch times fit in it), so the
+# margin only covers rate noise within a tick and the error of the cost fit; growth
+# is planned for separately (forecast) and bursts by the burst memory.
+UTILISATION = 0.85
+# Before the first pod was seen starting, assume this cold start (s): the sandbox's
+# CPU model starts in ~2 s, a GPU model with a large image in minutes.
+DEFAULT_COLD_START_S = 60.0
+# The rate history kept for trend, rises and burst gaps: one sample per 10 s at most,
+# 20 minutes back (<= 120 samples whatever the tick).
+RATE_SAMPLE_S = 10.0
+RATE_MEMORY_S = 1200.0
+# Trend: least-squares slope of the rate over the last two minutes (>= 3 samples).
+TREND_S = 120.0
+# A rise of the rate to at least this multiple of its minimum over the last cold start
+# is a jump no reactive scaler can follow in time; jumps are remembered (burst memory).
+RISE_FACTOR = 2.0
+MAX_RISES = 8
+# Burst memory: hold capacity for the longest gap seen between jumps, at most this long.
+MAX_BURST_HOLD_S = 1800.0
+# Queue evidence for a breach: a queue of at least this many target-times of work per
+# ready replica means the replicas really are behind (the p95 summary lags by a minute).
+QUEUE_PRESSURE_TARGETS = 1.0
+# p95 learning, only without batch statistics (see _learn_p95_capacity).
 CAPACITY_EXPONENT = 0.5
 MAX_EXTRAPOLATION = 2.0
 CAPACITY_ALPHA = 0.3
 BREACH_CEILING_RELAX = 1.01
-# Below this per-replica rate the rate() is mostly noise: 0.5 rps is 30 requests a minute.
 MIN_LEARNING_RPS = 0.5
-
-# Queue time at or above this share of the target is pressure even while p95 is
-# under target (the 60 s summary lags a fresh burst by up to a window).
-QUEUE_PRESSURE_SHARE = 0.5
-
-# Slack exploration: with p95 under half the target, step down one replica even
-# if the capacity estimate disagrees. An estimate learned during a backlog (a
-# cold start, a burst) can be far too low, and nothing else would correct it:
-# at 20 ms p95 against a 100 ms target the rate signal alone kept 2 replicas
-# where 1 sufficed. The step still passes the scale-down window, so the slack
-# must last a whole window (300 s by default) first.
-SLACK_RATIO = 0.5
-
-# Per-replica load targeted by the rate signal, relative to the learned capacity.
-# 25% headroom: in the shared Azure LLM trace, 10-second bursts run 20-25% above
-# the minute mean, and a new replica needs a cold start (60 s in the simulator)
-# before it helps. 0.85 missed a window there; 0.75 met every one.
-UTILISATION_TARGET = 0.75
-
-# Batch-cost model: keep this many (batch size, batch ms) samples (~10 min at 15 s).
-BATCH_SAMPLES = 40
-# A fit needs batch sizes that differ by at least this much; with less spread the
-# slope is noise, and the fixed/per-item split falls back to half and half.
+# Batch-cost model: one (batch size, batch ms) sample per batch-size bin (the latest), so
+# what was seen at large batches during a burst is still known after an hour of steady
+# traffic at small ones; bins are 1 wide up to 16, then 1/16 of the size (<= ~64 bins).
+MAX_BATCH_BINS = 64
 MIN_BATCH_SPREAD = 1.0
 
 SourceStatus = Literal["ok", "no_data", "failed"]
@@ -97,9 +83,9 @@ class Observation:
 
     status: SourceStatus
     p95_ms: Optional[float] = None  # None: no value (idle model reports NaN)
-    rps: Optional[float] = None  # None: no series; 0.0: idle
+    rps: Optional[float] = None  # successes per second over the window; None: no series; 0.0: idle
     queue_ms: Optional[float] = None
-    pending: Optional[float] = None
+    pending: Optional[float] = None  # requests queued now (nv_inference_pending_request_count)
     batch_size: Optional[float] = None  # mean requests per model execution
     batch_ms: Optional[float] = None  # mean execution time of one batch
     failed_rps: Optional[float] = None  # requests rejected (queue policy) per second, over the window
@@ -127,13 +113,13 @@ class Policy:
     tolerance: float = 0.1
     scale_up_stabilization_s: float = 0.0
     scale_up_max_step: int = 4
-    scale_down_stabilization_s: float = 300.0
+    scale_down_stabilization_s: Optional[float] = None  # None: learned (cold start, burst memory)
     scale_down_max_step: int = 1
-    panic_threshold: float = 2.0
     warm_buffer: int = 0
     fallback_replicas: Optional[int] = None
     failure_threshold: int = 3
     max_batch_size: int = 1  # the model's maxBatchSize (0 in the spec means no batching: 1)
+    interval_s: float = 15.0
 
     @property
     def floor(self) -> int:
@@ -152,11 +138,15 @@ class Policy:
             scale_up_max_step=scaling.scale_up.max_step,
             scale_down_stabilization_s=scaling.scale_down.stabilization_seconds,
             scale_down_max_step=scaling.scale_down.max_step,
-            panic_threshold=scaling.panic_threshold,
             warm_buffer=scaling.warm_buffer,
             fallback_replicas=scaling.fallback_replicas,
             failure_threshold=scaling.failure_threshold,
+            interval_s=float(scaling.interval_seconds),
         )
+
+
+def _r(v: Optional[float], nd: int = 3) -> Optional[float]:
+    return None if v is None else round(v, nd)
 
 
 @dataclass(frozen=True)
@@ -165,21 +155,27 @@ class State:
 
     recommendations: tuple[tuple[float, int], ...] = ()  # (time, raw recommendation)
     failures: int = 0
-    panic_until: Optional[float] = None
-    capacity_rps: Optional[float] = None  # learned per-replica request rate at target
+    capacity_rps: Optional[float] = None  # p95-learned per-replica rate at target (fallback)
     capacity_ceiling_rps: Optional[float] = None  # upper bound set by the last breach, relaxing
     batch_samples: tuple[tuple[float, float], ...] = ()  # (mean batch size, mean batch ms)
     last_scale_time: Optional[float] = None
+    rates: tuple[tuple[float, float], ...] = ()  # (time, arrival rate) history
+    cold_start_s: Optional[float] = None  # learned creation-to-ready time
+    rises: tuple[float, ...] = ()  # times the rate jumped RISE_FACTOR within a cold start
+    last_pending: Optional[tuple[float, float]] = None  # (time, pending) at the last tick
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "recommendations": [[round(t, 3), r] for t, r in self.recommendations],
             "failures": self.failures,
-            "panicUntil": self.panic_until,
-            "capacityRps": None if self.capacity_rps is None else round(self.capacity_rps, 4),
-            "capacityCeilingRps": None if self.capacity_ceiling_rps is None else round(self.capacity_ceiling_rps, 4),
+            "capacityRps": _r(self.capacity_rps, 4),
+            "capacityCeilingRps": _r(self.capacity_ceiling_rps, 4),
             "batchSamples": [[round(n, 3), round(t, 3)] for n, t in self.batch_samples],
             "lastScaleTime": self.last_scale_time,
+            "rates": [[round(t, 1), round(r, 2)] for t, r in self.rates],
+            "coldStartSeconds": _r(self.cold_start_s, 1),
+            "rises": [round(t, 1) for t in self.rises],
+            "lastPending": None if self.last_pending is None else [round(v, 3) for v in self.last_pending],
         }
 
     @classmethod
@@ -187,16 +183,20 @@ class State:
         if not d:
             return cls()
         try:
+            lp = d.get("lastPending")
             return cls(
                 recommendations=tuple((float(t), int(r)) for t, r in d.get("recommendations") or ()),
                 failures=int(d.get("failures") or 0),
-                panic_until=d.get("panicUntil"),
                 capacity_rps=d.get("capacityRps"),
                 capacity_ceiling_rps=d.get("capacityCeilingRps"),
                 batch_samples=tuple((float(n), float(t)) for n, t in d.get("batchSamples") or ()),
                 last_scale_time=d.get("lastScaleTime"),
+                rates=tuple((float(t), float(r)) for t, r in d.get("rates") or ()),
+                cold_start_s=None if d.get("coldStartSeconds") is None else float(d["coldStartSeconds"]),
+                rises=tuple(float(t) for t in d.get("rises") or ()),
+                last_pending=None if not lp else (float(lp[0]), float(lp[1])),
             )
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, IndexError):
             return cls()  # corrupt memory: start fresh rather than crash the tick
 
 
@@ -210,29 +210,32 @@ class Decision:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Step:
+    """One step's result: a replica count and why."""
+
+    replicas: int
+    reason: str
+    why: str
+
+
 def _clamp(n: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, n))
 
 
-def _learn_capacity(state: State, obs: Observation, ready: int, target: float, tolerance: float) -> State:
-    cap, ceiling = state.capacity_rps, state.capacity_ceiling_rps
-    if ceiling is not None:
-        ceiling *= BREACH_CEILING_RELAX
-    if obs.p95_ms is None or not obs.rps or ready <= 0 or obs.p95_ms <= 0 or obs.rps / ready < MIN_LEARNING_RPS:
-        return replace(state, capacity_ceiling_rps=ceiling)
-    per = obs.rps / ready
-    ratio = obs.p95_ms / target
-    est = per * min(ratio ** -CAPACITY_EXPONENT, MAX_EXTRAPOLATION)
-    if ratio > 1.0 + tolerance:
-        cap = est if cap is None else min(cap, est)
-        ceiling = est if ceiling is None else min(ceiling, est)
-    elif cap is None:
-        cap = est
-    elif est > cap:
-        cap += CAPACITY_ALPHA * (est - cap)
-    if ceiling is not None and cap is not None:
-        cap = min(cap, ceiling)
-    return replace(state, capacity_rps=cap, capacity_ceiling_rps=ceiling)
+# --- capacity --------------------------------------------------------------------------------
+def _batch_bin(n: float) -> int:
+    return round(n) if n < 16 else 16 + round(math.log(n / 16) / math.log(17 / 16))
+
+
+def add_batch_sample(samples: tuple[tuple[float, float], ...], n: float, ms: float) -> tuple[tuple[float, float], ...]:
+    """Keep the latest sample per batch-size bin (see MAX_BATCH_BINS), sorted by size."""
+    b = _batch_bin(n)
+    kept = [(sn, st) for sn, st in samples if _batch_bin(sn) != b] + [(n, ms)]
+    kept.sort()
+    while len(kept) > MAX_BATCH_BINS:  # drop the middle bin: the ends carry the slope
+        kept.pop(len(kept) // 2)
+    return tuple(kept)
 
 
 def batch_cost(samples: tuple[tuple[float, float], ...]) -> Optional[tuple[float, float]]:
@@ -264,145 +267,284 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float) 
     return 1000.0 * n_star / (a + b * n_star)
 
 
-def _learn_batches(state: State, obs: Observation) -> State:
-    if obs.batch_size is None or obs.batch_ms is None or obs.batch_size <= 0 or obs.batch_ms <= 0:
-        return state
-    samples = (state.batch_samples + ((obs.batch_size, obs.batch_ms),))[-BATCH_SAMPLES:]
-    return replace(state, batch_samples=samples)
+def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: float, tolerance: float) -> State:
+    """Fallback without batch statistics: each tick with traffic estimates the rate a replica
+    serves with p95 at target, assuming p95 grows with the square root of per-replica load
+    near the target; only a breach lowers it (at once), otherwise it rises smoothed, capped by
+    the last breach's ceiling (relaxing 1% a tick), so flat p95 cannot run away."""
+    cap, ceiling = state.capacity_rps, state.capacity_ceiling_rps
+    if ceiling is not None:
+        ceiling *= BREACH_CEILING_RELAX
+    if obs.p95_ms is None or not obs.rps or ready <= 0 or obs.p95_ms <= 0 or obs.rps / ready < MIN_LEARNING_RPS:
+        return replace(state, capacity_ceiling_rps=ceiling)
+    per = obs.rps / ready
+    ratio = obs.p95_ms / target
+    est = per * min(ratio ** -CAPACITY_EXPONENT, MAX_EXTRAPOLATION)
+    if ratio > 1.0 + tolerance:
+        cap = est if cap is None else min(cap, est)
+        ceiling = est if ceiling is None else min(ceiling, est)
+    elif cap is None:
+        cap = est
+    elif est > cap:
+        cap += CAPACITY_ALPHA * (est - cap)
+    if ceiling is not None and cap is not None:
+        cap = min(cap, ceiling)
+    return replace(state, capacity_rps=cap, capacity_ceiling_rps=ceiling)
 
 
-def _window(state: State, now: float, keep_s: float, rec: int) -> tuple[tuple[float, int], ...]:
-    hist = tuple((t, r) for t, r in state.recommendations if now - t <= keep_s)
-    return hist + ((now, rec),)
+def capacity(state: State, policy: Policy, target: float) -> tuple[Optional[float], str]:
+    """Per-replica requests per second at the target, and where the figure comes from."""
+    cost = batch_cost(state.batch_samples)
+    if cost is not None:
+        return batch_capacity(cost, policy.max_batch_size, target), "batch cost"
+    return state.capacity_rps, "p95"
 
 
-def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, now: float) -> Decision:
-    floor, ceiling = policy.floor, policy.max_replicas
-    current = replicas.current
-    ready = min(replicas.ready, current) if current > 0 else replicas.ready
-    details: dict[str, Any] = {"current": current, "ready": ready, "floor": floor, "max": ceiling}
-
-    def done(n: int, reason: str, message: str, st: State, ok: bool = True) -> Decision:
-        n = _clamp(n, floor, ceiling)
-        if n != current:
-            st = replace(st, last_scale_time=now)
-        return Decision(n, reason, message, st, ok, details)
-
-    # --- metric source failed: hold, or fall back after N consecutive failures -------------
+# --- the steps ---------------------------------------------------------------------------------
+def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) -> tuple[Optional[Step], State, bool]:
+    """Hold (or fall back) when there is nothing to decide on. Returns (step or None, state, metrics ok)."""
+    floor, current = policy.floor, replicas.current
     if obs.status == "failed":
         st = replace(state, failures=state.failures + 1)
         if policy.fallback_replicas is not None and st.failures >= policy.failure_threshold:
-            n = _clamp(policy.fallback_replicas, floor, ceiling)
-            return done(n, "FallbackAfterFailures",
+            n = _clamp(policy.fallback_replicas, floor, policy.max_replicas)
+            return Step(n, "FallbackAfterFailures",
                         f"metrics failed {st.failures} times in a row (threshold {policy.failure_threshold}); "
-                        f"running fallbackReplicas={n}: {obs.message}", st, ok=False)
+                        f"running fallbackReplicas={n}: {obs.message}"), st, False
         n = max(current, floor)
-        return done(n, "MetricsUnavailable",
-                    f"holding {n} replicas: metric source failed ({obs.message})", st, ok=False)
-
+        return Step(n, "MetricsUnavailable", f"holding {n} replicas: metric source failed ({obs.message})"), st, False
     state = replace(state, failures=0)
     if current < floor:
-        return done(floor, "BelowFloor", f"raising to the warm floor of {floor} replicas", state)
+        return Step(floor, "BelowFloor", f"raising to the warm floor of {floor} replicas"), state, True
     if policy.target_p95_ms is None:
-        return done(current, "NoTarget", "no targetP95Milliseconds: holding between the floor and the ceiling",
-                    state)
-
-    target = policy.target_p95_ms
-    tol = policy.tolerance
+        return Step(current, "NoTarget", "no targetP95Milliseconds: holding between the floor and the ceiling"), \
+            state, True
     if obs.status == "no_data" or obs.rps is None:
-        return done(current, "NoData",
-                    f"holding {current} replicas: no series for this service yet ({obs.message or 'no data'})",
-                    state, ok=False)
+        return Step(current, "NoData", f"holding {current} replicas: no series for this service yet "
+                                       f"({obs.message or 'no data'})"), state, False
+    return None, state, True
 
-    state = _learn_batches(_learn_capacity(state, obs, ready, target, tol), obs)
-    cost = batch_cost(state.batch_samples)
-    batch_model = cost is not None
-    cap = batch_capacity(cost, policy.max_batch_size, target) if cost else state.capacity_rps
-    rps, p95 = obs.rps, obs.p95_ms
-    ratio = (p95 / target) if p95 is not None else 0.0
-    details.update(rps=rps, p95_ms=p95, capacity_rps=cap, ratio=round(ratio, 3))
 
-    # --- raw recommendation ----------------------------------------------------------------
-    panic = ratio >= policy.panic_threshold
-    queue_pressure = obs.queue_ms is not None and obs.queue_ms >= QUEUE_PRESSURE_SHARE * target
-    breach = ratio > 1.0 + tol
-    if rps == 0.0:
-        rec, reason = floor, "Idle"
-        why = "no requests in the window: back to the warm floor"
-    else:
-        rate_rec = math.ceil(rps / (cap * UTILISATION_TARGET)) if cap else current
-        if breach or queue_pressure:
-            # Proportional to the breach on the replicas that actually serve; replicas
-            # still starting are counted as coming capacity, not added again.
-            pressure = max(ratio, 1.0 + tol) if breach else 1.0 + tol
-            lat_rec = math.ceil(max(ready, 1) * pressure)
-            rec = max(rate_rec, lat_rec, current + (0 if ready < current else 1))
-            reason = "Panic" if panic else ("LatencyAboveTarget" if breach else "QueueBuilding")
-            why = (f"p95 {p95:.0f} ms vs target {target:.0f} ms" if p95 is not None else "p95 n/a") + \
-                  (f", queue {obs.queue_ms:.0f} ms" if queue_pressure else "") + \
-                  f", {rps:.1f} rps on {ready} warm replica(s)"
-            if rec <= current and ready < current:
-                reason = "WaitingForWarmup"
-                why += f"; {current - ready} replica(s) still starting cover it"
-        else:
-            rec = rate_rec
-            load = rps / (current * cap * UTILISATION_TARGET) if cap and current else 1.0
-            if cap and rec < current and load >= 1.0 - tol:
-                # The dead band holds scale-down only: scaling up late costs the SLO,
-                # scaling down late costs a little money.
-                rec, reason = current, "WithinTolerance"
-            else:
-                reason = "LoadIncreased" if rec > current else ("LoadDecreased" if rec < current else "Steady")
-            if (not batch_model and p95 is not None and ratio < SLACK_RATIO and rec >= current
-                    and ready >= current):
-                rec, reason = current - 1, "LatencySlack"
-            why = (f"{rps:.1f} rps at ~{cap:.1f} rps per replica"
-                   f"{' (batch cost)' if batch_model else ' (from p95)'}" if cap else f"{rps:.1f} rps") + \
-                  (f", p95 {p95:.0f}/{target:.0f} ms" if p95 is not None else "")
-    rec = _clamp(rec, floor, ceiling)
-    details["recommendation"] = rec
+@dataclass(frozen=True)
+class Demand:
+    rate: float  # arrival rate now (requests per second)
+    window_rate: float  # over the rate window (lags)
+    backlog: float  # requests queued now
 
-    # --- stabilization (HPA-style look-back windows) ---------------------------------------
-    keep = max(policy.scale_up_stabilization_s, policy.scale_down_stabilization_s)
+
+def demand(obs: Observation, state: State, now: float) -> Demand:
+    """Arrivals = requests leaving the queue (served or rejected) + the queue's growth.
+    The served rate alone caps at capacity in overload; the queue's growth is the rest."""
+    failed = obs.failed_rps or 0.0
+    window = (obs.rps or 0.0) + failed
+    exits = obs.recent_rps if obs.recent_rps is not None else window
+    pending = obs.pending or 0.0
+    growth = 0.0
+    if state.last_pending is not None and obs.pending is not None and now > state.last_pending[0]:
+        growth = (pending - state.last_pending[1]) / (now - state.last_pending[0])
+    return Demand(max(0.0, exits + growth), window, pending)
+
+
+def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, now: float, rate: float) -> State:
+    """Update the memory: batch samples, p95 capacity (fallback), cold start, rate history, rises."""
+    target = float(policy.target_p95_ms or 0.0)
+    ready = min(replicas.ready, replicas.current) if replicas.current > 0 else replicas.ready
+    state = _learn_p95_capacity(state, obs, ready, target, policy.tolerance)
+    if obs.batch_size and obs.batch_ms and obs.batch_size > 0 and obs.batch_ms > 0:
+        state = replace(state, batch_samples=add_batch_sample(state.batch_samples, obs.batch_size, obs.batch_ms))
+    if replicas.startup_s:
+        seen = max(replicas.startup_s)
+        old = state.cold_start_s
+        # a longer start counts at once (plan for the slow case); shorter ones pull it down slowly
+        state = replace(state, cold_start_s=seen if old is None or seen > old else old + 0.3 * (seen - old))
+    rates = tuple((t, r) for t, r in state.rates if now - t <= RATE_MEMORY_S)
+    if rates and now - rates[-1][0] < RATE_SAMPLE_S:
+        rates = rates[:-1]  # keep one sample per RATE_SAMPLE_S: replace the latest
+    rates += ((now, rate),)
+    horizon = cold_start(state) + policy.interval_s
+    recent = [r for t, r in rates if now - t <= horizon]
+    rises = tuple(t for t in state.rises if now - t <= MAX_BURST_HOLD_S)
+    low = min(recent)
+    if rate > 0 and rate >= RISE_FACTOR * max(low, 1e-9) and (not rises or now - rises[-1] > horizon):
+        rises = (rises + (now,))[-MAX_RISES:]
+    pending = (now, obs.pending) if obs.pending is not None else None
+    return replace(state, rates=rates, rises=rises, last_pending=pending)
+
+
+def cold_start(state: State) -> float:
+    return state.cold_start_s if state.cold_start_s is not None else DEFAULT_COLD_START_S
+
+
+def _slope(pts: list[tuple[float, float]]) -> float:
+    if len(pts) < 2:
+        return 0.0
+    tm = sum(t for t, _ in pts) / len(pts)
+    rm = sum(r for _, r in pts) / len(pts)
+    var = sum((t - tm) ** 2 for t, _ in pts)
+    return 0.0 if var <= 0 else sum((t - tm) * (r - rm) for t, r in pts) / var
+
+
+def trend(rates: tuple[tuple[float, float], ...], now: float) -> float:
+    """A rising trend (rps per second) is a rise seen in both halves of the last TREND_S: the
+    smaller of the two halves' least-squares slopes, 0 unless both rise. A ramp rises in both
+    halves; a step rises in one only, and is not extrapolated (it is met by the rate itself)."""
+    half = TREND_S / 2
+    older = [(t, r) for t, r in rates if half < now - t <= TREND_S]
+    newer = [(t, r) for t, r in rates if now - t <= half]
+    if len(older) < 2 or len(newer) < 2:
+        return 0.0
+    return max(0.0, min(_slope(older), _slope(newer)))
+
+
+def forecast(d: Demand, state: State, policy: Policy, now: float) -> tuple[float, float]:
+    """(rate to plan for, horizon): the rate when a replica asked for now is ready -- the
+    current rate plus a rising trend over the horizon (cold start + one tick)."""
+    horizon = cold_start(state) + policy.interval_s
+    slope = trend(state.rates, now)
+    return d.rate + slope * horizon, horizon
+
+
+def recommend(d: Demand, planned: float, horizon: float, cap: Optional[float], cap_source: str, current: int,
+              policy: Policy) -> Step:
+    """Replicas for the planned rate plus draining the backlog within the horizon (replicas
+    asked for now arrive after it, so nothing drains the backlog sooner)."""
+    if d.rate == 0.0 and d.window_rate == 0.0 and d.backlog == 0.0:
+        return Step(policy.floor, "Idle", "no requests: back to the warm floor")
+    if not cap:
+        return Step(current, "LearningCapacity", f"{d.rate:.1f} rps; no capacity estimate yet: holding")
+    need_rps = planned + d.backlog / horizon
+    n = math.ceil(need_rps / (cap * UTILISATION))
+    reason = "LoadIncreased" if n > current else ("LoadDecreased" if n < current else "Steady")
+    why = (f"{d.rate:.1f} rps now, planning {planned:.1f} rps"
+           + (f" + {d.backlog:.0f} queued" if d.backlog >= 1 else "")
+           + f" at ~{cap:.1f} rps per replica ({cap_source})")
+    return Step(n, reason, why)
+
+
+def breach(step: Step, obs: Observation, replicas: Replicas, cap: Optional[float], policy: Policy) -> Step:
+    """A p95 breach with a queue behind it: at least one more replica than is running,
+    unless replicas still starting will add capacity anyway."""
+    target = float(policy.target_p95_ms or 0.0)
+    p95 = obs.p95_ms
+    if p95 is None or p95 <= target * (1.0 + policy.tolerance):
+        return step
+    ready = min(replicas.ready, replicas.current)
+    pending = obs.pending or 0.0
+    queue_work = pending / max(ready, 1) / cap * 1000.0 if cap else math.inf  # ms of work queued per replica
+    pressure = queue_work >= QUEUE_PRESSURE_TARGETS * target
+    why = step.why + f"; p95 {p95:.0f} ms > target {target:.0f} ms"
+    if not pressure:
+        return Step(step.replicas, step.reason, why + " with no queue behind it (the summary lags)")
+    if ready < replicas.current:
+        if step.replicas <= replicas.current:
+            return Step(replicas.current, "WaitingForWarmup",
+                        why + f"; {replicas.current - ready} replica(s) still starting cover it")
+        return Step(step.replicas, "LatencyAboveTarget", why)
+    return Step(max(step.replicas, replicas.current + 1), "LatencyAboveTarget", why + ", queue building")
+
+
+def tolerate(step: Step, planned: float, cap: Optional[float], current: int, policy: Policy) -> Step:
+    """No scale-down while the load per replica is within the tolerance of the plan."""
+    if not cap or step.replicas >= current or current <= 0 or step.reason == "Idle":
+        return step
+    load = planned / (current * cap * UTILISATION)
+    if load >= 1.0 - policy.tolerance:
+        return Step(current, "WithinTolerance", step.why + f"; load {load:.0%} of plan is within tolerance")
+    return step
+
+
+def scale_down_window(state: State, policy: Policy, now: float) -> tuple[float, str]:
+    """The scale-down look-back window and why. Set in the spec: that. Otherwise learned: one
+    cold start (a replica idle for less than a cold start is cheaper kept than re-created),
+    longer while the rate keeps jumping -- the longest gap seen between the last jumps, while the
+    last jump is no older than that (burst memory)."""
+    if policy.scale_down_stabilization_s is not None:
+        return policy.scale_down_stabilization_s, "spec"
+    base = max(cold_start(state), 2 * policy.interval_s)
+    rises = state.rises
+    if len(rises) >= 2:
+        gap = max(b - a for a, b in zip(rises, rises[1:]))
+        hold = min(MAX_BURST_HOLD_S, gap + cold_start(state))
+        if now - rises[-1] <= hold and hold > base:
+            return hold, f"burst memory: jumps {gap:.0f}s apart"
+    return base, "cold start"
+
+
+def stabilize(step: Step, state: State, policy: Policy, current: int, now: float) -> tuple[Step, State]:
+    """HPA-style look-back windows over the raw recommendations."""
+    window, source = scale_down_window(state, policy, now)
+    keep = max(policy.scale_up_stabilization_s, window)
     seed = (now - 0.001, current) if not state.recommendations else None
     if seed is not None:
-        # No memory (a new object, lost status, a Deployment scaled by hand): assume the
-        # current size was recommended just now, as the HPA does, so the first low reading
-        # cannot scale down without a whole stabilization window. Stamped a millisecond
-        # back, so a zero-length window (stabilizationSeconds: 0) does not see it;
-        # scale-up ignores it altogether.
+        # No memory (a new object, lost status, a Deployment scaled by hand): assume the current
+        # size was recommended just now, as the HPA does, so the first low reading cannot scale
+        # down without a whole window. Stamped a millisecond back so a zero-length window does
+        # not see it; scale-up ignores it altogether.
         state = replace(state, recommendations=(seed,))
-    hist = _window(state, now, keep, rec)
+    hist = tuple((t, r) for t, r in state.recommendations if now - t <= keep) + ((now, step.replicas),)
     state = replace(state, recommendations=hist)
-    if panic:
-        # Like Knative's panic mode, no scale-down while panicking: here for one
-        # scale-down window after the last panic-level reading (300 s by default), so
-        # a user who shortens that window for a bursty service also shortens the hold.
-        state = replace(state, panic_until=now + policy.scale_down_stabilization_s)
-    desired = current
+    rec, desired, reason, why = step.replicas, current, step.reason, step.why
     if rec > current:
-        up_window = [r for t, r in hist if (t, r) != seed and now - t <= policy.scale_up_stabilization_s]
-        desired = max(current, min(up_window))
+        up = [r for t, r in hist if (t, r) != seed and now - t <= policy.scale_up_stabilization_s]
+        desired = max(current, min(up))
         if desired < rec:
             reason, why = "StabilizingScaleUp", why + f"; scale-up window holds {desired}"
     elif rec < current:
-        down_window = [r for t, r in hist if now - t <= policy.scale_down_stabilization_s]
-        desired = min(current, max(down_window))
-        if state.panic_until is not None and now < state.panic_until:
-            desired = current
-            reason, why = "PanicHold", why + f"; no scale-down for {state.panic_until - now:.0f}s after panic"
-        elif desired > rec:
+        desired = min(current, max(r for t, r in hist if now - t <= window))
+        if desired > rec:
             reason = "StabilizingScaleDown"
-            why += f"; highest recommendation in the last {policy.scale_down_stabilization_s:.0f}s is {desired}"
+            why += f"; highest recommendation in the last {window:.0f}s ({source}) is {desired}"
+    return Step(desired, reason, why), state
 
-    # --- rate limits -------------------------------------------------------------------------
-    if desired > current + policy.scale_up_max_step:
-        desired = current + policy.scale_up_max_step
-        why += f"; limited to +{policy.scale_up_max_step} per tick"
-    if desired < current - policy.scale_down_max_step:
-        desired = current - policy.scale_down_max_step
-        why += f"; limited to -{policy.scale_down_max_step} per tick"
 
-    if breach and rec >= ceiling and desired >= ceiling:
-        reason, why = "AtMaxReplicas", why + f"; at maxReplicas={ceiling}"
-    return done(desired, reason, f"{why} -> {_clamp(desired, floor, ceiling)} replicas", state)
+def limit(step: Step, current: int, policy: Policy) -> Step:
+    if step.replicas > current + policy.scale_up_max_step:
+        return Step(current + policy.scale_up_max_step, step.reason,
+                    step.why + f"; limited to +{policy.scale_up_max_step} per tick")
+    if step.replicas < current - policy.scale_down_max_step:
+        return Step(current - policy.scale_down_max_step, step.reason,
+                    step.why + f"; limited to -{policy.scale_down_max_step} per tick")
+    return step
+
+
+def clamp(step: Step, replicas: Replicas, policy: Policy) -> Step:
+    n = _clamp(step.replicas, policy.floor, policy.max_replicas)
+    if replicas.unschedulable > 0 and n > replicas.current:
+        return Step(max(replicas.current, policy.floor), "Unschedulable",
+                    step.why + f"; {replicas.unschedulable} pod(s) cannot be scheduled "
+                               f"(no node has the resources): not asking for more")
+    if n == policy.max_replicas and step.replicas >= policy.max_replicas and n > replicas.current - 1 \
+            and step.reason in ("LoadIncreased", "LatencyAboveTarget"):
+        return Step(n, "AtMaxReplicas", step.why + f"; at maxReplicas={policy.max_replicas}")
+    return Step(n, step.reason, step.why)
+
+
+def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, now: float) -> Decision:
+    current = replicas.current
+    details: dict[str, Any] = {"current": current, "ready": replicas.ready, "floor": policy.floor,
+                               "max": policy.max_replicas}
+
+    def done(step: Step, st: State, ok: bool) -> Decision:
+        n = _clamp(step.replicas, policy.floor, policy.max_replicas)
+        if n != current:
+            st = replace(st, last_scale_time=now)
+        return Decision(n, step.reason, f"{step.why} -> {n} replicas", st, ok, details)
+
+    held, state, ok = guard(obs, replicas, policy, state)
+    if held is not None:
+        return done(held, state, ok)
+    target = float(policy.target_p95_ms or 0.0)
+    d = demand(obs, state, now)
+    state = learn(state, obs, replicas, policy, now, d.rate)
+    cap, source = capacity(state, policy, target)
+    planned, horizon = forecast(d, state, policy, now)
+    details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
+                   p95_ms=obs.p95_ms, capacity_rps=cap)
+    step = recommend(d, planned, horizon, cap, source, current, policy)
+    step = breach(step, obs, replicas, cap, policy)
+    step = tolerate(step, planned, cap, current, policy)
+    details["recommendation"] = step.replicas
+    step, state = stabilize(step, state, policy, current, now)
+    step = limit(step, current, policy)
+    step = clamp(step, replicas, policy)
+    return done(step, state, True)

@@ -84,6 +84,8 @@ class SuiteConfig:
     batcher: BatcherConfig = field(default_factory=BatcherConfig)
     trace_path: Optional[str] = None  # the real trace for the "trace" class
     jobs: int = 1
+    # Triton queue timeout as a multiple of the scenario's SLO; None: no timeout
+    queue_timeout_targets: Optional[float] = None
 
     def __post_init__(self) -> None:
         bad = [c for c in self.classes if c not in traffic.CLASSES]
@@ -180,7 +182,10 @@ class ScenarioResult:
 
 
 def _cluster(cfg: SuiteConfig, sc: Scenario) -> ClusterConfig:
-    return ClusterConfig(cfg.batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas)
+    batcher = cfg.batcher
+    if cfg.queue_timeout_targets is not None:
+        batcher = replace(batcher, queue_timeout_ms=cfg.queue_timeout_targets * cfg.slo_ms(sc.slo))
+    return ClusterConfig(batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas)
 
 
 def run_scenario(sc: Scenario, cfg: SuiteConfig, keep_timeline: bool = False) -> ScenarioResult:

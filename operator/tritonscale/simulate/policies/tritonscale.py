@@ -5,8 +5,10 @@ never copied, so the simulator exercises exactly the product's code -- including
 monkeypatched constant in an experiment.
 
 Each tick (``interval_s``, the CRD's ``intervalSeconds``, default 15 s) builds the
-Observation from the Prometheus view (p95 max over pods, summed rate, mean queue
-time, pending) and passes Replicas(current = pods incl. starting, ready).
+Observation from the Prometheus view (p95 max over pods, summed rates, mean queue
+time, pending, batch statistics) and passes Replicas(current = pods incl. starting,
+ready, startup_s = creation-to-ready times of pods ready since the last tick), as the
+operator reads them from the Deployment's pods.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ class TritonscalePolicy:
 
     def step(self, view: View) -> tuple[int, str]:
         obs = view.observe()
-        d = decider.decide(obs, decider.Replicas(current=view.current, ready=view.ready),
+        d = decider.decide(obs, decider.Replicas(current=view.current, ready=view.ready, startup_s=view.startups),
                            self.policy, self.state, view.now)
         self.state = d.state
         self.last = d
