@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import kopf
+from kubernetes.client import ApiException
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.kube.client import Kube
@@ -58,7 +59,14 @@ def _reconcile_owner(namespace: str, name: str) -> None:
     owner = kube.get_inference_service(namespace, name)
     if owner is None or owner["metadata"].get("deletionTimestamp"):
         return  # the owner is gone; garbage collection removes the children
-    reconcile(kube, owner, _events_for(owner))
+    try:
+        reconcile(kube, owner, _events_for(owner))
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        # The owner or a child vanished between our read and our write: the garbage
+        # collector removes a just-deleted owner's children within milliseconds. That
+        # deletion's own watch event reconciles again if the owner is still there.
 
 
 _CHILD_FILTER = {"labels": {LABEL: kopf.PRESENT}}

@@ -236,9 +236,33 @@ def test_optionals_have_no_null_default() -> None:
     assert "default" not in scaling["targetP95Milliseconds"]
 
 
-@pytest.mark.parametrize("block", ["runtime", "scaling"])
-def test_object_blocks_default_to_empty_so_nested_defaults_apply(block: str) -> None:
-    assert ROOT["properties"]["spec"]["properties"][block]["default"] == {}
+def test_object_blocks_default_so_nested_defaults_apply() -> None:
+    spec = ROOT["properties"]["spec"]["properties"]
+    assert spec["runtime"]["default"] == {}
+    # scaling carries CEL rules, and kube-apiserver checks a default against them as
+    # written (nested defaults not applied): `{}` would fail "no such key: minReplicas"
+    # and the API server would refuse the CRD. Its default is the materialised one.
+    scaling = spec["scaling"]
+    assert scaling["default"]["minReplicas"] == scaling["properties"]["minReplicas"]["default"] == 1
+    assert scaling["default"]["maxReplicas"] == scaling["properties"]["maxReplicas"]["default"]
+    assert scaling["default"]["scaleUp"] == {"stabilizationSeconds": 0, "maxStep": 4}
+
+
+def _nodes(schema: dict[str, Any], path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    out = [(path, schema)]
+    for key, sub in (schema.get("properties") or {}).items():
+        out += _nodes(sub, f"{path}.{key}")
+    if isinstance(schema.get("items"), dict):
+        out += _nodes(schema["items"], f"{path}[]")
+    return out
+
+
+@pytest.mark.parametrize("path", [p for p, n in _nodes(ROOT) if "default" in n and n.get("x-kubernetes-validations")])
+def test_defaults_satisfy_their_own_cel_rules(path: str) -> None:
+    """The API server evaluates a node's rules on its default when the CRD is written."""
+    node = dict(_nodes(ROOT))[path]
+    for v in node["x-kubernetes-validations"]:
+        assert cel.cel_verdict(v["rule"], node["default"]), (path, v["rule"], node["default"])
 
 
 # --- CEL rules at the right nodes ---------------------------------------------------------------------

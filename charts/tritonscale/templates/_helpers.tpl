@@ -84,6 +84,12 @@ ownerReference garbage collection).
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch"]
+# The autoscaler lists each Deployment's pods (by its selector) every tick: pods
+# the scheduler cannot place (e.g. insufficient nvidia.com/gpu) stop further
+# scale-up, and the cold starts of pods that became ready tune it.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 # Events on InferenceServices (Kopf posts core/v1 Events; events.k8s.io is the
 # same storage under the newer API).
 - apiGroups: ["", "events.k8s.io"]

@@ -68,7 +68,30 @@ def structural(node: Any, defs: dict[str, Any]) -> Any:
 def _schema_of(model: type) -> dict[str, Any]:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.pop("$defs", {})
-    return structural(raw, defs)
+    return _defaults_satisfy_rules(structural(raw, defs))
+
+
+def _materialised(node: dict[str, Any]) -> dict[str, Any]:
+    """What the API server makes of ``{}`` at ``node``: every property's default, recursively."""
+    out = {}
+    for key, sub in (node.get("properties") or {}).items():
+        if "default" in sub:
+            out[key] = _materialised(sub) if sub["default"] == {} and "properties" in sub else sub["default"]
+    return out
+
+
+def _defaults_satisfy_rules(node: Any) -> Any:
+    """A ``default: {}`` on a node with ``x-kubernetes-validations`` becomes the materialised
+    default. kube-apiserver checks each default against the node's CEL rules as written,
+    before nested defaults apply, so `self.minReplicas <= self.maxReplicas` on ``{}`` fails
+    with "no such key: minReplicas" and the whole CRD is refused."""
+    if isinstance(node, dict):
+        node = {k: _defaults_satisfy_rules(v) for k, v in node.items()}
+        if node.get("default") == {} and node.get("x-kubernetes-validations"):
+            node["default"] = _materialised(node)
+    elif isinstance(node, list):
+        node = [_defaults_satisfy_rules(v) for v in node]
+    return node
 
 
 def openapi_schema() -> dict[str, Any]:

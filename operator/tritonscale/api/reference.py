@@ -28,7 +28,8 @@ def _rows(node: dict[str, Any], path: str) -> list[str]:
     for name, child in (node.get("properties") or {}).items():
         p = f"{path}.{name}"
         default = child.get("default")
-        default_s = "" if default is None or default == {} else f"`{default}`"
+        # An object's default is its fields' defaults, listed on their own rows.
+        default_s = "" if default is None or isinstance(default, dict) else f"`{default}`"
         desc = (child.get("description") or "").replace("|", "\\|").replace("\n", " ")
         if "items" in child and child["items"].get("properties"):
             rows.append(f"| `{p}` | {_type(child)} | {default_s} | {desc} |")

@@ -12,6 +12,7 @@ READY = "Ready"
 SPEC_VALID = "SpecValid"  # False carries spec errors; the operator then creates nothing
 SCALING = "Scaling"  # reason/message explain the last autoscaler decision
 METRICS_AVAILABLE = "MetricsAvailable"
+SCHEDULABLE = "Schedulable"  # False (reason Unschedulable) while the scheduler cannot place pods
 
 
 class _Model(BaseModel):

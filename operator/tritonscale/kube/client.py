@@ -6,6 +6,7 @@ merge), so they mean the same thing on every API server and on the emulator.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -44,6 +45,7 @@ class Kube:
         apps = kubernetes.client.AppsV1Api(self.client)
         policy = kubernetes.client.PolicyV1Api(self.client)
         self.custom = kubernetes.client.CustomObjectsApi(self.client)
+        self.core = core
         self._kinds = {
             "ConfigMap": _Kind(core.read_namespaced_config_map, core.create_namespaced_config_map,
                                core.patch_namespaced_config_map),
@@ -80,6 +82,12 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
+
+    def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """Pods matching ``label_selector``, as the API's JSON (not deserialised into
+        client models: a tick lists them for every InferenceService)."""
+        resp = self.core.list_namespaced_pod(namespace, label_selector=label_selector, _preload_content=False)
+        return json.loads(resp.data).get("items") or []
 
     def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object_status(

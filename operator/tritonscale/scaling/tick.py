@@ -4,12 +4,19 @@ The imperative shell around ``decider.decide``: it reads the object and its
 Deployment, turns the shared Prometheus snapshot into an Observation, calls
 the pure decider, and writes only what changed -- ``spec.replicas`` of the
 Deployment (which the autoscaler alone owns), status, and an Event per scale.
+
+It also lists the Deployment's pods: the scheduler's verdict (pods Pending as
+Unschedulable, e.g. for lack of nvidia.com/gpu) and the cold starts of pods that
+just became ready reach the decider, and the first one reaches the user as the
+``Schedulable`` condition.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
 from tritonscale.api.validation import validate_body
@@ -19,12 +26,16 @@ from tritonscale.reconcile.inference_service import object_lock
 from tritonscale.render.triton_config import model_name
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling.decider import Decision, Policy, Replicas, State, decide
+from tritonscale.scaling.pod_census import PodCensus, take_census
 from tritonscale.scaling.prometheus_source import Snapshot
 
 EventFn = Callable[[dict[str, Any], str, str, str], None]  # (body, type, reason, message)
 
 # In-memory decider state by object uid; seeded from status.scalingState after a restart.
 _memory: dict[str, State] = {}
+# By object uid: when the last tick ran and which pods were ready then, so each
+# pod's cold start reaches the decider once.
+_pods_seen: dict[str, tuple[float, frozenset[str]]] = {}
 
 
 @dataclass
@@ -36,6 +47,24 @@ class TickResult:
 
 def forget(uid: str) -> None:
     _memory.pop(uid, None)
+    _pods_seen.pop(uid, None)
+
+
+def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, now: float,
+            interval_s: float) -> tuple[PodCensus | None, int, str]:
+    """The Deployment's pods, counted; (None, 0, why) when they cannot be listed."""
+    match = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    selector = ",".join(f"{k}={v}" for k, v in sorted(match.items()))
+    try:
+        pods = kube.list_pods(namespace, selector) if selector else []
+    except ApiException as exc:  # e.g. 403 with an older chart: scale without it, and say so
+        return None, 0, f"cannot list the Deployment's pods: {exc.status} {exc.reason}"
+    # After a restart: only pods that turned ready within the last interval are new.
+    last_tick, reported = _pods_seen.get(uid, (now - interval_s, frozenset()))
+    census = take_census(pods, reported, last_tick)
+    _pods_seen[uid] = (now, census.ready_uids)
+    live = sum(1 for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp"))
+    return census, live, ""
 
 
 def _round(v: float | None, nd: int = 1) -> float | None:
@@ -61,7 +90,12 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         model = model_name(spec, name)
         obs = snapshot.observation(namespace, name, model)
 
-        decision = decide(obs, Replicas(current=current, ready=ready), Policy.from_spec(spec.scaling, spec.model.max_batch_size), state, now)
+        census, live_pods, census_error = _census(kube, namespace, deployment, uid, now,
+                                                  float(spec.scaling.interval_seconds))
+        replicas = Replicas(current=current, ready=ready,
+                            unschedulable=census.unschedulable if census else 0,
+                            startup_s=census.startup_s if census else ())
+        decision = decide(obs, replicas, Policy.from_spec(spec.scaling, spec.model.max_batch_size), state, now)
         _memory[uid] = decision.state
 
         result = TickResult(decision)
@@ -87,6 +121,15 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             conds = set_condition(conds, st.METRICS_AVAILABLE, True, "Idle" if idle else "Available",
                                   "no requests in Triton's 60 s latency window" if idle else
                                   f"p95 {obs.p95_ms:.1f} ms at {obs.rps:.2f} rps", now, gen)
+        if census is None:
+            conds = set_condition(conds, st.SCHEDULABLE, "Unknown", "PodsUnreadable", census_error, now, gen)
+        elif census.unschedulable:
+            conds = set_condition(conds, st.SCHEDULABLE, False, "Unschedulable",
+                                  f"{census.unschedulable} of {live_pods} pods cannot be scheduled: "
+                                  f"{census.unschedulable_message}"[:1000], now, gen)
+        else:
+            conds = set_condition(conds, st.SCHEDULABLE, True, "NoUnschedulablePods",
+                                  f"none of the {live_pods} pods is unschedulable", now, gen)
         new_status: dict[str, Any] = {
             "p95Milliseconds": _round(obs.p95_ms),
             "requestsPerSecond": _round(obs.rps, 2),

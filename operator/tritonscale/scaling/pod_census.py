@@ -1,0 +1,76 @@
+"""What the Deployment's pods say that the Deployment's status does not: how many
+the scheduler cannot place, and how long the ones that just became ready took.
+
+Pure functions over pod dicts (as the API returns them); the tick lists the pods.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+# Slack on the "became ready since the last tick" window: API timestamps have
+# one-second resolution, so a pod that turned Ready at 10.7 s reads 10 s; the
+# set of pods already reported keeps the slack from counting one twice.
+TIMESTAMP_SLACK_S = 2.0
+
+
+@dataclass(frozen=True)
+class PodCensus:
+    unschedulable: int
+    # The scheduler's explanation for one unschedulable pod, e.g.
+    # "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. ..."; "" if none.
+    unschedulable_message: str
+    startup_s: tuple[float, ...]  # creation -> Ready of pods that became ready in the window
+    ready_uids: frozenset[str]  # every ready pod now (reported or not): next tick's `reported`
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _condition(pod: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == type_), {})
+
+
+def is_unschedulable(pod: dict[str, Any]) -> bool:
+    """Pending because the scheduler found no node (PodScheduled=False, reason Unschedulable)."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    scheduled = _condition(pod, "PodScheduled")
+    return scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
+
+
+def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since: float) -> PodCensus:
+    """Count unschedulable pods, and the cold starts of pods that turned Ready after ``since``
+    and are not in ``reported`` (pods already counted by an earlier tick).
+
+    A pod that restarted a container is left out: its Ready time measures its
+    restart, not a cold start from creation.
+    """
+    unschedulable, message, startups, ready = 0, "", [], set()
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if is_unschedulable(pod):
+            unschedulable += 1
+            message = message or _condition(pod, "PodScheduled").get("message") or ""
+            continue
+        ready_cond = _condition(pod, "Ready")
+        if meta.get("deletionTimestamp") or ready_cond.get("status") != "True":
+            continue
+        uid = meta.get("uid") or ""
+        ready.add(uid)
+        if uid in reported:
+            continue
+        created, ready_at = parse_time(meta.get("creationTimestamp")), parse_time(ready_cond.get("lastTransitionTime"))
+        restarts = sum(int(c.get("restartCount") or 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
+        if created is None or ready_at is None or restarts or ready_at < since - TIMESTAMP_SLACK_S:
+            continue
+        startups.append(max(0.0, ready_at - created))
+    return PodCensus(unschedulable, message, tuple(sorted(startups)), frozenset(ready))
