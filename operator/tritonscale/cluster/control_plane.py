@@ -104,8 +104,13 @@ class ControlPlane:
         """The CA bundle that verifies the API server (its self-signed certificate)."""
         return self.pki.serving_cert
 
-    def start(self, timeout: float = 180.0) -> Path:
-        """Start everything, wait until it serves, write and return ``DIR/kubeconfig``."""
+    def start(self, timeout: float = 180.0, before_controllers: Callable[[Path], None] | None = None) -> Path:
+        """Start everything, wait until it serves, write and return ``DIR/kubeconfig``.
+
+        ``before_controllers(admin_kubeconfig)`` runs once the API server is ready and
+        before kube-controller-manager starts: CRDs installed there are known to the
+        garbage collector from its first discovery (it rediscovers resources only every
+        30 s, so children of a kind it does not know yet wait up to a minute for it)."""
         if self._components:
             raise ClusterError("the control plane is already started")
         started = time.monotonic()
@@ -128,6 +133,8 @@ class ControlPlane:
             admin = self.pki.client_cert(ADMIN_USER, ["system:masters"])
             self._wait_for_file("kube-apiserver", self.ca_file, deadline)  # written as it starts serving
             self._wait("kube-apiserver", self.server, "/readyz", deadline, verify=self._tls_context(admin))
+            if before_controllers is not None:
+                before_controllers(self.kubeconfig_for(ADMIN_USER, ["system:masters"]))
 
             kcm_config = self.kubeconfig_for("system:kube-controller-manager",
                                              path=self.dir / "kube-controller-manager.kubeconfig")
