@@ -1,6 +1,6 @@
 """The autoscaler end to end against a real Prometheus (Debian's package) scraping a
 test exporter that serves Triton-format series, with the real operator process
-against the emulated Kubernetes API.
+against the real control plane (pods made Ready by tests/pod_ready_marker.py).
 
 Settings from the issue: intervalSeconds 2 and a 1 s scrape.
 """
@@ -17,15 +17,14 @@ from pathlib import Path
 
 import kubernetes
 import pytest
-import yaml
-from conftest import SAMPLES, wait_for
+from conftest import sample, wait_for
 from triton_exporter import TritonExporter
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.sandbox.prometheus_server import PrometheusServer, find_prometheus
 from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector
 
-NS, NAME = "default", "linear"
+NAME = "linear"
 
 try:
     find_prometheus()
@@ -34,45 +33,43 @@ except Exception:  # noqa: BLE001
     HAVE_PROMETHEUS = False
 
 
-class Kubelet(threading.Thread):
-    """The emulator runs no controllers: report every requested replica as ready,
-    and record the replica counts the operator asked for."""
+class ReplicaRecorder(threading.Thread):
+    """Record the replica counts the operator asks for (Deployment spec.replicas)."""
 
-    def __init__(self, apps: kubernetes.client.AppsV1Api):
+    def __init__(self, apps: kubernetes.client.AppsV1Api, namespace: str):
         super().__init__(daemon=True)
-        self.apps, self.stop_flag, self.seen = apps, threading.Event(), []
+        self.apps, self.ns, self.stop_flag, self.seen = apps, namespace, threading.Event(), []
 
     def run(self) -> None:
         while not self.stop_flag.is_set():
             try:
-                d = self.apps.read_namespaced_deployment(NAME, NS)
-                n = d.spec.replicas or 0
-                self.seen.append((time.monotonic(), n))
-                if ((d.status and d.status.ready_replicas) or 0) != n:
-                    self.apps.patch_namespaced_deployment_status(
-                        NAME, NS, {"status": {"replicas": n, "readyReplicas": n}})
+                d = self.apps.read_namespaced_deployment(NAME, self.ns)
+                self.seen.append((time.monotonic(), d.spec.replicas or 0))
             except kubernetes.client.ApiException:
                 pass
             self.stop_flag.wait(0.2)
 
 
-def _status(custom) -> dict:
-    return custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, NAME).get("status") or {}
+def _status(custom, ns: str) -> dict:
+    return custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME).get("status") or {}
 
 
-def _cond(custom, type_: str) -> dict:
-    return next((c for c in _status(custom).get("conditions") or [] if c["type"] == type_), {})
+def _cond(custom, ns: str, type_: str) -> dict:
+    return next((c for c in _status(custom, ns).get("conditions") or [] if c["type"] == type_), {})
 
 
-def _replicas(apps) -> int:
-    return apps.read_namespaced_deployment(NAME, NS).spec.replicas
+def _replicas(apps, ns: str) -> int:
+    return apps.read_namespaced_deployment(NAME, ns).spec.replicas
 
 
 @pytest.mark.skipif(not HAVE_PROMETHEUS, reason="prometheus binary missing: apt-get install -y prometheus")
-def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(cluster, api_client, start_operator, tmp_path):
+def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane, api_client, namespace,
+                                                                   models_claim, node, start_operator, tmp_path):
+    NS = namespace
+    node()  # pods become Ready 0.5 s after the scheduler binds them
     exporter = TritonExporter(["linear"]).start()
     prom = PrometheusServer(tmp_path / "prom", scrape_interval_s=1.0).start()
-    kubelet = None
+    recorder = None
     try:
         prom.write_targets([(exporter.address, {"namespace": NS, "inferenceservice": NAME, "pod": "linear-0"})])
         assert asyncio.run(prom.wait_ready()), prom.read_log()
@@ -92,32 +89,32 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(cluster, api_
         op = start_operator("--prometheus-url", prom.url)
         custom = kubernetes.client.CustomObjectsApi(api_client)
         apps = kubernetes.client.AppsV1Api(api_client)
-        body = yaml.safe_load((SAMPLES / "python-cpu.yaml").read_text())
+        body = sample(NS)
         body["spec"]["scaling"] = {
             "minReplicas": 1, "maxReplicas": 5, "targetP95Milliseconds": 100,
             "intervalSeconds": 2, "windowSeconds": 10,
             "scaleUp": {"maxStep": 2}, "scaleDown": {"stabilizationSeconds": 10, "maxStep": 1},
         }
         custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
-        wait_for(lambda: _replicas(apps) == 1, 5, what="Deployment at the warm floor")
-        kubelet = Kubelet(apps)
-        kubelet.start()
+        wait_for(lambda: _replicas(apps, NS) == 1, 5, what="Deployment at the warm floor")
+        recorder = ReplicaRecorder(apps, NS)
+        recorder.start()
 
         # Metrics flow: status shows p95 and MetricsAvailable=True.
-        wait_for(lambda: _status(custom).get("p95Milliseconds") == 40.0, 20, what="p95 in status")
-        assert _cond(custom, "MetricsAvailable")["status"] == "True"
-        assert _replicas(apps) == 1
+        wait_for(lambda: _status(custom, NS).get("p95Milliseconds") == 40.0, 20, what="p95 in status")
+        assert _cond(custom, NS, "MetricsAvailable")["status"] == "True"
+        assert _replicas(apps, NS) == 1
 
         # 1. p95 above target -> replicas rise within 10 s.
         exporter.set("linear", p95_ms=300.0, rps=60.0)
         t0 = time.monotonic()
-        wait_for(lambda: _replicas(apps) > 1, 10, interval=0.1, what="scale-up within 10 s of the breach")
+        wait_for(lambda: _replicas(apps, NS) > 1, 10, interval=0.1, what="scale-up within 10 s of the breach")
         rise_s = time.monotonic() - t0
         print(f"replicas rose {rise_s:.1f} s after p95 went above target")
-        wait_for(lambda: _replicas(apps) >= 3, 15, what="scale-up to cover a 3x breach")
-        st = _status(custom)
+        wait_for(lambda: _replicas(apps, NS) >= 3, 15, what="scale-up to cover a 3x breach")
+        st = _status(custom, NS)
         assert st["desiredReplicas"] >= 3 and st["lastScaleTime"]
-        assert _cond(custom, "Scaling")["reason"] in ("Panic", "LatencyAboveTarget", "AtMaxReplicas",
+        assert _cond(custom, NS, "Scaling")["reason"] in ("Panic", "LatencyAboveTarget", "AtMaxReplicas",
                                                       "WaitingForWarmup", "PanicHold")
         events = kubernetes.client.CoreV1Api(api_client).list_namespaced_event(NS).items
         scaled = [e for e in events if e.reason == "Scaled" and e.involved_object.name == NAME]
@@ -125,40 +122,41 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(cluster, api_
 
         # 2. p95 well under target -> back to minReplicas after the stabilization, never below.
         exporter.set("linear", p95_ms=20.0, rps=5.0)
-        peak = _replicas(apps)
+        peak = _replicas(apps, NS)
         t_low = time.monotonic()
-        wait_for(lambda: _replicas(apps) == 1, 90, interval=0.2,
-                 what=f"scale-down to minReplicas (Scaling condition: {_cond(custom, 'Scaling')})")
-        first_down = next(t for t, n in kubelet.seen if t > t_low and n < peak)
+        wait_for(lambda: _replicas(apps, NS) == 1, 90, interval=0.2,
+                 what=f"scale-down to minReplicas (Scaling condition: {_cond(custom, NS, 'Scaling')})")
+        first_down = next(t for t, n in recorder.seen if t > t_low and n < peak)
         print(f"first scale-down {first_down - t_low:.1f} s after p95 fell (stabilization 10 s + panic hold)")
         # The window is measured from the last high recommendation, which a tick may have
         # made up to one interval (2 s) before the test lowered p95.
         assert first_down - t_low >= 10.0 - 2.0
         time.sleep(5)
-        assert min(n for t, n in kubelet.seen if t > t_low) == 1  # never below the floor
+        assert min(n for t, n in recorder.seen if t > t_low) == 1  # never below the floor
 
         # 3. Prometheus killed -> replicas hold, MetricsAvailable False with a clear message.
         exporter.set("linear", p95_ms=300.0, rps=60.0)
-        wait_for(lambda: _replicas(apps) >= 2, 15, what="scale-up before the outage")
-        wait_for(lambda: _replicas(apps) >= 3, 15, what="scale-up before the outage")
-        before = _replicas(apps)
+        wait_for(lambda: _replicas(apps, NS) >= 2, 15, what="scale-up before the outage")
+        wait_for(lambda: _replicas(apps, NS) >= 3, 15, what="scale-up before the outage")
+        before = _replicas(apps, NS)
         prom.kill()
-        cond = wait_for(lambda: (c := _cond(custom, "MetricsAvailable")).get("status") == "False" and c, 15,
+        cond = wait_for(lambda: (c := _cond(custom, NS, "MetricsAvailable")).get("status") == "False" and c, 15,
                         what="MetricsAvailable=False")
         assert cond["reason"] == "PrometheusUnavailable"
         assert cond["message"] == f"Prometheus at {prom.url}: connection refused (is Prometheus running at that address?)"
         t_kill = time.monotonic()
         time.sleep(10)
-        during = {n for t, n in kubelet.seen if t > t_kill}
+        during = {n for t, n in recorder.seen if t > t_kill}
         assert during == {before}, during
-        scaling = _cond(custom, "Scaling")
+        scaling = _cond(custom, NS, "Scaling")
         assert scaling["reason"] == "MetricsUnavailable" and scaling["status"] == "False"
 
-        # Visible in the real `kubectl get tis` columns (the emulator renders the CRD's
-        # printer columns server-side, as the API server does) and in status.
+        # Visible in the real `kubectl get tis` columns (the API server renders the CRD's
+        # printer columns) and in status.
         kubectl = Path(sys.executable).parent / "kubectl"
         if kubectl.exists():
-            out = subprocess.run([str(kubectl), "--kubeconfig", cluster.kubeconfig, "get", "tis", "-o", "wide"],
+            out = subprocess.run([str(kubectl), "--kubeconfig", str(control_plane.kubeconfig), "get", "tis", "-n", NS,
+                                  "-o", "wide"],
                                  capture_output=True, text=True, timeout=30).stdout
             print(out)
             header, row = out.splitlines()[:2]
@@ -171,12 +169,12 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(cluster, api_
             assert cells["P95(MS)"] == ""  # unknown during the outage
             assert cells["TARGET(MS)"] == "100" and cells["SCALING"] == "MetricsUnavailable"
             assert "connection refused" in cells["MESSAGE"]
-        st = _status(custom)
+        st = _status(custom, NS)
         assert st["readyReplicas"] == before and st["desiredReplicas"] == before
         assert "p95Milliseconds" not in st  # unknown during the outage, not a stale number
         assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
     finally:
-        if kubelet:
-            kubelet.stop_flag.set()
+        if recorder:
+            recorder.stop_flag.set()
         prom.stop()
         exporter.stop()

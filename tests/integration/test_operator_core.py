@@ -1,5 +1,8 @@
 """The real operator (`tritonscale run` as a subprocess, real Kopf, real kubernetes
-client over HTTP) against the emulated Kubernetes API."""
+client over HTTP, as the chart's ServiceAccount) against the real control plane:
+kube-apiserver validates, the Deployment and ReplicaSet controllers make pods, the
+scheduler binds them to a test Node whose pods a stand-in marks Ready, and the
+garbage collector removes children through their ownerReferences."""
 
 from __future__ import annotations
 
@@ -7,63 +10,79 @@ import copy
 import time
 
 import kubernetes
-import yaml
-from conftest import SAMPLES, exists, wait_for
+import pytest
+from conftest import exists, sample, wait_for
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.render.kubernetes_objects import HASH_ANNOTATION, LABEL
 
-NS = "default"
-
-
-def sample(name: str = "python-cpu.yaml") -> dict:
-    return yaml.safe_load((SAMPLES / name).read_text())
-
 
 class Cluster:
-    def __init__(self, client: kubernetes.client.ApiClient):
+    def __init__(self, client: kubernetes.client.ApiClient, namespace: str):
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self.core = kubernetes.client.CoreV1Api(client)
         self.apps = kubernetes.client.AppsV1Api(client)
         self.policy = kubernetes.client.PolicyV1Api(client)
         self.client = client
+        self.ns = namespace
 
     def create(self, body: dict) -> dict:
-        return self.custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
+        return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, body)
 
     def get(self, name: str) -> dict:
-        return self.custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
 
     def patch(self, name: str, patch: dict) -> dict:
-        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, patch,
+        return self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, patch,
                                                           _content_type="application/merge-patch+json")
 
     def delete(self, name: str) -> None:
-        self.custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+        self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
 
     def deployment(self, name: str) -> dict:
-        return self.client.sanitize_for_serialization(self.apps.read_namespaced_deployment(name, NS))
+        return self.client.sanitize_for_serialization(self.apps.read_namespaced_deployment(name, self.ns))
 
     def children(self, name: str) -> dict:
         s = self.client.sanitize_for_serialization
         return {
-            "Deployment": s(self.apps.read_namespaced_deployment(name, NS)),
-            "Service": s(self.core.read_namespaced_service(name, NS)),
-            "ConfigMap": s(self.core.read_namespaced_config_map(f"{name}-config", NS)),
-            "PodDisruptionBudget": s(self.policy.read_namespaced_pod_disruption_budget(name, NS)),
+            "Deployment": s(self.apps.read_namespaced_deployment(name, self.ns)),
+            "Service": s(self.core.read_namespaced_service(name, self.ns)),
+            "ConfigMap": s(self.core.read_namespaced_config_map(f"{name}-config", self.ns)),
+            "PodDisruptionBudget": s(self.policy.read_namespaced_pod_disruption_budget(name, self.ns)),
         }
+
+    def remaining_children(self, name: str) -> list[str]:
+        """Children (and grandchildren) of ``name`` still in the API: by name, and by label
+        for the ReplicaSets and Pods the Deployment controller made."""
+        ns, sel = self.ns, f"{LABEL}={name}"
+        found = [kind for kind, read, obj in (
+            ("Deployment", self.apps.read_namespaced_deployment, name),
+            ("Service", self.core.read_namespaced_service, name),
+            ("ConfigMap", self.core.read_namespaced_config_map, f"{name}-config"),
+            ("PodDisruptionBudget", self.policy.read_namespaced_pod_disruption_budget, name),
+        ) if exists(read, obj, ns)]
+        found += [f"ReplicaSet/{r.metadata.name}" for r in self.apps.list_namespaced_replica_set(ns, label_selector=sel).items]
+        found += [f"Pod/{p.metadata.name}" for p in self.core.list_namespaced_pod(ns, label_selector=sel).items]
+        return found
 
     def condition(self, name: str, type_: str) -> dict | None:
         conds = (self.get(name).get("status") or {}).get("conditions") or []
         return next((c for c in conds if c["type"] == type_), None)
 
+    def ready_pods(self, name: str) -> int:
+        pods = self.core.list_namespaced_pod(self.ns, label_selector=f"{LABEL}={name}").items
+        return sum(1 for p in pods if not p.metadata.deletion_timestamp and any(
+            c.type == "Ready" and c.status == "True" for c in (p.status.conditions or [])))
 
-def test_operator_creates_children_sets_status_and_corrects_drift(cluster, api_client, start_operator):
+
+def test_operator_creates_children_sets_status_and_corrects_drift(api_client, namespace, models_claim, node,
+                                                                  start_operator):
     op = start_operator()
-    k = Cluster(api_client)
+    k = Cluster(api_client, namespace)
+    ns = namespace
 
     # 1. create -> children appear within 2 s, owned and labelled.
-    isvc = k.create(sample())
+    isvc = k.create(sample(ns))
     t0 = time.monotonic()
     kids = wait_for(lambda: k.children("linear"), 2.0, what="Deployment, Service, ConfigMap and PDB")
     elapsed = time.monotonic() - t0
@@ -82,21 +101,25 @@ def test_operator_creates_children_sets_status_and_corrects_drift(cluster, api_c
     assert "max_queue_delay_microseconds: 2000" in kids["ConfigMap"]["data"]["config.pbtxt"]
     assert kids["PodDisruptionBudget"]["spec"]["minAvailable"] == 1
 
-    # Status: SpecValid True, Ready False until the Deployment reports ready replicas.
+    # Status: SpecValid True, Ready False until the Deployment reports ready replicas
+    # (no Node yet: the real Deployment and ReplicaSet controllers made a pod that waits).
     wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 3, what="SpecValid")
     ready = k.condition("linear", "Ready")
     assert ready["status"] == "False" and ready["reason"] == "ReplicasStarting"
     st = k.get("linear")["status"]
-    assert st["endpoints"] == {"http": "http://linear.default.svc:8000", "grpc": "linear.default.svc:8001"}
+    assert st["endpoints"] == {"http": f"http://linear.{ns}.svc:8000", "grpc": f"linear.{ns}.svc:8001"}
     assert st["model"] == "linear"
+    wait_for(lambda: k.core.list_namespaced_pod(ns, label_selector=f"{LABEL}=linear").items, 10,
+             what="the ReplicaSet controller's pod")
 
-    # 2. Ready follows the Deployment's ready replicas (KMock runs no controllers: patch status ourselves).
-    k.apps.patch_namespaced_deployment_status("linear", NS, {"status": {"replicas": 1, "readyReplicas": 1}})
-    wait_for(lambda: (k.condition("linear", "Ready") or {}).get("status") == "True", 3, what="Ready=True")
+    # 2. Ready follows the Deployment's ready replicas: a Node appears, the scheduler
+    # binds the pod, the stand-in marks it Ready, the Deployment controller counts it.
+    node()
+    wait_for(lambda: (k.condition("linear", "Ready") or {}).get("status") == "True", 15, what="Ready=True")
     assert k.get("linear")["status"]["readyReplicas"] == 1
 
     # The autoscaler owns spec.replicas: scale the Deployment behind the reconciler's back ...
-    k.apps.patch_namespaced_deployment("linear", NS, {"spec": {"replicas": 3}})
+    k.apps.patch_namespaced_deployment("linear", ns, {"spec": {"replicas": 3}})
 
     # 3. a spec change propagates: config.pbtxt, the pod-template hash, and the PDB.
     old_hash = k.deployment("linear")["spec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION]
@@ -112,70 +135,97 @@ def test_operator_creates_children_sets_status_and_corrects_drift(cluster, api_c
              3, what="observedGeneration")
 
     # Drift on a child is corrected: an edited image, a deleted ConfigMap.
-    k.apps.patch_namespaced_deployment("linear", NS, {"spec": {"template": {"spec": {"containers": [
+    k.apps.patch_namespaced_deployment("linear", ns, {"spec": {"template": {"spec": {"containers": [
         {**container, "image": "evil/image:latest"}]}}}})
     wait_for(lambda: k.deployment("linear")["spec"]["template"]["spec"]["containers"][0]["image"] == container["image"],
              3, what="image drift to be reverted")
-    k.core.delete_namespaced_config_map("linear-config", NS)
-    wait_for(lambda: exists(k.core.read_namespaced_config_map, "linear-config", NS), 3, what="ConfigMap recreated")
+    k.core.delete_namespaced_config_map("linear-config", ns)
+    wait_for(lambda: exists(k.core.read_namespaced_config_map, "linear-config", ns), 3, what="ConfigMap recreated")
 
     # Notable actions are Kubernetes Events on the InferenceService.
-    events = wait_for(lambda: [e for e in k.core.list_namespaced_event(NS).items
+    events = wait_for(lambda: [e for e in k.core.list_namespaced_event(ns).items
                                if e.involved_object.name == "linear" and e.reason in ("Created", "Updated")],
                       5, what="events")
     assert any("Deployment/linear" in e.message for e in events)
 
-    # 5. delete: the object goes; children carry the ownerReference that garbage collection
-    # follows (the emulator has no garbage collector, so we check the reference itself).
+    # 5. delete: the object goes, and the garbage collector removes every child (and the
+    # Deployment's ReplicaSets and Pods) through their ownerReferences.
+    assert len(k.remaining_children("linear")) >= 4 + 2  # four children, >= 1 ReplicaSet, >= 1 Pod
     k.delete("linear")
     wait_for(lambda: not exists(k.get, "linear"), 5, what="InferenceService deleted")
-    assert k.children("linear")["Service"]["metadata"]["ownerReferences"][0]["uid"] == isvc["metadata"]["uid"]
+    wait_for(lambda: not k.remaining_children("linear"), 30, interval=0.2,
+             what=f"garbage collection of the children (left: {k.remaining_children('linear')})")
     assert op.alive(), op.output()
     assert "Traceback" not in op.output(), op.output()
 
 
-def test_invalid_spec_sets_condition_and_creates_nothing(cluster, api_client, start_operator):
-    op = start_operator()
-    k = Cluster(api_client)
+def _api_error_fields(exc: kubernetes.client.ApiException) -> list[str]:
+    import json
 
-    bad = sample()
+    body = json.loads(exc.body)
+    return sorted(c.get("field", "") for c in (body.get("details") or {}).get("causes") or []
+                  if c.get("field") != "<nil>")  # "some validation rules were not checked": no field
+
+
+def test_invalid_spec_is_refused_or_reported_and_creates_nothing(api_client, namespace, start_operator):
+    """What the CRD can check, the API server refuses at admission (nothing reaches the
+    operator); what it cannot (the name must also be a valid Service name), the
+    operator reports as SpecValid=False and creates nothing."""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    ns = namespace
+
+    # CEL rules and the structural schema: refused with every field named.
+    bad = sample(ns)
     bad["metadata"]["name"] = "broken"
     bad["spec"]["scaling"].update({"minReplicas": 5, "maxReplicas": 2})
     bad["spec"]["batching"]["preferredBatchSizes"] = [4, 64]
-    k.create(bad)
-    cond = wait_for(lambda: k.condition("broken", "SpecValid"), 3, what="SpecValid condition")
-    assert cond["status"] == "False" and cond["reason"] == "InvalidSpec"
-    assert "spec.scaling.minReplicas" in cond["message"]
-    assert "spec.batching.preferredBatchSizes" in cond["message"]
-    time.sleep(1.0)  # give a wrong implementation time to create something
-    assert not exists(k.apps.read_namespaced_deployment, "broken", NS)
-    assert not exists(k.core.read_namespaced_service, "broken", NS)
-    assert not exists(k.core.read_namespaced_config_map, "broken-config", NS)
-    warnings = [e for e in k.core.list_namespaced_event(NS).items
-                if e.involved_object.name == "broken" and e.type == "Warning"]
-    assert warnings and warnings[0].reason == "InvalidSpec"
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        k.create(bad)
+    assert refused.value.status == 422
+    assert {"spec.scaling.minReplicas", "spec.batching.preferredBatchSizes"} <= set(_api_error_fields(refused.value))
+    assert not exists(k.get, "broken")
 
-    # Fixing the spec recovers: children appear and SpecValid turns True.
-    k.patch("broken", {"spec": {"scaling": {"minReplicas": 1}, "batching": {"preferredBatchSizes": [4, 8]}}})
-    wait_for(lambda: exists(k.apps.read_namespaced_deployment, "broken", NS), 3, what="children after fix")
-    wait_for(lambda: k.condition("broken", "SpecValid")["status"] == "True", 3, what="SpecValid=True")
-
-    # A contradictory update to a running service changes nothing that serves traffic.
+    # A valid object, then a contradictory update to it: refused, and nothing that
+    # serves traffic changes.
+    ok = sample(ns)
+    ok["metadata"]["name"] = "broken"
+    k.create(ok)
+    wait_for(lambda: k.condition("broken", "SpecValid") and exists(k.apps.read_namespaced_deployment, "broken", ns),
+             5, what="children of a valid object")
     before = k.children("broken")
-    k.patch("broken", {"spec": {"model": {"warmup": {"batchSizes": [64]}}}})
-    wait_for(lambda: k.condition("broken", "SpecValid")["status"] == "False", 3, what="SpecValid=False")
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        k.patch("broken", {"spec": {"model": {"warmup": {"batchSizes": [64]}}}})
+    assert refused.value.status == 422 and _api_error_fields(refused.value) == ["spec.model.warmup.batchSizes"]
     time.sleep(0.5)
     after = k.children("broken")
     for kind in before:
         assert after[kind]["metadata"]["resourceVersion"] == before[kind]["metadata"]["resourceVersion"], kind
 
-    # Garbage that is not even the right type: a condition, not a crash.
-    junk = copy.deepcopy(sample())
+    # Garbage that is not even the right type: refused by the structural schema.
+    junk = copy.deepcopy(sample(ns))
     junk["metadata"]["name"] = "junk"
     junk["spec"]["model"]["maxBatchSize"] = "lots"
     junk["spec"]["scaling"]["targetP95Milliseconds"] = -3
-    k.create(junk)
-    cond = wait_for(lambda: k.condition("junk", "SpecValid"), 3, what="junk condition")
-    assert "spec.model.maxBatchSize" in cond["message"] and "spec.scaling.targetP95Milliseconds" in cond["message"]
+    with pytest.raises(kubernetes.client.ApiException) as refused:
+        k.create(junk)
+    assert refused.value.status == 422
+    assert _api_error_fields(refused.value) == ["spec.model.maxBatchSize", "spec.scaling.targetP95Milliseconds"]
+
+    # What the CRD cannot express: the name also names the Service, so it must be a
+    # DNS-1035 label; an InferenceService may be named like any DNS subdomain.
+    dotted = sample(ns)
+    dotted["metadata"]["name"] = "linear.v2"
+    k.create(dotted)
+    cond = wait_for(lambda: k.condition("linear.v2", "SpecValid"), 5, what="SpecValid condition")
+    assert cond["status"] == "False" and cond["reason"] == "InvalidSpec"
+    assert "metadata.name" in cond["message"] and "DNS-1035" in cond["message"]
+    time.sleep(1.0)  # give a wrong implementation time to create something
+    assert not exists(k.apps.read_namespaced_deployment, "linear.v2", ns)
+    assert not exists(k.core.read_namespaced_config_map, "linear.v2-config", ns)
+    assert not exists(k.policy.read_namespaced_pod_disruption_budget, "linear.v2", ns)
+    warnings = [e for e in k.core.list_namespaced_event(ns).items
+                if e.involved_object.name == "linear.v2" and e.type == "Warning"]
+    assert warnings and warnings[0].reason == "InvalidSpec"
     assert op.alive()
     assert "Traceback" not in op.output(), op.output()

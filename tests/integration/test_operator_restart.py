@@ -6,18 +6,18 @@ import threading
 import time
 
 import kubernetes
-import yaml
-from conftest import SAMPLES, wait_for
+from conftest import sample, wait_for
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 
-NS, NAME = "default", "linear"
+NAME = "linear"
 
 
-def test_restart_keeps_replicas_and_decider_memory(cluster, api_client, start_operator):
+def test_restart_keeps_replicas_and_decider_memory(api_client, namespace, start_operator):
+    NS = namespace
     custom = kubernetes.client.CustomObjectsApi(api_client)
     apps = kubernetes.client.AppsV1Api(api_client)
-    body = yaml.safe_load((SAMPLES / "python-cpu.yaml").read_text())
+    body = sample(NS)
     # Prometheus is unreachable (port 9 is discard): after 2 failed ticks the fallback applies.
     body["spec"]["scaling"].update({"minReplicas": 1, "maxReplicas": 4, "intervalSeconds": 1,
                                     "fallbackReplicas": 3, "failureThreshold": 2})

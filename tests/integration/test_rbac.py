@@ -1,13 +1,15 @@
 """The chart's RBAC covers every API request the real operator makes, and grants
-nothing else (least privilege), derived from the requests the emulated API
-records (`cluster.api.calls`).
+nothing else (least privilege), on the real kube-apiserver.
 
-The scenario drives the real `tritonscale run` process through everything it
-does today: create, children, Ready, spec change, a deleted child, an invalid
-spec, delete; and a second run with a dead Prometheus and a fallback policy so
-the autoscaler's writes (Deployment spec.replicas, status) are recorded too.
-Nothing about the autoscaler's behaviour is asserted here; only which requests
-it makes.
+The operator runs as the chart's ServiceAccount (helm-installed, default values,
+token from the TokenRequest API), so the RBAC authorizer decides every request;
+the API server's audit log records each one with its response code. The scenario
+drives the real `tritonscale run` process through everything it does today:
+create, children, Ready, spec change, drift on a child, a deleted child, an
+invalid object, delete; and a second run with a dead Prometheus and a fallback
+policy so the autoscaler's writes (Deployment spec.replicas, status, the pod
+census) are recorded too. The test fails on any 403 and on any grant no request
+used (but one, whose use an admission plugin makes, shown separately).
 
 Run with -s to see the derived list.
 """
@@ -18,50 +20,44 @@ import time
 from typing import Any
 
 import kubernetes
-import yaml
-from chart_render import NON_DEFAULT_VALUES, helm_binary, helm_template, rbac_grants
-from conftest import SAMPLES, wait_for
+import pytest
+from chart_render import NON_DEFAULT_VALUES, helm_template, rbac_grants
+from conftest import client_for, sample, wait_for
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.sandbox.kubernetes_api import KubernetesAPI
+from tritonscale.render.kubernetes_objects import LABEL
 
-NS = "default"
-TEST_AGENT = "tritonscale-rbac-test"
-
-# Granted but never seen by the emulator, each for a reason the emulator cannot show.
-GRANTED_WITHOUT_REQUEST = {
-    # Children's ownerReferences set blockOwnerDeletion: true; with the
-    # OwnerReferencesPermissionEnforcement admission plugin the API server checks
-    # this permission on the owner. No request is made to it.
-    ("tritonscale.io", "inferenceservices/finalizers", "update"),
-    # The same Events under the events.k8s.io API: Kopf posts core/v1 Events today,
-    # a client on the newer API needs this one.
-    ("events.k8s.io", "events", "create"),
-}
+# Granted, and used by admission rather than by a request: children's ownerReferences
+# set blockOwnerDeletion: true, and with the OwnerReferencesPermissionEnforcement
+# admission plugin (on in the test control plane, as in OpenShift) the API server
+# checks `update` on the owner's finalizers. test_finalizers_grant_is_what_admission_checks
+# shows the operator's writes fail without it.
+GRANTED_WITHOUT_REQUEST = {("tritonscale.io", "inferenceservices/finalizers", "update")}
 
 
-def _sample(name: str, **scaling: Any) -> dict[str, Any]:
-    body = yaml.safe_load((SAMPLES / "python-cpu.yaml").read_text())
+def _sample(namespace: str, name: str, **scaling: Any) -> dict[str, Any]:
+    body = sample(namespace)
     body["metadata"]["name"] = name
     body["spec"]["scaling"].update(scaling)
     return body
 
 
 class _Api:
-    def __init__(self, client: kubernetes.client.ApiClient):
+    def __init__(self, client: kubernetes.client.ApiClient, namespace: str):
         self.custom = kubernetes.client.CustomObjectsApi(client)
         self.core = kubernetes.client.CoreV1Api(client)
         self.apps = kubernetes.client.AppsV1Api(client)
         self.policy = kubernetes.client.PolicyV1Api(client)
+        self.ns = namespace
 
-    def create(self, body: dict[str, Any]) -> None:
-        self.custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
+    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, body)
 
     def get(self, name: str) -> dict[str, Any]:
-        return self.custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+        return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
 
     def patch(self, name: str, patch: dict[str, Any]) -> None:
-        self.custom.patch_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name, patch,
+        self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, patch,
                                                    _content_type="application/merge-patch+json")
 
     def condition(self, name: str, type_: str) -> dict[str, Any]:
@@ -69,7 +65,7 @@ class _Api:
         return next((c for c in conds if c["type"] == type_), {})
 
     def config_pbtxt(self, name: str) -> str:
-        return self.core.read_namespaced_config_map(f"{name}-config", NS).data["config.pbtxt"]
+        return self.core.read_namespaced_config_map(f"{name}-config", self.ns).data["config.pbtxt"]
 
     def gone(self, name: str) -> bool:
         try:
@@ -82,90 +78,75 @@ class _Api:
 
 
 def _lifecycle(k: _Api) -> None:
-    k.create(_sample("linear"))
-    wait_for(lambda: k.apps.read_namespaced_deployment("linear", NS) and k.config_pbtxt("linear"), 5,
+    ns = k.ns
+    k.create(_sample(ns, "linear"))
+    wait_for(lambda: k.apps.read_namespaced_deployment("linear", ns) and k.config_pbtxt("linear"), 5,
              what="children of linear")
-    k.apps.patch_namespaced_deployment_status("linear", NS, {"status": {"replicas": 1, "readyReplicas": 1}})
-    wait_for(lambda: k.condition("linear", "Ready").get("status") == "True", 5, what="Ready=True")
+    wait_for(lambda: k.condition("linear", "Ready").get("status") == "True", 15, what="Ready=True")
 
     # A spec change that touches the ConfigMap, the Deployment's pod template and the PDB.
     k.patch("linear", {"spec": {"batching": {"maxQueueDelayMicroseconds": 500}, "scaling": {"minReplicas": 2}}})
     wait_for(lambda: "max_queue_delay_microseconds: 500" in k.config_pbtxt("linear"), 5, what="spec change")
-    wait_for(lambda: k.policy.read_namespaced_pod_disruption_budget("linear", NS).spec.min_available == 2, 5,
+    wait_for(lambda: k.policy.read_namespaced_pod_disruption_budget("linear", ns).spec.min_available == 2, 5,
              what="PDB floor")
 
     # Drift on the Service is patched back.
-    k.core.patch_namespaced_service("linear", NS, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "x"}}})
-    wait_for(lambda: k.core.read_namespaced_service("linear", NS).metadata.labels["app.kubernetes.io/managed-by"]
+    k.core.patch_namespaced_service("linear", ns, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "x"}}})
+    wait_for(lambda: k.core.read_namespaced_service("linear", ns).metadata.labels["app.kubernetes.io/managed-by"]
              == "tritonscale", 5, what="Service drift reverted")
 
-    k.core.delete_namespaced_config_map("linear-config", NS)
+    k.core.delete_namespaced_config_map("linear-config", ns)
     wait_for(lambda: k.config_pbtxt("linear"), 5, what="deleted ConfigMap recreated")
 
-    bad = _sample("broken", minReplicas=5, maxReplicas=2)
-    k.create(bad)
-    wait_for(lambda: k.condition("broken", "SpecValid").get("status") == "False", 5, what="SpecValid=False")
+    # An object the API server admits but the operator refuses (its name cannot name a Service).
+    k.create(_sample(ns, "linear.v2"))
+    wait_for(lambda: k.condition("linear.v2", "SpecValid").get("status") == "False", 5, what="SpecValid=False")
 
-    k.custom.delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, "linear")
+    k.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "linear")
     wait_for(lambda: k.gone("linear"), 5, what="linear deleted (finalizer released)")
 
 
-def _autoscaler_with_dead_prometheus(k: _Api, start_operator, cluster) -> None:
-    mark = len(cluster.api.calls)
+def _autoscaler_with_dead_prometheus(k: _Api, start_operator) -> Any:
     op = start_operator("--prometheus-url", "http://127.0.0.1:9")  # nothing listens on port 9
-    wait_for(lambda: any(c.resource == PLURAL and c.verb == "watch" for c in cluster.api.calls[mark:]), 30,
-             what="second operator to start watching")
-    k.create(_sample("fallback", fallbackReplicas=2, failureThreshold=1, intervalSeconds=1))
-    wait_for(lambda: k.apps.read_namespaced_deployment("fallback", NS), 5, what="children of fallback")
-    k.apps.patch_namespaced_deployment_status("fallback", NS, {"status": {"replicas": 1, "readyReplicas": 1}})
+    k.create(_sample(k.ns, "fallback", fallbackReplicas=2, failureThreshold=1, intervalSeconds=1))
+    wait_for(lambda: k.apps.read_namespaced_deployment("fallback", k.ns), 5, what="children of fallback")
     # Give the autoscaler a few 1 s ticks against the dead Prometheus; with
     # failureThreshold 1 it should move to fallbackReplicas. Not asserted here.
     deadline = time.monotonic() + 6
     fell_back = False
     while time.monotonic() < deadline and not fell_back:
-        fell_back = k.apps.read_namespaced_deployment("fallback", NS).spec.replicas == 2
+        fell_back = k.apps.read_namespaced_deployment("fallback", k.ns).spec.replicas == 2
         time.sleep(1 if fell_back else 0.2)  # after the fallback, leave time for the status patch
     print(f"\nautoscaler with a dead Prometheus reached fallbackReplicas=2: {fell_back}")
     assert op.alive(), op.output()
-
-
-def _used(calls) -> set[tuple[str, str, str]]:
-    """(group, resource[/subresource], verb) of resource requests. Requests without a
-    resource are API discovery (GET /apis/GROUP/VERSION): non-resource URLs that
-    every authenticated user may read (the built-in system:discovery role)."""
-    return {(c.group, c.resource + (f"/{c.subresource}" if c.subresource else ""), c.verb)
-            for c in calls if c.resource}
+    return op
 
 
 def _fmt(triples) -> str:
     return "\n".join(f"  {g or 'core'} {r} {v}" for g, r, v in sorted(triples))
 
 
-def test_chart_rbac_covers_exactly_the_recorded_requests(cluster, api_client, start_operator, tmp_path,
-                                                         monkeypatch):
-    helm_binary()  # skips, before the slow scenario, when helm is missing
-    # The test's own requests reach the same emulator; tag them by User-Agent and
-    # leave them out of the record, so `cluster.api.calls` holds only the operator's.
-    api_client.user_agent = TEST_AGENT
-    original = KubernetesAPI._record
-
-    def record_operator_only(self: KubernetesAPI, request: Any) -> None:
-        if request.headers.get("User-Agent") != TEST_AGENT:
-            original(self, request)
-
-    monkeypatch.setattr(KubernetesAPI, "_record", record_operator_only)
-
+def test_chart_rbac_covers_exactly_the_requests_in_the_audit_log(api_client, namespace, models_claim, node,
+                                                                  operator_install, audit_log, start_operator,
+                                                                  tmp_path):
+    node()
+    k = _Api(api_client, namespace)
     op = start_operator()
-    k = _Api(api_client)
     _lifecycle(k)
     assert "Traceback" not in op.output(), op.output()
     op.stop()
-    _autoscaler_with_dead_prometheus(k, start_operator, cluster)
+    op2 = _autoscaler_with_dead_prometheus(k, start_operator)
+    op2.stop()
 
-    used = _used(cluster.api.calls)
-    discovered = sorted({c.group or "core" for c in cluster.api.calls if not c.resource})
-    print(f"\nAPI requests the operator made ({len(cluster.api.calls)} calls, {len(used)} kinds):\n{_fmt(used)}")
-    print(f"plus API discovery of groups: {', '.join(discovered)}")
+    requests = list(audit_log.requests(op.audit_mark, user=operator_install.user))
+    refused = sorted({(r.verb, r.resource, r.namespace, r.name) for r in requests if r.code == 403})
+    assert not refused, f"the chart's RBAC refused the operator: {refused}"
+    used = {r.triple for r in requests if r.resource}
+    # Requests without a resource are API discovery (GET /apis/GROUP/VERSION): non-resource
+    # URLs that every authenticated user may read (the built-in system:discovery role).
+    discovered = sorted({r.uri for r in requests if not r.resource})
+    print(f"\nAPI requests the operator made ({len(requests)} audit events, {len(used)} kinds):\n{_fmt(used)}")
+    print(f"plus API discovery: {', '.join(discovered)}")
 
     default = helm_template()
     cluster_roles = [o for o in default if o["kind"] == "ClusterRole"]
@@ -194,7 +175,49 @@ def test_chart_rbac_covers_exactly_the_recorded_requests(cluster, api_client, st
         role_grants = rbac_grants([role], ("Role",))
         missing = {t for t in used if t not in role_grants and t not in discovery}
         assert not missing, f"Role in {role['metadata']['namespace']} + discovery ClusterRole lack:\n{_fmt(missing)}"
-    # In namespaced mode Kopf also lists and watches Namespaces (the emulator
-    # cannot run that mode; see TESTING.md), and the cluster-scoped grants stay read-only.
+    # In namespaced mode Kopf also lists and watches Namespaces (test_operator_namespaced
+    # runs that mode under these Roles on the API server), and the cluster-scoped
+    # grants stay read-only.
     assert {("", "namespaces", "list"), ("", "namespaces", "watch")} <= discovery
     assert {v for _, _, v in discovery} <= {"list", "watch"}, discovery
+
+
+def test_finalizers_grant_is_what_admission_checks(api_client, namespace, operator_install):
+    """The one grant no request uses: without `update` on inferenceservices/finalizers,
+    the API server (OwnerReferencesPermissionEnforcement) refuses the children the
+    operator writes, which carry blockOwnerDeletion: true."""
+    owner = kubernetes.client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, _sample(namespace, "owner"))
+    child = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "owner-config", "labels": {LABEL: "owner"},
+        "ownerReferences": [{"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceService", "name": "owner",
+                             "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]}}
+
+    # The chart's ClusterRole less that one rule, bound to a probe user the admin impersonates.
+    rbac = kubernetes.client.RbacAuthorizationV1Api(api_client)
+    (chart_role,) = [o for o in helm_template() if o["kind"] == "ClusterRole"]
+    rules = [r for r in chart_role["rules"] if r["resources"] != ["inferenceservices/finalizers"]]
+    assert len(rules) == len(chart_role["rules"]) - 1
+    probe = f"rbac-probe-{namespace}"
+    rbac.create_cluster_role({"metadata": {"name": probe}, "rules": rules})
+    rbac.create_cluster_role_binding({"metadata": {"name": probe},
+                                      "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                  "name": probe},
+                                      "subjects": [{"kind": "User", "name": probe}]})
+    try:
+        impersonated = kubernetes.client.ApiClient(api_client.configuration)
+        impersonated.set_default_header("Impersonate-User", probe)
+        wait_for(lambda: kubernetes.client.AuthorizationV1Api(impersonated).create_self_subject_access_review(
+            {"spec": {"resourceAttributes": {"namespace": namespace, "verb": "create", "resource": "configmaps"}}}
+        ).status.allowed, 10, what="the probe's binding to take effect")
+        with pytest.raises(kubernetes.client.ApiException) as refused:
+            kubernetes.client.CoreV1Api(impersonated).create_namespaced_config_map(namespace, child)
+        assert refused.value.status in (403, 422), refused.value.body
+        assert "cannot set blockOwnerDeletion" in refused.value.body, refused.value.body
+
+        # The chart's full ClusterRole, as the operator's ServiceAccount: admitted.
+        kubernetes.client.CoreV1Api(client_for(operator_install.kubeconfig)).create_namespaced_config_map(
+            namespace, child)
+    finally:
+        rbac.delete_cluster_role_binding(probe)
+        rbac.delete_cluster_role(probe)

@@ -90,9 +90,9 @@ ownerReference garbage collection).
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
-# Events on InferenceServices (Kopf posts core/v1 Events; events.k8s.io is the
-# same storage under the newer API).
-- apiGroups: ["", "events.k8s.io"]
+# Events on InferenceServices (Kopf posts core/v1 Events; nothing here uses the
+# events.k8s.io API, so it is not granted).
+- apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
 {{- end }}

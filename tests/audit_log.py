@@ -1,0 +1,62 @@
+"""The kube-apiserver audit log (JSON lines) as the record of what a client did.
+
+The session's control plane logs, at level Metadata, every request of the
+ServiceAccounts in the operator's namespace (see conftest.AUDIT_POLICY): who,
+which verb on which resource, and the response code the real authorizer and
+admission gave it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+
+@dataclass(frozen=True)
+class Request:
+    user: str
+    verb: str
+    group: str  # "" for the core API
+    resource: str  # with "/subresource" when there is one; "" for non-resource URLs
+    namespace: str
+    name: str
+    code: int
+    stage: str
+    uri: str
+
+    @property
+    def triple(self) -> tuple[str, str, str]:
+        """(apiGroup, resource[/subresource], verb): what an RBAC rule grants."""
+        return self.group, self.resource, self.verb
+
+
+class AuditLog:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def mark(self) -> int:
+        """A position: ``requests(since=mark)`` returns only what came after it."""
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def requests(self, since: int = 0, user: str | None = None) -> Iterator[Request]:
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            f.seek(since)
+            for line in f:
+                if not line.endswith(b"\n"):  # being written
+                    break
+                event = json.loads(line)
+                who = (event.get("user") or {}).get("username", "")
+                if user is not None and who != user:
+                    continue
+                ref = event.get("objectRef") or {}
+                resource = ref.get("resource", "")
+                if resource and ref.get("subresource"):
+                    resource += "/" + ref["subresource"]
+                yield Request(user=who, verb=event.get("verb", ""), group=ref.get("apiGroup", ""),
+                              resource=resource, namespace=ref.get("namespace", ""), name=ref.get("name", ""),
+                              code=int((event.get("responseStatus") or {}).get("code") or 0),
+                              stage=event.get("stage", ""), uri=event.get("requestURI", ""))

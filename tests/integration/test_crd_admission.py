@@ -1,0 +1,94 @@
+"""The CRD's structural schema and CEL rules, enforced by the real kube-apiserver.
+
+The validation table of tests/unit/test_api_validation.py (cross-field rules and
+type/range errors, each with the fields the operator names) is sent to the API
+server as server-side dry-run creates: what the operator would report, the API
+server refuses at admission, naming the same fields. tests/unit/test_crd.py
+checks the same table against a model of the API server; this is the API server.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import kubernetes
+import pytest
+from conftest import sample, sibling_module
+
+from tritonscale.api.spec import GROUP, PLURAL, VERSION
+
+table = sibling_module(__file__.replace("integration", "unit"), "test_api_validation")
+
+# The API server drops (or, with strict field validation, refuses) unknown fields
+# before the schema runs: a 400 strict-decoding error, not a 422 with causes.
+UNKNOWN_FIELD_CASES = {"unknown-scaling-field", "unknown-top-level-field", "unknown-tensor-field"}
+# "some validation rules were not checked because the object was invalid" has no field.
+NO_FIELD = "<nil>"
+
+
+def _dry_run_create(api: kubernetes.client.ApiClient, namespace: str, spec: dict[str, Any],
+                    name: str = "case") -> kubernetes.client.ApiException | None:
+    body = sample(namespace)
+    body["metadata"]["name"] = name
+    body["spec"] = spec
+    try:
+        kubernetes.client.CustomObjectsApi(api).create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, body, dry_run="All", field_validation="Strict")
+    except kubernetes.client.ApiException as exc:
+        return exc
+    return None
+
+
+def _fields(exc: kubernetes.client.ApiException) -> list[str]:
+    causes = (json.loads(exc.body).get("details") or {}).get("causes") or []
+    return sorted(c.get("field", "") for c in causes if c.get("field") != NO_FIELD)
+
+
+@pytest.mark.parametrize("case", table.RULE_CASES, ids=[c.id for c in table.RULE_CASES])
+def test_cel_rules_refuse_what_the_operator_refuses_naming_the_same_fields(api_client, module_namespace, case):
+    refused = _dry_run_create(api_client, module_namespace, case.spec())
+    if not case.problems:
+        assert refused is None, f"the API server refused a spec the operator accepts: {refused and refused.body}"
+        return
+    assert refused is not None, "the API server admitted a spec the operator refuses"
+    assert refused.status == 422, refused.body
+    assert _fields(refused) == sorted(case.problems), refused.body
+    message = json.loads(refused.body)["message"]
+    for expected in case.messages:
+        assert expected in message, (expected, message)
+
+
+@pytest.mark.parametrize("case", [c for c in table.TYPE_CASES if c.id not in UNKNOWN_FIELD_CASES],
+                         ids=[c.id for c in table.TYPE_CASES if c.id not in UNKNOWN_FIELD_CASES])
+def test_structural_schema_refuses_type_and_range_errors(api_client, module_namespace, case):
+    refused = _dry_run_create(api_client, module_namespace, case.spec())
+    assert refused is not None and refused.status == 422, refused and refused.body
+    fields = _fields(refused)
+    # A missing required field is reported on its parent object.
+    for problem in case.problems:
+        assert any(problem == f or problem.startswith(f + ".") or problem.startswith(f + "[") or f.startswith(problem)
+                   for f in fields), (problem, fields)
+
+
+@pytest.mark.parametrize("case", [c for c in table.TYPE_CASES if c.id in UNKNOWN_FIELD_CASES],
+                         ids=sorted(UNKNOWN_FIELD_CASES))
+def test_strict_field_validation_refuses_unknown_fields(api_client, module_namespace, case):
+    refused = _dry_run_create(api_client, module_namespace, case.spec())
+    assert refused is not None and refused.status == 400, refused and refused.body
+    (problem,) = case.problems
+    assert f'unknown field "{problem}"' in json.loads(refused.body)["message"]
+
+
+@pytest.mark.parametrize("path", table.SAMPLES, ids=[s.stem for s in table.SAMPLES])
+def test_samples_are_admitted(api_client, module_namespace, path):
+    body = table.load_sample(path)
+    assert _dry_run_create(api_client, module_namespace, body["spec"], body["metadata"]["name"]) is None
+
+
+def test_name_length_rule_on_the_object_root(api_client, module_namespace):
+    ok = _dry_run_create(api_client, module_namespace, table.base_spec(), name="a" * 56)
+    assert ok is None, ok and ok.body
+    refused = _dry_run_create(api_client, module_namespace, table.base_spec(), name="a" * 57)
+    assert refused is not None and refused.status == 422
+    assert "metadata.name must be at most 56 characters" in json.loads(refused.body)["message"]

@@ -1,0 +1,179 @@
+"""A test-only stand-in for a kubelet that runs nothing: it registers one Node and
+marks the pods the scheduler binds to it Running and Ready through the pods/status
+subresource.
+
+Only what the controllers under test read is written: the Node (capacity, a
+Ready condition, and its Lease renewed as a kubelet renews it, so the node
+lifecycle controller keeps it schedulable), Pod status (phase, conditions,
+containerStatuses), and the final deletion of terminating pods (a kubelet
+deletes a pod with grace period 0 once its containers stopped; here at once).
+The sandbox's real kubelet stand-in, which runs tritonserver, is elsewhere.
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from typing import Any
+
+import kubernetes
+from kubernetes.client import ApiException
+
+STRATEGIC = "application/strategic-merge-patch+json"
+LEASE_RENEW_S = 10.0  # a kubelet renews every 10 s (a quarter of its 40 s lease)
+
+
+def _now(micro: bool = False) -> str:
+    t = datetime.datetime.now(datetime.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+
+
+class PodReadyMarker(threading.Thread):
+    """Register Node ``node`` with ``capacity`` and mark its pods Ready ``ready_after_s``
+    after they were bound (a stand-in for image pull, Triton start and warmup)."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient, node: str, *, gpus: int = 0,
+                 ready_after_s: float = 0.5, capacity: dict[str, str] | None = None):
+        super().__init__(daemon=True, name=f"pod-ready-marker-{node}")
+        self.core = kubernetes.client.CoreV1Api(api_client)
+        self.leases = kubernetes.client.CoordinationV1Api(api_client)
+        self.node, self.ready_after_s = node, ready_after_s
+        self.capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", **(capacity or {})}
+        if gpus:
+            self.capacity["nvidia.com/gpu"] = str(gpus)
+        self.stop_flag = threading.Event()
+        self.bound_at: dict[str, float] = {}  # pod uid -> when first seen bound here
+        self.marked: set[str] = set()
+        self.errors: list[str] = []
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> "PodReadyMarker":
+        self._register()
+        self._renew_lease()
+        # TaintNodesByCondition admission taints a new Node not-ready:NoSchedule; the
+        # node lifecycle controller lifts it once it sees the Ready condition.
+        deadline = time.monotonic() + 60
+        while any(t.effect == "NoSchedule" for t in self.core.read_node(self.node).spec.taints or []):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Node {self.node} still tainted: {self.core.read_node(self.node).spec.taints}")
+            time.sleep(0.2)
+        super().start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        if self.is_alive():
+            self.join(10)
+        try:
+            self.core.delete_node(self.node)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        try:
+            self.leases.delete_namespaced_lease(self.node, "kube-node-lease")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def run(self) -> None:
+        renewed = time.monotonic()
+        while not self.stop_flag.is_set():
+            try:
+                if time.monotonic() - renewed >= LEASE_RENEW_S:
+                    self._renew_lease()
+                    renewed = time.monotonic()
+                self._sync_pods()
+            except ApiException as exc:  # recorded, and the loop goes on as a kubelet's would
+                self.errors.append(f"{exc.status} {exc.reason}")
+            self.stop_flag.wait(0.1)
+
+    # ---- the Node ----------------------------------------------------------------------
+
+    def _register(self) -> None:
+        now = _now()
+        node = {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": self.node, "labels": {"kubernetes.io/hostname": self.node,
+                                                       "kubernetes.io/os": "linux"}},
+            "status": {
+                "capacity": self.capacity, "allocatable": self.capacity,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                "message": "test stand-in: nothing runs", "lastHeartbeatTime": now,
+                                "lastTransitionTime": now}],
+            },
+        }
+        self.core.create_node(node)  # Nodes keep the status they are created with
+
+    def _renew_lease(self) -> None:
+        body = {"metadata": {"name": self.node, "namespace": "kube-node-lease"},
+                "spec": {"holderIdentity": self.node, "leaseDurationSeconds": 40, "renewTime": _now(micro=True)}}
+        try:
+            self.leases.patch_namespaced_lease(self.node, "kube-node-lease", {"spec": body["spec"]})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.leases.create_namespaced_lease("kube-node-lease", body)
+
+    # ---- its pods ----------------------------------------------------------------------
+
+    def _sync_pods(self) -> None:
+        pods = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={self.node}").items
+        for pod in pods:
+            uid, ns, name = pod.metadata.uid, pod.metadata.namespace, pod.metadata.name
+            if pod.metadata.deletion_timestamp:
+                try:
+                    self.core.delete_namespaced_pod(name, ns, grace_period_seconds=0,
+                                                    body=kubernetes.client.V1DeleteOptions(
+                                                        grace_period_seconds=0,
+                                                        preconditions={"uid": uid}))
+                except ApiException as exc:
+                    if exc.status not in (404, 409):
+                        raise
+                continue
+            first = self.bound_at.setdefault(uid, time.monotonic())
+            if uid in self.marked or time.monotonic() - first < self.ready_after_s:
+                continue
+            self._mark_ready(pod)
+            self.marked.add(uid)
+
+    def _mark_ready(self, pod: Any) -> None:
+        now = _now()
+        conditions = [{"type": t, "status": "True", "lastTransitionTime": now}
+                      for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")]
+        status = {
+            "phase": "Running", "startTime": now, "hostIP": "127.0.0.1",
+            "conditions": conditions,
+            "containerStatuses": [{"name": c.name, "image": c.image, "imageID": "", "ready": True, "started": True,
+                                   "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                                  for c in pod.spec.containers],
+        }
+        try:
+            self.core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, {"status": status},
+                                                  _content_type=STRATEGIC)
+        except ApiException as exc:
+            if exc.status != 404:  # deleted meanwhile
+                raise
+
+
+def bind_models_claim(api_client: kubernetes.client.ApiClient, namespace: str, claim: str = "models") -> str:
+    """A PersistentVolumeClaim ``claim`` in ``namespace``, pre-bound to a hostPath
+    PersistentVolume, so pods of samples with ``storageUri: pvc://models/...``
+    are schedulable (an unbound claim keeps them Pending). Returns the PV's name, which
+    the caller deletes (Retain: a hostPath volume has no deleter)."""
+    core = kubernetes.client.CoreV1Api(api_client)
+    pv_name = f"{claim}-{namespace}"
+    core.create_persistent_volume({
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv_name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain",
+                 "hostPath": {"path": f"/tmp/tritonscale-test-models/{namespace}"},
+                 "claimRef": {"namespace": namespace, "name": claim}},
+    })
+    core.create_namespaced_persistent_volume_claim(namespace, {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim},
+        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": pv_name,
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    })
+    return pv_name
