@@ -30,7 +30,7 @@ import sysconfig
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterable, Sequence
+from typing import IO, Iterable, Mapping, Sequence
 
 import httpx
 
@@ -230,6 +230,10 @@ class TritonProcess:
     log_path: Path | None = None
     extra_args: Sequence[str] = ()
     install: TritonInstall | None = None
+    #: A pod container's args (after the binary), paths and ports already mapped by the
+    #: kubelet: they replace the flags below except those only this machine needs.
+    container_args: Sequence[str] | None = None
+    env: Mapping[str, str] = field(default_factory=dict)  # the container's env, over the runtime's
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
     _log: IO[bytes] | None = field(default=None, init=False, repr=False)
 
@@ -270,20 +274,28 @@ class TritonProcess:
 
     def command(self) -> list[str]:
         inst = self.install or find_tritonserver()
+        # What this machine needs whatever the pod asked for: bind the loopback interface
+        # only (a container would have its own network namespace), the bundled python
+        # backend, and a unique shm prefix so stop() can remove the /dev/shm regions a
+        # SIGKILL leaves behind.
+        runtime = [
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            "--metrics-address=127.0.0.1",
+            f"--backend-directory={inst.backend_dir}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+        ]
+        if self.container_args is not None:
+            return [str(inst.binary), *runtime, *self.container_args]
         return [
             str(inst.binary),
             f"--model-repository={self.model_repository}",
             f"--http-port={self.http_port}",
             f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}",
-            "--http-address=127.0.0.1",
-            "--grpc-address=127.0.0.1",
-            "--metrics-address=127.0.0.1",
             "--metrics-config=summary_latencies=true",
             "--allow-gpu-metrics=false",
-            f"--backend-directory={inst.backend_dir}",
-            # A unique shm prefix lets stop() remove /dev/shm regions a SIGKILL leaves behind.
-            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+            *runtime,
             *self.extra_args,
         ]
 
@@ -292,7 +304,8 @@ class TritonProcess:
         if self.is_alive():
             raise RuntimeError(f"tritonserver already running (pid {self.pid})")
         inst = self.install = self.install or find_tritonserver()
-        self._proc, self._log = process_group.spawn(self.command(), log_path=self.log_path, env=inst.env(),
+        env = {**inst.env(), **self.env}
+        self._proc, self._log = process_group.spawn(self.command(), log_path=self.log_path, env=env,
                                                     cwd=self.model_repository)
         process_group.register(self)
         return self

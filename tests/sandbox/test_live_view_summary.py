@@ -1,18 +1,16 @@
-"""Fast tests of the sandbox's pure parts: event parsing, the live line, the summary,
-and the node agent's ReplicaSet/rollout arithmetic (with fake pods, no processes)."""
+"""Fast tests of the sandbox's pure reporting parts: Scaled-event parsing, the live
+line, the recorder's windows, the summary and the plot."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from tritonscale.sandbox.live_view import Recorder, Sample, format_line, parse_scaled_event
 from tritonscale.sandbox.loadgen import RequestRecord
-from tritonscale.sandbox.node_agent import NodeAgent, Pod, Workload, _victims
 from tritonscale.sandbox.summary import Phase, build_summary, write_plot, write_summary
 
 
@@ -62,66 +60,3 @@ def test_summary_has_the_issue_keys_and_per_phase_p95(tmp_path: Path):
     write_summary(summary, tmp_path / "s.json")
     write_plot(summary, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 10_000
-
-
-# --------------------------------------------------------------------------- agent arithmetic
-
-
-def _pod(index: int, ready: bool, config_hash: str = "h1") -> Pod:
-    return Pod(name=f"linear-{index}", index=index, config_hash=config_hash, process=SimpleNamespace(),
-               created_at=0.0, state="ready" if ready else "starting")
-
-
-class _CountingAgent(NodeAgent):
-    """``_start`` / ``_stop`` record instead of running processes."""
-
-    def __init__(self) -> None:
-        super().__init__(cluster=SimpleNamespace(), workdir=Path("/nonexistent"))
-        self.started: list[str] = []
-        self.stopped: list[str] = []
-
-    def _start(self, w: Workload) -> Pod:
-        pod = _pod(w.next_index, ready=False, config_hash=w.template_hash)
-        w.next_index += 1
-        w.pods.append(pod)
-        self.started.append(pod.name)
-        return pod
-
-    def _stop(self, w: Workload, pod: Pod) -> None:
-        pod.state = "stopping"
-        self.stopped.append(pod.name)
-
-
-def _workload(replicas: int, pods: list[Pod], template_hash: str = "h1") -> Workload:
-    return Workload("default", "linear", "linear", replicas=replicas, template_hash=template_hash,
-                    pods=pods, next_index=max([p.index for p in pods], default=-1) + 1)
-
-
-def test_scale_down_removes_not_ready_then_newest():
-    assert [p.name for p in _victims([_pod(0, True), _pod(1, True), _pod(2, False), _pod(3, True)], 2)] == \
-        ["linear-2", "linear-3"]
-    agent = _CountingAgent()
-    agent._reconcile(_workload(1, [_pod(0, True), _pod(1, True), _pod(2, True)]))
-    assert agent.stopped == ["linear-2", "linear-1"] and agent.started == []
-
-
-def test_scale_up_starts_all_missing_pods_at_once():
-    agent = _CountingAgent()
-    agent._reconcile(_workload(4, [_pod(0, True)]))
-    assert agent.started == ["linear-1", "linear-2", "linear-3"]
-
-
-def test_rollout_surges_one_and_keeps_ready_at_spec_replicas():
-    agent = _CountingAgent()
-    w = _workload(2, [_pod(0, True), _pod(1, True)], template_hash="h2")
-    agent._reconcile(w)  # surge: one new pod, no old one stopped yet
-    assert agent.started == ["linear-2"] and agent.stopped == []
-    agent._reconcile(w)  # the new pod is not ready: nothing else happens
-    assert agent.started == ["linear-2"] and agent.stopped == []
-    w.pods[2].state = "ready"
-    agent._reconcile(w)  # 3 ready > 2: stop the newest old pod, surge the next new one
-    assert agent.stopped == ["linear-1"] and agent.started == ["linear-2", "linear-3"]
-    w.pods[3].state = "ready"
-    agent._reconcile(w)
-    assert agent.stopped == ["linear-1", "linear-0"]
-    assert sorted(p.name for p in w.live) == ["linear-2", "linear-3"]

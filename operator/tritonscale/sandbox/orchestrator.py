@@ -1,0 +1,408 @@
+"""The sandbox's run: bring everything up, replay the load, tear everything down.
+
+In this order, stopped in reverse on exit, error, Ctrl-C or SIGTERM:
+
+1. a real control plane (:class:`tritonscale.cluster.ControlPlane`: etcd,
+   kube-apiserver, kube-controller-manager, kube-scheduler), or the cluster of
+   ``--kubeconfig``; its kubeconfig is printed first, for ``kubectl``;
+2. the InferenceService CRD and the model store (:mod:`cluster_setup`);
+3. a real Prometheus (Debian's package) whose file_sd the kubelets fill;
+4. the kubelet(s) (:mod:`kubelet`), each a Node whose pods run as tritonservers,
+   each as ``system:node:<name>`` when the sandbox started the control plane;
+5. the operator, ``tritonscale run``, as a subprocess;
+6. the InferenceService; once its warm floor is Ready, in the EndpointSlices and
+   scraped, the load generator sends to the Service's ready endpoints
+   (:mod:`service_routing`), with one live line per second.
+
+``run_sandbox`` returns what was recorded (:class:`SandboxResult`); the summary and
+plot are written by the CLI (:mod:`command`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Optional
+
+from tritonscale.api.spec import GROUP, PLURAL, VERSION
+from tritonscale.render.kubernetes_objects import LABEL
+from tritonscale.sandbox import loadgen
+from tritonscale.sandbox import prometheus_server as prometheus_runtime
+from tritonscale.sandbox.cluster_setup import apply_crd, provision_model_store
+from tritonscale.sandbox.kubelet import Kubelet, KubeletEvent, ScrapeTargets
+from tritonscale.sandbox.live_view import LiveView, Recorder, Sample, ScaleEvent
+from tritonscale.sandbox.node_registration import machine_resources
+from tritonscale.sandbox.operator_process import OperatorProcess
+from tritonscale.sandbox.pod_network import PodNetwork
+from tritonscale.sandbox.scenario import (LoadShape, SandboxError, Scenario, build_load, describe_config,
+                                          load_service, model_store)
+from tritonscale.sandbox.service_routing import ServiceRouter
+from tritonscale.sandbox.summary import build_summary
+
+# Startup budgets. With the operator's probes (startup and readiness every 5 s) the first
+# replica is Ready 5-10 s after the Deployment appears; Prometheus sees a new file_sd
+# target ~5 s after it is written. A fresh machine builds the control plane first:
+# that has no budget here (the build prints its own progress).
+DEPLOYMENT_TIMEOUT_S = 60.0
+FIRST_READY_TIMEOUT_S = 120.0
+TARGET_UP_TIMEOUT_S = 30.0
+TEARDOWN_STEP_S = 30.0
+
+
+class Stopped(Exception):
+    """``stop`` was set (Ctrl-C, SIGTERM) while waiting."""
+
+
+@dataclass
+class SandboxResult:
+    summary: dict[str, Any]
+    recorder: Recorder
+    shape: LoadShape
+    config: dict[str, Any]
+    interrupted: bool
+    workdir: Path
+    kubeconfig: Optional[Path] = None
+    pids: list[int] = field(default_factory=list)  # every process (group) started
+    leftover_pids: list[int] = field(default_factory=list)  # groups still alive after teardown
+
+    @property
+    def samples(self) -> list[Sample]:
+        return self.recorder.samples
+
+    @property
+    def scale_events(self) -> list[ScaleEvent]:
+        return self.recorder.scale_events
+
+
+def group_alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def api_client(kubeconfig: Path) -> Any:
+    import kubernetes
+
+    cfg = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(str(kubeconfig), client_configuration=cfg)
+    return kubernetes.client.ApiClient(cfg)
+
+
+async def until(stop: asyncio.Event, awaitable: Awaitable[Any]) -> Any:
+    """Await ``awaitable`` unless ``stop`` is set first (then raise Stopped)."""
+    task = asyncio.ensure_future(awaitable)
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if task not in done:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        raise Stopped()
+    return task.result()
+
+
+async def poll(stop: asyncio.Event, predicate: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        await until(stop, asyncio.sleep(interval))
+    return None
+
+
+class ClusterReader:
+    """The once-a-second reads of the live view: the Deployment, the InferenceService, Events."""
+
+    def __init__(self, client: Any, namespace: str, name: str) -> None:
+        import kubernetes
+
+        self.apps = kubernetes.client.AppsV1Api(client)
+        self.custom = kubernetes.client.CustomObjectsApi(client)
+        self.core = kubernetes.client.CoreV1Api(client)
+        self.namespace, self.name = namespace, name
+
+    def deployment(self) -> Optional[dict[str, Any]]:
+        import kubernetes
+
+        try:
+            return json.loads(self.apps.read_namespaced_deployment(self.name, self.namespace,
+                                                                  _preload_content=False).data)
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def restart_counts(self) -> dict[str, int]:
+        """``containerStatuses[].restartCount`` of the InferenceService's pods, as the API has them."""
+        pods = json.loads(self.core.list_namespaced_pod(self.namespace, label_selector=f"{LABEL}={self.name}",
+                                                        _preload_content=False).data)["items"]
+        return {p["metadata"]["name"]: sum(c.get("restartCount", 0) for c in
+                                           (p.get("status") or {}).get("containerStatuses") or [])
+                for p in pods}
+
+    def read(self) -> tuple[Optional[int], int, Optional[float], list[tuple[str, str]]]:
+        """(spec.replicas, status.readyReplicas, the operator's p95, the Scaled Events as (uid, message))."""
+        dep = self.deployment() or {}
+        desired = (dep.get("spec") or {}).get("replicas")
+        ready = int((dep.get("status") or {}).get("readyReplicas") or 0)
+        obj = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name)
+        p95 = (obj.get("status") or {}).get("p95Milliseconds")
+        items = json.loads(self.core.list_namespaced_event(self.namespace, _preload_content=False).data)["items"]
+        scaled = [(e["metadata"]["uid"], e.get("message") or "") for e in items if e.get("reason") == "Scaled"
+                  and (e.get("involvedObject") or {}).get("name") == self.name]
+        return desired, ready, p95, scaled
+
+
+async def run_sandbox(scenario: Scenario, *, stop: Optional[asyncio.Event] = None,
+                      view: Optional[LiveView] = None) -> SandboxResult:
+    """Bring everything up, replay the load, tear everything down; return what was recorded.
+
+    Setting ``stop`` ends the run early (what Ctrl-C does); the result then has
+    ``interrupted`` True and covers what ran. Raises :class:`SandboxError` if a part
+    fails to start (after tearing down what did start).
+    """
+    stop = stop or asyncio.Event()
+    wall0 = time.monotonic()
+    body = load_service(scenario)
+    config = describe_config(body)
+    shape = build_load(scenario)
+    ns, name, model = config["namespace"], config["inferenceservice"], config["model"]
+    view = view or LiveView(config["target_p95_ms"])
+    recorder = Recorder(shape.arrivals, config["target_p95_ms"])
+
+    temp_workdir = scenario.workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="tritonscale-sandbox-")) if temp_workdir else Path(scenario.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    view.say(f"sandbox: {shape.description} for {scenario.duration_s:g} s against {name} "
+             f"(a {config['cost_base_ms']:g} ms + b {config['cost_per_item_ms']:g} ms x n, batch <= "
+             f"{config['max_batch_size']}, ~{config['replica_capacity_rps']:g} rps per replica; "
+             f"target p95 {config['target_p95_ms']:g} ms, replicas {config['min_replicas']}..{config['max_replicas']})")
+    view.say(f"sandbox: logs in {workdir}" + (" (removed after a clean run; keep them with --workdir)"
+                                             if temp_workdir else ""))
+
+    pids: list[int] = []
+    teardown: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
+    kubelets: list[Kubelet] = []
+    interrupted = failed = False
+    kubeconfig: Optional[Path] = None
+    t0: Optional[float] = None  # perf_counter at the start of the load
+
+    def load_t() -> float:
+        return time.perf_counter() - t0 if t0 is not None else 0.0
+
+    def on_kubelet_event(ev: KubeletEvent) -> None:
+        if ev.service != name:
+            return
+        text = ev.message.split(" (")[0] if ev.kind in ("started", "restarted", "stopping") else ev.message
+        if t0 is None:
+            view.say(f"sandbox: {text}")
+            return
+        if ev.kind in ("crashed", "restarted", "ready", "backoff", "unhealthy"):
+            recorder.add_mark(load_t(), ev.kind, ev.message)
+        view.note(text)
+
+    try:
+        # 1. The control plane.
+        if scenario.kubeconfig is not None:
+            kubeconfig, plane = Path(scenario.kubeconfig), None
+            view.say(f"sandbox: using the cluster of {kubeconfig}")
+        else:
+            from tritonscale.cluster import ClusterError, ControlPlane
+
+            plane = ControlPlane(workdir / "control-plane", progress=lambda line: view.say(f"sandbox: {line}"))
+            starting = asyncio.ensure_future(asyncio.to_thread(plane.start))
+
+            async def stop_plane() -> None:
+                await asyncio.gather(starting, return_exceptions=True)  # start() cleans up after itself
+                await asyncio.to_thread(plane.stop)
+            teardown.append(("control plane", stop_plane))
+            try:
+                kubeconfig = await until(stop, asyncio.shield(starting))
+            except ClusterError as exc:
+                raise SandboxError(f"the control plane did not start: {exc}") from exc
+            pids.extend(plane.pids().values())
+        view.say(f"sandbox: kubeconfig {kubeconfig}  (try: kubectl --kubeconfig {kubeconfig} "
+                 "get tis,deploy,rs,pods,endpointslices)")
+        admin = api_client(kubeconfig)
+
+        # 2. The CRD and the model store.
+        crd_name = await until(stop, asyncio.to_thread(apply_crd, admin))
+        claim, path = model_store(body)
+        pv = await until(stop, asyncio.to_thread(provision_model_store, admin, workdir / "model-store", ns, claim,
+                                                 path))
+        view.say(f"sandbox: CRD {crd_name} established; claim {ns}/{claim} bound to {pv} "
+                 f"({workdir / 'model-store'}, the cost model at {path}/1/model.py)")
+
+        # 3. Prometheus, scraping what the kubelets write into file_sd.
+        prom = prometheus_runtime.PrometheusServer(workdir / "prometheus", scrape_interval_s=1.0)
+        prom.start()
+        if prom.pid:
+            pids.append(prom.pid)
+        teardown.append(("Prometheus", lambda: asyncio.to_thread(prom.stop, 5.0)))
+        if not await until(stop, prom.wait_ready(30)):
+            raise SandboxError(f"Prometheus did not become ready; its log:\n{prom.read_log()[-2000:]}")
+        view.say(f"sandbox: Prometheus {prom.url} (scrape 1 s, file_sd {prom.targets_path})")
+
+        # 4. The kubelets.
+        network, targets = PodNetwork(), ScrapeTargets(prom)
+        resources = machine_resources(scenario.gpus_per_node, scenario.nodes)
+        for i in range(scenario.nodes):
+            node = f"sandbox-node-{i}"
+            identity = (plane.kubeconfig_for(f"system:node:{node}", ["system:nodes"]) if plane is not None
+                        else kubeconfig)
+            kubelet = Kubelet(api_client(identity), workdir, node_name=node, node_index=i, resources=resources,
+                              network=network, targets=targets, on_event=on_kubelet_event)
+            kubelets.append(kubelet)
+            teardown.append((f"kubelet {node} and its tritonservers", kubelet.stop))
+            await until(stop, kubelet.start())
+        view.say(f"sandbox: {scenario.nodes} Node(s) registered, each with cpu {resources.cpu}, "
+                 f"nvidia.com/gpu {resources.gpus} (tritonservers it runs; --gpus to change)")
+        router = ServiceRouter(admin, ns, name, network).start()
+        teardown.append(("Service router", lambda: asyncio.to_thread(router.stop)))
+
+        # 5. The operator.
+        operator = OperatorProcess(kubeconfig, prom.url, workdir / "operator.log").start()
+        if operator.pid:
+            pids.append(operator.pid)
+        teardown.append(("operator", lambda: asyncio.to_thread(operator.stop)))
+        view.say(f"sandbox: operator running (pid {operator.pid})")
+
+        # 6. The InferenceService; wait for the warm floor: Ready, routed to and scraped.
+        reader = ClusterReader(admin, ns, name)
+        await until(stop, asyncio.to_thread(reader.custom.create_namespaced_custom_object,
+                                            GROUP, VERSION, ns, PLURAL, body))
+        view.say(f"sandbox: created InferenceService {ns}/{name}; waiting for {config['floor']} ready replica(s)")
+
+        async def deployment_exists() -> bool:
+            return await asyncio.to_thread(reader.deployment) is not None
+        deadline = time.monotonic() + DEPLOYMENT_TIMEOUT_S
+        while not await until(stop, deployment_exists()):
+            if not operator.alive() or time.monotonic() > deadline:
+                raise SandboxError(f"the operator created no Deployment {ns}/{name} "
+                                   f"(alive: {operator.alive()}); its log:\n{operator.log_tail()}")
+            await until(stop, asyncio.sleep(0.2))
+        ready = await poll(stop, lambda: len(router.backends()) >= config["floor"] or not operator.alive(),
+                           FIRST_READY_TIMEOUT_S)
+        if not ready or not operator.alive():
+            logs = sorted(workdir.glob("pods/*/*/*.log"))
+            tails = "\n".join(f"{p}:\n{p.read_text(errors='replace')[-1500:]}" for p in logs[:2])
+            raise SandboxError(f"no ready endpoint of {name} after {FIRST_READY_TIMEOUT_S:.0f} s; operator alive: "
+                               f"{operator.alive()}; pod logs:\n{tails or '(no pod started)'}\n"
+                               f"operator log:\n{operator.log_tail(1500)}")
+        for kubelet in kubelets:
+            for worker in kubelet.pods_of(ns, name):
+                address = worker.host_address("metrics")
+                if address and not await until(stop, prom.wait_target_up(address, TARGET_UP_TIMEOUT_S)):
+                    raise SandboxError(f"Prometheus never scraped {worker.name} at {address}; "
+                                       f"its log:\n{prom.read_log()[-2000:]}")
+        view.say(f"sandbox: {name} ready, in its EndpointSlices ({', '.join(f'{a}:{p}' for a, p in router.endpoints())})"
+                 f" and scraped after {time.monotonic() - wall0:.1f} s; starting the load")
+
+        # 7. The load, the live view and (optionally) a crash.
+        t0 = time.perf_counter()
+        load_task = asyncio.create_task(loadgen.run_load(
+            router.backends, model, shape.arrivals, on_result=lambda rec: recorder.on_result(rec, load_t()),
+            timeout_s=scenario.request_timeout_s))
+
+        async def record() -> None:
+            desired, ready, p95 = config["floor"], 0, None
+            restarts: dict[str, int] = {}
+            tick = 1
+            while True:
+                await asyncio.sleep(max(0.0, t0 + tick - time.perf_counter()))
+                try:
+                    got, ready, p95, scaled = await asyncio.to_thread(reader.read)
+                    desired = got if got is not None else desired
+                    for uid, message in scaled:
+                        ev = recorder.add_scale_event(uid, load_t(), message)
+                        if ev is not None:
+                            view.note(ev.text)
+                    for pod, count in (await asyncio.to_thread(reader.restart_counts)).items():
+                        if count > restarts.get(pod, 0):
+                            recorder.add_mark(load_t(), "restartCount", f"{pod} restartCount {count} in its status")
+                        restarts[pod] = count
+                except Exception as exc:  # the view must survive an API hiccup
+                    view.note(f"(reading the cluster failed: {exc.__class__.__name__})")
+                view.show(recorder.take_sample(load_t(), ready, desired, p95))
+                tick += 1
+
+        async def chaos() -> None:
+            assert scenario.kill_at_s is not None
+            await asyncio.sleep(max(0.0, t0 + scenario.kill_at_s - time.perf_counter()))
+            for kubelet in kubelets:
+                try:
+                    pod = kubelet.kill(ns, name)
+                except LookupError:
+                    continue
+                recorder.add_mark(load_t(), "killed", f"killed {pod}'s tritonserver (SIGKILL)")
+                view.note(f"killed {pod} (SIGKILL)")
+                return
+            view.note("kill skipped: no ready pod")
+
+        side = [asyncio.create_task(record())]
+        if scenario.kill_at_s is not None:
+            side.append(asyncio.create_task(chaos()))
+        try:
+            await until(stop, asyncio.shield(load_task))
+        finally:
+            for task in side:
+                task.cancel()
+            if not load_task.done():
+                load_task.cancel()
+            await asyncio.gather(load_task, *side, return_exceptions=True)
+        if not recorder.samples or recorder.samples[-1].t < load_t() - 0.5:
+            try:
+                desired, ready, p95, _ = await asyncio.to_thread(reader.read)
+            except Exception:
+                last = recorder.samples[-1] if recorder.samples else None
+                desired, ready, p95 = (last.desired if last else None), (last.ready if last else 0), None
+            view.show(recorder.take_sample(load_t(), ready, desired or 0, p95))
+    except Stopped:
+        interrupted = True
+    except BaseException:  # SandboxError, a bug, or cancellation: tear down, keep the logs, re-raise
+        failed = True
+        raise
+    finally:
+        interrupted = interrupted or stop.is_set()
+        if teardown:
+            view.say("sandbox: stopping: " + ", ".join(n for n, _ in reversed(teardown)))
+        for what, fn in reversed(teardown):
+            try:
+                await asyncio.wait_for(fn(), TEARDOWN_STEP_S)
+            except Exception as exc:
+                view.say(f"sandbox: stopping the {what} failed: {exc!r}")
+        for kubelet in kubelets:
+            pids.extend(kubelet.started_pids)
+        leftovers = [p for p in pids if group_alive(p)]
+        if leftovers:
+            view.say(f"sandbox: processes still running after teardown: {leftovers}")
+        if temp_workdir and not failed and not leftovers and not interrupted:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    summary = build_summary(
+        records=recorder.records, samples=recorder.samples, scale_events=recorder.scale_events,
+        marks=recorder.marks, phases=shape.phases, restarts=sum(k.restarts for k in kubelets),
+        cold_starts_s=[c for k in kubelets for c in k.cold_starts_s], config=config,
+        scenario={"load": scenario.load, "description": shape.description, "duration_s": scenario.duration_s,
+                  "rate_scale": scenario.rate_scale, "seed": scenario.seed, "kill_at_s": scenario.kill_at_s,
+                  "nodes": scenario.nodes, "gpus_per_node": kubelets[0].resources.gpus if kubelets else None,
+                  "title": f"tritonscale sandbox: {shape.description}, {name} "
+                           f"(a={config['cost_base_ms']:g} ms, b={config['cost_per_item_ms']:g} ms, "
+                           f"batch<={config['max_batch_size']}), target p95 {config['target_p95_ms']:g} ms"},
+        interrupted=interrupted, wall_s=time.monotonic() - wall0,
+    )
+    summary["leftover_processes"] = leftovers
+    return SandboxResult(summary, recorder, shape, config, interrupted, workdir, kubeconfig, pids, leftovers)

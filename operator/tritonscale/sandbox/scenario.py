@@ -1,0 +1,219 @@
+"""What the sandbox runs: the InferenceService, its model store, and the load shapes.
+
+- :data:`SANDBOX_SIZING` sizes ``manifests/samples/python-cpu.yaml`` for a 2-core
+  machine (``--service FILE`` runs another, python backend and ``gpus: 0``);
+- :func:`build_load` turns ``--load step|burst|trace[:FILE]`` into arrival times
+  and named phases;
+- :func:`model_store` says which PersistentVolumeClaim and path the model's
+  ``storageUri`` (``pvc://CLAIM/PATH``) names: the sandbox provisions that claim on
+  a host directory holding the cost model, which the pod's init container links into
+  the model repository as it would from any claim.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import yaml
+
+import tritonscale
+from tritonscale.sandbox import loadgen
+from tritonscale.sandbox.summary import Phase
+
+PACKAGE_ROOT = Path(tritonscale.__file__).resolve().parent.parent  # operator/
+REPO = PACKAGE_ROOT.parent
+SAMPLE = REPO / "manifests" / "samples" / "python-cpu.yaml"
+DEFAULT_TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
+NAMESPACE = "default"
+
+
+class SandboxError(Exception):
+    """A part failed to start or the input cannot run; the message says which and how to fix it."""
+
+
+# The sample sized so one replica saturates well below what a Python load generator
+# pushes on 2 cores. A batch of n costs 20 + 15n ms and batches hold at most 4, so one
+# replica serves at most 4 / 80 ms = 50 rps, and a lone request takes 35 ms. Measured
+# on one replica: p95 ~100 ms at 10-23 rps, 180 ms at 35 rps, 390 ms at 45 rps. So the
+# step's 70 rps high phase needs 2-3 replicas against the 200 ms target, and the 15 and
+# 10 rps phases fit one at half the target. (With a = 40, b = 10 the same 50 rps
+# ceiling came with p95 130-220 ms at 17 rps per replica: too close to the target to
+# tell a good scale-up from a bad one.) Scaling ticks every 2 s on a 10 s rate window
+# with a 20 s scale-down window, so a 150 s run shows both directions, even though
+# Triton's p95 summary keeps a breach for up to 60 s.
+SANDBOX_SIZING: dict[str, Any] = {
+    "model": {
+        "maxBatchSize": 4,
+        "warmup": {"batchSizes": [1, 4]},
+        "parameters": {"cost_base_ms": "20", "cost_per_item_ms": "15"},
+    },
+    "batching": {"maxQueueDelayMicroseconds": 2000, "preferredBatchSizes": [2, 4]},
+    # Each tritonserver stands in for a one-GPU replica, so each asks for one of the
+    # GPUs the sandbox's Node advertises (node_registration.py): the scheduler then
+    # keeps replicas within what this machine runs, and more stay Pending, as on a
+    # full GPU cluster. It is asked for here and not with runtime.gpus: 1 because
+    # that renders KIND_GPU, which this GPU-less tritonserver cannot load.
+    "runtime": {"resources": {"limits": {"nvidia.com/gpu": "1"}}},
+    "scaling": {
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "targetP95Milliseconds": 200,
+        "intervalSeconds": 2,
+        "windowSeconds": 10,
+        "scaleDown": {"stabilizationSeconds": 20},
+    },
+}
+
+# Load shapes (rates are multiplied by --rate-scale).
+STEP_PHASES = (("base", 0.12, 15.0), ("high", 0.40, 70.0), ("low", 0.48, 10.0))  # share of --duration, rps
+BURST = {"base_rps": 15.0, "burst_rps": 80.0, "period_s": 50.0, "burst_s": 12.0}
+# The Azure trace averages 5.4 rps; x10 gives ~50 rps, one replica's capacity, with
+# 5 s peaks near 60 rps.
+TRACE_RATE_SCALE = 10.0
+
+
+@dataclass
+class Scenario:
+    duration_s: float = 150.0
+    load: str = "step"  # step | burst | trace[:FILE]
+    rate_scale: Optional[float] = None  # None: 1 for step/burst, TRACE_RATE_SCALE for a trace
+    seed: int = 0
+    service_file: Optional[Path] = None  # None: the python-cpu sample with SANDBOX_SIZING
+    kill_at_s: Optional[float] = None  # SIGKILL one ready tritonserver at this time
+    step_phases: Optional[list[tuple[str, float, float]]] = None  # (name, seconds, rps): overrides the step
+    workdir: Optional[Path] = None  # None: a temporary directory, removed after a clean run
+    request_timeout_s: float = 30.0
+    kubeconfig: Optional[Path] = None  # None: start a control plane; else use that cluster
+    nodes: int = 1  # sandbox kubelets (Nodes), sharing this machine
+    gpus_per_node: Optional[int] = None  # None: node_registration.GPUS_PER_CORE per core of each Node
+
+
+@dataclass
+class LoadShape:
+    arrivals: np.ndarray
+    phases: list[Phase]
+    description: str
+
+
+def build_load(scenario: Scenario) -> LoadShape:
+    kind, _, arg = scenario.load.partition(":")
+    d = float(scenario.duration_s)
+    if kind == "step":
+        scale = scenario.rate_scale or 1.0
+        spec = scenario.step_phases or [(n, share * d, rps) for n, share, rps in STEP_PHASES]
+        phases, t = [], 0.0
+        for name, seconds, rps in spec:
+            phases.append(Phase(name, t, t + seconds, rps * scale))
+            t += seconds
+        arrivals = loadgen.step_schedule([(p.end_s - p.start_s, p.rps) for p in phases], seed=scenario.seed)
+        desc = "step " + " -> ".join(f"{p.rps:g}" for p in phases) + " rps"
+        return LoadShape(arrivals, phases, desc)
+    if kind == "burst":
+        scale = scenario.rate_scale or 1.0
+        b = BURST
+        arrivals = loadgen.burst_schedule(b["base_rps"] * scale, b["burst_rps"] * scale, b["period_s"],
+                                          b["burst_s"], d, seed=scenario.seed)
+        phases, t = [], 0.0
+        while t < d:
+            for name, length, rps in (("base", b["period_s"] - b["burst_s"], b["base_rps"]),
+                                      ("burst", b["burst_s"], b["burst_rps"])):
+                end = min(d, t + length)
+                if end > t:
+                    phases.append(Phase(name, t, end, rps * scale))
+                t = end
+        desc = (f"burst {b['base_rps'] * scale:g} rps with {b['burst_s']:g} s at {b['burst_rps'] * scale:g} rps "
+                f"every {b['period_s']:g} s")
+        return LoadShape(arrivals, phases, desc)
+    if kind == "trace":
+        path = Path(arg) if arg else DEFAULT_TRACE
+        scale = scenario.rate_scale or TRACE_RATE_SCALE
+        arrivals = loadgen.trace_schedule(path, rate_scale=scale, duration_s=d)
+        thirds = [(0.0, d / 3), (d / 3, 2 * d / 3), (2 * d / 3, d)]
+        phases = [Phase(f"{a:.0f}-{b:.0f}s", a, b) for a, b in thirds]
+        return LoadShape(arrivals, phases, f"trace {path.name} x{scale:g} ({len(arrivals) / d:.1f} rps mean)")
+    raise ValueError(f"--load must be step, burst or trace[:FILE], not {scenario.load!r}")
+
+
+def _merge(base: Any, over: Any) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge(base.get(k), v)
+        return out
+    return copy.deepcopy(over)
+
+
+def load_service(scenario: Scenario) -> dict[str, Any]:
+    """The InferenceService the sandbox creates, validated; SandboxError if unusable."""
+    from tritonscale.api.validation import validate_body
+
+    path = scenario.service_file or SAMPLE
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    body = next((d for d in docs if d.get("kind") == "InferenceService"), None)
+    if body is None:
+        raise SandboxError(f"{path}: no InferenceService document")
+    if scenario.service_file is None:
+        body["spec"] = _merge(body["spec"], SANDBOX_SIZING)
+    body.setdefault("metadata", {})["namespace"] = NAMESPACE
+    spec, problems = validate_body(body)
+    if spec is None or problems:
+        raise SandboxError(f"{path}: invalid InferenceService: " + "; ".join(str(p) for p in problems))
+    if spec.model.backend != "python" or spec.runtime.gpus != 0:
+        raise SandboxError(f"{path}: the sandbox runs the python cost model on CPU: "
+                           "spec.model.backend must be python and spec.runtime.gpus 0")
+    names = {t.name for t in spec.model.inputs}
+    if spec.model.inputs and names != {"x"}:
+        raise SandboxError(f"{path}: the cost model takes one FP32 input 'x' with dims [4]; got {sorted(names)}")
+    model_store(body)
+    return body
+
+
+def describe_config(body: dict[str, Any]) -> dict[str, Any]:
+    from tritonscale.api.validation import validate_body
+    from tritonscale.render.triton_config import model_name
+
+    spec, _ = validate_body(body)
+    assert spec is not None
+    a = float(spec.model.parameters.get("cost_base_ms", 20))
+    b = float(spec.model.parameters.get("cost_per_item_ms", 2))
+    n = max(1, spec.model.max_batch_size)
+    batching = spec.batching
+    s = spec.scaling
+    return {
+        "inferenceservice": body["metadata"]["name"],
+        "namespace": body["metadata"]["namespace"],
+        "model": model_name(spec, body["metadata"]["name"]),
+        "cost_base_ms": a,
+        "cost_per_item_ms": b,
+        "max_batch_size": spec.model.max_batch_size,
+        "preferred_batch_sizes": list(batching.preferred_batch_sizes) if batching and batching.enabled else [],
+        "max_queue_delay_us": batching.max_queue_delay_microseconds if batching and batching.enabled else None,
+        "warmup_batch_sizes": list(spec.model.warmup.batch_sizes) if spec.model.warmup else [],
+        # Full batches back to back: n requests every a + b*n ms.
+        "replica_capacity_rps": round(n / (a + b * n) * 1000.0, 1),
+        "target_p95_ms": s.target_p95_milliseconds,
+        "min_replicas": s.min_replicas,
+        "max_replicas": s.max_replicas,
+        "floor": s.floor,
+        "interval_s": s.interval_seconds,
+        "window_s": s.window_seconds,
+        "scale_down_stabilization_s": s.scale_down.stabilization_seconds,
+        "scale_up_max_step": s.scale_up.max_step,
+        "panic_threshold": s.panic_threshold,
+    }
+
+
+def model_store(body: dict[str, Any]) -> tuple[str, str]:
+    """``(claim, path)`` of the model's ``storageUri``; SandboxError unless it is ``pvc://CLAIM/PATH``."""
+    uri = ((body.get("spec") or {}).get("model") or {}).get("storageUri", "")
+    scheme, _, rest = uri.partition("://")
+    claim, _, path = rest.partition("/")
+    if scheme != "pvc" or not claim or not path:
+        raise SandboxError(f"spec.model.storageUri is {uri!r}: the sandbox serves the model from a "
+                           "PersistentVolumeClaim it provisions on this machine, so it must be pvc://CLAIM/PATH "
+                           "(s3:// and gs:// would need the cloud CLIs in the init container)")
+    return claim, path.strip("/")

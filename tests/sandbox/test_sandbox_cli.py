@@ -1,0 +1,98 @@
+"""``tritonscale sandbox`` before it starts anything: the preflight names what is
+missing with the command that fixes it, bad options are one-line errors, the load
+shapes and the InferenceService are what the run will use. No processes start."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pytest
+import yaml
+
+from tritonscale.cluster import build as cluster_build
+from tritonscale.sandbox import command
+from tritonscale.sandbox import prometheus_server as prometheus_runtime
+from tritonscale.sandbox import tritonserver as triton_runtime
+from tritonscale.sandbox.scenario import SAMPLE, SandboxError, Scenario, build_load, load_service, model_store
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_preflight_names_a_missing_tritonserver_and_the_command_that_installs_it(monkeypatch, capsys):
+    def absent(*_a, **_k):
+        raise RuntimeError("nvidia-pytriton is not installed (tritonserver binary not found); install with: ...")
+
+    monkeypatch.setattr(triton_runtime, "find_tritonserver", absent)
+    assert command.run(_args("--duration", "5")) == 1
+    err = capsys.readouterr().err
+    assert "tritonserver binary" in err and "nvidia-pytriton" in err
+    assert f"{sys.executable} -m pip install 'nvidia-pytriton==0.7.0'" in err
+    assert "Traceback" not in err
+
+
+def test_preflight_names_a_missing_prometheus_and_a_missing_trace(monkeypatch, capsys, tmp_path):
+    def absent():
+        raise RuntimeError("prometheus binary not found on PATH or in /usr/bin")
+
+    monkeypatch.setattr(prometheus_runtime, "find_prometheus", absent)
+    assert command.run(_args("--load", f"trace:{tmp_path / 'nope.csv'}")) == 1
+    err = capsys.readouterr().err
+    assert "prometheus binary" in err and "apt-get install -y prometheus" in err
+    assert f"trace file {tmp_path / 'nope.csv'}" in err
+    assert "tritonserver" not in err  # only what is really missing
+    assert ".ci/setup" in err
+
+
+def test_preflight_names_a_control_plane_it_cannot_build_unless_a_cluster_is_given(monkeypatch, capsys):
+    def no_go():
+        raise cluster_build.ClusterError("Go >= 1.24 is needed to build the control plane once (found: none)")
+
+    monkeypatch.setattr(cluster_build, "is_built", lambda _target: False)
+    monkeypatch.setattr(cluster_build, "find_go", no_go)
+    assert command.run(_args()) == 1
+    err = capsys.readouterr().err
+    assert "the Kubernetes control plane: Go >= 1.24 is needed" in err and "--kubeconfig FILE" in err
+    # With a running cluster (--kubeconfig) the binaries are not needed.
+    missing = command.preflight("step", external_cluster=True)
+    assert not [m for m in missing if "control plane" in m.what]
+
+
+def test_bad_options_are_one_line_errors(capsys, tmp_path):
+    for argv, message in [
+        (("--load", "sine"), "--load must be step, burst or trace[:FILE], not 'sine'"),
+        (("--nodes", "0"), "--nodes must be >= 1"),
+        (("--kubeconfig", str(tmp_path / "nope")), f"--kubeconfig {tmp_path / 'nope'}: no such file"),
+    ]:
+        assert command.run(_args(*argv)) == 1
+        assert capsys.readouterr().err.strip() == f"tritonscale sandbox: {message}"
+
+
+def test_load_shapes_name_their_phases():
+    step = build_load(Scenario(duration_s=100))
+    assert [p.name for p in step.phases] == ["base", "high", "low"]
+    assert step.phases[-1].end_s == pytest.approx(100)
+    burst = build_load(Scenario(duration_s=100, load="burst"))
+    assert {p.name for p in burst.phases} == {"base", "burst"}
+    assert burst.arrivals.size and burst.arrivals.max() < 100
+
+
+def test_the_sized_sample_asks_one_gpu_per_replica_and_serves_from_its_claim():
+    body = load_service(Scenario())
+    resources = body["spec"]["runtime"]["resources"]
+    assert resources["limits"] == {"nvidia.com/gpu": "1"} and resources["requests"]["cpu"] == "500m"
+    assert body["spec"]["runtime"]["gpus"] == 0  # KIND_CPU: this tritonserver has no GPU
+    assert model_store(body) == ("models", "linear")
+
+
+def test_a_service_the_sandbox_cannot_serve_is_refused_with_the_reason(tmp_path):
+    body = yaml.safe_load(SAMPLE.read_text())
+    body["spec"]["model"]["storageUri"] = "s3://bucket/linear"
+    path = tmp_path / "s3.yaml"
+    path.write_text(yaml.safe_dump(body))
+    with pytest.raises(SandboxError, match=r"storageUri is 's3://bucket/linear'.*pvc://CLAIM/PATH"):
+        load_service(Scenario(service_file=path))
