@@ -51,13 +51,23 @@ DEFAULT_COLD_START_S = 60.0
 # 20 minutes back (<= 120 samples whatever the tick).
 RATE_SAMPLE_S = 10.0
 RATE_MEMORY_S = 1200.0
-# Trend: least-squares slope of the rate over the last two minutes (>= 3 samples).
+# Trend: fitted over the last two minutes at least (longer for longer cold starts).
 TREND_S = 120.0
+# Rate noise: the rate's tick-to-tick variability (robust: median absolute difference of
+# consecutive samples over the last five minutes, as a standard deviation) is planned for at
+# the one-sided 95% normal quantile -- the objective is a p95. Poisson traffic at hundreds of
+# rps has ~1% noise per tick; the shared Azure trace's 10 s bursts show as ~10%.
+NOISE_S = 300.0
+NOISE_Z = 1.645
+# The level the plan starts from: the mean of the last minute, or the latest sample if higher.
+LEVEL_S = 60.0
 # A rise of the rate to at least this multiple of its minimum over the last cold start
 # is a jump no reactive scaler can follow in time; jumps are remembered (burst memory).
 RISE_FACTOR = 2.0
 MAX_RISES = 8
-# Burst memory: hold capacity for the longest gap seen between jumps, at most this long.
+# Burst memory: while jumps recur, hold capacity for twice the longest gap seen between
+# them (the next gap may well be longer than the few seen so far), at most 30 minutes.
+BURST_HOLD_GAPS = 2.0
 MAX_BURST_HOLD_S = 1800.0
 # Queue evidence for a breach: a queue of at least this many target-times of work per
 # ready replica means the replicas really are behind (the p95 summary lags by a minute).
@@ -375,33 +385,54 @@ def cold_start(state: State) -> float:
     return state.cold_start_s if state.cold_start_s is not None else DEFAULT_COLD_START_S
 
 
-def _slope(pts: list[tuple[float, float]]) -> float:
-    if len(pts) < 2:
-        return 0.0
-    tm = sum(t for t, _ in pts) / len(pts)
-    rm = sum(r for _, r in pts) / len(pts)
-    var = sum((t - tm) ** 2 for t, _ in pts)
-    return 0.0 if var <= 0 else sum((t - tm) * (r - rm) for t, r in pts) / var
+def _fit(pts: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares slope and its standard error (inf with fewer than 3 points)."""
+    n = len(pts)
+    if n < 3:
+        return 0.0, math.inf
+    tm = sum(t for t, _ in pts) / n
+    rm = sum(r for _, r in pts) / n
+    sxx = sum((t - tm) ** 2 for t, _ in pts)
+    if sxx <= 0:
+        return 0.0, math.inf
+    slope = sum((t - tm) * (r - rm) for t, r in pts) / sxx
+    res = sum((r - rm - slope * (t - tm)) ** 2 for t, r in pts)
+    return slope, math.sqrt(res / (n - 2) / sxx)
 
 
-def trend(rates: tuple[tuple[float, float], ...], now: float) -> float:
-    """A rising trend (rps per second) is a rise seen in both halves of the last TREND_S: the
-    smaller of the two halves' least-squares slopes, 0 unless both rise. A ramp rises in both
-    halves; a step rises in one only, and is not extrapolated (it is met by the rate itself)."""
-    half = TREND_S / 2
-    older = [(t, r) for t, r in rates if half < now - t <= TREND_S]
-    newer = [(t, r) for t, r in rates if now - t <= half]
-    if len(older) < 2 or len(newer) < 2:
+def trend(rates: tuple[tuple[float, float], ...], now: float, horizon: float) -> float:
+    """A rising trend (rps per second) worth extrapolating: the lower 95% confidence bound of
+    the least-squares slope over the last max(TREND_S, horizon) -- look back as far as the plan
+    looks ahead -- and no more than either half of that window rises (a ramp rises in both
+    halves; a step in one only, and is met by the rate itself, not extrapolated). 0 if none."""
+    span = max(TREND_S, horizon)
+    pts = [(t, r) for t, r in rates if now - t <= span]
+    older = [(t, r) for t, r in pts if now - t > span / 2]
+    newer = [(t, r) for t, r in pts if now - t <= span / 2]
+    slope, se = _fit(pts)
+    halves = min(_fit(older)[0], _fit(newer)[0]) if len(older) >= 3 and len(newer) >= 3 else 0.0
+    return max(0.0, min(slope - NOISE_Z * se, halves))
+
+
+def noise(rates: tuple[tuple[float, float], ...], now: float) -> float:
+    """Standard deviation of the rate's tick-to-tick noise over the last NOISE_S, from the
+    median absolute difference of consecutive samples (a step or a trend barely moves it)."""
+    pts = [r for t, r in rates if now - t <= NOISE_S]
+    diffs = sorted(abs(b - a) for a, b in zip(pts, pts[1:]))
+    if len(diffs) < 3:
         return 0.0
-    return max(0.0, min(_slope(older), _slope(newer)))
+    mad = diffs[len(diffs) // 2]
+    return 1.4826 * mad / math.sqrt(2.0)  # |x - y| of two iid normals has median 0.954 sigma*sqrt(2)
 
 
 def forecast(d: Demand, state: State, policy: Policy, now: float) -> tuple[float, float]:
     """(rate to plan for, horizon): the rate when a replica asked for now is ready -- the
-    current rate plus a rising trend over the horizon (cold start + one tick)."""
+    level (last minute's mean, or the latest sample if higher), plus a rising trend over the
+    horizon (cold start + one tick), plus the rate's noise at the 95% quantile."""
     horizon = cold_start(state) + policy.interval_s
-    slope = trend(state.rates, now)
-    return d.rate + slope * horizon, horizon
+    recent = [r for t, r in state.rates if now - t <= LEVEL_S] or [d.rate]
+    level = max(d.rate, sum(recent) / len(recent))
+    return level + trend(state.rates, now, horizon) * horizon + NOISE_Z * noise(state.rates, now), horizon
 
 
 def recommend(d: Demand, planned: float, horizon: float, cap: Optional[float], cap_source: str, current: int,
@@ -464,14 +495,17 @@ def scale_down_window(state: State, policy: Policy, now: float) -> tuple[float, 
     rises = state.rises
     if len(rises) >= 2:
         gap = max(b - a for a, b in zip(rises, rises[1:]))
-        hold = min(MAX_BURST_HOLD_S, gap + cold_start(state))
+        hold = min(MAX_BURST_HOLD_S, BURST_HOLD_GAPS * gap)
         if now - rises[-1] <= hold and hold > base:
             return hold, f"burst memory: jumps {gap:.0f}s apart"
     return base, "cold start"
 
 
-def stabilize(step: Step, state: State, policy: Policy, current: int, now: float) -> tuple[Step, State]:
-    """HPA-style look-back windows over the raw recommendations."""
+def stabilize(step: Step, state: State, policy: Policy, current: int, now: float,
+              remember: Optional[int] = None) -> tuple[Step, State]:
+    """HPA-style look-back windows over the raw recommendations. ``remember`` is what goes
+    into the history (default: this step's count): the demand-based recommendation, so a
+    breach's one extra replica acts now but is not held for a whole window."""
     window, source = scale_down_window(state, policy, now)
     keep = max(policy.scale_up_stabilization_s, window)
     seed = (now - 0.001, current) if not state.recommendations else None
@@ -481,11 +515,13 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
         # down without a whole window. Stamped a millisecond back so a zero-length window does
         # not see it; scale-up ignores it altogether.
         state = replace(state, recommendations=(seed,))
-    hist = tuple((t, r) for t, r in state.recommendations if now - t <= keep) + ((now, step.replicas),)
+    kept = step.replicas if remember is None else min(remember, step.replicas) if step.replicas < current \
+        else (remember if remember is not None else step.replicas)
+    hist = tuple((t, r) for t, r in state.recommendations if now - t <= keep) + ((now, kept),)
     state = replace(state, recommendations=hist)
     rec, desired, reason, why = step.replicas, current, step.reason, step.why
     if rec > current:
-        up = [r for t, r in hist if (t, r) != seed and now - t <= policy.scale_up_stabilization_s]
+        up = [r for t, r in hist[:-1] if (t, r) != seed and now - t <= policy.scale_up_stabilization_s] + [rec]
         desired = max(current, min(up))
         if desired < rec:
             reason, why = "StabilizingScaleUp", why + f"; scale-up window holds {desired}"
@@ -540,11 +576,11 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     planned, horizon = forecast(d, state, policy, now)
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
                    p95_ms=obs.p95_ms, capacity_rps=cap)
-    step = recommend(d, planned, horizon, cap, source, current, policy)
-    step = breach(step, obs, replicas, cap, policy)
+    demanded = recommend(d, planned, horizon, cap, source, current, policy)
+    step = breach(demanded, obs, replicas, cap, policy)
     step = tolerate(step, planned, cap, current, policy)
     details["recommendation"] = step.replicas
-    step, state = stabilize(step, state, policy, current, now)
+    step, state = stabilize(step, state, policy, current, now, remember=demanded.replicas)
     step = limit(step, current, policy)
     step = clamp(step, replicas, policy)
     return done(step, state, True)
