@@ -1,7 +1,7 @@
 """What the sandbox shows while it runs, and the timeline it keeps for the summary.
 
 :class:`Recorder` collects every request result (from the load generator), one
-:class:`Sample` per second, the operator's scale events and the node agent's
+:class:`Sample` per second, the operator's scale events and the kubelets'
 pod events. :func:`format_line` turns a sample into the one line per second the
 terminal shows; it is plain text, so it reads the same under CI as in a terminal:
 
@@ -37,7 +37,7 @@ class Sample:
     completed_rps: float  # successful responses over the last WINDOW_S
     p95_ms: Optional[float]  # client-side, responses completed in the last WINDOW_S
     operator_p95_ms: Optional[float]  # what the operator read from Prometheus (status.p95Milliseconds)
-    ready: int  # pods whose model is ready (the node agent's count)
+    ready: int  # the Deployment's status.readyReplicas (pods Ready by their readiness probe)
     desired: int  # Deployment spec.replicas (the autoscaler's output)
     errors: int  # failed requests completed in the last second
 

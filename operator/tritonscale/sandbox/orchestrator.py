@@ -223,7 +223,10 @@ async def run_sandbox(scenario: Scenario, *, stop: Optional[asyncio.Event] = Non
             from tritonscale.cluster import ClusterError, ControlPlane
 
             plane = ControlPlane(workdir / "control-plane", progress=lambda line: view.say(f"sandbox: {line}"))
-            starting = asyncio.ensure_future(asyncio.to_thread(plane.start))
+            # The CRD goes in before kube-controller-manager starts, so its garbage collector
+            # knows InferenceServices from its first discovery (it rediscovers every 30 s).
+            starting = asyncio.ensure_future(asyncio.to_thread(
+                plane.start, before_controllers=lambda config: apply_crd(api_client(config))))
 
             async def stop_plane() -> None:
                 await asyncio.gather(starting, return_exceptions=True)  # start() cleans up after itself
@@ -238,7 +241,7 @@ async def run_sandbox(scenario: Scenario, *, stop: Optional[asyncio.Event] = Non
                  "get tis,deploy,rs,pods,endpointslices)")
         admin = api_client(kubeconfig)
 
-        # 2. The CRD and the model store.
+        # 2. The CRD (already there if the plane is ours) and the model store.
         crd_name = await until(stop, asyncio.to_thread(apply_crd, admin))
         claim, path = model_store(body)
         pv = await until(stop, asyncio.to_thread(provision_model_store, admin, workdir / "model-store", ns, claim,

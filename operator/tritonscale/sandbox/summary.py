@@ -8,7 +8,8 @@ from send to response, in ms):
 
 - ``peak_replicas`` / ``final_replicas``: highest and last Deployment
   ``spec.replicas`` (what the autoscaler asked for); ``peak_ready_replicas`` and
-  ``final_ready_replicas`` count pods whose model was ready;
+  ``final_ready_replicas`` are the Deployment's ``status.readyReplicas`` (pods whose
+  readiness probe, Triton's model-ready endpoint, passed);
 - ``scale_events``: ``[{t, from, to, reason, message}]`` from the operator's
   "Scaled" Events, ``t`` in seconds since the load started;
 - ``requests`` / ``errors`` / ``error_kinds``;
@@ -18,7 +19,7 @@ from send to response, in ms):
   p95 of its second half (a step's p95 is dominated by the backlog that built
   while replicas were cold; the second half shows where scaling settled);
 - ``restarts``: tritonserver processes that exited and were restarted;
-- ``cold_starts_s``: process start to model ready, per start;
+- ``cold_starts_s``: container start to pod Ready (probes included), per start;
 - ``config``: the cost model, batching and scaling the run used;
 - ``timeline``: the per-second samples the plot is drawn from.
 """
