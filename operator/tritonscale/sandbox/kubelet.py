@@ -232,13 +232,3 @@ class Kubelet:
                 return worker.name
         raise LookupError(f"no ready pod of {namespace}/{service} to kill")
 
-
-def pod_summary(pod: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a Pod a test or the live view looks at, from the API's JSON."""
-    status = pod.get("status") or {}
-    cs = (status.get("containerStatuses") or [{}])[0]
-    return {"name": pod["metadata"]["name"], "phase": status.get("phase"), "podIP": status.get("podIP"),
-            "ready": bool(cs.get("ready")), "restartCount": cs.get("restartCount", 0),
-            "conditions": {c["type"]: c["status"] for c in status.get("conditions") or []},
-            "deleting": bool(pod["metadata"].get("deletionTimestamp"))}
-

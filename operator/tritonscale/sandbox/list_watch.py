@@ -141,8 +141,3 @@ class ListWatch:
             resp.release_conn()
         return version
 
-
-def object_key(obj: dict[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return meta.get("namespace") or "", meta.get("name") or ""
-

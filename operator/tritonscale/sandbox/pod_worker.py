@@ -38,6 +38,7 @@ import asyncio
 import logging
 import os
 import shlex
+import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
@@ -138,7 +139,7 @@ class PodWorker:
             return False
         assert self.process is not None and self.process.pid is not None
         try:
-            os.killpg(self.process.pid, 9)
+            os.killpg(self.process.pid, signal.SIGKILL)
         except ProcessLookupError:
             return False
         return True
@@ -148,15 +149,20 @@ class PodWorker:
     async def _run(self) -> None:
         writer = asyncio.create_task(self._status_writer())
         try:
-            volumes = await self._prepare()
-            if volumes is not None and await self._run_init(volumes):
-                await self._run_container(volumes)
+            try:
+                volumes = await self._prepare()
+                if volumes is not None and await self._run_init(volumes):
+                    await self._run_container(volumes)
+            except Exception as exc:  # a bug here must not take the other pods down, nor keep this one
+                log.exception("kubelet: pod %s/%s failed: %s", self.namespace, self.name, exc)
+                self.kubelet.event(self, "failed", f"{self.name}: kubelet error: {exc}")
+                self._waiting(self.containers, "CreateContainerError", f"sandbox kubelet: {exc}")
+                await self.deleting.wait()  # until its deletion, which is still honoured
             await self._terminate()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a bug here must not take the other pods down
-            log.exception("kubelet: pod %s/%s failed: %s", self.namespace, self.name, exc)
-            self.kubelet.event(self, "failed", f"{self.name}: kubelet error: {exc}")
+        except Exception as exc:
+            log.exception("kubelet: stopping pod %s/%s failed: %s", self.namespace, self.name, exc)
         finally:
             if self.probes is not None:
                 await self.probes.stop()
@@ -237,16 +243,21 @@ class PodWorker:
         rec.state = running_state(started)
         self._mark()
         with open(log_path, "ab") as out:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out, cwd=str(self.dir),
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                     **container_env(spec, self.pod, self.address.ip if self.address else "")},
-                start_new_session=True)
             try:
-                code = await asyncio.wait_for(proc.wait(), INIT_TIMEOUT_S)
-            except asyncio.TimeoutError:
-                proc.kill()
-                code = await proc.wait()
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out, cwd=str(self.dir),
+                    env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                         **container_env(spec, self.pod, self.address.ip if self.address else "")},
+                    start_new_session=True)
+            except OSError as exc:  # no such executable on this machine: exit code 127, as a shell says
+                out.write(f"sandbox kubelet: cannot run {argv[:1]}: {exc}\n".encode())
+                proc, code = None, 127
+            if proc is not None:
+                try:
+                    code = await asyncio.wait_for(proc.wait(), INIT_TIMEOUT_S)
+                except asyncio.TimeoutError:
+                    proc.kill()
+                    code = await proc.wait()
         self._finished_at = time.time()
         rec.state = terminated_state(exit_code(code), started, self._finished_at, rec.container_id)
         rec.ready = code == 0
@@ -317,8 +328,7 @@ class PodWorker:
             self.probes.container_changed(RunningContainer(rec.container_id, self._container_started, running=False))
             await asyncio.to_thread(self.process.stop, 0)  # reap it, close its log, remove its shm
             self._mark()
-            self.kubelet.event(self, "crashed", f"{self.name} tritonserver exited (code {code})",
-                               reason="Died", warning=True)
+            self.kubelet.event(self, "crashed", f"{self.name} tritonserver exited (code {code})")
 
     async def _watch_container(self) -> bool:
         """Until the container exits (True: the pod is being deleted instead). A failed
@@ -332,7 +342,7 @@ class PodWorker:
                 self.kubelet.event(self, "killing", f"{self.name}: container failed its {self._probe_kill} probe, "
                                    "will be restarted", reason="Killing")
                 self._probe_kill = None
-                await asyncio.to_thread(self.process.stop, grace)
+                await self._stop_container(grace)
                 return False
             self._wake.clear()
             try:
@@ -340,6 +350,21 @@ class PodWorker:
             except asyncio.TimeoutError:
                 pass
         return False
+
+    async def _stop_container(self, grace: float) -> None:
+        """SIGTERM the container's process group, give it ``grace`` seconds, then SIGKILL what
+        is left. Waits on the loop, not on a thread: several pods stopping at once must not
+        hold the thread pool the status writes need."""
+        assert self.process is not None and self.process.pid is not None
+        if self.process.is_alive():
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            deadline = time.monotonic() + grace
+            while self.process.is_alive() and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+        await asyncio.to_thread(self.process.stop, 0)  # SIGKILL the rest, reap, close the log, remove shm
 
     def _probes_changed(self) -> None:
         rec = self.containers[0]
@@ -375,7 +400,7 @@ class PodWorker:
                                reason="Killing")
             rec = self.containers[0]
             began = time.time()
-            await asyncio.to_thread(self.process.stop, grace)
+            await self._stop_container(grace)
             rec.state = terminated_state(exit_code(self.process.returncode), self._container_started_wall,
                                          time.time(), rec.container_id)
             rec.ready = rec.started = False
