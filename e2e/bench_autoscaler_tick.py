@@ -8,8 +8,9 @@ pending gauge) and prints:
 
   1. queries per tick, and ms for one round of them (PrometheusSource.fetch);
   2. ms to turn that snapshot into N decisions (observation + decide);
-  3. ms for N full operator ticks (run_tick: read object + Deployment from the
-     emulated Kubernetes API, decide, patch status) -- the API round trips.
+  3. ms for N full operator ticks (run_tick: read the object and its Deployment,
+     list the Deployment's pods, decide, patch status) against a real
+     kube-apiserver (tritonscale.cluster) -- the API round trips.
 
 A benchmark, not a test: it prints figures and asserts nothing about speed.
 """
@@ -32,7 +33,7 @@ import yaml
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.kube.client import Kube
-from tritonscale.sandbox.kubernetes_api import EmulatedCluster
+from tritonscale.cluster import ControlPlane
 from tritonscale.sandbox.prometheus_server import PrometheusServer
 from tritonscale.scaling.decider import Policy, Replicas, State, decide
 from tritonscale.scaling.prometheus_source import PrometheusSource
@@ -70,6 +71,12 @@ def exporter(n: int) -> tuple[ThreadingHTTPServer, str]:
     return srv, f"127.0.0.1:{srv.server_address[1]}"
 
 
+def _client(kubeconfig: Path) -> kubernetes.client.ApiClient:
+    cfg = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(str(kubeconfig), client_configuration=cfg)
+    return kubernetes.client.ApiClient(cfg)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--services", type=int, default=1000)
@@ -84,8 +91,12 @@ def main() -> int:
     prom = PrometheusServer(work / "prom", scrape_interval_s=1.0, extra_jobs=[
         {"job_name": "triton-bench", "honor_labels": True, "scrape_interval": "1s",
          "static_configs": [{"targets": [addr]}]}]).start()
-    cluster = EmulatedCluster().start()
+    plane = ControlPlane(work / "control-plane")
     try:
+        # The CRD before the controllers start (the garbage collector knows it at once).
+        kubeconfig = plane.start(before_controllers=lambda path: kubernetes.client.ApiextensionsV1Api(
+            _client(path)).create_custom_resource_definition(
+                yaml.safe_load((REPO / "crds" / "inferenceservices.tritonscale.io.yaml").read_text())))
         asyncio.run(prom.wait_ready())
         source = PrometheusSource(prom.url)
         deadline = time.monotonic() + 60
@@ -112,13 +123,13 @@ def main() -> int:
             decide(obs, Replicas(3, 3), policy, State(), time.time())
         decide_ms = (time.perf_counter() - t) * 1000
 
-        # Full ticks against the emulated API: N objects and their Deployments.
-        kubeconfig = cluster.write_kubeconfig(str(work / "kubeconfig"))
-        cfg = kubernetes.client.Configuration()
-        kubernetes.config.load_kube_config(kubeconfig, client_configuration=cfg)
-        client = kubernetes.client.ApiClient(cfg)
+        # Full ticks against the real API server: N objects and their Deployments (paused:
+        # the Deployment controller makes no ReplicaSets or pods for them).
+        client = _client(kubeconfig)
         custom = kubernetes.client.CustomObjectsApi(client)
         apps = kubernetes.client.AppsV1Api(client)
+        for i in range(10):
+            kubernetes.client.CoreV1Api(client).create_namespace({"metadata": {"name": f"ns{i}"}})
         sample = yaml.safe_load((REPO / "manifests/samples/python-cpu.yaml").read_text())
         for i in range(n):
             ns, name = f"ns{i % 10}", f"svc-{i}"
@@ -127,10 +138,9 @@ def main() -> int:
             custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
             apps.create_namespaced_deployment(ns, {
                 "metadata": {"name": name, "namespace": ns},
-                "spec": {"replicas": 3, "selector": {"matchLabels": {"a": name}},
+                "spec": {"replicas": 3, "paused": True, "selector": {"matchLabels": {"a": name}},
                          "template": {"metadata": {"labels": {"a": name}},
-                                      "spec": {"containers": [{"name": "c", "image": "i"}]}}},
-                "status": {"readyReplicas": 3}})
+                                      "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
         kube = Kube(client)
         t = time.perf_counter()
         for i in range(n):
@@ -143,10 +153,10 @@ def main() -> int:
               f"(min {min(fetch_ms):.1f}, max {max(fetch_ms):.1f})")
         print(f"ms to decide all {n} from the snapshot: {decide_ms:.1f} ({decide_ms / n * 1000:.0f} us each)")
         print(f"ms for {n} full operator ticks:        {tick_ms:.0f} ({tick_ms / n:.2f} ms each; "
-              f"2 GETs + 1 status PATCH against the emulated API)")
+              f"2 GETs + 1 pod LIST + status PATCH against kube-apiserver)")
         return 0
     finally:
-        cluster.stop()
+        plane.stop()
         prom.stop()
         srv.shutdown()
 
