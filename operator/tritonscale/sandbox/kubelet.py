@@ -128,7 +128,7 @@ class Kubelet:
             worker.remove()
         tasks = [w.task for w in self.workers.values() if w.task is not None]
         if tasks:
-            await asyncio.wait(tasks, timeout=SHUTDOWN_GRACE_S + 15)
+            await asyncio.wait(tasks, timeout=self.shutdown_grace_s + 15)
         if self._heartbeat_task is not None:
             await asyncio.gather(self._heartbeat_task, return_exceptions=True)
         if self.targets is not None:
