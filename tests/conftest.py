@@ -206,18 +206,26 @@ def audit_log(control_plane: ControlPlane) -> Any:
 # ---- per test: a namespace, a Node, a models claim -------------------------------------
 
 def delete_namespace(api: kubernetes.client.ApiClient, name: str) -> None:
-    """Delete ``name`` without waiting. With no operator left to release the
-    InferenceServices' finalizer, drop it so the namespace can go."""
+    """Delete ``name``. Its InferenceServices go first, and are gone when this returns:
+    a later test's cluster-wide operator must not find them in a terminating namespace
+    and write children or Events there (the API server refuses: NamespaceTerminating).
+    With no operator left to release their finalizer, it is dropped."""
     custom = kubernetes.client.CustomObjectsApi(api)
-    try:
-        for item in custom.list_namespaced_custom_object(GROUP, VERSION, name, PLURAL)["items"]:
+
+    def remaining() -> list[dict[str, Any]]:
+        return custom.list_namespaced_custom_object(GROUP, VERSION, name, PLURAL)["items"]
+
+    for item in remaining():
+        try:
             if item["metadata"].get("finalizers"):
                 custom.patch_namespaced_custom_object(GROUP, VERSION, name, PLURAL, item["metadata"]["name"],
                                                       {"metadata": {"finalizers": None}},
                                                       _content_type="application/merge-patch+json")
-    except kubernetes.client.ApiException as exc:
-        if exc.status != 404:
-            raise
+            custom.delete_namespaced_custom_object(GROUP, VERSION, name, PLURAL, item["metadata"]["name"])
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 404:
+                raise
+    wait_for(lambda: not remaining(), 30, what=f"the InferenceServices of {name} to go")
     try:
         kubernetes.client.CoreV1Api(api).delete_namespace(name)
     except kubernetes.client.ApiException as exc:
