@@ -61,14 +61,21 @@ NOISE_S = 300.0
 NOISE_Z = 1.645
 # The level the plan starts from: the mean of the last minute, or the latest sample if higher.
 LEVEL_S = 60.0
-# A rise of the rate to at least this multiple of its minimum over the last cold start
-# is a jump no reactive scaler can follow in time; jumps are remembered (burst memory).
-RISE_FACTOR = 2.0
-MAX_RISES = 8
-# Burst memory: while jumps recur, hold capacity for twice the longest gap seen between
-# them (the next gap may well be longer than the few seen so far), at most 30 minutes.
+# Rise headroom: plan for the RISE_QUANTILE of how far the rate rose within one horizon
+# (cold start + tick) in the remembered past, up to the highest rate remembered.
+RISE_QUANTILE = 0.95
+RISE_MIN_SAMPLES = 20
+# Surprises: the arrival rate exceeded what the warm replicas serve at the target by more
+# than the rate's noise -- a rise the plan did not foresee. A reactive scaler pays a whole
+# cold start of misses for each one, so after a surprise the peak need is held (burst
+# memory) for SURPRISE_HOLD_COLD_STARTS cold starts: surprises then cost at most ~1/10 of
+# the time, the budget of a 90% window objective. While surprises recur, the hold is at
+# least twice the longest gap seen between them (the next gap may be longer than the few
+# seen), and at most MAX_BURST_HOLD_S.
+SURPRISE_HOLD_COLD_STARTS = 10.0
 BURST_HOLD_GAPS = 2.0
 MAX_BURST_HOLD_S = 1800.0
+MAX_SURPRISES = 8
 # Queue evidence for a breach: a queue of at least this many target-times of work per
 # ready replica means the replicas really are behind (the p95 summary lags by a minute).
 QUEUE_PRESSURE_TARGETS = 1.0
@@ -78,10 +85,19 @@ MAX_EXTRAPOLATION = 2.0
 CAPACITY_ALPHA = 0.3
 BREACH_CEILING_RELAX = 1.01
 MIN_LEARNING_RPS = 0.5
-# Batch-cost model: one (batch size, batch ms) sample per batch-size bin (the latest), so
-# what was seen at large batches during a burst is still known after an hour of steady
-# traffic at small ones; bins are 1 wide up to 16, then 1/16 of the size (<= ~64 bins).
+# Batch-cost model: one (batch size, batch ms) sample per batch-size bin, so what was seen
+# at large batches during a burst is still known after an hour of steady traffic at small
+# ones; bins are 1 wide up to 16, then 1/16 of the size (<= ~64 bins). Triton's per-request
+# compute time weights each batch by its size, so a tick whose batch sizes vary (a load
+# change) reads high, never low: each bin keeps its lowest time (the lower envelope), and
+# forgets it after BATCH_SAMPLE_TTL_S so a slower model is learned again.
 MAX_BATCH_BINS = 64
+BATCH_SAMPLE_TTL_S = 1800.0
+# A tick whose mean batch size moved more than this from the last one mixes small and large
+# batches (a load change): its request-weighted time is biased high, so it is not a sample.
+BATCH_STEADY_CHANGE = 0.2
+# Scale-down window without a spec value: this many cold starts (learned).
+SCALE_DOWN_COLD_STARTS = 1.0
 MIN_BATCH_SPREAD = 1.0
 
 SourceStatus = Literal["ok", "no_data", "failed"]
@@ -163,29 +179,33 @@ def _r(v: Optional[float], nd: int = 3) -> Optional[float]:
 class State:
     """Autoscaler memory. Serialisable (``to_dict``) so it survives an operator restart."""
 
-    recommendations: tuple[tuple[float, int], ...] = ()  # (time, raw recommendation)
+    # (time, recommendation, bare need): the bare need is the peak rate at full capacity,
+    # without noise or trend headroom -- what the burst memory holds
+    recommendations: tuple[tuple[float, int, int], ...] = ()
     failures: int = 0
     capacity_rps: Optional[float] = None  # p95-learned per-replica rate at target (fallback)
     capacity_ceiling_rps: Optional[float] = None  # upper bound set by the last breach, relaxing
-    batch_samples: tuple[tuple[float, float], ...] = ()  # (mean batch size, mean batch ms)
+    batch_samples: tuple[tuple[float, float, float], ...] = ()  # (mean batch size, mean batch ms, when)
     last_scale_time: Optional[float] = None
-    rates: tuple[tuple[float, float], ...] = ()  # (time, arrival rate) history
+    rates: tuple[tuple[float, float, float], ...] = ()  # (time, arrival rate, rate planned for) history
     cold_start_s: Optional[float] = None  # learned creation-to-ready time
-    rises: tuple[float, ...] = ()  # times the rate jumped RISE_FACTOR within a cold start
+    surprises: tuple[float, ...] = ()  # times demand outran the warm replicas unforeseen
     last_pending: Optional[tuple[float, float]] = None  # (time, pending) at the last tick
+    last_batch_size: Optional[float] = None  # mean batch size at the last tick
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "recommendations": [[round(t, 3), r] for t, r in self.recommendations],
+            "recommendations": [[round(t, 3), r, b] for t, r, b in self.recommendations],
             "failures": self.failures,
             "capacityRps": _r(self.capacity_rps, 4),
             "capacityCeilingRps": _r(self.capacity_ceiling_rps, 4),
-            "batchSamples": [[round(n, 3), round(t, 3)] for n, t in self.batch_samples],
+            "batchSamples": [[round(n, 3), round(t, 3), round(w, 1)] for n, t, w in self.batch_samples],
             "lastScaleTime": self.last_scale_time,
-            "rates": [[round(t, 1), round(r, 2)] for t, r in self.rates],
+            "rates": [[round(t, 1), round(r, 2), round(p, 2)] for t, r, p in self.rates],
             "coldStartSeconds": _r(self.cold_start_s, 1),
-            "rises": [round(t, 1) for t in self.rises],
+            "surprises": [round(t, 1) for t in self.surprises],
             "lastPending": None if self.last_pending is None else [round(v, 3) for v in self.last_pending],
+            "lastBatchSize": _r(self.last_batch_size),
         }
 
     @classmethod
@@ -195,16 +215,19 @@ class State:
         try:
             lp = d.get("lastPending")
             return cls(
-                recommendations=tuple((float(t), int(r)) for t, r in d.get("recommendations") or ()),
+                recommendations=tuple((float(e[0]), int(e[1]), int(e[-1]))
+                                      for e in d.get("recommendations") or ()),
                 failures=int(d.get("failures") or 0),
                 capacity_rps=d.get("capacityRps"),
                 capacity_ceiling_rps=d.get("capacityCeilingRps"),
-                batch_samples=tuple((float(n), float(t)) for n, t in d.get("batchSamples") or ()),
+                batch_samples=tuple((float(e[0]), float(e[1]), float(e[2]) if len(e) > 2 else 0.0)
+                                    for e in d.get("batchSamples") or ()),
                 last_scale_time=d.get("lastScaleTime"),
-                rates=tuple((float(t), float(r)) for t, r in d.get("rates") or ()),
+                rates=tuple((float(e[0]), float(e[1]), float(e[-1])) for e in d.get("rates") or ()),
                 cold_start_s=None if d.get("coldStartSeconds") is None else float(d["coldStartSeconds"]),
-                rises=tuple(float(t) for t in d.get("rises") or ()),
+                surprises=tuple(float(t) for t in d.get("surprises") or ()),
                 last_pending=None if not lp else (float(lp[0]), float(lp[1])),
+                last_batch_size=None if d.get("lastBatchSize") is None else float(d["lastBatchSize"]),
             )
         except (TypeError, ValueError, IndexError):
             return cls()  # corrupt memory: start fresh rather than crash the tick
@@ -238,22 +261,27 @@ def _batch_bin(n: float) -> int:
     return round(n) if n < 16 else 16 + round(math.log(n / 16) / math.log(17 / 16))
 
 
-def add_batch_sample(samples: tuple[tuple[float, float], ...], n: float, ms: float) -> tuple[tuple[float, float], ...]:
-    """Keep the latest sample per batch-size bin (see MAX_BATCH_BINS), sorted by size."""
+def add_batch_sample(samples: tuple[tuple[float, float, float], ...], n: float, ms: float,
+                     now: float) -> tuple[tuple[float, float, float], ...]:
+    """Per batch-size bin keep the lowest time seen in the last BATCH_SAMPLE_TTL_S (see
+    MAX_BATCH_BINS): samples (size, ms, when), sorted by size."""
     b = _batch_bin(n)
-    kept = [(sn, st) for sn, st in samples if _batch_bin(sn) != b] + [(n, ms)]
+    old = [e for e in samples if _batch_bin(e[0]) == b and now - e[2] <= BATCH_SAMPLE_TTL_S]
+    new = min(old + [(n, ms, now)], key=lambda e: e[1])
+    kept = [e for e in samples if _batch_bin(e[0]) != b] + [new]
     kept.sort()
     while len(kept) > MAX_BATCH_BINS:  # drop the middle bin: the ends carry the slope
         kept.pop(len(kept) // 2)
     return tuple(kept)
 
 
-def batch_cost(samples: tuple[tuple[float, float], ...]) -> Optional[tuple[float, float]]:
-    """Least-squares (a, b) of batch_ms = a + b*n, both >= 0; None without samples."""
+def batch_cost(samples: tuple[tuple[float, ...], ...]) -> Optional[tuple[float, float]]:
+    """Least-squares (a, b) of batch_ms = a + b*n over (size, ms, ...) samples, both >= 0;
+    None without samples."""
     if not samples:
         return None
-    ns = [n for n, _ in samples]
-    ts = [t for _, t in samples]
+    ns = [e[0] for e in samples]
+    ts = [e[1] for e in samples]
     n_mean, t_mean = sum(ns) / len(ns), sum(ts) / len(ts)
     if max(ns) - min(ns) < MIN_BATCH_SPREAD:
         return t_mean / 2, t_mean / (2 * n_mean)  # no spread: split fixed/per-item evenly
@@ -303,9 +331,18 @@ def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: floa
 
 
 def capacity(state: State, policy: Policy, target: float) -> tuple[Optional[float], str]:
-    """Per-replica requests per second at the target, and where the figure comes from."""
-    cost = batch_cost(state.batch_samples)
+    """Per-replica requests per second at the target, and where the figure comes from; None while
+    the batch statistics cannot tell it yet. One batch size seen says nothing about the slope of
+    the cost: capacity is known once batch sizes spread (MIN_BATCH_SPREAD), or a batch near the
+    maximum was seen, or the model does not batch (maxBatchSize <= 1)."""
+    samples = state.batch_samples
+    cost = batch_cost(samples)
     if cost is not None:
+        sizes = [e[0] for e in samples]
+        known = (policy.max_batch_size <= 1 or max(sizes) - min(sizes) >= MIN_BATCH_SPREAD
+                 or max(sizes) >= 0.9 * policy.max_batch_size)
+        if not known:
+            return None, "batch cost (one batch size seen so far)"
         return batch_capacity(cost, policy.max_batch_size, target), "batch cost"
     return state.capacity_rps, "p95"
 
@@ -361,24 +398,37 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     ready = min(replicas.ready, replicas.current) if replicas.current > 0 else replicas.ready
     state = _learn_p95_capacity(state, obs, ready, target, policy.tolerance)
     if obs.batch_size and obs.batch_ms and obs.batch_size > 0 and obs.batch_ms > 0:
-        state = replace(state, batch_samples=add_batch_sample(state.batch_samples, obs.batch_size, obs.batch_ms))
+        prev = state.last_batch_size
+        steady = prev is not None and abs(obs.batch_size - prev) <= BATCH_STEADY_CHANGE * prev
+        if steady or not state.batch_samples:  # the first sample is better than none
+            state = replace(state, batch_samples=add_batch_sample(state.batch_samples, obs.batch_size, obs.batch_ms,
+                                                                  now))
+        state = replace(state, last_batch_size=obs.batch_size)
     if replicas.startup_s:
         seen = max(replicas.startup_s)
         old = state.cold_start_s
         # a longer start counts at once (plan for the slow case); shorter ones pull it down slowly
         state = replace(state, cold_start_s=seen if old is None or seen > old else old + 0.3 * (seen - old))
-    rates = tuple((t, r) for t, r in state.rates if now - t <= RATE_MEMORY_S)
+    rates = tuple(e for e in state.rates if now - e[0] <= RATE_MEMORY_S)
     if rates and now - rates[-1][0] < RATE_SAMPLE_S:
         rates = rates[:-1]  # keep one sample per RATE_SAMPLE_S: replace the latest
-    rates += ((now, rate),)
-    horizon = cold_start(state) + policy.interval_s
-    recent = [r for t, r in rates if now - t <= horizon]
-    rises = tuple(t for t in state.rises if now - t <= MAX_BURST_HOLD_S)
-    low = min(recent)
-    if rate > 0 and rate >= RISE_FACTOR * max(low, 1e-9) and (not rises or now - rises[-1] > horizon):
-        rises = (rises + (now,))[-MAX_RISES:]
+    rates += ((now, rate, rate),)  # the plan is filled in once made (see decide)
     pending = (now, obs.pending) if obs.pending is not None else None
-    return replace(state, rates=rates, rises=rises, last_pending=pending)
+    return replace(state, rates=rates, last_pending=pending)
+
+
+def surprise(state: State, d: Demand, now: float) -> State:
+    """Record a surprise: the rate now exceeds, by more than its noise, the rate planned for one
+    cold start ago -- what replicas asked for then were sized for. Whether or not capacity
+    happened to be there (the burst memory may have held it), a scaler that follows the plan
+    would have been short. Rising edge: at most one per cold start."""
+    horizon = cold_start(state)
+    past = [e for e in state.rates if now - e[0] >= horizon]
+    kept = tuple(t for t in state.surprises if now - t <= MAX_BURST_HOLD_S)
+    if past and d.rate - NOISE_Z * noise(state.rates, now) > past[-1][2] \
+            and (not kept or now - kept[-1] > horizon):
+        kept = (kept + (now,))[-MAX_SURPRISES:]
+    return replace(state, surprises=kept)
 
 
 def cold_start(state: State) -> float:
@@ -400,13 +450,13 @@ def _fit(pts: list[tuple[float, float]]) -> tuple[float, float]:
     return slope, math.sqrt(res / (n - 2) / sxx)
 
 
-def trend(rates: tuple[tuple[float, float], ...], now: float, horizon: float) -> float:
+def trend(rates: tuple[tuple[float, float, float], ...], now: float, horizon: float) -> float:
     """A rising trend (rps per second) worth extrapolating: the lower 95% confidence bound of
     the least-squares slope over the last max(TREND_S, horizon) -- look back as far as the plan
     looks ahead -- and no more than either half of that window rises (a ramp rises in both
     halves; a step in one only, and is met by the rate itself, not extrapolated). 0 if none."""
     span = max(TREND_S, horizon)
-    pts = [(t, r) for t, r in rates if now - t <= span]
+    pts = [(e[0], e[1]) for e in rates if now - e[0] <= span]
     older = [(t, r) for t, r in pts if now - t > span / 2]
     newer = [(t, r) for t, r in pts if now - t <= span / 2]
     slope, se = _fit(pts)
@@ -414,10 +464,10 @@ def trend(rates: tuple[tuple[float, float], ...], now: float, horizon: float) ->
     return max(0.0, min(slope - NOISE_Z * se, halves))
 
 
-def noise(rates: tuple[tuple[float, float], ...], now: float) -> float:
+def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
     """Standard deviation of the rate's tick-to-tick noise over the last NOISE_S, from the
     median absolute difference of consecutive samples (a step or a trend barely moves it)."""
-    pts = [r for t, r in rates if now - t <= NOISE_S]
+    pts = [e[1] for e in rates if now - e[0] <= NOISE_S]
     diffs = sorted(abs(b - a) for a, b in zip(pts, pts[1:]))
     if len(diffs) < 3:
         return 0.0
@@ -430,9 +480,41 @@ def forecast(d: Demand, state: State, policy: Policy, now: float) -> tuple[float
     level (last minute's mean, or the latest sample if higher), plus a rising trend over the
     horizon (cold start + one tick), plus the rate's noise at the 95% quantile."""
     horizon = cold_start(state) + policy.interval_s
-    recent = [r for t, r in state.rates if now - t <= LEVEL_S] or [d.rate]
-    level = max(d.rate, sum(recent) / len(recent))
-    return level + trend(state.rates, now, horizon) * horizon + NOISE_Z * noise(state.rates, now), horizon
+    lvl = level(d, state, now)
+    plan = lvl + trend(state.rates, now, horizon) * horizon + NOISE_Z * noise(state.rates, now)
+    g, peak = rise_headroom(state.rates, now, horizon)
+    if g > 1.0:
+        plan = max(plan, min(lvl * g, peak))
+    return plan, horizon
+
+
+def rise_headroom(rates: tuple[tuple[float, float, float], ...], now: float, horizon: float) -> tuple[float, float]:
+    """(g, peak): how far the rate has risen within one horizon in the remembered past -- the
+    RISE_QUANTILE of max(rate over (s, s + horizon]) / rate(s) over past samples s -- and the
+    highest rate remembered. 1 with too short a history."""
+    pts = [(e[0], e[1]) for e in rates]
+    if not pts:
+        return 1.0, 0.0
+    peak = max(r for _, r in pts)
+    ratios = []
+    j = 0
+    for i, (t, r) in enumerate(pts):
+        if t > now - horizon:
+            break
+        ahead = [r2 for t2, r2 in pts[i + 1:] if t2 <= t + horizon]
+        if ahead and r > 0:
+            ratios.append(max(ahead) / r)
+        j += 1
+    if len(ratios) < RISE_MIN_SAMPLES:
+        return 1.0, peak
+    ratios.sort()
+    return max(1.0, ratios[min(len(ratios) - 1, int(RISE_QUANTILE * len(ratios)))]), peak
+
+
+def level(d: Demand, state: State, now: float) -> float:
+    """The rate now: the last minute's mean, or the latest sample if higher."""
+    recent = [e[1] for e in state.rates if now - e[0] <= LEVEL_S] or [d.rate]
+    return max(d.rate, sum(recent) / len(recent))
 
 
 def recommend(d: Demand, planned: float, horizon: float, cap: Optional[float], cap_source: str, current: int,
@@ -442,7 +524,8 @@ def recommend(d: Demand, planned: float, horizon: float, cap: Optional[float], c
     if d.rate == 0.0 and d.window_rate == 0.0 and d.backlog == 0.0:
         return Step(policy.floor, "Idle", "no requests: back to the warm floor")
     if not cap:
-        return Step(current, "LearningCapacity", f"{d.rate:.1f} rps; no capacity estimate yet: holding")
+        return Step(current, "LearningCapacity",
+                    f"{d.rate:.1f} rps; no per-replica capacity yet ({cap_source}): holding, latency decides")
     need_rps = planned + d.backlog / horizon
     n = math.ceil(need_rps / (cap * UTILISATION))
     reason = "LoadIncreased" if n > current else ("LoadDecreased" if n < current else "Steady")
@@ -484,52 +567,62 @@ def tolerate(step: Step, planned: float, cap: Optional[float], current: int, pol
     return step
 
 
-def scale_down_window(state: State, policy: Policy, now: float) -> tuple[float, str]:
-    """The scale-down look-back window and why. Set in the spec: that. Otherwise learned: one
-    cold start (a replica idle for less than a cold start is cheaper kept than re-created),
-    longer while the rate keeps jumping -- the longest gap seen between the last jumps, while the
-    last jump is no older than that (burst memory)."""
+def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
+    """The scale-down look-back window and why: the spec's, or one cold start (a replica idle
+    for less than a cold start is cheaper kept than re-created)."""
     if policy.scale_down_stabilization_s is not None:
         return policy.scale_down_stabilization_s, "spec"
-    base = max(cold_start(state), 2 * policy.interval_s)
-    rises = state.rises
-    if len(rises) >= 2:
-        gap = max(b - a for a, b in zip(rises, rises[1:]))
-        hold = min(MAX_BURST_HOLD_S, BURST_HOLD_GAPS * gap)
-        if now - rises[-1] <= hold and hold > base:
-            return hold, f"burst memory: jumps {gap:.0f}s apart"
-    return base, "cold start"
+    return max(SCALE_DOWN_COLD_STARTS * cold_start(state), 2 * policy.interval_s), "cold start"
+
+
+def burst_hold(state: State, now: float) -> float:
+    """How long the burst memory holds the peak need after the last surprise (0: no surprise)."""
+    if not state.surprises:
+        return 0.0
+    hold = SURPRISE_HOLD_COLD_STARTS * cold_start(state)
+    gaps = [b - a for a, b in zip(state.surprises, state.surprises[1:])]
+    if gaps:
+        hold = max(hold, BURST_HOLD_GAPS * max(gaps))
+    hold = min(hold, MAX_BURST_HOLD_S)
+    return hold if now - state.surprises[-1] <= hold else 0.0
 
 
 def stabilize(step: Step, state: State, policy: Policy, current: int, now: float,
-              remember: Optional[int] = None) -> tuple[Step, State]:
-    """HPA-style look-back windows over the raw recommendations. ``remember`` is what goes
-    into the history (default: this step's count): the demand-based recommendation, so a
-    breach's one extra replica acts now but is not held for a whole window."""
-    window, source = scale_down_window(state, policy, now)
-    keep = max(policy.scale_up_stabilization_s, window)
-    seed = (now - 0.001, current) if not state.recommendations else None
+              remember: int, bare: int) -> tuple[Step, State]:
+    """HPA-style look-back windows. ``remember`` goes into the history: the demand-based
+    recommendation, so a breach's extra replica acts now but is not held. Scale-down keeps the
+    highest recommendation of the scale-down window and, while the burst memory holds, the
+    highest bare need (peak rate at full capacity) since the last surprise's hold began."""
+    window, source = scale_down_window(policy, state)
+    hold = burst_hold(state, now)
+    keep = max(policy.scale_up_stabilization_s, window, hold)
+    seed = (now - 0.001, current, current) if not state.recommendations else None
     if seed is not None:
         # No memory (a new object, lost status, a Deployment scaled by hand): assume the current
         # size was recommended just now, as the HPA does, so the first low reading cannot scale
         # down without a whole window. Stamped a millisecond back so a zero-length window does
         # not see it; scale-up ignores it altogether.
         state = replace(state, recommendations=(seed,))
-    kept = step.replicas if remember is None else min(remember, step.replicas) if step.replicas < current \
-        else (remember if remember is not None else step.replicas)
-    hist = tuple((t, r) for t, r in state.recommendations if now - t <= keep) + ((now, kept),)
+    hist = tuple(e for e in state.recommendations if now - e[0] <= keep) + ((now, remember, bare),)
     state = replace(state, recommendations=hist)
     rec, desired, reason, why = step.replicas, current, step.reason, step.why
     if rec > current:
-        up = [r for t, r in hist[:-1] if (t, r) != seed and now - t <= policy.scale_up_stabilization_s] + [rec]
-        desired = max(current, min(up))
+        up = [r for t, r, _ in hist[:-1] if (t, r, r) != seed and now - t <= policy.scale_up_stabilization_s]
+        desired = max(current, min(up + [rec]))
         if desired < rec:
             reason, why = "StabilizingScaleUp", why + f"; scale-up window holds {desired}"
     elif rec < current:
-        desired = min(current, max(r for t, r in hist if now - t <= window))
+        held = max(r for t, r, _ in hist if now - t <= window)
+        burst = max((b for t, _, b in hist if now - t <= hold), default=0) if hold else 0
+        desired = min(current, max(held, burst, rec))
         if desired > rec:
-            reason = "StabilizingScaleDown"
-            why += f"; highest recommendation in the last {window:.0f}s ({source}) is {desired}"
+            if burst >= held and burst > rec:
+                reason = "BurstMemory"
+                why += (f"; holding the peak need of {burst} for {hold:.0f}s after the rate outran the "
+                        f"replicas {now - state.surprises[-1]:.0f}s ago")
+            else:
+                reason = "StabilizingScaleDown"
+                why += f"; highest recommendation in the last {window:.0f}s ({source}) is {held}"
     return Step(desired, reason, why), state
 
 
@@ -576,11 +669,14 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     planned, horizon = forecast(d, state, policy, now)
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
                    p95_ms=obs.p95_ms, capacity_rps=cap)
+    state = replace(state, rates=state.rates[:-1] + ((now, d.rate, planned),))
+    state = surprise(state, d, now)
     demanded = recommend(d, planned, horizon, cap, source, current, policy)
     step = breach(demanded, obs, replicas, cap, policy)
     step = tolerate(step, planned, cap, current, policy)
     details["recommendation"] = step.replicas
-    step, state = stabilize(step, state, policy, current, now, remember=demanded.replicas)
+    bare = math.ceil(level(d, state, now) / cap) if cap else current
+    step, state = stabilize(step, state, policy, current, now, demanded.replicas, bare)
     step = limit(step, current, policy)
     step = clamp(step, replicas, policy)
     return done(step, state, True)

@@ -134,7 +134,7 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
         spec = scaling_spec(opts)
         pol = decider.Policy.from_spec(spec, c.batcher.max_batch)
         return TritonscalePolicy(pol, interval_s=float(spec.interval_seconds), initial=initial,
-                                 state=decider.State(recommendations=seeded))
+                                 state=decider.State(recommendations=((0.0, initial, initial),)))
     if name == "hpa":
         return HpaPolicy(opts.hpa_target, c.min_replicas, c.max_replicas, initial, recs=seeded)
     if name == "keda":

@@ -39,6 +39,9 @@ CLASSES = SYNTHETIC + ("trace",)
 SMOOTH = frozenset({"diurnal", "ramps", "trace"})
 BURSTY = frozenset({"steps", "onoff", "flash", "randomwalk"})
 GRID_S = 1.0
+# Every instance opens with this long at its first rate: a service has history before a
+# trace begins, and no policy should be scored on a ramp that starts before it has seen one.
+LEAD_IN_S = 300.0
 
 
 def _normalise(rate: np.ndarray) -> np.ndarray:
@@ -144,8 +147,10 @@ def profile(cls: str, seed: int, duration: float) -> np.ndarray:
         raise ValueError("a traffic class needs at least 120 s")
     # a different stream per class, so seed 0 of "steps" is unrelated to seed 0 of "onoff"
     rng = np.random.default_rng([seed, CLASSES.index(cls)])
-    t = np.arange(0.0, duration, GRID_S)
-    return _normalise(np.maximum(_SHAPES[cls](rng, t), 1e-3))
+    lead = int(min(LEAD_IN_S, duration / 4) / GRID_S)
+    t = np.arange(0.0, duration - lead * GRID_S, GRID_S)
+    body = np.maximum(_SHAPES[cls](rng, t), 1e-3)
+    return _normalise(np.concatenate([np.full(lead, body[0]), body]))
 
 
 def arrivals_from_profile(rel: np.ndarray, peak_rps: float, seed: int, duration: float) -> np.ndarray:
