@@ -85,8 +85,16 @@ class Kube:
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """Pods matching ``label_selector``, as the API's JSON (not deserialised into
-        client models: a tick lists them for every InferenceService)."""
-        resp = self.core.list_namespaced_pod(namespace, label_selector=label_selector, _preload_content=False)
+        client models: a tick lists them for every InferenceService).
+
+        resourceVersion=0 lets the API server answer from its watch cache as it is. A
+        consistent list (the default) waits until the cache has caught up with etcd's
+        latest revision; after writes to other resources that took ~90 ms per list on
+        the local control plane (e2e/bench_autoscaler_tick.py, 1,000 objects: 100.5 ms
+        per tick, 9.35 ms with this). A census a moment old is fine: the next tick
+        sees the rest."""
+        resp = self.core.list_namespaced_pod(namespace, label_selector=label_selector, resource_version="0",
+                                             _preload_content=False)
         return json.loads(resp.data).get("items") or []
 
     def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
