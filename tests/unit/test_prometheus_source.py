@@ -51,12 +51,14 @@ def test_label_names_are_validated(bad):
 
 def test_one_query_per_signal_grouped_by_service():
     queries = build_queries(SeriesSelector(), 30)
-    assert set(queries) == set(SIGNALS) and len(queries) == 7
+    assert set(queries) == set(SIGNALS) and len(queries) == 9
     for q in queries.values():
         assert "by (namespace, inferenceservice, model" in q
         assert 'inferenceservice!=""' in q
     assert "histogram_quantile(0.95" in queries["p95_ms"] and " or max by " in queries["p95_ms"]
     assert '[30s]' in queries["rps"]
+    assert "irate(" in queries["recent_rps"] and "(success|failure)" in queries["recent_rps"]
+    assert "nv_inference_request_failure" in queries["failed_rps"]
 
 
 def test_snapshot_tells_value_no_data_and_failure_apart():

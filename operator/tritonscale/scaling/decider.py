@@ -43,7 +43,7 @@ from typing import Any, Literal, Optional
 # already "at the target" (the largest batch whose two batch times fit in it), so the
 # margin only covers rate noise within a tick and the error of the cost fit; growth
 # is planned for separately (forecast) and bursts by the burst memory.
-UTILISATION = 0.85
+UTILISATION = 0.9
 # Before the first pod was seen starting, assume this cold start (s): the sandbox's
 # CPU model starts in ~2 s, a GPU model with a large image in minutes.
 DEFAULT_COLD_START_S = 60.0
@@ -53,6 +53,7 @@ RATE_SAMPLE_S = 10.0
 RATE_MEMORY_S = 1200.0
 # Trend: fitted over the last two minutes at least (longer for longer cold starts).
 TREND_S = 120.0
+TREND_HORIZON_SHARE = 1.0
 # Rate noise: the rate's tick-to-tick variability (robust: median absolute difference of
 # consecutive samples over the last five minutes, as a standard deviation) is planned for at
 # the one-sided 95% normal quantile -- the objective is a p95. Poisson traffic at hundreds of
@@ -61,10 +62,6 @@ NOISE_S = 300.0
 NOISE_Z = 1.645
 # The level the plan starts from: the mean of the last minute, or the latest sample if higher.
 LEVEL_S = 60.0
-# Rise headroom: plan for the RISE_QUANTILE of how far the rate rose within one horizon
-# (cold start + tick) in the remembered past, up to the highest rate remembered.
-RISE_QUANTILE = 0.95
-RISE_MIN_SAMPLES = 20
 # Surprises: the arrival rate exceeded what the warm replicas serve at the target by more
 # than the rate's noise -- a rise the plan did not foresee. A reactive scaler pays a whole
 # cold start of misses for each one, so after a surprise the peak need is held (burst
@@ -99,6 +96,7 @@ BATCH_STEADY_CHANGE = 0.2
 # Scale-down window without a spec value: this many cold starts (learned).
 SCALE_DOWN_COLD_STARTS = 1.0
 MIN_BATCH_SPREAD = 1.0
+SINGLE_BATCH_MIN_SHARE = 0.25
 
 SourceStatus = Literal["ok", "no_data", "failed"]
 
@@ -341,9 +339,15 @@ def capacity(state: State, policy: Policy, target: float) -> tuple[Optional[floa
         sizes = [e[0] for e in samples]
         known = (policy.max_batch_size <= 1 or max(sizes) - min(sizes) >= MIN_BATCH_SPREAD
                  or max(sizes) >= 0.9 * policy.max_batch_size)
-        if not known:
-            return None, "batch cost (one batch size seen so far)"
-        return batch_capacity(cost, policy.max_batch_size, target), "batch cost"
+        if known:
+            return batch_capacity(cost, policy.max_batch_size, target), "batch cost"
+        if max(sizes) >= SINGLE_BATCH_MIN_SHARE * policy.max_batch_size:
+            # one batch size, already a good share of the maximum: the cost split half fixed, half
+            # per item there is a fair guess, and errs low (more replicas) for fixed-cost models
+            return batch_capacity(cost, policy.max_batch_size, target), "batch cost, one batch size"
+        # tiny batches only: replicas are far from full, and extrapolating their cost to large
+        # batches could be off by the batching gain itself
+        return None, "batch cost: only small batches seen so far"
     return state.capacity_rps, "p95"
 
 
@@ -450,17 +454,25 @@ def _fit(pts: list[tuple[float, float]]) -> tuple[float, float]:
     return slope, math.sqrt(res / (n - 2) / sxx)
 
 
+def _slope2(pts: list[tuple[float, float]]) -> float:
+    """Least-squares slope of two or more points."""
+    tm = sum(t for t, _ in pts) / len(pts)
+    rm = sum(r for _, r in pts) / len(pts)
+    sxx = sum((t - tm) ** 2 for t, _ in pts)
+    return 0.0 if sxx <= 0 else sum((t - tm) * (r - rm) for t, r in pts) / sxx
+
+
 def trend(rates: tuple[tuple[float, float, float], ...], now: float, horizon: float) -> float:
     """A rising trend (rps per second) worth extrapolating: the lower 95% confidence bound of
     the least-squares slope over the last max(TREND_S, horizon) -- look back as far as the plan
     looks ahead -- and no more than either half of that window rises (a ramp rises in both
     halves; a step in one only, and is met by the rate itself, not extrapolated). 0 if none."""
-    span = max(TREND_S, horizon)
+    span = max(TREND_S, TREND_HORIZON_SHARE * horizon)
     pts = [(e[0], e[1]) for e in rates if now - e[0] <= span]
     older = [(t, r) for t, r in pts if now - t > span / 2]
     newer = [(t, r) for t, r in pts if now - t <= span / 2]
     slope, se = _fit(pts)
-    halves = min(_fit(older)[0], _fit(newer)[0]) if len(older) >= 3 and len(newer) >= 3 else 0.0
+    halves = min(_slope2(older), _slope2(newer)) if len(older) >= 2 and len(newer) >= 2 else 0.0
     return max(0.0, min(slope - NOISE_Z * se, halves))
 
 
@@ -480,35 +492,8 @@ def forecast(d: Demand, state: State, policy: Policy, now: float) -> tuple[float
     level (last minute's mean, or the latest sample if higher), plus a rising trend over the
     horizon (cold start + one tick), plus the rate's noise at the 95% quantile."""
     horizon = cold_start(state) + policy.interval_s
-    lvl = level(d, state, now)
-    plan = lvl + trend(state.rates, now, horizon) * horizon + NOISE_Z * noise(state.rates, now)
-    g, peak = rise_headroom(state.rates, now, horizon)
-    if g > 1.0:
-        plan = max(plan, min(lvl * g, peak))
+    plan = level(d, state, now) + trend(state.rates, now, horizon) * horizon + NOISE_Z * noise(state.rates, now)
     return plan, horizon
-
-
-def rise_headroom(rates: tuple[tuple[float, float, float], ...], now: float, horizon: float) -> tuple[float, float]:
-    """(g, peak): how far the rate has risen within one horizon in the remembered past -- the
-    RISE_QUANTILE of max(rate over (s, s + horizon]) / rate(s) over past samples s -- and the
-    highest rate remembered. 1 with too short a history."""
-    pts = [(e[0], e[1]) for e in rates]
-    if not pts:
-        return 1.0, 0.0
-    peak = max(r for _, r in pts)
-    ratios = []
-    j = 0
-    for i, (t, r) in enumerate(pts):
-        if t > now - horizon:
-            break
-        ahead = [r2 for t2, r2 in pts[i + 1:] if t2 <= t + horizon]
-        if ahead and r > 0:
-            ratios.append(max(ahead) / r)
-        j += 1
-    if len(ratios) < RISE_MIN_SAMPLES:
-        return 1.0, peak
-    ratios.sort()
-    return max(1.0, ratios[min(len(ratios) - 1, int(RISE_QUANTILE * len(ratios)))]), peak
 
 
 def level(d: Demand, state: State, now: float) -> float:

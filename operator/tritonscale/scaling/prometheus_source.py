@@ -3,7 +3,7 @@
 Series are selected by the labels ``namespace``, ``inferenceservice`` and
 ``model`` (names configurable); the chart's scrape config copies the pod label
 ``tritonscale.io/inferenceservice`` into ``inferenceservice``. Each query groups
-by those labels, so 1,000 InferenceServices cost the same seven queries as one.
+by those labels, so 1,000 InferenceServices cost the same nine queries as one.
 
 p95 combination
 ---------------
@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping, Protocol
 
 from tritonscale.scaling.decider import Observation
 
-SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "replicas", "batch_size", "batch_ms")
+SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "replicas", "batch_size", "batch_ms", "failed_rps", "recent_rps")
 
 
 def promql_string(value: str) -> str:
@@ -90,7 +90,7 @@ class SeriesSelector:
 
 
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
-    """The seven queries of one tick. Pure, so the escaping is unit-tested."""
+    """The nine queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
     return {
@@ -115,6 +115,13 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         "batch_ms": (
             f"sum by ({g}) (rate(nv_inference_compute_infer_duration_us{{{m}}}[{w}])) / 1000 "
             f"/ sum by ({g}) (rate({success}[{w}]))"
+        ),
+        # Requests the queue policy rejected (absent until Triton counts a failure: read as 0).
+        "failed_rps": f"sum by ({g}) (rate(nv_inference_request_failure{{{m}}}[{w}]))",
+        # Requests out of the queue (served or rejected) between the last two scrapes: the
+        # fastest rate Prometheus has; with the pending gauge's change it gives arrivals now.
+        "recent_rps": (
+            f'sum by ({g}) (irate({{__name__=~"nv_inference_request_(success|failure)", {m}}}[{w}]))'
         ),
     }
 
@@ -147,7 +154,8 @@ class Snapshot:
                                message=f"no Triton series with namespace={namespace}, "
                                        f"inferenceservice={name}, model={model}")
         return Observation(status="ok", p95_ms=val("p95_ms"), rps=rps, queue_ms=val("queue_ms"),
-                           pending=val("pending"), batch_size=val("batch_size"), batch_ms=val("batch_ms"))
+                           pending=val("pending"), batch_size=val("batch_size"), batch_ms=val("batch_ms"),
+                           failed_rps=val("failed_rps"), recent_rps=val("recent_rps"))
 
 
 class MetricSource(Protocol):

@@ -2,9 +2,10 @@
 
 Order of work: measure the per-replica capacity at the SLO (``capacity``), plan
 the oracle's per-window needs on the arrivals, then run each policy. Every
-policy starts with the oracle's first-window count warm (a fair start: nobody is
-charged for a cold start at t = 0 or spends the first minute under-provisioned)
-unless ``initial_replicas`` says otherwise. Autoscalers with a scale-down window
+policy starts with what the oracle provisions at t = 0 warm (``fair_start``: the
+largest need of the windows within one cold start; nobody is charged for a cold
+start at t = 0 or spends the first cold start under-provisioned) unless
+``initial_replicas`` says otherwise. Autoscalers with a scale-down window
 (tritonscale, HPA, KEDA) start as if they had been running at that count: their
 recommendation history holds it at t = 0, so none of them drops replicas on the
 first 15 s of data just because its 300 s window is still empty. Everything else
@@ -160,9 +161,17 @@ def _run_one(name: str) -> tuple[Outcome, Optional[bool]]:
         out = outcome(sol.run, opts.slo_ms)
         out.summary = replace(out.summary, policy="oracle")
         return out, sol.meets_slo
-    initial = opts.initial_replicas or needs[0]
+    initial = opts.initial_replicas or fair_start(needs, opts)
     run = simulate(arrivals, build(name, opts, cal, initial), opts.cluster, horizon)
     return outcome(run, opts.slo_ms), None
+
+
+def fair_start(needs: Sequence[int], opts: Options) -> int:
+    """Replicas every policy starts with, warm: what the oracle provisions at t = 0 -- the largest
+    need of the windows that start within one cold start -- so that nobody is charged for a cold
+    start at t = 0 or spends the first cold start under-provisioned for want of history."""
+    reach = max(1, math.ceil(opts.cluster.cold_start_s / ATTAINMENT_WINDOW_S))
+    return max(needs[: reach + 1]) if opts.cluster.cold_start_s > 0 else needs[0]
 
 
 def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Options,

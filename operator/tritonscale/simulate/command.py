@@ -20,7 +20,7 @@ import numpy as np
 
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
-from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, run_benchmark, scaling_spec
+from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, fair_start, run_benchmark, scaling_spec
 from tritonscale.simulate.engine import ClusterConfig
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import validate_name
@@ -126,7 +126,7 @@ def describe(b: Benchmark, what: str, arrivals: np.ndarray) -> str:
         f"capacity at p95 <= {o.slo_ms:g} ms: {cal.capacity_rps:.0f} rps/replica (saturated {cal.max_rps:.0f})",
         f"metrics: scrape {c.prom.scrape_s:g} s, window {c.prom.window_s:g} s; "
         f"tritonscale tick {scaling_spec(o).interval_seconds} s; "
-        f"replicas {c.min_replicas}..{c.max_replicas}, start with {o.initial_replicas or b.needs[0]} warm",
+        f"replicas {c.min_replicas}..{c.max_replicas}, start with {o.initial_replicas or fair_start(b.needs, o)} warm",
         f"baselines at {o.headroom:.0%} of capacity: keda {cal.target_rps:.0f} rps/replica every 30 s, "
         f"kpa {cal.concurrency_at_headroom:.1f} in flight/replica, hpa GPU duty cycle {o.hpa_target:.0%} "
         f"(measured duty cycle at that load: {cal.busy_at_headroom:.0%})",
