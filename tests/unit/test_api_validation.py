@@ -256,7 +256,7 @@ MINIMAL = {"model": {"storageUri": "s3://bucket/model", "backend": "onnxruntime"
     ("scaling.interval_seconds", 15),
     ("scaling.window_seconds", 60),
     ("scaling.tolerance", 0.1),
-    ("scaling.scale_down.stabilization_seconds", 300),
+    ("scaling.scale_down.stabilization_seconds", None),
     ("scaling.scale_down.max_step", 1),
     ("scaling.scale_up.stabilization_seconds", 0),
     ("scaling.scale_up.max_step", 4),

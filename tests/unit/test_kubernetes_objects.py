@@ -248,7 +248,7 @@ def test_fetch_script_quotes_the_uri() -> None:
     ({"spec.runtime.gpus": 1}, True),  # KIND_CPU -> KIND_GPU
     ({"spec.scaling.maxReplicas": 9}, False),
     ({"spec.scaling.minReplicas": 2}, False),
-    ({"spec.scaling.targetP95Milliseconds": 99}, False),
+    ({"spec.scaling.targetP95Milliseconds": 99}, True),  # the default queue timeout is 2x the target
     ({"spec.runtime.image": "example/tritonserver:custom"}, False),
     ({"spec.runtime.resources": {"requests": {"cpu": "1"}}}, False),
     ({"spec.model.storageUri": "s3://bucket/linear"}, False),

@@ -172,7 +172,7 @@ def test_crd_defaults_match_pydantic_defaults(case: Any) -> None:
 def test_crd_defaulting_fills_nested_blocks_from_empty_spec() -> None:
     got = crd_defaulted({"model": {"storageUri": "s3://b/m", "backend": "python"}})
     assert got["scaling"]["minReplicas"] == 1
-    assert got["scaling"]["scaleDown"] == {"stabilizationSeconds": 300, "maxStep": 1}
+    assert got["scaling"]["scaleDown"] == {"maxStep": 1}  # stabilizationSeconds unset: learned
     assert got["runtime"]["gpus"] == 1
     assert "fallbackReplicas" not in got["scaling"]
     assert "batching" not in got

@@ -120,7 +120,9 @@ SAMPLE_EXPECTATIONS = {
         "name": "linear", "backend": "python", "max_batch_size": 16,
         "instance_group[0].kind": KIND_CPU, "instance_group[0].count": 1,
         "dynamic_batching.preferred_batch_size": [4, 8, 16],
-        "dynamic_batching.default_queue_policy": ABSENT,
+        # targetP95Milliseconds 150 and no queueTimeoutMicroseconds: the default, 2 x the target
+        "dynamic_batching.default_queue_policy.default_timeout_microseconds": 300000,
+        "dynamic_batching.default_queue_policy.timeout_action": REJECT,
         "model_warmup[1].batch_size": 16, "model_warmup[1].inputs[x].data_type": TYPE("TYPE_FP32"),
         "parameters[cost_base_ms].string_value": "20", "parameters[cost_per_item_ms].string_value": "2",
         "optimization": ABSENT,
@@ -330,3 +332,30 @@ def test_tensor_names_are_escaped(name: str) -> None:
     assert cfg.output[0].name == name + "_out"
     assert list(cfg.model_warmup[0].inputs) == [name]
     assert dict(cfg.parameters) == {name: pb.ModelParameter(string_value=name)}
+
+
+# --- the default queue timeout: twice the latency target -----------------------------------------
+def _timeout_of(batching: dict | None, target: float | None) -> int:
+    from tritonscale.api.spec import effective_queue_timeout_us
+    from tritonscale.api.validation import validate_spec
+
+    spec = {"model": {"name": "m", "storageUri": "pvc://c/m", "backend": "python", "maxBatchSize": 8},
+            "scaling": {} if target is None else {"targetP95Milliseconds": target}}
+    if batching is not None:
+        spec["batching"] = batching
+    parsed, problems = validate_spec(spec)
+    assert problems == []
+    return effective_queue_timeout_us(parsed)
+
+
+@pytest.mark.parametrize(("batching", "target", "timeout_us"), [
+    ({}, 100.0, 200_000),  # unset: 2 x target
+    ({}, 37.5, 75_000),
+    ({}, None, 0),  # no target: no timeout
+    ({"queueTimeoutMicroseconds": 0}, 100.0, 0),  # explicitly off
+    ({"queueTimeoutMicroseconds": 5_000}, 100.0, 5_000),  # explicit value wins
+    (None, 100.0, 0),  # no dynamic batching block: no queue policy
+    ({"enabled": False}, 100.0, 0),
+])
+def test_default_queue_timeout_is_twice_the_target(batching, target, timeout_us) -> None:
+    assert _timeout_of(batching, target) == timeout_us

@@ -143,8 +143,12 @@ class BatchingSpec(_Model):
     )
     preserve_ordering: bool = Field(default=False, description="Return responses in request order.")
     max_queue_size: int = Field(default=0, ge=0, description="Reject beyond this many queued requests; 0 = unbounded.")
-    queue_timeout_microseconds: int = Field(
-        default=0, ge=0, description="Drop or delay requests queued longer than this; 0 = no timeout.",
+    queue_timeout_microseconds: Optional[int] = Field(
+        default=None, ge=0,
+        description="Reject (or delay, see timeoutAction) requests queued longer than this; 0 = no timeout. "
+        "Unset: twice scaling.targetP95Milliseconds when a target is set -- a request queued that long has "
+        "missed the target already, and rejecting it keeps a burst's backlog from outliving the burst -- "
+        "otherwise no timeout.",
     )
     timeout_action: Literal["REJECT", "DELAY"] = Field(
         default="REJECT", description="What happens to a request whose queue timeout expires.",
@@ -255,3 +259,21 @@ class InferenceServiceSpec(_Model):
                                  description="How Triton runs: image, GPUs, pod placement.")
     scaling: ScalingSpec = Field(default_factory=ScalingSpec, json_schema_extra=_object_default(),
                                  description="Warm floor, ceiling, latency target and autoscaler policy.")
+
+
+# A request still queued after this many p95 targets is rejected unless the spec says
+# otherwise (batching.queueTimeoutMicroseconds). Measured with the scenario suite: without a
+# timeout a burst's backlog stays on the replicas that were serving (round-robin gives new
+# replicas only new requests) and windows keep missing for minutes after the capacity came.
+QUEUE_TIMEOUT_TARGETS = 2.0
+
+
+def effective_queue_timeout_us(spec: InferenceServiceSpec) -> int:
+    """The queue timeout config.pbtxt carries, in microseconds; 0 = none."""
+    b = spec.batching
+    if b is None or not b.enabled:
+        return 0
+    if b.queue_timeout_microseconds is not None:
+        return b.queue_timeout_microseconds
+    target = spec.scaling.target_p95_milliseconds
+    return round(QUEUE_TIMEOUT_TARGETS * target * 1000) if target else 0

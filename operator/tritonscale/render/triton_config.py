@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tritonscale.api.spec import InferenceServiceSpec, TensorSpec
+from tritonscale.api.spec import InferenceServiceSpec, TensorSpec, effective_queue_timeout_us
 
 # backend -> (config key, value). Triton selects the PyTorch/TensorFlow/TensorRT
 # runtimes through `platform`; ONNX Runtime and Python through `backend`.
@@ -77,10 +77,11 @@ def _dynamic_batching(spec: InferenceServiceSpec) -> list[str]:
     lines.append(f"  max_queue_delay_microseconds: {b.max_queue_delay_microseconds}")
     if b.preserve_ordering:
         lines.append("  preserve_ordering: true")
-    if b.max_queue_size or b.queue_timeout_microseconds:
+    timeout_us = effective_queue_timeout_us(spec)
+    if b.max_queue_size or timeout_us:
         policy = [f"    timeout_action: {b.timeout_action}"]
-        if b.queue_timeout_microseconds:
-            policy.append(f"    default_timeout_microseconds: {b.queue_timeout_microseconds}")
+        if timeout_us:
+            policy.append(f"    default_timeout_microseconds: {timeout_us}")
         if b.max_queue_size:
             policy.append(f"    max_queue_size: {b.max_queue_size}")
         lines.append("  default_queue_policy {\n" + "\n".join(policy) + "\n  }")
