@@ -65,7 +65,7 @@ def test_trace_file(capsys, tmp_path) -> None:
     (["--trace", "/nonexistent.csv", "--slo-ms", "150"], "/nonexistent.csv: cannot read"),
     (["--shape", "poisson", "--slo-ms", "10"], "SLO of 10 ms is below what one replica serves"),
     (["--shape", "poisson", "--slo-ms", "abc"], "argument --slo-ms: invalid float value"),
-    (["--shape", "poisson"], "required: --slo-ms"),
+    (["--shape", "poisson"], "--slo-ms is required"),
     (["--shape", "poisson", "--slo-ms", "150", "--preferred-batch-sizes", "4,32"], "outside 1..16"),
 ])
 def test_bad_input_exits_1_with_one_line(capsys, argv, message) -> None:

@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
 from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, fair_start, run_benchmark, scaling_spec
@@ -52,6 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--max-batch", type=int, default=16, help="max_batch_size (default 16)")
     m.add_argument("--max-queue-delay-us", type=float, default=2000.0, help="default 2000")
     m.add_argument("--preferred-batch-sizes", default="4,8,16", help="comma list, '' for none (default 4,8,16)")
+    m.add_argument("--queue-timeout-us", type=float,
+                   help="Triton queue timeout (REJECT); default: the operator's, twice --slo-ms; 0: none")
     m.add_argument("--cold-start-s", type=float, default=60.0, help="pod creation to ready (default 60)")
 
     c = p.add_argument_group("cluster, metrics and policies")
@@ -85,8 +88,13 @@ def _preferred(text: str) -> tuple[int, ...]:
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
+    if args.queue_timeout_us is not None and args.queue_timeout_us < 0:
+        raise ValueError("--queue-timeout-us must be >= 0")
+    timeout_us = (QUEUE_TIMEOUT_TARGETS * args.slo_ms * 1000.0 if args.queue_timeout_us is None
+                  else args.queue_timeout_us)
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch,
-                            args.max_queue_delay_us / 1000.0, _preferred(args.preferred_batch_sizes))
+                            args.max_queue_delay_us / 1000.0, _preferred(args.preferred_batch_sizes),
+                            timeout_us / 1000.0 if timeout_us > 0 else None)
     cluster = ClusterConfig(batcher, args.cold_start_s, args.min_replicas, args.max_replicas,
                             PromConfig(args.scrape_s, args.window_s))
     if args.initial_replicas is not None and not args.min_replicas <= args.initial_replicas <= args.max_replicas:
@@ -122,7 +130,9 @@ def describe(b: Benchmark, what: str, arrivals: np.ndarray) -> str:
         f"arrivals: {what}: {b.arrivals:,} requests over {b.horizon:.0f} s "
         f"(mean {b.arrivals / b.horizon:.0f} rps, busiest minute {peak:.0f} rps)",
         f"replica: {bt.base_ms:g} ms + {bt.per_item_ms:g} ms/item, max batch {bt.max_batch}, queue delay "
-        f"{bt.max_queue_delay_ms * 1000:g} us, preferred {list(bt.preferred)}; cold start {c.cold_start_s:g} s; "
+        f"{bt.max_queue_delay_ms * 1000:g} us, preferred {list(bt.preferred)}, queue timeout "
+        f"{'none' if bt.queue_timeout_ms is None else f'{bt.queue_timeout_ms * 1000:g} us'}; "
+        f"cold start {c.cold_start_s:g} s; "
         f"capacity at p95 <= {o.slo_ms:g} ms: {cal.capacity_rps:.0f} rps/replica (saturated {cal.max_rps:.0f})",
         f"metrics: scrape {c.prom.scrape_s:g} s, window {c.prom.window_s:g} s; "
         f"tritonscale tick {scaling_spec(o).interval_seconds} s; "

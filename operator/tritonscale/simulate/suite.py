@@ -35,6 +35,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import traffic
 from tritonscale.simulate.benchmark import Options, peak_replicas_scale, run_benchmark
@@ -84,8 +85,9 @@ class SuiteConfig:
     batcher: BatcherConfig = field(default_factory=BatcherConfig)
     trace_path: Optional[str] = None  # the real trace for the "trace" class
     jobs: int = 1
-    # Triton queue timeout as a multiple of the scenario's SLO; None: no timeout
-    queue_timeout_targets: Optional[float] = None
+    # Triton queue timeout as a multiple of the scenario's SLO; the default is what the operator
+    # renders when batching.queueTimeoutMicroseconds is unset; 0: no timeout
+    queue_timeout_targets: float = QUEUE_TIMEOUT_TARGETS
 
     def __post_init__(self) -> None:
         bad = [c for c in self.classes if c not in traffic.CLASSES]
@@ -183,7 +185,7 @@ class ScenarioResult:
 
 def _cluster(cfg: SuiteConfig, sc: Scenario) -> ClusterConfig:
     batcher = cfg.batcher
-    if cfg.queue_timeout_targets is not None:
+    if cfg.queue_timeout_targets > 0:
         batcher = replace(batcher, queue_timeout_ms=cfg.queue_timeout_targets * cfg.slo_ms(sc.slo))
     return ClusterConfig(batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas)
 
@@ -309,6 +311,8 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
     return {
         "setup": {
             "routing": ROUTING,
+            "queue_timeout": (f"{cfg.queue_timeout_targets:g} x the SLO (Triton default_queue_policy, REJECT)"
+                              if cfg.queue_timeout_targets > 0 else "none"),
             "replica": {"base_ms": cfg.batcher.base_ms, "per_item_ms": cfg.batcher.per_item_ms,
                         "max_batch": cfg.batcher.max_batch, "max_queue_delay_ms": cfg.batcher.max_queue_delay_ms,
                         "preferred": list(cfg.batcher.preferred)},

@@ -34,6 +34,8 @@ def setup_text(cfg: SuiteConfig, n: int) -> str:
         f"{b.max_queue_delay_ms * 1000:g} us, preferred {list(b.preferred)}; replicas {cfg.min_replicas}.."
         f"{cfg.max_replicas}; each scenario's busiest minute needs {cfg.peak_replicas} replicas",
         f"routing: {ROUTING}",
+        "queue: " + (f"requests queued longer than {cfg.queue_timeout_targets:g} x the SLO are rejected (the "
+                     "operator's default Triton queue policy)" if cfg.queue_timeout_targets > 0 else "no timeout"),
         "tritonscale: the CRD defaults; static: the oracle's largest per-minute need, never scaled",
         "attainment: share of 60 s windows whose p95 is within the SLO (a rejected or timed-out request is a miss); "
         "cost: replica-hours, pods counted from creation",
