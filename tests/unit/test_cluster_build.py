@@ -1,0 +1,72 @@
+"""tritonscale.cluster.build: where the Go module is, the Go version check, the cache key."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tritonscale.cluster import build
+
+
+def _fake_go(tmp_path: Path, version: str) -> str:
+    go = tmp_path / "go"
+    go.write_text(f"#!/bin/sh\necho {version}\n")
+    go.chmod(0o755)
+    return str(go)
+
+
+def test_old_go_is_a_one_line_error_naming_what_to_install(tmp_path):
+    with pytest.raises(build.ClusterError) as err:
+        build.check_go(_fake_go(tmp_path, "go1.19.8"))
+    message = str(err.value)
+    assert "\n" not in message and "Go >= 1.24" in message and "go1.19.8" in message
+
+
+def test_new_enough_go_passes(tmp_path):
+    assert build.check_go(_fake_go(tmp_path, "go1.24.0")) == "go1.24.0"
+    assert build.check_go(_fake_go(tmp_path, "go1.26.8")) == "go1.26.8"
+
+
+def test_missing_go_names_what_to_install(monkeypatch):
+    monkeypatch.setattr(build.shutil, "which", lambda name: None)
+    monkeypatch.setattr(build.os, "access", lambda path, mode: False)
+    with pytest.raises(build.ClusterError, match=r"Go >= 1\.24 is needed .*found: none"):
+        build.find_go()
+
+
+def test_module_without_the_repository_fails_clearly(monkeypatch, tmp_path):
+    monkeypatch.setattr(build, "__file__", str(tmp_path / "site-packages" / "tritonscale" / "cluster" / "build.py"))
+    with pytest.raises(build.ClusterError, match="installed without its repository"):
+        build.module_dir()
+
+
+def test_cache_key_is_version_and_a_hash_of_the_sources(tmp_path):
+    module = tmp_path / "cluster"
+    shutil.copytree(build.module_dir(), module, ignore=shutil.ignore_patterns("README.md"))
+    assert build.kubernetes_version(module) == "v1.35.8"
+    before = build.source_hash(module)
+    assert len(before) == 12 and before == build.source_hash(module)
+    (module / "cmd" / "etcd" / "main.go").write_text((module / "cmd" / "etcd" / "main.go").read_text() + "\n// x\n")
+    assert build.source_hash(module) != before
+
+
+def test_version_is_stamped_into_the_binaries():
+    flags = build.build_flags("v1.35.8")
+    assert "-X k8s.io/component-base/version.gitVersion=v1.35.8" in flags[-1]
+    assert "-X k8s.io/component-base/version.gitMinor=35" in flags[-1]
+
+
+def test_cached_binaries_are_used_without_go(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    target = build.binaries_dir()
+    assert str(target).startswith(str(tmp_path / "tritonscale" / "control-plane" / "v1.35.8-"))
+    target.mkdir(parents=True)
+    for name in build.BINARIES:
+        (target / name).write_text("#!/bin/sh\n")
+        (target / name).chmod(0o755)
+    monkeypatch.setattr(build, "find_go", lambda: pytest.fail("go must not be needed when cached"))
+    lines: list[str] = []
+    assert build.ensure_binaries(lines.append) == target
+    assert len(lines) == 1 and "cached" in lines[0]
