@@ -139,12 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     _optional_command(sub, "cluster", "tritonscale.cluster.command",
                       "a real Kubernetes control plane on 127.0.0.1 (built once from Kubernetes' Go modules)")
     _optional_command(sub, "sandbox", "tritonscale.sandbox.command",
-                      "run the closed loop locally: emulated API, real tritonserver + Prometheus, the operator")
+                      "run the closed loop locally: a real control plane, tritonserver pods, Prometheus, the operator")
     return parser
 
 
 def _optional_command(sub: Any, name: str, module: str, help_text: str) -> None:
-    """Commands whose dependencies (numpy, matplotlib, kmock, nvidia-pytriton) live in the
+    """Commands whose dependencies (numpy, matplotlib, nvidia-pytriton) live in the
     `sandbox` extra: the operator image does not need them, so a missing one becomes a
     one-line error instead of breaking `tritonscale run`."""
     import importlib

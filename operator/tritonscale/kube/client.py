@@ -1,7 +1,7 @@
 """Thin typed wrapper over the official kubernetes client.
 
 Writes are create + JSON merge patch only (no apply, no PUT, no strategic
-merge), so they mean the same thing on every API server and on the emulator.
+merge), so they mean the same thing on every API server version.
 """
 
 from __future__ import annotations
