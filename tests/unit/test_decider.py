@@ -1,257 +1,398 @@
-"""The pure decider: tables and fake-clock scenarios (bursts, flapping, idle, cold starts, outages)."""
+"""The pure decider: a table per step, then fake-clock scenarios (a ramp, a flash crowd, a burst
+train, outages) driven through ``decide`` as the operator drives it."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
-from tritonscale.scaling.decider import (
-    Observation,
-    Policy,
-    Replicas,
-    State,
-    decide,
-)
+from tritonscale.scaling import decider as D
+from tritonscale.scaling.decider import Observation, Policy, Replicas, State, Step, decide
 
-POLICY = Policy(min_replicas=1, max_replicas=10, target_p95_ms=100.0, scale_down_stabilization_s=300.0)
+POLICY = Policy(min_replicas=1, max_replicas=20, target_p95_ms=100.0, max_batch_size=16)
+A_MS, B_MS = 20.0, 2.0  # the fake model: a batch of n costs a + b*n ms (saturates at 16/52 ms = 308 rps)
+CAP = D.batch_capacity((A_MS, B_MS), 16, 100.0)  # 15 / 50 ms = 300 rps at the 100 ms target
 
 
-def ok(p95: float | None, rps: float, queue: float | None = None) -> Observation:
-    return Observation(status="ok", p95_ms=p95, rps=rps, queue_ms=queue)
+def ok(rate: float, p95: float | None = 50.0, pending: float = 0.0, batch: float | None = None,
+       failed: float = 0.0) -> Observation:
+    return Observation(status="ok", p95_ms=p95, rps=rate, recent_rps=rate + failed, failed_rps=failed,
+                       pending=pending, batch_size=batch, batch_ms=None if batch is None else A_MS + B_MS * batch)
 
 
 FAILED = Observation(status="failed", message="connection refused")
 NO_DATA = Observation(status="no_data", message="no series")
 
 
-class Loop:
-    """Drives the decider like the operator does: a tick every ``interval`` seconds, and
-    replicas that become ready ``cold_start`` seconds after they were asked for."""
-
-    def __init__(self, policy: Policy, replicas: int = 1, interval: float = 15.0, cold_start: float = 0.0):
-        self.policy, self.interval, self.cold_start = policy, interval, cold_start
-        self.now = 0.0
-        self.state = State()
-        self.current = replicas
-        self.started: list[float] = [-1e9] * replicas  # start time of each replica
-        self.history: list[tuple[float, int, str]] = []
-
-    @property
-    def ready(self) -> int:
-        return sum(1 for t in self.started if self.now - t >= self.cold_start)
-
-    def tick(self, obs: Observation):
-        d = decide(obs, Replicas(self.current, self.ready), self.policy, self.state, self.now)
-        if d.replicas > self.current:
-            self.started += [self.now] * (d.replicas - self.current)
-        elif d.replicas < self.current:
-            self.started = self.started[: d.replicas]
-        self.current, self.state = d.replicas, d.state
-        self.history.append((self.now, d.replicas, d.reason))
-        self.now += self.interval
-        return d
-
-    def scale_events(self) -> int:
-        return sum(1 for a, b in zip(self.history, self.history[1:]) if a[1] != b[1])
+def known_capacity(state: State = State(), now: float = 0.0) -> State:
+    """Memory with batch samples at two sizes: the cost line a + b*n is known."""
+    s = D.add_batch_sample(state.batch_samples, 4.0, A_MS + 4 * B_MS, now)
+    s = D.add_batch_sample(s, 12.0, A_MS + 12 * B_MS, now)
+    return replace(state, batch_samples=s)
 
 
-# --- tables ------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize(
-    "obs, current, ready, state, expect_replicas, expect_reason",
-    [
-        # p95 3x target on 2 warm replicas: panic, proportional size 6 (within the +4 step).
-        (ok(300, 100), 2, 2, State(capacity_rps=50), 6, "Panic"),
-        # Mild breach (1.3x): the breach lowers capacity to 50/1.3**0.5 = 43.9 rps, and
-        # 100 rps at 75% of that needs 4 (more than the proportional 3).
-        (ok(130, 100), 2, 2, State(capacity_rps=50), 4, "LatencyAboveTarget"),
-        # Scale-down inside the dead band: 337.5 rps is 90% of 10 x 50 x 0.75: hold.
-        (ok(80, 337.5), 10, 10, State(capacity_rps=50), 10, "WithinTolerance"),
-        # Scale-up is never held by the dead band: 85 rps needs 3 at 37.5 per replica.
-        (ok(80, 85), 2, 2, State(capacity_rps=50), 3, "LoadIncreased"),
-        # Source failed: hold.
-        (FAILED, 4, 4, State(), 4, "MetricsUnavailable"),
-        # No series: hold, never scale down.
-        (NO_DATA, 4, 4, State(capacity_rps=50), 4, "NoData"),
-        # Below the floor for any reason: raise to it at once.
-        (ok(10, 1), 0, 0, State(), 1, "BelowFloor"),
-        # Breach while 2 of 4 replicas are still starting: those cover the 1.5x breach.
-        (ok(150, 100), 4, 2, State(capacity_rps=50), 4, "WaitingForWarmup"),
-    ],
-)
-def test_decision_table(obs, current, ready, state, expect_replicas, expect_reason):
-    d = decide(obs, Replicas(current, ready), POLICY, state, now=1000.0)
-    assert (d.replicas, d.reason) == (expect_replicas, expect_reason), d.message
-    assert d.message  # every decision explains itself
+def rates(*pairs: tuple[float, float]) -> tuple[tuple[float, float, float], ...]:
+    return tuple((t, r, r) for t, r in pairs)
 
 
-def test_scale_up_is_rate_limited_and_clamped_to_max():
-    d = decide(ok(1000, 1000), Replicas(2, 2), POLICY, State(capacity_rps=10), now=0.0)
-    assert d.replicas == 2 + POLICY.scale_up_max_step
-    assert "limited to +4" in d.message
-    p = replace(POLICY, max_replicas=3)
-    d = decide(ok(1000, 1000), Replicas(2, 2), p, State(capacity_rps=10), now=0.0)
-    assert d.replicas == 3 and d.reason == "AtMaxReplicas"
+# --- step: guard -------------------------------------------------------------------------------
+@pytest.mark.parametrize(("obs", "current", "policy", "state", "replicas", "reason", "metrics_ok"), [
+    (FAILED, 4, POLICY, State(), 4, "MetricsUnavailable", False),
+    (FAILED, 4, replace(POLICY, fallback_replicas=6), State(failures=2), 6, "FallbackAfterFailures", False),
+    (FAILED, 4, replace(POLICY, fallback_replicas=6), State(failures=0), 4, "MetricsUnavailable", False),
+    (FAILED, 0, POLICY, State(), 1, "MetricsUnavailable", False),  # never below the floor
+    (ok(100), 0, POLICY, State(), 1, "BelowFloor", True),
+    (ok(100), 3, replace(POLICY, target_p95_ms=None), State(), 3, "NoTarget", True),
+    (NO_DATA, 3, POLICY, State(), 3, "NoData", False),
+    (ok(100), 3, POLICY, State(), None, None, True),  # nothing to guard: the pipeline decides
+])
+def test_guard(obs, current, policy, state, replicas, reason, metrics_ok):
+    step, st, good = D.guard(obs, Replicas(current, current), policy, state)
+    assert good is metrics_ok
+    if replicas is None:
+        assert step is None
+    else:
+        assert (step.replicas, step.reason) == (replicas, reason)
+    assert st.failures == (state.failures + 1 if obs.status == "failed" else 0)
 
 
-def test_never_below_min_plus_warm_buffer_nor_above_max():
-    p = replace(POLICY, min_replicas=2, warm_buffer=1, scale_down_stabilization_s=0, scale_down_max_step=10)
-    d = decide(ok(None, 0.0), Replicas(8, 8), p, State(capacity_rps=50), now=0.0)
-    assert d.replicas == 3 and d.reason == "Idle"
-    d = decide(ok(5000, 10_000), Replicas(9, 9), replace(p, scale_up_max_step=100), State(capacity_rps=1), now=0.0)
-    assert d.replicas == 10
+# --- step: demand ------------------------------------------------------------------------------
+@pytest.mark.parametrize(("obs", "last_pending", "rate", "backlog"), [
+    (ok(200), None, 200, 0),
+    (ok(200, pending=300), (0.0, 0.0), 200 + 300 / 15, 300),  # the queue grew by 300 in 15 s
+    (ok(200, pending=0), (0.0, 150.0), 190, 0),  # a draining queue: arrivals below exits
+    (ok(200, failed=50), None, 250, 0),  # rejected requests are demand too
+    (Observation(status="ok", rps=120.0, failed_rps=30.0), None, 150, 0),  # no irate: the window's rate
+    (ok(0, pending=0), (0.0, 10.0), 0, 0),  # never negative
+])
+def test_demand_is_exits_plus_queue_growth(obs, last_pending, rate, backlog):
+    d = D.demand(obs, State(last_pending=last_pending), now=15.0)
+    assert d.rate == pytest.approx(rate)
+    assert d.backlog == backlog
 
 
-def test_no_target_holds_between_floor_and_ceiling():
-    p = replace(POLICY, target_p95_ms=None)
-    assert decide(ok(999, 999), Replicas(3, 3), p, State(), 0.0).replicas == 3
-    assert decide(ok(999, 999), Replicas(0, 0), p, State(), 0.0).replicas == 1
+# --- step: learn -------------------------------------------------------------------------------
+def test_learn_cold_start_longer_at_once_shorter_slowly():
+    s = D.learn(State(), ok(10), Replicas(2, 2, startup_s=(40.0, 90.0)), POLICY, 0.0, 10.0)
+    assert s.cold_start_s == 90.0
+    s = D.learn(s, ok(10), Replicas(2, 2, startup_s=(30.0,)), POLICY, 15.0, 10.0)
+    assert 30.0 < s.cold_start_s < 90.0
+    assert D.cold_start(State()) == D.DEFAULT_COLD_START_S
 
 
-def test_state_roundtrips_through_status_dict():
-    d = decide(ok(300, 100), Replicas(2, 2), POLICY, State(capacity_rps=50), now=1000.0)
-    again = State.from_dict(d.state.to_dict())
-    assert again.capacity_rps == pytest.approx(d.state.capacity_rps, rel=1e-3)
-    assert again.recommendations == d.state.recommendations
-    assert again.panic_until == d.state.panic_until == 1000.0 + POLICY.scale_down_stabilization_s
-    assert State.from_dict({"recommendations": "garbage"}) == State()  # corrupt memory: fresh start
+def test_batch_bins_keep_the_lower_envelope_and_forget_it_after_the_ttl():
+    s = D.add_batch_sample((), 8.0, 40.0, 0.0)
+    s = D.add_batch_sample(s, 8.2, 44.0, 10.0)  # same bin, biased high: not kept
+    assert [e[1] for e in s] == [40.0]
+    s = D.add_batch_sample(s, 8.1, 39.0, 20.0)  # lower: replaces
+    assert [e[1] for e in s] == [39.0]
+    s = D.add_batch_sample(s, 8.0, 45.0, 20.0 + D.BATCH_SAMPLE_TTL_S + 1)  # the old one expired
+    assert [e[1] for e in s] == [45.0]
+    s = D.add_batch_sample(s, 14.0, 48.0, 0.0)
+    assert [round(e[0]) for e in s] == [8, 14]
 
 
-# --- scenarios with a fake clock ---------------------------------------------------------------
-
-def test_burst_scales_up_fast_then_down_slowly_after_stabilization():
-    loop = Loop(POLICY, replicas=1)
-    for _ in range(4):  # steady 40 rps served by one replica at half the target
-        loop.tick(ok(50, 40))
-    assert loop.current == 1 and loop.state.capacity_rps >= 40
-    d = loop.tick(ok(400, 200))  # burst: 4x target
-    assert d.reason == "Panic" and loop.current == 5  # +4 in one tick
-    t_burst_end = loop.now
-    while loop.now - t_burst_end < 120:  # burst served at 5 replicas for 2 minutes
-        loop.tick(ok(70, 200))
-    peak = loop.current
-    assert peak >= 5
-    t_drop = loop.now
-    downs = []
-    while loop.now - t_drop < 900:  # load falls back
-        d = loop.tick(ok(50, 40))
-        downs.append((loop.now - t_drop, loop.current))
-    first_down = next(t for t, n in downs if n < peak)
-    assert first_down >= POLICY.scale_down_stabilization_s  # no scale-down inside the window
-    assert loop.current == 1  # back to the floor, one replica per tick
-    assert all(b >= a - 1 for (_, a), (_, b) in zip(downs, downs[1:]))
+def test_learn_skips_batch_samples_of_a_load_change():
+    s = D.learn(State(), ok(100, batch=4.0), Replicas(2, 2), POLICY, 0.0, 100.0)
+    assert len(s.batch_samples) == 1  # the first sample is taken
+    s = D.learn(s, ok(300, batch=9.0), Replicas(2, 2), POLICY, 15.0, 300.0)  # 4 -> 9: mixed batches
+    assert len(s.batch_samples) == 1
+    s = D.learn(s, ok(300, batch=9.2), Replicas(2, 2), POLICY, 30.0, 300.0)  # steady at 9: a sample
+    assert sorted(round(e[0]) for e in s.batch_samples) == [4, 9]
 
 
-def test_flapping_load_does_not_flap_replicas():
-    loop = Loop(POLICY, replicas=3)
-    loop.state = State(capacity_rps=50)
-    for i in range(80):  # 20 minutes alternating 100 and 140 rps every tick
-        loop.tick(ok(70, 100 if i % 2 else 140))
-    # Up once to cover the 140 peaks, then the down-window keeps it there.
-    assert loop.scale_events() <= 2, loop.history
+def test_rate_history_is_bounded():
+    s = State()
+    for i in range(400):
+        s = D.learn(s, ok(100), Replicas(1, 1), POLICY, i * 5.0, 100.0)
+    assert len(s.rates) <= D.RATE_MEMORY_S / D.RATE_SAMPLE_S + 1
+    assert s.rates[-1][0] == 399 * 5.0
 
 
-def test_idle_returns_to_floor_but_no_data_does_not():
-    loop = Loop(replace(POLICY, scale_down_max_step=10), replicas=6)
-    loop.state = State(capacity_rps=50)
-    for _ in range(40):  # 10 minutes with no series at all: hold
-        loop.tick(NO_DATA)
-    assert loop.current == 6
-    for _ in range(25):  # idle (rate 0, p95 NaN) for > 300 s: floor
-        loop.tick(ok(None, 0.0))
-    assert loop.current == 1 and loop.history[-1][2] == "Idle"
-
-
-def test_cold_start_does_not_overscale():
-    # Replicas take 90 s to warm up; the breach persists until they are ready.
-    loop = Loop(POLICY, replicas=2, cold_start=90.0)
-    loop.state = State(capacity_rps=50)
-    loop.tick(ok(180, 150))  # 1.8x on 2 replicas -> 4 (ceil(2*1.8)), capacity says 4
-    asked = loop.current
-    assert asked == 4
-    for _ in range(5):  # 75 s: still breaching while the new replicas start
-        loop.tick(ok(180, 150))
-    assert loop.current == asked, loop.history  # it waited for the warmup instead of piling on
-    assert {r for _, _, r in loop.history[1:]} == {"WaitingForWarmup"}
-
-
-def test_outage_holds_then_fallback_after_threshold_then_recovers():
-    p = replace(POLICY, fallback_replicas=5, failure_threshold=3)
-    loop = Loop(p, replicas=3)
-    loop.state = State(capacity_rps=50)
-    loop.tick(FAILED)
-    loop.tick(FAILED)
-    assert loop.current == 3 and loop.history[-1][2] == "MetricsUnavailable"
-    d = loop.tick(FAILED)
-    assert loop.current == 5 and d.reason == "FallbackAfterFailures" and not d.metrics_ok
-    d = loop.tick(ok(60, 100))  # source back: failures reset, normal decisions resume
-    assert d.state.failures == 0 and d.metrics_ok
-
-
-def test_outage_without_fallback_never_scales_down():
-    loop = Loop(POLICY, replicas=4)
-    for _ in range(100):
-        d = loop.tick(FAILED)
-        assert d.replicas == 4
-    assert loop.state.failures == 100
-
-
-def test_batch_cost_model_finds_capacity_and_sizes_the_service():
-    """Triton's batch statistics (mean batch size, mean batch time) are enough to know a
-    replica's capacity without ever breaching: cost 20 + 2n ms, max batch 16, target
-    150 ms -> 16 / 52 ms = 308 rps per replica; 1,000 rps at 75% of that -> 5 replicas."""
-    p = replace(POLICY, target_p95_ms=150, max_batch_size=16, scale_down_stabilization_s=60)
-    loop = Loop(p, replicas=10)
-    for i in range(60):
-        per = 1000.0 / loop.ready
-        n = min(16.0, 1.0 + per / 40.0 + (i % 3))  # batch size grows with load, with jitter
-        loop.tick(Observation(status="ok", p95_ms=60, rps=1000.0, batch_size=n, batch_ms=20 + 2 * n))
-    d = loop.tick(Observation(status="ok", p95_ms=60, rps=1000.0, batch_size=8, batch_ms=36))
-    assert d.details["capacity_rps"] == pytest.approx(1000 * 16 / 52, rel=0.01)
-    assert "batch cost" in d.message
-    assert loop.current == 5
+# --- step: capacity ----------------------------------------------------------------------------
+@pytest.mark.parametrize(("samples", "max_batch", "expect"), [
+    (((4.0, 28.0, 0.0), (12.0, 44.0, 0.0)), 16, CAP),  # spread: the fitted line
+    (((15.0, 50.0, 0.0),), 16, pytest.approx(300.0, rel=0.2)),  # one size near the max: known
+    (((6.0, 32.0, 0.0),), 16, "guess"),  # one mid size: a half-fixed, half-per-item guess
+    (((1.5, 23.0, 0.0),), 16, None),  # tiny batches only: unknown
+    (((1.0, 25.0, 0.0),), 1, 40.0),  # no batching: 1 / 25 ms
+])
+def test_capacity_from_batch_cost(samples, max_batch, expect):
+    cap, _ = D.capacity(State(batch_samples=samples), replace(POLICY, max_batch_size=max_batch), 100.0)
+    if expect == "guess":
+        assert cap is not None and 0.5 * CAP < cap < 1.2 * CAP
+    elif expect is None:
+        assert cap is None
+    else:
+        assert cap == pytest.approx(expect) if isinstance(expect, float) else cap == expect
 
 
 def test_batch_capacity_respects_a_tight_target():
-    from tritonscale.scaling.decider import batch_capacity, batch_cost
-    assert batch_cost(((4, 28), (8, 36), (12, 44))) == pytest.approx((20, 2))
-    # Two batch times of 20 + 2n must fit in 60 ms: n* = 5, 5 / 30 ms = 166.7 rps.
-    assert batch_capacity((20, 2), 16, 60) == pytest.approx(1000 * 5 / 30)
-    assert batch_capacity((20, 2), 16, 150) == pytest.approx(1000 * 16 / 52)
-    # One sample, no spread: half fixed, half per item.
-    assert batch_cost(((8, 40),)) == pytest.approx((20, 2.5))
+    assert D.batch_capacity((20.0, 2.0), 16, 150.0) == pytest.approx(16000 / 52)
+    assert D.batch_capacity((20.0, 2.0), 16, 60.0) == pytest.approx(5000 / 30)  # n* = 5: 2*(20+10) <= 60
 
 
-def test_flat_latency_under_target_does_not_ratchet_replicas_up():
-    """Regression: p95 that does not respond to load (service time ~ 90% of target) once
-    made the capacity estimate fall with every added replica -- a runaway to maxReplicas."""
-    loop = Loop(POLICY, replicas=3)
-    for _ in range(200):
-        loop.tick(ok(90, 120))
-    assert loop.current <= 4, loop.history[-5:]
-    assert loop.scale_events() <= 1
+# --- step: forecast (trend, noise, level) ------------------------------------------------------
+def test_trend_follows_a_ramp_not_a_step_or_noise():
+    ramp = rates(*((t, 100 + 2.0 * t) for t in range(0, 241, 15)))
+    assert D.trend(ramp, 240.0, 75.0) == pytest.approx(2.0, rel=0.05)
+    step = rates(*((t, 100 if t < 150 else 400) for t in range(0, 241, 15)))
+    assert D.trend(step, 240.0, 75.0) == 0.0  # rises in one half only
+    wiggle = rates(*((t, 100 + (10 if (t // 15) % 2 else -10)) for t in range(0, 241, 15)))
+    assert D.trend(wiggle, 240.0, 75.0) == 0.0
+    falling = rates(*((t, 500 - 1.0 * t) for t in range(0, 241, 15)))
+    assert D.trend(falling, 240.0, 75.0) == 0.0
 
 
-def test_slack_recovers_from_a_capacity_estimate_learned_during_a_backlog():
-    """Regression from the Prometheus integration test: a breach that persisted while
-    replicas were added left capacity ~5 rps; at 5 rps with p95 at 20% of target the
-    decider then held 2 replicas forever. Sustained slack must walk it back to the floor."""
-    p = replace(POLICY, scale_down_stabilization_s=10)
-    loop = Loop(p, replicas=2, interval=2.0)
-    loop.state = State(capacity_rps=5.25, capacity_ceiling_rps=7.8)
-    for _ in range(15):
-        loop.tick(ok(20, 5.0))
-    assert loop.current == 1
-    assert "LatencySlack" in {r for _, _, r in loop.history}
+def test_noise_estimates_the_spread_and_ignores_steps_and_trends():
+    import random
+
+    rng = random.Random(7)
+    eps = [rng.gauss(0.0, 10.0) for _ in range(20)]
+    flat = rates(*((15 * k, 100 + e) for k, e in enumerate(eps)))
+    sigma = D.noise(flat, 285.0)
+    assert 6.0 < sigma < 15.0  # 10 estimated from 19 differences
+    stepped = rates(*((15 * k, (100 if k < 10 else 400) + e) for k, e in enumerate(eps)))
+    assert D.noise(stepped, 285.0) == pytest.approx(sigma, rel=0.35)  # one jump among many differences
+    ramp = rates(*((15 * k, 100 + 3.0 * 15 * k + e) for k, e in enumerate(eps)))
+    assert D.noise(ramp, 285.0) == pytest.approx(sigma, rel=0.35)  # a trend is not noise
+    assert D.noise(rates(*((15 * k, 100 + 30 * k) for k in range(20))), 285.0) == 0.0
 
 
-def test_empty_memory_does_not_skip_the_scale_down_window():
-    """A fresh State (new object, lost status) must not scale down on its first reading."""
-    d = decide(ok(None, 0.0), Replicas(6, 6), POLICY, State(capacity_rps=50), now=5000.0)
-    assert d.replicas == 6 and d.reason == "StabilizingScaleDown"
-    loop = Loop(POLICY, replicas=6)
-    loop.state = State(capacity_rps=50)
-    while loop.current == 6:
-        loop.tick(ok(None, 0.0))
-    assert loop.history[-1][0] >= POLICY.scale_down_stabilization_s
+def test_forecast_plans_level_plus_trend_over_the_horizon_plus_noise():
+    st = State(rates=rates(*((t, 100 + 2.0 * t) for t in range(0, 241, 15))), cold_start_s=60.0)
+    planned, horizon = D.forecast(D.Demand(580.0, 580.0, 0.0), st, POLICY, 240.0)
+    assert horizon == 75.0
+    # a clean ramp has no noise: level (580, the latest) + 2 rps/s x 75 s
+    assert planned == pytest.approx(580.0 + 2.0 * 75.0, rel=0.02)
+
+
+# --- step: surprise ----------------------------------------------------------------------------
+def test_surprise_when_the_rate_outruns_the_plan_of_a_cold_start_ago():
+    hist = tuple((t, 100.0, 120.0) for t in range(0, 181, 15))  # planned 120 all along
+    st = State(rates=hist, cold_start_s=60.0)
+    assert D.surprise(st, D.Demand(119.0, 119.0, 0.0), 180.0).surprises == ()  # within the plan
+    got = D.surprise(st, D.Demand(400.0, 400.0, 0.0), 180.0).surprises
+    assert got == (180.0,)
+    again = D.surprise(replace(st, surprises=got), D.Demand(400.0, 400.0, 0.0), 200.0).surprises
+    assert again == (180.0,)  # one per cold start
+
+
+# --- step: recommend ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("demand", "planned", "cap", "current", "replicas", "reason"), [
+    (D.Demand(0.0, 0.0, 0.0), 0.0, CAP, 5, 1, "Idle"),
+    (D.Demand(500.0, 500.0, 0.0), 500.0, None, 3, 3, "LearningCapacity"),
+    (D.Demand(1000.0, 1000.0, 0.0), 1000.0, CAP, 2, math.ceil(1000 / (CAP * D.UTILISATION)), "LoadIncreased"),
+    (D.Demand(1000.0, 1000.0, 7500.0), 1000.0, CAP, 2, math.ceil((1000 + 100) / (CAP * D.UTILISATION)),
+     "LoadIncreased"),  # 7,500 queued drain over the 75 s horizon: +100 rps
+    (D.Demand(1000.0, 1000.0, 1e6), 1000.0, CAP, 2, math.ceil(1000 * (1 + D.BACKLOG_MAX_EXTRA) / (CAP * D.UTILISATION)),
+     "LoadIncreased"),  # a huge backlog: a quarter more at most
+    (D.Demand(200.0, 200.0, 0.0), 200.0, CAP, 4, 1, "LoadDecreased"),
+])
+def test_recommend(demand, planned, cap, current, replicas, reason):
+    step = D.recommend(demand, planned, 75.0, cap, "batch cost", current, POLICY)
+    assert (step.replicas, step.reason) == (replicas, reason)
+
+
+# --- step: breach ------------------------------------------------------------------------------
+@pytest.mark.parametrize(("obs", "rep", "rec", "replicas", "reason"), [
+    (ok(900, p95=80, pending=500), Replicas(4, 4), 4, 4, "Steady"),  # no breach
+    (ok(900, p95=300, pending=0), Replicas(4, 4), 4, 4, "Steady"),  # breach, no queue: the summary lags
+    (ok(900, p95=300, pending=500), Replicas(4, 4), 4, 5, "LatencyAboveTarget"),  # one more, not 3x more
+    (ok(900, p95=3000, pending=5000), Replicas(4, 4), 4, 5, "LatencyAboveTarget"),  # still one more
+    (ok(900, p95=300, pending=500), Replicas(4, 4), 7, 7, "LatencyAboveTarget"),  # the rate asks more already
+    (ok(900, p95=300, pending=500), Replicas(6, 4), 5, 6, "WaitingForWarmup"),  # starting replicas cover it
+])
+def test_breach_is_bounded(obs, rep, rec, replicas, reason):
+    step = D.breach(Step(rec, "Steady", ""), obs, rep, CAP, POLICY)
+    assert (step.replicas, step.reason) == (replicas, reason)
+
+
+# --- step: tolerate ----------------------------------------------------------------------------
+@pytest.mark.parametrize(("rec", "planned", "current", "replicas", "reason"), [
+    (3, 4 * CAP * D.UTILISATION * 0.95, 4, 4, "WithinTolerance"),  # 95% of plan: hold
+    (2, 4 * CAP * D.UTILISATION * 0.5, 4, 2, "LoadDecreased"),
+    (6, 4 * CAP * D.UTILISATION * 1.3, 4, 6, "LoadIncreased"),  # scale-up is never held back
+])
+def test_tolerate_holds_scale_down_only(rec, planned, current, replicas, reason):
+    step = D.tolerate(Step(rec, "LoadDecreased" if rec < current else "LoadIncreased", ""), planned, CAP,
+                      current, POLICY)
+    assert (step.replicas, step.reason) == (replicas, reason)
+
+
+# --- step: stabilize (windows and burst memory) --------------------------------------------------
+def test_scale_down_window_is_learned_unless_set():
+    assert D.scale_down_window(POLICY, State(cold_start_s=90.0))[0] == 90.0
+    assert D.scale_down_window(POLICY, State(cold_start_s=5.0))[0] == 2 * POLICY.interval_s
+    assert D.scale_down_window(replace(POLICY, scale_down_stabilization_s=300.0), State())[0] == 300.0
+
+
+def test_burst_hold_grows_with_the_gaps_between_surprises():
+    st = State(cold_start_s=60.0, surprises=(100.0,))
+    assert D.burst_hold(st, 150.0) == D.SURPRISE_HOLD_COLD_STARTS * 60.0
+    assert D.burst_hold(st, 100.0 + D.SURPRISE_HOLD_COLD_STARTS * 60.0 + 1) == 0.0  # expired
+    st = State(cold_start_s=60.0, surprises=(100.0, 1000.0))
+    assert D.burst_hold(st, 1100.0) == min(D.MAX_BURST_HOLD_S, D.BURST_HOLD_GAPS * 900.0)
+    assert D.burst_hold(State(), 0.0) == 0.0
+
+
+def test_stabilize_holds_the_window_maximum_and_the_burst_memory():
+    st = State(cold_start_s=60.0, recommendations=((0.0, 8, 7), (50.0, 6, 5)))
+    step, _ = D.stabilize(Step(3, "LoadDecreased", ""), st, POLICY, 8, 100.0, remember=3, bare=3)
+    assert (step.replicas, step.reason) == (6, "StabilizingScaleDown")  # 8 is outside the 60 s window
+    burst = replace(st, surprises=(10.0,))
+    step, _ = D.stabilize(Step(3, "LoadDecreased", ""), burst, POLICY, 8, 100.0, remember=3, bare=3)
+    assert (step.replicas, step.reason) == (7, "BurstMemory")  # the bare peak need since the surprise
+    step, _ = D.stabilize(Step(9, "LoadIncreased", ""), st, POLICY, 8, 100.0, remember=9, bare=8)
+    assert step.replicas == 9  # scale-up at once (window 0)
+
+
+def test_empty_memory_seeds_the_window_with_the_current_size():
+    step, st = D.stabilize(Step(2, "LoadDecreased", ""), State(), POLICY, 6, 1000.0, remember=2, bare=2)
+    assert step.replicas == 6 and st.recommendations[0][1] == 6
+
+
+# --- steps: limit and clamp --------------------------------------------------------------------
+@pytest.mark.parametrize(("rec", "current", "replicas"), [(12, 2, 6), (1, 8, 7), (5, 4, 5)])
+def test_limit(rec, current, replicas):
+    assert D.limit(Step(rec, "x", ""), current, POLICY).replicas == replicas
+
+
+@pytest.mark.parametrize(("rec", "rep", "policy", "replicas", "reason"), [
+    (0, Replicas(3, 3), replace(POLICY, min_replicas=2, warm_buffer=1), 3, "x"),
+    (25, Replicas(18, 18), POLICY, 20, "AtMaxReplicas"),
+    (6, Replicas(4, 3, unschedulable=1), POLICY, 4, "Unschedulable"),  # no more Pending pods
+    (3, Replicas(4, 3, unschedulable=1), POLICY, 3, "x"),  # scale-down still allowed
+])
+def test_clamp(rec, rep, policy, replicas, reason):
+    step = D.clamp(Step(rec, "LoadIncreased" if reason == "AtMaxReplicas" else "x", ""), rep, policy)
+    assert (step.replicas, step.reason) == (replicas, reason)
+
+
+def test_state_roundtrips_through_status_dict():
+    st = State(recommendations=((1.0, 3, 2),), failures=2, capacity_rps=12.5, batch_samples=((4.0, 28.0, 1.0),),
+               last_scale_time=5.0, rates=((1.0, 10.0, 12.0),), cold_start_s=42.0, surprises=(3.0,),
+               last_pending=(1.0, 7.0), last_batch_size=4.0)
+    assert State.from_dict(st.to_dict()) == st
+    assert State.from_dict({"rates": "garbage"}) == State()  # corrupt memory: start fresh
+    assert State.from_dict({"recommendations": [[1.0, 4]]}).recommendations == ((1.0, 4, 4),)  # old format
+
+
+# --- fake-clock scenarios ----------------------------------------------------------------------
+class Plant:
+    """Replicas of the fake model behind round-robin, observed the way the metric source would:
+    each tick sees the last interval's served rate, the queue, p95 and the batch statistics."""
+
+    def __init__(self, policy: Policy, replicas: int, cold_start: float, interval: float = 15.0):
+        self.policy, self.cold, self.dt = policy, cold_start, interval
+        self.now, self.state = 0.0, State()
+        self.started = [-1e9] * replicas
+        self.queue = 0.0
+        self.history: list[tuple[float, int, int, str]] = []
+
+    @property
+    def current(self) -> int:
+        return len(self.started)
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for t in self.started if self.now - t >= self.cold)
+
+    def tick(self, rate: float) -> D.Decision:
+        sat = self.ready * 16 / ((A_MS + 16 * B_MS) / 1000)
+        served = min(rate + self.queue / self.dt, sat)
+        self.queue = max(0.0, self.queue + (rate - served) * self.dt)
+        # the default queue policy: what waited longer than 2 x the target is rejected
+        limit = sat * 2 * self.policy.target_p95_ms / 1000
+        rejected = max(0.0, self.queue - limit) / self.dt
+        self.queue = min(self.queue, limit)
+        per = served / max(self.ready, 1) / 1000  # requests per ms per replica
+        batch = min(16.0, max(1.0, per * A_MS / max(1e-9, 1 - per * B_MS))) if per * B_MS < 1 else 16.0
+        load = rate / max(sat, 1e-9)
+        p95 = (2 * (A_MS + B_MS * batch)) * (1 + 3 * max(0.0, load - 0.9)) + self.queue / max(sat, 1) * 1000
+        startups = tuple(self.cold for t in self.started if 0 <= self.now - t - self.cold < self.dt)
+        obs = Observation(status="ok", p95_ms=p95 if served else None, rps=served, recent_rps=served + rejected,
+                          failed_rps=rejected, pending=self.queue, batch_size=batch if served else None,
+                          batch_ms=A_MS + B_MS * batch if served else None)
+        d = decide(obs, Replicas(self.current, self.ready, startup_s=startups), self.policy, self.state, self.now)
+        if d.replicas > self.current:
+            self.started += [self.now] * (d.replicas - self.current)
+        else:
+            self.started = self.started[: d.replicas]
+        self.state = d.state
+        self.history.append((self.now, d.replicas, self.ready, d.reason))
+        self.now += self.dt
+        return d
+
+    def need(self, rate: float) -> int:
+        return math.ceil(rate / CAP)
+
+
+def test_ramp_is_followed_ahead_of_the_load():
+    p = Plant(POLICY, replicas=2, cold_start=60.0)
+    for _ in range(10):
+        p.tick(400.0)
+    short = 0
+    for k in range(60):  # 400 -> 2,200 rps over 15 minutes
+        rate = 400.0 + 2.0 * k * 15
+        p.tick(rate)
+        short += p.ready * CAP < rate
+    replicas = [r for _, r, _, _ in p.history]
+    assert short <= 4  # only while the trend is being established
+    assert max(replicas) <= math.ceil(1.25 * p.need(2200.0))
+    assert all(b >= a for a, b in zip(replicas[10:], replicas[11:]))  # no flapping on the way up
+
+
+def test_flash_crowd_is_met_in_one_step_and_released():
+    p = Plant(POLICY, replicas=2, cold_start=60.0)
+    for _ in range(20):
+        p.tick(400.0)
+    for _ in range(20):  # 6x for 5 minutes
+        p.tick(2400.0)
+    up = [r for _, r, _, _ in p.history[20:24]]
+    assert max(up) >= p.need(2400.0)  # within the first ticks of the crowd, despite maxStep 4 a tick
+    assert max(r for _, r, _, _ in p.history) <= math.ceil(1.25 * p.need(2400.0))
+    for _ in range(80):  # 20 minutes back at the base rate
+        p.tick(400.0)
+    assert p.history[-1][1] <= p.need(400.0) + 1
+    assert min(r for _, r, _, _ in p.history) >= POLICY.floor
+
+
+def test_burst_train_is_held_across_the_gaps():
+    p = Plant(POLICY, replicas=2, cold_start=60.0)
+    for _ in range(8):
+        p.tick(300.0)
+    for burst in range(5):  # 2-minute bursts every 6 minutes
+        for _ in range(8):
+            p.tick(1800.0)
+        for _ in range(16):
+            p.tick(300.0)
+    reasons = [why for _, _, _, why in p.history[40:]]
+    assert "BurstMemory" in reasons
+    late = p.history[60:]  # from the third burst on, capacity is there before each burst
+    assert all(ready * CAP >= 1800.0 * 0.9 for t, _, ready, _ in late)
+    changes = sum(1 for a, b in zip(p.history, p.history[1:]) if a[1] != b[1])
+    assert changes <= 12  # held, not flapping up and down every burst
+
+
+def test_outage_holds_then_fallback_after_threshold_then_recovers():
+    pol = replace(POLICY, fallback_replicas=5, failure_threshold=3)
+    st = known_capacity()
+    for k, expect in enumerate([2, 2, 5, 5]):
+        d = decide(FAILED, Replicas(2 if k < 2 else 5, 2), pol, st, float(k))
+        st = d.state
+        assert d.replicas == expect and not d.metrics_ok
+    d = decide(ok(100, batch=4.0), Replicas(5, 5), pol, st, 10.0)
+    assert d.metrics_ok and d.state.failures == 0
+
+
+def test_idle_returns_to_floor_but_no_data_does_not():
+    st = known_capacity()
+    d = decide(NO_DATA, Replicas(4, 4), POLICY, st, 0.0)
+    assert d.replicas == 4
+    for k in range(20):
+        d = decide(ok(0.0, p95=None), Replicas(d.replicas, d.replicas), POLICY, st, 15.0 * k)
+        st = d.state
+    assert d.replicas == POLICY.floor and d.reason == "Idle"

@@ -73,6 +73,11 @@ SURPRISE_HOLD_COLD_STARTS = 10.0
 BURST_HOLD_GAPS = 2.0
 MAX_BURST_HOLD_S = 1800.0
 MAX_SURPRISES = 8
+# Draining a backlog asks for at most this share more than the planned rate: round-robin gives
+# new replicas only new requests, so extra replicas drain the old queues only by taking new
+# traffic off them (drain rate = saturation - rate/replicas), which gains little beyond a quarter
+# more replicas; the queue timeout (2 x target by default) bounds a backlog anyway.
+BACKLOG_MAX_EXTRA = 0.25
 # Queue evidence for a breach: a queue of at least this many target-times of work per
 # ready replica means the replicas really are behind (the p95 summary lags by a minute).
 QUEUE_PRESSURE_TARGETS = 1.0
@@ -477,14 +482,16 @@ def trend(rates: tuple[tuple[float, float, float], ...], now: float, horizon: fl
 
 
 def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
-    """Standard deviation of the rate's tick-to-tick noise over the last NOISE_S, from the
-    median absolute difference of consecutive samples (a step or a trend barely moves it)."""
+    """Standard deviation of the rate's tick-to-tick noise over the last NOISE_S, from the median
+    absolute deviation of consecutive differences (a steady trend or a single step barely moves it)."""
     pts = [e[1] for e in rates if now - e[0] <= NOISE_S]
-    diffs = sorted(abs(b - a) for a, b in zip(pts, pts[1:]))
+    diffs = sorted(b - a for a, b in zip(pts, pts[1:]))
     if len(diffs) < 3:
         return 0.0
-    mad = diffs[len(diffs) // 2]
-    return 1.4826 * mad / math.sqrt(2.0)  # |x - y| of two iid normals has median 0.954 sigma*sqrt(2)
+    mid = diffs[len(diffs) // 2]  # a steady trend moves every difference alike: take it out
+    dev = sorted(abs(x - mid) for x in diffs)
+    # the difference of two iid normals has sd sigma*sqrt(2); its MAD is 0.6745 of that
+    return 1.4826 * dev[len(dev) // 2] / math.sqrt(2.0)
 
 
 def forecast(d: Demand, state: State, policy: Policy, now: float) -> tuple[float, float]:
@@ -505,13 +512,14 @@ def level(d: Demand, state: State, now: float) -> float:
 def recommend(d: Demand, planned: float, horizon: float, cap: Optional[float], cap_source: str, current: int,
               policy: Policy) -> Step:
     """Replicas for the planned rate plus draining the backlog within the horizon (replicas
-    asked for now arrive after it, so nothing drains the backlog sooner)."""
+    asked for now arrive after it, so nothing drains the backlog sooner), the drain bounded
+    by BACKLOG_MAX_EXTRA."""
     if d.rate == 0.0 and d.window_rate == 0.0 and d.backlog == 0.0:
         return Step(policy.floor, "Idle", "no requests: back to the warm floor")
     if not cap:
         return Step(current, "LearningCapacity",
                     f"{d.rate:.1f} rps; no per-replica capacity yet ({cap_source}): holding, latency decides")
-    need_rps = planned + d.backlog / horizon
+    need_rps = planned + min(d.backlog / horizon, BACKLOG_MAX_EXTRA * planned)
     n = math.ceil(need_rps / (cap * UTILISATION))
     reason = "LoadIncreased" if n > current else ("LoadDecreased" if n < current else "Steady")
     why = (f"{d.rate:.1f} rps now, planning {planned:.1f} rps"
