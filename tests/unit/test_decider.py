@@ -107,7 +107,7 @@ def test_rate_history_is_bounded():
     s = State()
     for i in range(400):
         s = D.learn(s, ok(100), Replicas(1, 1), POLICY, i * 5.0, 100.0)
-    assert len(s.rates) <= D.RATE_MEMORY_S / D.RATE_SAMPLE_S + 1
+    assert len(s.rates) <= max(D.NOISE_S, 2 * (D.DEFAULT_COLD_START_S + POLICY.interval_s)) / D.RATE_SAMPLE_S + 1
     assert s.rates[-1][0] == 399 * 5.0
 
 
@@ -396,3 +396,11 @@ def test_idle_returns_to_floor_but_no_data_does_not():
         d = decide(ok(0.0, p95=None), Replicas(d.replicas, d.replicas), POLICY, st, 15.0 * k)
         st = d.state
     assert d.replicas == POLICY.floor and d.reason == "Idle"
+
+
+def test_history_keeps_only_what_a_window_maximum_needs():
+    st = State()
+    for k in range(100):  # a steady service for 25 minutes
+        st = decide(ok(600, batch=8.0), Replicas(3, 3), POLICY, st, 15.0 * k).state
+    assert len(st.recommendations) <= 3
+    assert len(st.to_dict()["rates"]) <= max(D.NOISE_S, 2 * 75) / D.RATE_SAMPLE_S + 1

@@ -47,10 +47,9 @@ UTILISATION = 0.9
 # Before the first pod was seen starting, assume this cold start (s): the sandbox's
 # CPU model starts in ~2 s, a GPU model with a large image in minutes.
 DEFAULT_COLD_START_S = 60.0
-# The rate history kept for trend, rises and burst gaps: one sample per 10 s at most,
-# 20 minutes back (<= 120 samples whatever the tick).
+# The rate history kept for level, trend, noise and surprises: one sample per 10 s at most,
+# as far back as the longest of them looks (NOISE_S, or two horizons for long cold starts).
 RATE_SAMPLE_S = 10.0
-RATE_MEMORY_S = 1200.0
 # Trend: fitted over the last two minutes at least (longer for longer cold starts).
 TREND_S = 120.0
 TREND_HORIZON_SHARE = 1.0
@@ -418,7 +417,8 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
         old = state.cold_start_s
         # a longer start counts at once (plan for the slow case); shorter ones pull it down slowly
         state = replace(state, cold_start_s=seen if old is None or seen > old else old + 0.3 * (seen - old))
-    rates = tuple(e for e in state.rates if now - e[0] <= RATE_MEMORY_S)
+    memory = max(NOISE_S, 2 * (cold_start(state) + policy.interval_s))
+    rates = tuple(e for e in state.rates if now - e[0] <= memory)
     if rates and now - rates[-1][0] < RATE_SAMPLE_S:
         rates = rates[:-1]  # keep one sample per RATE_SAMPLE_S: replace the latest
     rates += ((now, rate, rate),)  # the plan is filled in once made (see decide)
@@ -580,6 +580,18 @@ def burst_hold(state: State, now: float) -> float:
     return hold if now - state.surprises[-1] <= hold else 0.0
 
 
+def _prune(hist: tuple[tuple[float, int, int], ...], before: float) -> tuple[tuple[float, int, int], ...]:
+    """Drop entries older than ``before`` that a later entry dominates (no lower recommendation,
+    no lower bare need): a window's maximum never needs them, so a steady service keeps one."""
+    out: list[tuple[float, int, int]] = []
+    best_r = best_b = -1
+    for e in reversed(hist):
+        if e[0] >= before or e[1] > best_r or e[2] > best_b:
+            out.append(e)
+        best_r, best_b = max(best_r, e[1]), max(best_b, e[2])
+    return tuple(reversed(out))
+
+
 def stabilize(step: Step, state: State, policy: Policy, current: int, now: float,
               remember: int, bare: int) -> tuple[Step, State]:
     """HPA-style look-back windows. ``remember`` goes into the history: the demand-based
@@ -597,7 +609,7 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
         # not see it; scale-up ignores it altogether.
         state = replace(state, recommendations=(seed,))
     hist = tuple(e for e in state.recommendations if now - e[0] <= keep) + ((now, remember, bare),)
-    state = replace(state, recommendations=hist)
+    state = replace(state, recommendations=_prune(hist, now - policy.scale_up_stabilization_s))
     rec, desired, reason, why = step.replicas, current, step.reason, step.why
     if rec > current:
         up = [r for t, r, _ in hist[:-1] if (t, r, r) != seed and now - t <= policy.scale_up_stabilization_s]
