@@ -118,6 +118,7 @@ class Observation:
     batch_ms: Optional[float] = None  # mean execution time of one batch
     failed_rps: Optional[float] = None  # requests rejected (queue policy) per second, over the window
     recent_rps: Optional[float] = None  # success + failure rate between the last two scrapes (irate)
+    recent_served_rps: Optional[float] = None  # success rate between the last two scrapes (irate)
     message: str = ""
 
 
@@ -408,10 +409,20 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     if obs.batch_size and obs.batch_ms and obs.batch_size > 0 and obs.batch_ms > 0:
         prev = state.last_batch_size
         steady = prev is not None and abs(obs.batch_size - prev) <= BATCH_STEADY_CHANGE * prev
-        if steady or not state.batch_samples:  # the first sample is better than none
+        full = obs.batch_size >= 0.9 * policy.max_batch_size  # full batches barely vary: no bias
+        if steady or full or not state.batch_samples:  # and the first sample is better than none
             state = replace(state, batch_samples=add_batch_sample(state.batch_samples, obs.batch_size, obs.batch_ms,
                                                                   now))
         state = replace(state, last_batch_size=obs.batch_size)
+    ready = min(replicas.ready, replicas.current)
+    if (obs.recent_served_rps and ready > 0 and policy.max_batch_size > 1
+            and (obs.pending or 0.0) >= ready * policy.max_batch_size):
+        # At least a full batch waits on every replica: each one runs full batches back to back,
+        # so the served rate per replica is the saturation rate -- a sample at maxBatchSize, exact
+        # from the first overloaded tick (the window's batch statistics lag by a whole window).
+        full_ms = 1000.0 * policy.max_batch_size * ready / obs.recent_served_rps
+        state = replace(state, batch_samples=add_batch_sample(state.batch_samples, float(policy.max_batch_size),
+                                                              full_ms, now))
     if replicas.startup_s:
         seen = max(replicas.startup_s)
         old = state.cold_start_s

@@ -3,7 +3,7 @@
 Series are selected by the labels ``namespace``, ``inferenceservice`` and
 ``model`` (names configurable); the chart's scrape config copies the pod label
 ``tritonscale.io/inferenceservice`` into ``inferenceservice``. Each query groups
-by those labels, so 1,000 InferenceServices cost the same nine queries as one.
+by those labels, so 1,000 InferenceServices cost the same ten queries as one.
 
 p95 combination
 ---------------
@@ -31,7 +31,8 @@ from typing import Any, Iterable, Mapping, Protocol
 
 from tritonscale.scaling.decider import Observation
 
-SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "replicas", "batch_size", "batch_ms", "failed_rps", "recent_rps")
+SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "replicas", "batch_size", "batch_ms", "failed_rps", "recent_rps",
+           "recent_served_rps")
 
 
 def promql_string(value: str) -> str:
@@ -90,7 +91,7 @@ class SeriesSelector:
 
 
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
-    """The nine queries of one tick. Pure, so the escaping is unit-tested."""
+    """The ten queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
     return {
@@ -123,6 +124,8 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         "recent_rps": (
             f'sum by ({g}) (irate({{__name__=~"nv_inference_request_(success|failure)", {m}}}[{w}]))'
         ),
+        # The served part alone: with a full batch queued on every replica, the saturation rate.
+        "recent_served_rps": f"sum by ({g}) (irate({success}[{w}]))",
     }
 
 
@@ -155,7 +158,8 @@ class Snapshot:
                                        f"inferenceservice={name}, model={model}")
         return Observation(status="ok", p95_ms=val("p95_ms"), rps=rps, queue_ms=val("queue_ms"),
                            pending=val("pending"), batch_size=val("batch_size"), batch_ms=val("batch_ms"),
-                           failed_rps=val("failed_rps"), recent_rps=val("recent_rps"))
+                           failed_rps=val("failed_rps"), recent_rps=val("recent_rps"),
+                           recent_served_rps=val("recent_served_rps"))
 
 
 class MetricSource(Protocol):

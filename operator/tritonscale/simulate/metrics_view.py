@@ -17,6 +17,7 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
   policy rejected (they never enter the latency summary, rps or queue time).
 * recent_rps: ``sum(irate(success[60s]) + irate(failure[60s]))`` -- requests out of the
   queue between the last two scrapes, per second: the fastest rate Prometheus has.
+* recent_served_rps: ``sum(irate(success[60s]))`` -- the same, served requests only.
 
 Values are those of the last scrape at or before ``now`` (the scrape grid starts at
 t = 0). Only ready pods are scraped: a starting pod's Triton has no series yet and a
@@ -91,6 +92,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
     rps = 0.0
     failed = 0.0
     recent = 0.0
+    recent_served = 0.0
     recent_series = 0
     queue_s = 0.0
     served = 0
@@ -118,6 +120,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
             # irate(): the last two scrapes of success + failure
             j = int(np.searchsorted(r.req_end.view, t - cfg.scrape_s, side="right"))
             recent += (w.stop - j) / cfg.scrape_s
+            recent_served += float(np.sum(r.req_rejected.a[j:w.stop] == 0.0)) / cfg.scrape_s
             recent_series += 1
     if not series:
         return Observation(status="no_data", message="no pod has two scrapes yet")
@@ -129,6 +132,8 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
         extra["failed_rps"] = failed
     if "recent_rps" in _OBS_FIELDS and recent_series:
         extra["recent_rps"] = recent
+    if "recent_served_rps" in _OBS_FIELDS and recent_series:
+        extra["recent_served_rps"] = recent_served
     return Observation(
         status="ok",
         p95_ms=max(p95s) if p95s else None,

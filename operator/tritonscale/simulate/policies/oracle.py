@@ -26,7 +26,7 @@ import numpy as np
 
 from tritonscale.simulate.engine import ClusterConfig, RunResult, View, simulate
 from tritonscale.simulate.replica import BatcherConfig, Replica
-from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, window_p95_ms
+from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, quantiles_ms, window_p95_ms
 
 LEAD_IN_S = 5.0  # queues are not empty at a window boundary; 5 s of traffic refills them
 VERIFY_ROUNDS = 6
@@ -41,7 +41,7 @@ def _isolated_p95_ms(arrivals: np.ndarray, lo: int, start: int, hi: int, n: int,
         r.sync()
     t0 = arrivals[start]
     lat = np.concatenate([r.latencies()[r.arrivals.view >= t0] for r in pods])
-    return float(np.quantile(lat, 0.95)) * 1000.0
+    return float(quantiles_ms(lat, [0.95])[0])
 
 
 def window_needs(arrivals: np.ndarray, horizon: float, cluster: ClusterConfig, slo_ms: float,
