@@ -105,29 +105,34 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
         assert _cond(custom, NS, "MetricsAvailable")["status"] == "True"
         assert _replicas(apps, NS) == 1
 
-        # 1. p95 above target -> replicas rise within 10 s.
-        exporter.set("linear", p95_ms=300.0, rps=60.0)
+        # 1. p95 above target with a queue behind it (40 requests on one pod running full batches
+        #    of 16 in 52 ms: saturated at ~300 rps) -> replicas rise within 10 s, to what the rate
+        #    needs (2 at ~300 rps per replica at the target) plus at most one for the breach --
+        #    not p95/target = 3x more.
+        overload = dict(p95_ms=300.0, rps=300.0, queue_ms=60.0, pending=40.0, batch_size=16.0, batch_ms=52.0)
+        exporter.set("linear", **overload)
         t0 = time.monotonic()
         wait_for(lambda: _replicas(apps, NS) > 1, 10, interval=0.1, what="scale-up within 10 s of the breach")
         rise_s = time.monotonic() - t0
         print(f"replicas rose {rise_s:.1f} s after p95 went above target")
-        wait_for(lambda: _replicas(apps, NS) >= 3, 15, what="scale-up to cover a 3x breach")
+        time.sleep(8)
         st = _status(custom, NS)
-        assert st["desiredReplicas"] >= 3 and st["lastScaleTime"]
-        assert _cond(custom, NS, "Scaling")["reason"] in ("Panic", "LatencyAboveTarget", "AtMaxReplicas",
-                                                      "WaitingForWarmup", "PanicHold")
+        assert 2 <= st["desiredReplicas"] <= 3 and st["lastScaleTime"], st
+        assert max(n for t, n in recorder.seen if t > t0) <= 3  # bounded: no jump to maxReplicas (5)
+        assert _cond(custom, NS, "Scaling")["reason"] in ("LatencyAboveTarget", "LoadIncreased", "AtMaxReplicas",
+                                                      "WaitingForWarmup", "Steady", "StabilizingScaleDown")
         events = kubernetes.client.CoreV1Api(api_client).list_namespaced_event(NS).items
         scaled = [e for e in events if e.reason == "Scaled" and e.involved_object.name == NAME]
         assert scaled and "scaled up from 1" in scaled[0].message
 
         # 2. p95 well under target -> back to minReplicas after the stabilization, never below.
-        exporter.set("linear", p95_ms=20.0, rps=5.0)
+        exporter.set("linear", p95_ms=20.0, rps=5.0, queue_ms=2.0, pending=0.0, batch_size=1.0, batch_ms=22.0)
         peak = _replicas(apps, NS)
         t_low = time.monotonic()
         wait_for(lambda: _replicas(apps, NS) == 1, 90, interval=0.2,
                  what=f"scale-down to minReplicas (Scaling condition: {_cond(custom, NS, 'Scaling')})")
         first_down = next(t for t, n in recorder.seen if t > t_low and n < peak)
-        print(f"first scale-down {first_down - t_low:.1f} s after p95 fell (stabilization 10 s + panic hold)")
+        print(f"first scale-down {first_down - t_low:.1f} s after p95 fell (stabilization 10 s)")
         # The window is measured from the last high recommendation, which a tick may have
         # made up to one interval (2 s) before the test lowered p95.
         assert first_down - t_low >= 10.0 - 2.0
@@ -135,9 +140,9 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
         assert min(n for t, n in recorder.seen if t > t_low) == 1  # never below the floor
 
         # 3. Prometheus killed -> replicas hold, MetricsAvailable False with a clear message.
-        exporter.set("linear", p95_ms=300.0, rps=60.0)
+        exporter.set("linear", **overload)
         wait_for(lambda: _replicas(apps, NS) >= 2, 15, what="scale-up before the outage")
-        wait_for(lambda: _replicas(apps, NS) >= 3, 15, what="scale-up before the outage")
+        time.sleep(4)
         before = _replicas(apps, NS)
         prom.kill()
         cond = wait_for(lambda: (c := _cond(custom, NS, "MetricsAvailable")).get("status") == "False" and c, 15,

@@ -404,3 +404,24 @@ def test_history_keeps_only_what_a_window_maximum_needs():
         st = decide(ok(600, batch=8.0), Replicas(3, 3), POLICY, st, 15.0 * k).state
     assert len(st.recommendations) <= 3
     assert len(st.to_dict()["rates"]) <= max(D.NOISE_S, 2 * 75) / D.RATE_SAMPLE_S + 1
+
+
+def test_a_breach_adds_one_and_holds_it_while_the_summary_lags():
+    """p95 above target with a queue behind it: one more replica; the queue goes, the p95 summary
+    keeps reading high for a minute, and the replica count stays put (no 1-2-1-2 flapping)."""
+    pol = replace(POLICY, interval_s=2.0, scale_down_stabilization_s=10.0)
+    st, current, seen, fixed_at = known_capacity(), 1, [], None
+    for k in range(40):
+        if current >= 2 and fixed_at is None:
+            fixed_at = k
+        lagging = fixed_at is not None and k - fixed_at < 30  # 60 s of summary at 2 s ticks
+        obs = ok(20, p95=300 if (fixed_at is None or lagging) else 60, pending=200 if fixed_at is None else 0,
+                 batch=4.0)
+        d = decide(obs, Replicas(current, current), pol, st, 2.0 * k)
+        st, current = d.state, d.replicas
+        seen.append(current)
+    assert max(seen) == 2, seen
+    assert seen.index(2) == 0  # at once
+    assert all(n == 2 for n in seen[: seen.index(2) + 5])  # held for the 10 s window at least
+    changes = sum(1 for a, b in zip(seen, seen[1:]) if a != b)
+    assert changes <= 1, seen  # up once, and down at most once afterwards

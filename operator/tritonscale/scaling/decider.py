@@ -549,6 +549,9 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: Optional[float
     ready = min(replicas.ready, replicas.current)
     pending = obs.pending or 0.0
     queue_work = pending / max(ready, 1) / cap * 1000.0 if cap else math.inf  # ms of work queued per replica
+    # Without a queue the replicas are keeping up: either the p95 summary still remembers a backlog
+    # that is gone (it lags a minute), or the model's own latency misses the target -- neither is
+    # helped by more replicas. With no capacity estimate yet, latency is all there is to go by.
     pressure = queue_work >= QUEUE_PRESSURE_TARGETS * target
     why = step.why + f"; p95 {p95:.0f} ms > target {target:.0f} ms"
     if not pressure:
@@ -605,10 +608,11 @@ def _prune(hist: tuple[tuple[float, int, int], ...], before: float) -> tuple[tup
 
 def stabilize(step: Step, state: State, policy: Policy, current: int, now: float,
               remember: int, bare: int) -> tuple[Step, State]:
-    """HPA-style look-back windows. ``remember`` goes into the history: the demand-based
-    recommendation, so a breach's extra replica acts now but is not held. Scale-down keeps the
-    highest recommendation of the scale-down window and, while the burst memory holds, the
-    highest bare need (peak rate at full capacity) since the last surprise's hold began."""
+    """HPA-style look-back windows. ``remember`` goes into the history (a breach's extra replica
+    too, so it is held for a scale-down window instead of flapping away at the next tick).
+    Scale-down keeps the highest recommendation of the scale-down window and, while the burst
+    memory holds, the highest bare need (the rate at full capacity, no breach extra) since the
+    last surprise's hold began."""
     window, source = scale_down_window(policy, state)
     hold = burst_hold(state, now)
     keep = max(policy.scale_up_stabilization_s, window, hold)
@@ -692,7 +696,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     step = tolerate(step, planned, cap, current, policy)
     details["recommendation"] = step.replicas
     bare = math.ceil(level(d, state, now) / cap) if cap else current
-    step, state = stabilize(step, state, policy, current, now, demanded.replicas, bare)
+    step, state = stabilize(step, state, policy, current, now, max(demanded.replicas, step.replicas), bare)
     step = limit(step, current, policy)
     step = clamp(step, replicas, policy)
     return done(step, state, True)
