@@ -274,7 +274,7 @@ def test_clamp(rec, rep, policy, replicas, reason):
 def test_state_roundtrips_through_status_dict():
     st = State(recommendations=((1.0, 3, 2),), failures=2, capacity_rps=12.5, batch_samples=((4.0, 28.0, 1.0),),
                last_scale_time=5.0, rates=((1.0, 10.0, 12.0),), cold_start_s=42.0, surprises=(3.0,),
-               last_pending=(1.0, 7.0), last_batch_size=4.0)
+               last_pending=(1.0, 7.0, 2.0), last_batch_size=4.0)
     assert State.from_dict(st.to_dict()) == st
     assert State.from_dict({"rates": "garbage"}) == State()  # corrupt memory: start fresh
     assert State.from_dict({"recommendations": [[1.0, 4]]}).recommendations == ((1.0, 4, 4),)  # old format

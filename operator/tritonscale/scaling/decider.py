@@ -193,7 +193,7 @@ class State:
     rates: tuple[tuple[float, float, float], ...] = ()  # (time, arrival rate, rate planned for) history
     cold_start_s: Optional[float] = None  # learned creation-to-ready time
     surprises: tuple[float, ...] = ()  # times demand outran the warm replicas unforeseen
-    last_pending: Optional[tuple[float, float]] = None  # (time, pending) at the last tick
+    last_pending: Optional[tuple[float, ...]] = None  # (time, pending, ready replicas) at the last tick
     last_batch_size: Optional[float] = None  # mean batch size at the last tick
 
     def to_dict(self) -> dict[str, Any]:
@@ -229,7 +229,7 @@ class State:
                 rates=tuple((float(e[0]), float(e[1]), float(e[-1])) for e in d.get("rates") or ()),
                 cold_start_s=None if d.get("coldStartSeconds") is None else float(d["coldStartSeconds"]),
                 surprises=tuple(float(t) for t in d.get("surprises") or ()),
-                last_pending=None if not lp else (float(lp[0]), float(lp[1])),
+                last_pending=None if not lp else tuple(float(v) for v in lp),
                 last_batch_size=None if d.get("lastBatchSize") is None else float(d["lastBatchSize"]),
             )
         except (TypeError, ValueError, IndexError):
@@ -415,11 +415,15 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
                                                                   now))
         state = replace(state, last_batch_size=obs.batch_size)
     ready = min(replicas.ready, replicas.current)
-    if (obs.recent_served_rps and ready > 0 and policy.max_batch_size > 1
-            and (obs.pending or 0.0) >= ready * policy.max_batch_size):
-        # At least a full batch waits on every replica: each one runs full batches back to back,
-        # so the served rate per replica is the saturation rate -- a sample at maxBatchSize, exact
-        # from the first overloaded tick (the window's batch statistics lag by a whole window).
+    deep = ready * policy.max_batch_size
+    last = state.last_pending
+    if (obs.recent_served_rps and ready > 0 and policy.max_batch_size > 1 and (obs.pending or 0.0) >= deep
+            and last is not None and last[1] >= deep and len(last) > 2 and last[2] == ready):
+        # At least a full batch waited on every replica at both ends of the last interval: each ran
+        # full batches back to back, so the served rate per replica is the saturation rate -- a
+        # sample at maxBatchSize from the first overloaded ticks (the window's batch statistics lag
+        # by a whole window). A queue that filled up only within the interval would read low, and
+        # replicas that became ready within it would be counted for work they did not do.
         full_ms = 1000.0 * policy.max_batch_size * ready / obs.recent_served_rps
         state = replace(state, batch_samples=add_batch_sample(state.batch_samples, float(policy.max_batch_size),
                                                               full_ms, now))
@@ -433,7 +437,7 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     if rates and now - rates[-1][0] < RATE_SAMPLE_S:
         rates = rates[:-1]  # keep one sample per RATE_SAMPLE_S: replace the latest
     rates += ((now, rate, rate),)  # the plan is filled in once made (see decide)
-    pending = (now, obs.pending) if obs.pending is not None else None
+    pending = (now, obs.pending, float(ready)) if obs.pending is not None else None
     return replace(state, rates=rates, last_pending=pending)
 
 
