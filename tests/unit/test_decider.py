@@ -229,10 +229,11 @@ def test_scale_down_window_is_learned_unless_set():
     assert D.scale_down_window(replace(POLICY, scale_down_stabilization_s=300.0), State())[0] == 300.0
 
 
-def test_burst_hold_grows_with_the_gaps_between_surprises():
-    st = State(cold_start_s=60.0, surprises=(100.0,))
-    assert D.burst_hold(st, 150.0) == D.SURPRISE_HOLD_COLD_STARTS * 60.0
-    assert D.burst_hold(st, 100.0 + D.SURPRISE_HOLD_COLD_STARTS * 60.0 + 1) == 0.0  # expired
+def test_burst_hold_needs_recurring_surprises_and_grows_with_their_gaps():
+    assert D.burst_hold(State(cold_start_s=60.0, surprises=(100.0,)), 150.0) == 0.0  # one may be a one-off
+    st = State(cold_start_s=60.0, surprises=(100.0, 400.0))
+    assert D.burst_hold(st, 450.0) == D.SURPRISE_HOLD_COLD_STARTS * 60.0  # 2 x 300 s gap < 10 cold starts
+    assert D.burst_hold(st, 400.0 + D.SURPRISE_HOLD_COLD_STARTS * 60.0 + 1) == 0.0  # expired
     st = State(cold_start_s=60.0, surprises=(100.0, 1000.0))
     assert D.burst_hold(st, 1100.0) == min(D.MAX_BURST_HOLD_S, D.BURST_HOLD_GAPS * 900.0)
     assert D.burst_hold(State(), 0.0) == 0.0
@@ -242,7 +243,7 @@ def test_stabilize_holds_the_window_maximum_and_the_burst_memory():
     st = State(cold_start_s=60.0, recommendations=((0.0, 8, 7), (50.0, 6, 5)))
     step, _ = D.stabilize(Step(3, "LoadDecreased", ""), st, POLICY, 8, 100.0, remember=3, bare=3)
     assert (step.replicas, step.reason) == (6, "StabilizingScaleDown")  # 8 is outside the 60 s window
-    burst = replace(st, surprises=(10.0,))
+    burst = replace(st, surprises=(5.0, 10.0))
     step, _ = D.stabilize(Step(3, "LoadDecreased", ""), burst, POLICY, 8, 100.0, remember=3, bare=3)
     assert (step.replicas, step.reason) == (7, "BurstMemory")  # the bare peak need since the surprise
     step, _ = D.stabilize(Step(9, "LoadIncreased", ""), st, POLICY, 8, 100.0, remember=9, bare=8)

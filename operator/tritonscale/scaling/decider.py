@@ -61,17 +61,18 @@ NOISE_S = 300.0
 NOISE_Z = 1.645
 # The level the plan starts from: the mean of the last minute, or the latest sample if higher.
 LEVEL_S = 60.0
-# Surprises: the arrival rate exceeded what the warm replicas serve at the target by more
-# than the rate's noise -- a rise the plan did not foresee. A reactive scaler pays a whole
-# cold start of misses for each one, so after a surprise the peak need is held (burst
-# memory) for SURPRISE_HOLD_COLD_STARTS cold starts: surprises then cost at most ~1/10 of
-# the time, the budget of a 90% window objective. While surprises recur, the hold is at
-# least twice the longest gap seen between them (the next gap may be longer than the few
-# seen), and at most MAX_BURST_HOLD_S.
+# Surprises: the rate exceeded, by more than its noise, what was planned a cold start ago --
+# a rise the plan did not foresee. A reactive scaler pays a whole cold start of misses for
+# each one. Once surprises recur (SURPRISES_FOR_MEMORY: a single one may be a one-off flash
+# crowd, and holding capacity after it would only cost), the peak need is held (burst memory)
+# for SURPRISE_HOLD_COLD_STARTS cold starts, so surprises cost at most ~1/10 of the time -- the
+# budget of a 90% window objective -- and at least twice the longest gap seen between them
+# (the next gap may be longer than the few seen), at most MAX_BURST_HOLD_S.
 SURPRISE_HOLD_COLD_STARTS = 10.0
 BURST_HOLD_GAPS = 2.0
 MAX_BURST_HOLD_S = 1800.0
 MAX_SURPRISES = 8
+SURPRISES_FOR_MEMORY = 2
 # Draining a backlog asks for at most this share more than the planned rate: round-robin gives
 # new replicas only new requests, so extra replicas drain the old queues only by taking new
 # traffic off them (drain rate = saturation - rate/replicas), which gains little beyond a quarter
@@ -588,7 +589,7 @@ def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
 
 def burst_hold(state: State, now: float) -> float:
     """How long the burst memory holds the peak need after the last surprise (0: no surprise)."""
-    if not state.surprises:
+    if len(state.surprises) < SURPRISES_FOR_MEMORY:
         return 0.0
     hold = SURPRISE_HOLD_COLD_STARTS * cold_start(state)
     gaps = [b - a for a, b in zip(state.surprises, state.surprises[1:])]
