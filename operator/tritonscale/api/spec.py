@@ -232,8 +232,8 @@ class ScalingSpec(_Model):
                                         description="Scale-down stabilization (default: learned) and step (default 1).")
     panic_threshold: float = Field(
         default=2.0, ge=1, le=100,
-        description="p95/target ratio that triggers panic mode: scale straight to the proportional size and "
-        "block scale-down for the panic window.",
+        description="Deprecated and ignored: a p95 breach now adds one replica (with a queue behind it) "
+        "instead of scaling by p95/target; kept so existing objects stay valid.",
     )
     warm_buffer: int = Field(default=0, ge=0, le=100, description="Extra warm replicas kept above minReplicas.")
     fallback_replicas: Optional[int] = Field(
