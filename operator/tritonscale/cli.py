@@ -86,9 +86,31 @@ def _render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _election_settings(args: argparse.Namespace) -> Any:
+    """The --leader-elect-* flags as ElectionSettings, or None without --leader-elect."""
+    from tritonscale import leader_election as le
+
+    if not args.leader_elect:
+        return None
+    return le.ElectionSettings(
+        lease_name=args.leader_elect_resource_name,
+        lease_namespace=args.leader_elect_resource_namespace or le.default_namespace(),
+        identity=le.default_identity(),
+        lease_duration_s=args.leader_elect_lease_duration,
+        renew_deadline_s=args.leader_elect_renew_deadline,
+        retry_period_s=args.leader_elect_retry_period,
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     from tritonscale.operator_main import OperatorOptions, run
 
+    election = _election_settings(args)
+    problems = election.problems() if election else []
+    if problems:
+        for p in problems:
+            print(f"tritonscale run: {p}", file=sys.stderr)
+        return 2
     return run(OperatorOptions(
         namespaces=args.namespace or [],
         prometheus_url=args.prometheus_url,
@@ -96,6 +118,7 @@ def _run(args: argparse.Namespace) -> int:
         liveness_port=args.liveness_port,
         verbose=args.verbose,
         selector_labels=dict(args.series_label or []),
+        leader_election=election,
     ))
 
 
@@ -125,6 +148,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--series-label", action="append", type=_label_pair, metavar="NAME=VALUE",
                    help="extra label matcher for Triton's series, e.g. job=triton (repeatable; values are escaped)")
     p.add_argument("--verbose", "-v", action="store_true")
+    g = p.add_argument_group(
+        "leader election", "Run several replicas: one holds a coordination.k8s.io/v1 Lease and acts, the others "
+                           "stand by (serving /healthz and /metrics) and take over when the Lease expires. "
+                           "Defaults are client-go's.")
+    g.add_argument("--leader-elect", action="store_true",
+                   help="act only while holding the Lease (default: act at once, as the only replica)")
+    g.add_argument("--leader-elect-resource-name", default="tritonscale", metavar="NAME",
+                   help="name of the Lease (default tritonscale)")
+    g.add_argument("--leader-elect-resource-namespace", default="", metavar="NS",
+                   help="namespace of the Lease (default: env POD_NAMESPACE, else the ServiceAccount's)")
+    g.add_argument("--leader-elect-lease-duration", type=int, default=15, metavar="SECONDS",
+                   help="how long a standby waits after the last renewal it saw before taking over (default 15)")
+    g.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS",
+                   help="the leader stops acting this long after its last successful renewal started "
+                        "(default 10; must be below the lease duration)")
+    g.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS",
+                   help="how often the leader renews and standbys try to acquire (default 2, at least 1)")
     p.set_defaults(func=_run)
 
     p = sub.add_parser("crd", help="print the InferenceService CRD generated from the models")

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import signal
+import threading
 from dataclasses import dataclass, field
-from typing import Any
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
 
 import kopf
+
+from tritonscale.leader_election import ElectionSettings
 
 
 @dataclass
@@ -14,9 +21,10 @@ class OperatorOptions:
     namespaces: list[str] = field(default_factory=list)  # empty: cluster-wide
     prometheus_url: str | None = None
     metrics_port: int = 8080  # the operator's own /metrics; 0 disables
-    liveness_port: int = 8081  # Kopf's /healthz; 0 disables
+    liveness_port: int = 8081  # /healthz; 0 disables
     verbose: bool = False
     selector_labels: dict[str, str] = field(default_factory=dict)
+    leader_election: ElectionSettings | None = None  # None: act at once, alone (standalone)
 
 
 OPTIONS = OperatorOptions()
@@ -31,7 +39,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     settings.persistence.finalizer = "tritonscale.io/finalizer"
     settings.posting.level = logging.INFO
-    # A single active replica (see the chart): no peering CRD needed.
+    # No Kopf peering: one replica acts at a time, either alone or as the holder of the
+    # leader Lease (tritonscale.leader_election; Kopf starts only once it is held).
     settings.peering.standalone = True
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 30
@@ -50,6 +59,11 @@ def run(options: OperatorOptions) -> int:
 
     load_credentials()
     handlers.configure(options)
+    if options.leader_election is not None:
+        return _run_elected(options, options.leader_election)
+    from tritonscale.leader_election import LEADER
+
+    LEADER.set(1)  # alone: always the one that acts
     liveness = f"http://0.0.0.0:{options.liveness_port}/healthz" if options.liveness_port else None
     try:
         kopf.run(
@@ -63,3 +77,89 @@ def run(options: OperatorOptions) -> int:
     return 0
 
 
+def _run_elected(options: OperatorOptions, settings: ElectionSettings) -> int:
+    """Stand by until this replica holds the Lease, then run Kopf until SIGTERM/SIGINT;
+    then stop writing and hand the Lease back. Losing the Lease ends the process
+    (tritonscale.leader_election)."""
+    from tritonscale.kube import client as kube_client
+    from tritonscale.leader_election import Elector
+
+    if not options.verbose:  # the client's election logs every retry at INFO
+        logging.getLogger("leaderelection").setLevel(logging.WARNING)
+    loop = asyncio.new_event_loop()
+    stop = threading.Event()
+    kopf_stop = loop.create_future()  # an asyncio flag: Kopf waits for it without a thread
+
+    def on_signal(*_: Any) -> None:
+        stop.set()
+        loop.call_soon_threadsafe(lambda: kopf_stop.done() or kopf_stop.set_result(None))
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    elector = Elector(settings)
+    kube_client.set_write_guard(elector.check_may_act)
+    if options.liveness_port:
+        _serve_health(options.liveness_port, lambda: _health(elector, loop))
+    elector.start()
+    while not elector.acquired.wait(0.2):
+        if stop.is_set():
+            logging.getLogger("tritonscale").info("stopped as a standby")
+            return 0
+    try:
+        # Kopf installs its own SIGTERM/SIGINT handlers; `stop` covers a signal that came
+        # before it did.
+        kopf.run(loop=loop, clusterwide=not options.namespaces, namespaces=options.namespaces,
+                 standalone=True, stop_flag=kopf_stop)
+    except KeyboardInterrupt:
+        pass
+    # Kopf has stopped; worker threads may still be in a write. Refuse new ones, wait for
+    # those (half the renew deadline: we are still within our lease), and only then hand
+    # the Lease back.
+    kube_client.set_write_guard(_refuse_writes)
+    if kube_client.wait_for_writes(timeout_s=settings.renew_deadline_s / 2):
+        elector.release()
+    else:
+        elector.stopping = True  # a write is stuck: let the Lease expire rather than hand it over
+        logging.getLogger("tritonscale").warning("a write did not finish; not releasing the Lease (it expires)")
+    return 0
+
+
+def _refuse_writes() -> None:
+    from tritonscale.leader_election import NotLeader
+
+    raise NotLeader("the operator is stopping: no writes")
+
+
+def _health(elector: Any, loop: asyncio.AbstractEventLoop) -> tuple[int, dict[str, Any]]:
+    """200 while the election runs and, on the leader, Kopf's event loop answers within 5 s."""
+    body = {"role": elector.role(), "identity": elector.settings.identity, "holder": elector.holder}
+    if not elector.alive():
+        return 503, {**body, "error": "the leader election thread has stopped"}
+    if elector.acquired.is_set() and loop.is_running():
+        try:
+            asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(timeout=5)
+        except Exception as exc:  # noqa: BLE001
+            return 503, {**body, "error": f"the operator's event loop does not answer: {type(exc).__name__}"}
+    return 200, body
+
+
+def _serve_health(port: int, check: Callable[[], tuple[int, dict[str, Any]]]) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            if self.path.split("?")[0] != "/healthz":
+                self.send_error(404)
+                return
+            code, body = check()
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
+    return server

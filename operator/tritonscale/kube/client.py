@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import kubernetes
 from kubernetes.client import ApiException
@@ -17,6 +19,39 @@ from kubernetes.client import ApiException
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 
 MERGE = "application/merge-patch+json"
+
+# Checked before every write; raises to refuse it. `tritonscale run --leader-elect` sets it
+# to the elector's check, so a replica past its renew deadline writes nothing through here.
+_write_guard: Callable[[], None] = lambda: None
+_writes = threading.Condition()
+_in_flight = 0
+
+
+def set_write_guard(guard: Callable[[], None]) -> None:
+    """From the moment this returns, every write checks ``guard`` first."""
+    global _write_guard
+    with _writes:
+        _write_guard = guard
+
+
+def wait_for_writes(timeout_s: float) -> bool:
+    """Wait until no write is in flight (True), or ``timeout_s`` passed (False)."""
+    with _writes:
+        return _writes.wait_for(lambda: _in_flight == 0, timeout_s)
+
+
+@contextmanager
+def _writing() -> Iterator[None]:
+    global _in_flight
+    with _writes:  # the check and the count under one lock: set_write_guard cannot slip between
+        _write_guard()
+        _in_flight += 1
+    try:
+        yield
+    finally:
+        with _writes:
+            _in_flight -= 1
+            _writes.notify_all()
 
 
 def load_credentials() -> None:
@@ -70,10 +105,12 @@ class Kube:
             raise
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        return self._dict(self._kinds[obj["kind"]].create(obj["metadata"]["namespace"], obj))
+        with _writing():
+            return self._dict(self._kinds[obj["kind"]].create(obj["metadata"]["namespace"], obj))
 
     def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
-        return self._dict(self._kinds[kind].patch(name, namespace, patch, _content_type=MERGE))
+        with _writing():
+            return self._dict(self._kinds[kind].patch(name, namespace, patch, _content_type=MERGE))
 
     def get_inference_service(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -98,6 +135,7 @@ class Kube:
         return json.loads(resp.data).get("items") or []
 
     def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self.custom.patch_namespaced_custom_object_status(
-            GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE
-        )
+        with _writing():
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE
+            )

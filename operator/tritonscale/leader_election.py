@@ -1,0 +1,327 @@
+"""Active/standby operator replicas behind a ``coordination.k8s.io/v1`` Lease.
+
+The election itself is the kubernetes Python client's
+``kubernetes.leaderelection`` (a port of client-go's leaderelection with a
+``LeaseLock``): candidates poll the Lease every retry period; the holder renews
+it, and a candidate takes it over only when it has seen no change to the Lease
+for a whole lease duration, measured on its own clock from when it observed the
+last change. What this module adds is what the port leaves out and the
+operator needs:
+
+- **Fencing by deadline.** The port checks its renew deadline only between
+  attempts and makes its requests without a timeout, so a leader whose renewal
+  hangs would keep acting past the moment a standby may take over. Here the
+  leader may act only while ``now - start of its last successful renewal <
+  renew deadline`` (10 s by default). A standby can take over no earlier than
+  lease duration (15 s) after it observed that renewal, which the renewal's
+  start precedes: 5 s of margin. A watchdog checks the deadline every 100 ms
+  and ends the process once it has passed (the standby then takes over; the
+  Pod restarts as a standby), and every write the operator's own client makes
+  checks it first (``may_act``).
+- **Request timeouts and non-HTTP errors** (a refused connection raises
+  urllib3's errors, not ``ApiException``, which would end the port's loop).
+- **Release on a graceful stop** (client-go's ``ReleaseOnCancel``): after the
+  operator stopped writing, the Lease is handed back, so a rolling update's
+  standby takes over within one retry period instead of a lease duration.
+- A lease held by someone else while we lead (we were too slow and a standby
+  took over) ends the process at once.
+- The ``tritonscale_leader`` gauge and the ``/healthz`` answer.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import kubernetes
+from kubernetes.client import ApiException
+from kubernetes.leaderelection import electionconfig, leaderelection
+from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+from prometheus_client import Gauge
+
+log = logging.getLogger("tritonscale.leader_election")
+
+LEADER = Gauge("tritonscale_leader", "1 while this operator replica holds the leader Lease and acts, else 0")
+
+WATCHDOG_PERIOD_S = 0.1  # against a 5 s margin (lease 15 s - renew deadline 10 s): negligible
+
+
+class NotLeader(RuntimeError):
+    """A write was attempted by a replica that may not act (standby, or past its renew deadline)."""
+
+
+@dataclass(frozen=True)
+class ElectionSettings:
+    """client-go's defaults: a 15 s lease, renewed every 2 s, given up 10 s after the last renewal."""
+
+    lease_name: str = "tritonscale"
+    lease_namespace: str = ""
+    identity: str = ""
+    lease_duration_s: int = 15
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
+
+    def problems(self) -> list[str]:
+        """What makes these settings unsafe or unusable, one line each (empty: fine)."""
+        out = []
+        if not self.lease_namespace:
+            out.append("--leader-elect-resource-namespace is required outside a Pod "
+                       "(in a Pod it defaults to POD_NAMESPACE or the ServiceAccount's namespace)")
+        if self.retry_period_s < 1:
+            out.append(f"--leader-elect-retry-period must be >= 1 s (got {self.retry_period_s:g})")
+        # The port's own rule (client-go's JitterFactor 1.2): at least one retry fits in the deadline.
+        if self.renew_deadline_s <= 1.2 * self.retry_period_s:
+            out.append(f"--leader-elect-renew-deadline ({self.renew_deadline_s:g} s) must be greater than "
+                       f"1.2 x --leader-elect-retry-period ({1.2 * self.retry_period_s:g} s)")
+        # The fencing margin: the leader stops acting at the renew deadline, before the
+        # lease can be taken.
+        if self.lease_duration_s <= self.renew_deadline_s:
+            out.append(f"--leader-elect-lease-duration ({self.lease_duration_s} s) must be greater than "
+                       f"--leader-elect-renew-deadline ({self.renew_deadline_s:g} s)")
+        return out
+
+
+def default_namespace() -> str:
+    """POD_NAMESPACE (the chart sets it from the downward API), else the ServiceAccount's."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace", encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def default_identity() -> str:
+    """Unique per process, as client-go's ``hostname_uuid``: a restarted container must
+    not mistake its predecessor's lease for its own."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4()}"
+
+
+class _WithTimeout:
+    """An API object whose every call carries ``_request_timeout``."""
+
+    def __init__(self, api: Any, timeout_s: float) -> None:
+        self._api, self._timeout = api, timeout_s
+
+    def __getattr__(self, name: str) -> Any:
+        return functools.partial(getattr(self._api, name), _request_timeout=self._timeout)
+
+
+class FencedLeaseLock(LeaseLock):
+    """The port's LeaseLock, recording when our renewals started and refusing to write
+    once released.
+
+    ``renewed_at`` is the monotonic time at which the last attempt that wrote the Lease
+    with us as holder *started* (before its GET). The write happened after that, and a
+    standby counts its lease duration from when it saw the write, later still; so
+    ``renewed_at + lease duration`` is a lower bound of any takeover.
+    """
+
+    def __init__(self, name: str, namespace: str, identity: str, lease_api: Any,
+                 clock: Callable[[], float] = time.monotonic,
+                 on_holder: Callable[[str | None], None] | None = None) -> None:
+        super().__init__(name, namespace, identity)
+        self.api_instance = lease_api  # a CoordinationV1Api (with timeouts: see Elector)
+        self.clock = clock
+        self.on_holder = on_holder or (lambda _: None)
+        self.renewed_at: float | None = None
+        self.released = False
+        self._attempt_started: float | None = None
+        self._last_error = ""
+
+    def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+        self._attempt_started = self.clock()
+        try:
+            found, record = super().get(name, namespace)
+        except Exception as exc:  # urllib3's connection errors are not ApiExceptions
+            found, record = False, ApiException(status=0, reason=f"{type(exc).__name__}: {exc}")
+        if found:
+            self._report("")
+            self.on_holder(record.holder_identity)
+        elif record.status != 404:
+            self._report(f"cannot read Lease {namespace}/{name}: {record.status or ''} {record.reason}".strip())
+        return found, record
+
+    def create(self, name: str, namespace: str, election_record: Any) -> bool:
+        return self._write(super().create, name, namespace, election_record)
+
+    def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+        return self._write(super().update, name, namespace, updated_record)
+
+    def _write(self, write: Callable[..., bool], name: str, namespace: str, record: Any) -> bool:
+        if self.released:
+            return False
+        started = self._attempt_started if self._attempt_started is not None else self.clock()
+        try:
+            ok = write(name, namespace, record)
+        except Exception as exc:  # noqa: BLE001  (as in get)
+            self._report(f"cannot write Lease {namespace}/{name}: {type(exc).__name__}: {exc}")
+            return False
+        if ok and record.holder_identity == self.identity:
+            self.renewed_at = started
+        return ok
+
+    def release(self) -> bool:
+        """Hand the Lease back (empty holder, 1 s duration, as client-go's release), if we
+        still hold it. Further writes through this lock are refused."""
+        self.released = True
+        try:  # fresh: the port does not keep the resourceVersion its updates return
+            lease = self.api_instance.read_namespaced_lease(self.name, self.namespace)
+        except Exception as exc:  # noqa: BLE001  (it then simply expires)
+            log.warning(f"could not release Lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}")
+            return False
+        if lease.spec is None or lease.spec.holder_identity != self.identity:
+            return False
+        now = datetime.datetime.now(datetime.timezone.utc)
+        lease.spec.holder_identity = ""
+        lease.spec.lease_duration_seconds = 1
+        lease.spec.renew_time = now
+        lease.spec.acquire_time = now
+        try:
+            self.api_instance.replace_namespaced_lease(name=self.name, namespace=self.namespace, body=lease)
+            return True
+        except Exception as exc:  # noqa: BLE001  (it then simply expires)
+            log.warning(f"could not release Lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}")
+            return False
+
+    def _report(self, error: str) -> None:
+        """Log a lease error once when it starts and once when it clears, not every retry."""
+        if error and error != self._last_error:
+            log.warning(error)
+        elif not error and self._last_error:
+            log.info(f"Lease {self.namespace}/{self.name} reachable again")
+        self._last_error = error
+
+
+def _exit_now(reason: str) -> None:
+    log.critical(f"{reason}; exiting so that nothing more is written (a standby takes over, the Pod restarts)")
+    for handler in logging.getLogger().handlers:
+        try:
+            handler.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    sys.stderr.flush()
+    os._exit(1)
+
+
+class Elector:
+    """Runs the election in a daemon thread and answers ``may_act()``.
+
+    ``lose`` ends the process (default): once the deadline passed, Kopf's tasks and
+    worker threads may be anywhere, and only ending the process stops them all at once.
+    """
+
+    def __init__(self, settings: ElectionSettings, lease_api: Any = None,
+                 clock: Callable[[], float] = time.monotonic, lose: Callable[[str], None] = _exit_now) -> None:
+        self.settings = settings
+        self.clock = clock
+        self._lose = lose
+        self.holder: str | None = None
+        self.acquired = threading.Event()
+        self.acquired_at: float | None = None  # monotonic
+        self.stopping = False  # set once the operator has stopped writing (graceful stop)
+        self.started_at = clock()
+        if lease_api is None:  # its own connection pool: renewals never queue behind the operator's requests
+            lease_api = _WithTimeout(kubernetes.client.CoordinationV1Api(kubernetes.client.ApiClient()),
+                                     settings.renew_deadline_s / 2)  # one attempt (GET + PUT) fits the deadline
+        self.lock = FencedLeaseLock(settings.lease_name, settings.lease_namespace, settings.identity, lease_api,
+                                    clock=clock, on_holder=self._saw_holder)
+        self._threads: list[threading.Thread] = []
+        LEADER.set(0)
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    def may_act(self) -> bool:
+        """True while we hold the Lease and are within the renew deadline of our last renewal."""
+        renewed = self.lock.renewed_at
+        return (self.acquired.is_set() and not self.lock.released and renewed is not None
+                and self.clock() - renewed < self.settings.renew_deadline_s)
+
+    def check_may_act(self) -> None:
+        if not self.may_act():
+            raise NotLeader(f"not the leader (Lease {self.settings.lease_namespace}/{self.settings.lease_name}, "
+                            f"holder {self.holder or 'none'}): no writes")
+
+    def role(self) -> str:
+        return "leader" if self.acquired.is_set() else "standby"
+
+    # ---- running ---------------------------------------------------------------------------
+
+    def start(self) -> "Elector":
+        s = self.settings
+        config = electionconfig.Config(self.lock, lease_duration=s.lease_duration_s,
+                                       renew_deadline=s.renew_deadline_s, retry_period=s.retry_period_s,
+                                       onstarted_leading=self._started_leading,
+                                       onstopped_leading=self._stopped_leading)
+        election = leaderelection.LeaderElection(config)
+        log.info(f"leader election: candidate {s.identity} for Lease {s.lease_namespace}/{s.lease_name} "
+                 f"(lease {s.lease_duration_s} s, renew deadline {s.renew_deadline_s:g} s, "
+                 f"retry {s.retry_period_s:g} s)")
+        for target, name in ((self._run_election, "leader-election"), (self._watchdog, "leader-watchdog")):
+            t = threading.Thread(target=target, args=(election,) if target == self._run_election else (),
+                                 name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def alive(self) -> bool:
+        return all(t.is_alive() for t in self._threads)
+
+    def release(self) -> bool:
+        """Called once the operator has stopped writing: stop acting and hand the Lease back."""
+        self.stopping = True
+        LEADER.set(0)
+        released = self.lock.release()
+        if released:
+            log.info(f"released Lease {self.settings.lease_namespace}/{self.settings.lease_name}")
+        return released
+
+    def _run_election(self, election: leaderelection.LeaderElection) -> None:
+        try:
+            election.run()  # returns only after a renewal failed for the renew deadline
+        except Exception as exc:  # noqa: BLE001
+            if not self.stopping:
+                self._lose(f"leader election failed: {type(exc).__name__}: {exc}")
+
+    def _started_leading(self) -> None:
+        self.acquired_at = self.clock()
+        log.info(f"became the leader: acquired Lease {self.settings.lease_namespace}/{self.settings.lease_name} "
+                 f"as {self.settings.identity} after {self.acquired_at - self.started_at:.1f} s as a candidate")
+        LEADER.set(1)
+        self.acquired.set()
+
+    def _stopped_leading(self) -> None:
+        if not self.stopping:
+            self._lose("leader election lost: could not renew the Lease")
+
+    def _saw_holder(self, holder: str | None) -> None:
+        if holder != self.holder:
+            if not self.acquired.is_set() and holder and holder != self.settings.identity:
+                log.info(f"standby: Lease {self.settings.lease_namespace}/{self.settings.lease_name} "
+                         f"is held by {holder}")
+            self.holder = holder
+        if self.acquired.is_set() and not self.stopping and holder and holder != self.settings.identity:
+            self._lose(f"leader election lost: Lease now held by {holder}")
+
+    def _watchdog(self) -> None:
+        deadline = self.settings.renew_deadline_s
+        while True:
+            time.sleep(WATCHDOG_PERIOD_S)
+            if self.stopping or not self.acquired.is_set():
+                continue
+            renewed = self.lock.renewed_at
+            if renewed is None or self.clock() - renewed >= deadline:
+                since = "never" if renewed is None else f"{self.clock() - renewed:.1f} s ago"
+                self._lose(f"leader election lost: last successful renewal started {since} "
+                           f"(renew deadline {deadline:g} s)")
+                return

@@ -1,0 +1,335 @@
+"""leader_election.py: the fencing the operator adds to the kubernetes client's election.
+
+An in-memory Lease API with the API server's optimistic concurrency (a PUT with a stale
+resourceVersion gets 409) stands in for kube-apiserver; the real one is in
+tests/integration/test_leader_election.py. Fake clocks where the arithmetic is the
+point; real time (a few seconds) only for the two-candidate runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+
+import kubernetes
+import pytest
+from kubernetes.client import ApiException
+from kubernetes.leaderelection import electionconfig, leaderelection
+
+from tritonscale import cli
+from tritonscale.kube import client as kube_client
+from tritonscale.leader_election import ElectionSettings, Elector, FencedLeaseLock, NotLeader
+
+
+class FakeClock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class LeaseStore:
+    """read/create/replace of one namespace's Leases, as kube-apiserver answers them."""
+
+    def __init__(self) -> None:
+        self.leases: dict[str, kubernetes.client.V1Lease] = {}
+        self.version = 0
+        self.down = False  # the partition: every call fails as a refused connection does
+        self.writes: list[tuple[str, str]] = []  # (name, holder) of every accepted write
+        self.lock = threading.Lock()
+
+    def _check(self) -> None:
+        if self.down:
+            raise ConnectionRefusedError("connection refused")  # not an ApiException, as urllib3's are not
+
+    def read_namespaced_lease(self, name, namespace, **_):
+        self._check()
+        with self.lock:
+            if name not in self.leases:
+                raise _not_found(name)
+            return copy.deepcopy(self.leases[name])
+
+    def create_namespaced_lease(self, namespace, body, **_):
+        self._check()
+        with self.lock:
+            name = body.metadata["name"] if isinstance(body.metadata, dict) else body.metadata.name
+            if name in self.leases:
+                raise ApiException(status=409, reason="AlreadyExists")
+            return self._store(name, body)
+
+    def replace_namespaced_lease(self, name, namespace, body, **_):
+        self._check()
+        with self.lock:
+            if self.leases[name].metadata.resource_version != body.metadata.resource_version:
+                raise ApiException(status=409, reason="Conflict")
+            return self._store(name, body)
+
+    def _store(self, name, body):
+        self.version += 1
+        stored = copy.deepcopy(body)
+        stored.metadata = kubernetes.client.V1ObjectMeta(name=name, resource_version=str(self.version))
+        self.leases[name] = stored
+        self.writes.append((name, stored.spec.holder_identity))
+        return copy.deepcopy(stored)
+
+    def holder(self, name: str = "tritonscale") -> str | None:
+        with self.lock:
+            lease = self.leases.get(name)
+            return lease.spec.holder_identity if lease else None
+
+
+def _not_found(name: str) -> ApiException:
+    exc = ApiException(status=404, reason="Not Found")
+    # The port reads the code from the body, as the API server sends it.
+    exc.body = json.dumps({"kind": "Status", "code": 404, "message": f'leases "{name}" not found'})
+    return exc
+
+
+def settings(identity: str, **kw) -> ElectionSettings:
+    return ElectionSettings(lease_namespace="ops", identity=identity, **kw)
+
+
+# ---- settings ---------------------------------------------------------------------------
+
+def test_client_go_defaults_are_valid():
+    s = settings("a")
+    assert (s.lease_duration_s, s.renew_deadline_s, s.retry_period_s) == (15, 10.0, 2.0)
+    assert s.problems() == []
+
+
+@pytest.mark.parametrize("kw, problem", [
+    ({"lease_duration_s": 10}, "--leader-elect-lease-duration (10 s) must be greater than --leader-elect-renew-deadline"),
+    ({"renew_deadline_s": 2.4}, "must be greater than 1.2 x --leader-elect-retry-period (2.4 s)"),
+    ({"retry_period_s": 0.5, "renew_deadline_s": 3}, "--leader-elect-retry-period must be >= 1 s (got 0.5)"),
+    ({"lease_namespace": ""}, "--leader-elect-resource-namespace is required outside a Pod"),
+])
+def test_unsafe_settings_are_refused(kw, problem):
+    s = ElectionSettings(**{"lease_namespace": "ops", "identity": "a", **kw})
+    assert any(problem in p for p in s.problems()), s.problems()
+
+
+def test_cli_refuses_a_renew_deadline_not_below_the_lease(capsys):
+    code = cli.main(["run", "--leader-elect", "--leader-elect-resource-namespace", "ops",
+                     "--leader-elect-lease-duration", "10"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tritonscale run: --leader-elect-lease-duration (10 s) must be greater than"), err
+
+
+# ---- the lock ---------------------------------------------------------------------------
+
+def _election(lock: FencedLeaseLock, lease_s: int = 15, renew_s: float = 10, retry_s: float = 2):
+    config = electionconfig.Config(lock, lease_duration=lease_s, renew_deadline=renew_s, retry_period=retry_s,
+                                   onstarted_leading=lambda: None, onstopped_leading=lambda: None)
+    return leaderelection.LeaderElection(config)
+
+
+def test_a_renewal_counts_from_when_its_attempt_started():
+    store, clock = LeaseStore(), FakeClock()
+
+    class SlowStore(LeaseStore):
+        def replace_namespaced_lease(self, *a, **kw):
+            clock.t += 3.0  # the PUT takes 3 s: the lease was written up to 3 s after the attempt began
+            return store.replace_namespaced_lease(*a, **kw)
+
+        def read_namespaced_lease(self, *a, **kw):
+            return store.read_namespaced_lease(*a, **kw)
+
+        def create_namespaced_lease(self, *a, **kw):
+            return store.create_namespaced_lease(*a, **kw)
+
+    lock = FencedLeaseLock("tritonscale", "ops", "a", SlowStore(), clock=clock)
+    election = _election(lock)
+    assert election.try_acquire_or_renew()  # creates the Lease
+    assert lock.renewed_at == 1000.0 and store.holder() == "a"
+    clock.t = 1002.0
+    assert election.try_acquire_or_renew()  # renews: started at 1002, written at 1005
+    assert lock.renewed_at == 1002.0 and clock.t == 1005.0
+
+
+def test_a_refused_connection_is_a_failed_attempt_not_a_crash():
+    store = LeaseStore()
+    lock = FencedLeaseLock("tritonscale", "ops", "a", store, clock=FakeClock())
+    election = _election(lock)
+    assert election.try_acquire_or_renew()
+    renewed = lock.renewed_at
+    store.down = True
+    # Without the lock's conversion urllib3's error would end the port's loop (and the
+    # standby's election with it).
+    assert election.try_acquire_or_renew() is False
+    assert lock.renewed_at == renewed
+
+
+def test_someone_elses_lease_is_not_a_renewal():
+    store, clock = LeaseStore(), FakeClock()
+    a = FencedLeaseLock("tritonscale", "ops", "a", store, clock=clock)
+    b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=clock)
+    assert _election(a).try_acquire_or_renew()
+    eb = _election(b)
+    assert eb.try_acquire_or_renew() is False  # held, not expired
+    assert b.renewed_at is None and store.holder() == "a"
+
+
+def test_release_hands_the_lease_back_once_and_refuses_further_writes():
+    store = LeaseStore()
+    lock = FencedLeaseLock("tritonscale", "ops", "a", store, clock=FakeClock())
+    election = _election(lock)
+    assert election.try_acquire_or_renew()
+    assert election.try_acquire_or_renew()  # a renewal: the lock's own copy is now stale
+    assert lock.release()
+    released = store.leases["tritonscale"].spec
+    assert released.holder_identity == "" and released.lease_duration_seconds == 1
+    assert election.try_acquire_or_renew() is False  # the port would otherwise take it straight back
+    assert store.holder() == ""
+    # A standby takes a released Lease at its next attempt, without waiting a lease duration.
+    b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=FakeClock())
+    assert _election(b).try_acquire_or_renew() and store.holder() == "b"
+
+
+def test_release_leaves_someone_elses_lease_alone():
+    store = LeaseStore()
+    a = FencedLeaseLock("tritonscale", "ops", "a", store, clock=FakeClock())
+    assert _election(a).try_acquire_or_renew()
+    writes = len(store.writes)
+    b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=FakeClock())
+    assert b.release() is False
+    assert len(store.writes) == writes and store.holder() == "a"
+
+
+# ---- the elector: may it act? --------------------------------------------------------------
+
+def _acquired(elector: Elector) -> Elector:
+    assert _election(elector.lock).try_acquire_or_renew()
+    elector._started_leading()
+    return elector
+
+
+def test_may_act_only_within_the_renew_deadline_of_the_last_renewal():
+    store, clock, lost = LeaseStore(), FakeClock(), []
+    elector = Elector(settings("a"), lease_api=store, clock=clock, lose=lost.append)
+    assert not elector.may_act()  # a candidate
+    with pytest.raises(NotLeader):
+        elector.check_may_act()
+    _acquired(elector)
+    assert elector.may_act()
+    clock.t += 9.9
+    assert elector.may_act()
+    clock.t += 0.1  # 10 s after the renewal started: a standby may take over 5 s from now
+    assert not elector.may_act()
+    with pytest.raises(NotLeader):
+        elector.check_may_act()
+
+
+def test_the_watchdog_ends_a_leader_at_its_renew_deadline():
+    store, clock, lost = LeaseStore(), FakeClock(), []
+    elector = Elector(settings("a"), lease_api=store, clock=clock, lose=lost.append)
+    _acquired(elector)
+    watchdog = threading.Thread(target=elector._watchdog, daemon=True)
+    watchdog.start()
+    time.sleep(0.3)
+    assert lost == []
+    clock.t += 10.0
+    watchdog.join(2)
+    assert len(lost) == 1 and "renew deadline 10 s" in lost[0], lost
+
+
+def test_a_leader_that_sees_another_holder_stops_at_once():
+    store, clock, lost = LeaseStore(), FakeClock(), []
+    elector = Elector(settings("a"), lease_api=store, clock=clock, lose=lost.append)
+    _acquired(elector)
+    lease = store.read_namespaced_lease("tritonscale", "ops")
+    lease.spec.holder_identity = "b"
+    store.replace_namespaced_lease("tritonscale", "ops", lease)
+    elector.lock.get("tritonscale", "ops")
+    assert lost == ["leader election lost: Lease now held by b"]
+
+
+# ---- two candidates, real time (lease 3 s, renew deadline 2 s, retry 1 s) ---------------------
+
+def _candidate(store: object, identity: str, events: list, t0: float) -> Elector:
+    def lose(reason: str) -> None:
+        events.append((time.monotonic() - t0, identity, "lost", reason))
+
+    elector = Elector(settings(identity, lease_duration_s=3, renew_deadline_s=2.0, retry_period_s=1.0),
+                      lease_api=store, lose=lose)
+    original = elector._started_leading
+
+    def started() -> None:
+        events.append((time.monotonic() - t0, identity, "acquired", ""))
+        original()
+
+    elector._started_leading = started
+    return elector
+
+
+def test_a_cut_off_leader_stops_before_the_standby_takes_over():
+    store, events, t0 = LeaseStore(), [], time.monotonic()
+
+    class Partitionable:
+        """The leader's own view of the API: cut off while the standby's still works."""
+
+        def __init__(self) -> None:
+            self.cut = False
+
+        def __getattr__(self, name):
+            def call(*a, **kw):
+                if self.cut:
+                    raise ConnectionRefusedError("connection refused")
+                return getattr(store, name)(*a, **kw)
+            return call
+
+    a_api = Partitionable()
+    a = _candidate(a_api, "a", events, t0).start()
+    assert a.acquired.wait(3)
+    b = _candidate(store, "b", events, t0).start()
+    time.sleep(1.5)
+    assert store.holder() == "a" and not b.acquired.is_set() and a.may_act()
+
+    cut_at = time.monotonic() - t0
+    a_api.cut = True
+    assert b.acquired.wait(8), events
+    lost = [e for e in events if e[1] == "a" and e[2] == "lost"]
+    took = next(e for e in events if e[1] == "b" and e[2] == "acquired")
+    assert lost, events
+    # a stopped acting at most its renew deadline (2 s, + the watchdog's 0.1 s) after the
+    # cut, and before b acquired, which was at least a lease duration (3 s) after b last
+    # saw a renewal.
+    assert lost[0][0] <= cut_at + 2.0 + 0.5, (cut_at, events)
+    assert lost[0][0] < took[0], events
+    assert took[0] - cut_at >= 3.0 - 1.0, (cut_at, events)  # the last renewal was at most one retry before the cut
+    assert not a.may_act() and b.may_act()
+    b.release()
+
+
+# ---- the write guard of the operator's client -------------------------------------------------
+
+def test_writes_check_the_guard_and_in_flight_writes_are_awaited():
+    kube = kube_client.Kube(kubernetes.client.ApiClient())
+    started, finish = threading.Event(), threading.Event()
+
+    def slow_patch(name, namespace, body, **_):
+        started.set()
+        finish.wait(5)
+        return {"metadata": {"name": name}}
+
+    kube._kinds["ConfigMap"] = kube_client._Kind(read=None, create=None, patch=slow_patch)
+    try:
+        writer = threading.Thread(target=kube.patch, args=("ConfigMap", "ns", "c", {}), daemon=True)
+        writer.start()
+        assert started.wait(2)
+
+        def refuse() -> None:
+            raise NotLeader("standby")
+
+        kube_client.set_write_guard(refuse)
+        with pytest.raises(NotLeader):
+            kube.patch("ConfigMap", "ns", "c", {})  # refused before any request
+        assert kube_client.wait_for_writes(0.2) is False  # the first write is still in flight
+        finish.set()
+        assert kube_client.wait_for_writes(2) is True
+        writer.join(2)
+    finally:
+        kube_client.set_write_guard(lambda: None)
