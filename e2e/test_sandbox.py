@@ -47,10 +47,6 @@ TARGET_MS = 200.0
 KUBECTL = Path(sys.executable).parent / "kubectl"  # from .ci/install-k8s-tools
 
 
-# No e2e/conftest.py on purpose: tests/integration does `from conftest import ...`, and
-# a second rootless conftest.py would shadow tests/conftest.py in sys.modules.
-
-
 @pytest.fixture
 def sandbox_ready() -> None:
     """Skip (naming the fix) unless everything ``tritonscale sandbox`` needs is installed.

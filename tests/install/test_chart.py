@@ -16,7 +16,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from chart_render import CHART, NAMESPACE, NON_DEFAULT_VALUES, REPO, helm, helm_binary, helm_template
+from support.chart_render import CHART, NAMESPACE, NON_DEFAULT_VALUES, REPO, helm, helm_binary, helm_template
 
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion; the CRD's
 # x-kubernetes-validations use fieldPath, new in 1.28) and the bundled kubectl's.

@@ -13,7 +13,7 @@ from typing import Iterator
 import kubernetes
 import pytest
 import yaml
-from conftest import BIN, OPERATOR_NAMESPACE, REPO, client_for, run_tool
+from support.cluster import BIN, OPERATOR_NAMESPACE, REPO, client_for, run_tool
 
 from tritonscale.cluster import ClusterError, ControlPlane
 

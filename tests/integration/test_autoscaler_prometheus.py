@@ -17,8 +17,8 @@ from pathlib import Path
 
 import kubernetes
 import pytest
-from conftest import sample, wait_for
-from triton_exporter import TritonExporter
+from support.cluster import sample, wait_for
+from support.triton_exporter import TritonExporter
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.sandbox.prometheus_server import PrometheusServer, find_prometheus

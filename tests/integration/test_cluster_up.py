@@ -9,7 +9,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from conftest import BIN, wait_for
+from support.cluster import BIN, wait_for
 
 
 def _processes_using(directory: Path) -> list[str]:

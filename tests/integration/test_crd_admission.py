@@ -1,6 +1,6 @@
 """The CRD's structural schema and CEL rules, enforced by the real kube-apiserver.
 
-The validation table of tests/unit/test_api_validation.py (cross-field rules and
+The validation table of tests/support/spec_cases.py (cross-field rules and
 type/range errors, each with the fields the operator names) is sent to the API
 server as server-side dry-run creates: what the operator would report, the API
 server refuses at admission, naming the same fields. tests/unit/test_crd.py
@@ -14,11 +14,10 @@ from typing import Any
 
 import kubernetes
 import pytest
-from conftest import sample, sibling_module
+from support import spec_cases as table
+from support.cluster import sample
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
-
-table = sibling_module(__file__.replace("integration", "unit"), "test_api_validation")
 
 # The API server drops (or, with strict field validation, refuses) unknown fields
 # before the schema runs: a 400 strict-decoding error, not a 422 with causes.

@@ -11,7 +11,7 @@ import time
 
 import kubernetes
 import pytest
-from conftest import exists, sample, wait_for
+from support.cluster import exists, sample, wait_for
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.render.kubernetes_objects import HASH_ANNOTATION, LABEL

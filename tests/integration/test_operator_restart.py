@@ -6,7 +6,7 @@ import threading
 import time
 
 import kubernetes
-from conftest import sample, wait_for
+from support.cluster import sample, wait_for
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import kubernetes
 import pytest
-from chart_render import NON_DEFAULT_VALUES, helm_template, rbac_grants
-from conftest import client_for, sample, wait_for
+from support.chart_render import NON_DEFAULT_VALUES, helm_template, rbac_grants
+from support.cluster import client_for, sample, wait_for
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.render.kubernetes_objects import LABEL

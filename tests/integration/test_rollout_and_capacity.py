@@ -15,8 +15,8 @@ import time
 
 import kubernetes
 import pytest
-from conftest import sample, wait_for
-from triton_exporter import TritonExporter
+from support.cluster import sample, wait_for
+from support.triton_exporter import TritonExporter
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.render.kubernetes_objects import HASH_ANNOTATION, LABEL

@@ -1,7 +1,7 @@
 """The kube-apiserver audit log (JSON lines) as the record of what a client did.
 
 The session's control plane logs, at level Metadata, every request of the
-ServiceAccounts in the operator's namespace (see conftest.AUDIT_POLICY): who,
+ServiceAccounts in the operator's namespace (see support.cluster.AUDIT_POLICY): who,
 which verb on which resource, and the response code the real authorizer and
 admission gave it.
 """

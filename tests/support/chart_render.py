@@ -16,7 +16,7 @@ from typing import Any, Iterable
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "tritonscale"
 RELEASE = "tritonscale"
 NAMESPACE = "tritonscale-system"

@@ -16,11 +16,13 @@ import jsonschema
 import pytest
 import yaml
 
-from conftest import sibling_module
+from support import cel_eval as cel
+from support import spec_cases as table
 
 from tritonscale.api import spec as S
 from tritonscale.api.crd import crd, crd_yaml
 from tritonscale.api.rules import ALL_RULES, Rule
+from tritonscale.api.validation import validate_spec
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "crds" / "inferenceservices.tritonscale.io.yaml"
@@ -345,12 +347,6 @@ def test_list_macro_pattern_finds_the_iterated_lists() -> None:
 # rule on the path with `self` bound to that node. Each failure is reported as node path + fieldPath,
 # the way `kubectl apply` prints it.
 
-def _sibling(name: str) -> Any:
-    return sibling_module(__file__, name)
-
-
-table = _sibling("test_api_validation")
-cel = _sibling("test_rules_cel")  # structural defaulting and the CEL evaluator
 SPEC_SCHEMA = ROOT["properties"]["spec"]
 SPEC_VALIDATOR = jsonschema.Draft4Validator(SPEC_SCHEMA)
 
@@ -390,7 +386,7 @@ def test_unknown_field_cases_exist_in_the_table() -> None:
     assert UNKNOWN_FIELD_CASES <= ids and set(SCHEMA_GAPS) <= ids
     assert {"dims-zero", "warmup-size-zero", "preferred-zero"} <= ids
     for case in (c for c in table.TYPE_CASES if c.id in UNKNOWN_FIELD_CASES):
-        assert [p.message for p in table.validate_spec(case.spec())[1]] == ["unknown field"]
+        assert [p.message for p in validate_spec(case.spec())[1]] == ["unknown field"]
 
 
 @pytest.mark.parametrize("case", [

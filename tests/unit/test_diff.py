@@ -2,8 +2,8 @@
 
 ``api_server_view`` plays the API server: it stores what we sent and adds what
 a real one adds (defaulted container fields, probe timeouts, clusterIP, status,
-bookkeeping metadata). ``merge_patch`` applies a JSON merge patch (RFC 7386)
-so tests can check that applying the planned patch converges.
+bookkeeping metadata). ``merge_patch`` (the reconciler's own) applies a JSON merge
+patch (RFC 7386) so tests can check that applying the planned patch converges.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.reconcile.diff import (
     LAST_APPLIED,
     contains,
+    merge_patch,
     plan_patch,
     removals,
     strip_owned_by_others,
@@ -30,18 +31,6 @@ from tritonscale.render.kubernetes_objects import build_children
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))
 KINDS = ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 def desired_children(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -327,3 +316,27 @@ def test_strip_owned_by_others(kind: str, expected_spec: dict[str, Any]) -> None
     obj = {"kind": kind, "spec": {"replicas": 3, "selector": {}}}
     assert strip_owned_by_others(kind, obj)["spec"] == expected_spec
     assert obj["spec"]["replicas"] == 3, "the input is not mutated"
+
+
+# RFC 7386, Appendix A: every example, target + patch -> result.
+@pytest.mark.parametrize(("target", "patch", "result"), [
+    ({"a": "b"}, {"a": "c"}, {"a": "c"}),
+    ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
+    ({"a": "b"}, {"a": None}, {}),
+    ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
+    ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
+    ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
+    ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
+    ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
+    (["a", "b"], ["c", "d"], ["c", "d"]),
+    ({"a": "b"}, ["c"], ["c"]),
+    ({"a": "foo"}, None, None),
+    ({"a": "foo"}, "bar", "bar"),
+    ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
+    ([1, 2], {"a": "b", "c": None}, {"a": "b"}),
+    ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
+])
+def test_merge_patch_follows_rfc_7386(target: Any, patch: Any, result: Any) -> None:
+    before = copy.deepcopy((target, patch))
+    assert merge_patch(target, patch) == result
+    assert (target, patch) == before, "neither argument is changed"

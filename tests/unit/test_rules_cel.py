@@ -3,7 +3,7 @@
 The API server enforces the CEL rules (``x-kubernetes-validations``) on the
 object *after* structural defaulting; the operator enforces ``Rule.holds`` on
 the parsed Pydantic model. Both verdicts are computed here for the whole
-cross-field table of ``test_api_validation.py`` plus the samples, in two
+cross-field table of ``support/spec_cases.py`` plus the samples, in two
 renderings of the object the API server could hand to CEL:
 
 * ``model_dump``: the Pydantic model dumped camelCase with ``None`` removed
@@ -15,54 +15,23 @@ renderings of the object the API server could hand to CEL:
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable
 
 import celpy
 import pytest
-from celpy import celtypes
-
-from conftest import sibling_module
+from support import spec_cases as table
+from support.cel_eval import cel_verdict, crd_defaulted
 
 from tritonscale.api.crd import openapi_schema
 from tritonscale.api.rules import ALL_RULES, Rule
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.api.validation import NAME_MAX, validate_name
 
-
-def _sibling(name: str) -> Any:
-    return sibling_module(__file__, name)
-
-
-table = _sibling("test_api_validation")
-
 SCHEMA = openapi_schema()
-SPEC_SCHEMA = SCHEMA["properties"]["spec"]
-ENV = celpy.Environment()
-
-
-def apply_crd_defaults(schema: dict[str, Any], value: Any) -> Any:
-    """Structural defaulting as the API server does it: absent properties with a ``default`` get it,
-    then defaulting recurses (so ``default: {}`` objects receive their nested scalar defaults)."""
-    if isinstance(value, dict) and "properties" in schema:
-        out = dict(value)
-        for key, sub in schema["properties"].items():
-            if key not in out and "default" in sub:
-                out[key] = copy.deepcopy(sub["default"])
-            if key in out:
-                out[key] = apply_crd_defaults(sub, out[key])
-        return out
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [apply_crd_defaults(schema["items"], v) for v in value]
-    return value
 
 
 def dumped(spec: dict[str, Any]) -> dict[str, Any]:
     return InferenceServiceSpec.model_validate(spec).model_dump(by_alias=True, exclude_none=True)
-
-
-def crd_defaulted(spec: dict[str, Any]) -> dict[str, Any]:
-    return apply_crd_defaults(SPEC_SCHEMA, spec)
 
 
 RENDERINGS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -81,20 +50,6 @@ def python_scope(model: InferenceServiceSpec, scope: str) -> Any:
     for key in filter(None, scope.split(".")):
         model = getattr(model, key)
     return model
-
-
-_PROGRAMS: dict[str, Any] = {}
-
-
-def cel_verdict(expr: str, self_value: Any) -> bool:
-    """Evaluate ``expr`` with ``self`` bound to ``self_value`` (plain JSON data or already CEL-typed)."""
-    if expr not in _PROGRAMS:
-        _PROGRAMS[expr] = ENV.program(ENV.compile(expr))
-    if not isinstance(self_value, celtypes.MapType):
-        self_value = celpy.json_to_cel(self_value)
-    result = _PROGRAMS[expr].evaluate({"self": self_value})
-    assert isinstance(result, celtypes.BoolType), f"CEL {expr!r} did not yield a bool: {result!r}"
-    return bool(result)
 
 
 SAMPLE_CASES = [table.Case(f"sample-{p.stem}", {}) for p in table.SAMPLES]

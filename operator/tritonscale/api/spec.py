@@ -23,6 +23,13 @@ PLURAL = "inferenceservices"
 SINGULAR = "inferenceservice"
 SHORT_NAMES = ["tis"]
 
+# Names every layer agrees on. The label marks every child and pod of an InferenceService
+# (the children's selectors, the operator's watch filter on them, the sandbox kubelet's
+# view); the annotation on the pod template carries the config.pbtxt hash, so a config
+# change rolls the pods.
+LABEL = "tritonscale.io/inferenceservice"
+HASH_ANNOTATION = "tritonscale.io/config-hash"
+
 # Triton 25.08 (Aug 2025) is the newest release whose tag we could check; it
 # ships --metrics-config=summary_latencies and histogram_latencies.
 DEFAULT_TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.08-py3"
@@ -259,6 +266,11 @@ class InferenceServiceSpec(_Model):
                                  description="How Triton runs: image, GPUs, pod placement.")
     scaling: ScalingSpec = Field(default_factory=ScalingSpec, json_schema_extra=_object_default(),
                                  description="Warm floor, ceiling, latency target and autoscaler policy.")
+
+
+def model_name(spec: InferenceServiceSpec, object_name: str) -> str:
+    """The Triton model name: ``spec.model.name``, else the InferenceService's own name."""
+    return spec.model.name or object_name
 
 
 # A request still queued after this many p95 targets is rejected unless the spec says

@@ -1,8 +1,15 @@
-"""InferenceService status and Kubernetes-style conditions."""
+"""InferenceService status: the model every status write is built from, Kubernetes-style
+conditions, and which writer owns which field (``FIELD_OWNERS``, ``CONDITION_OWNERS``).
+
+A writer builds an :class:`InferenceServiceStatus` with only the fields it owns and sends
+``status_patch(live status, that model)``: the fields whose value changed, or nothing.
+"""
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+import datetime
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -19,9 +26,12 @@ class _Model(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
 
 
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
 class Condition(_Model):
     type: str
-    status: Literal["True", "False", "Unknown"]
+    status: ConditionStatus
     reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)
     message: str = Field(default="", max_length=32768)
     last_transition_time: str = Field(description="RFC 3339 time of the last status change.")
@@ -49,3 +59,85 @@ class InferenceServiceStatus(_Model):
         description="Autoscaler memory (recommendation history, failure count) so a restart loses nothing.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+
+
+# --- who writes what ----------------------------------------------------------------------------
+# Two writers share status; each owns its fields and condition types and writes only those
+# (tests/unit/test_status.py holds each writer to this table). Kopf writes nothing here: its
+# progress lives in annotations (operator_main.configure).
+RECONCILER = "reconciler"  # reconcile/inference_service.py: follows the spec and the Deployment
+AUTOSCALER = "autoscaler"  # scaling/tick.py: one decision per tick
+FIELD_OWNERS: dict[str, str] = {
+    "observedGeneration": RECONCILER,
+    "model": RECONCILER,
+    "replicas": RECONCILER,
+    "readyReplicas": RECONCILER,
+    "endpoints": RECONCILER,
+    "desiredReplicas": AUTOSCALER,
+    "p95Milliseconds": AUTOSCALER,
+    "requestsPerSecond": AUTOSCALER,
+    "lastScaleTime": AUTOSCALER,
+    "scalingState": AUTOSCALER,
+}
+# `conditions` is one list that both write: each merges its own types into the freshest list
+# under kube.object_lock, because a merge patch replaces a list whole.
+CONDITION_OWNERS: dict[str, str] = {
+    SPEC_VALID: RECONCILER,
+    READY: RECONCILER,
+    SCALING: AUTOSCALER,
+    METRICS_AVAILABLE: AUTOSCALER,
+    SCHEDULABLE: AUTOSCALER,
+}
+
+
+def rfc3339(ts: float) -> str:
+    """A Kubernetes timestamp (seconds precision) for the wall-clock time ``ts``."""
+    return datetime.datetime.fromtimestamp(ts, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def conditions_of(status: Mapping[str, Any] | None) -> list[Condition]:
+    """The conditions of a live status (as the API returns it), as models."""
+    return [Condition.model_validate(c) for c in (status or {}).get("conditions") or []]
+
+
+def set_condition(
+    conditions: Sequence[Condition],
+    type_: str,
+    status: bool | ConditionStatus,
+    reason: str,
+    message: str,
+    now: float,
+    generation: int | None = None,
+) -> list[Condition]:
+    """A new list with ``type_`` set; lastTransitionTime moves only when the status flips."""
+    status_s: ConditionStatus = status if isinstance(status, str) else ("True" if status else "False")
+    out: list[Condition] = []
+    found = False
+    for cond in conditions:
+        if cond.type != type_:
+            out.append(cond)
+            continue
+        found = True
+        update: dict[str, Any] = {"status": status_s, "reason": reason, "message": message}
+        if cond.status != status_s or "last_transition_time" not in cond.model_fields_set:
+            update["last_transition_time"] = rfc3339(now)
+        if generation is not None:
+            update["observed_generation"] = generation
+        out.append(cond.model_copy(update=update))
+    if not found:
+        new = Condition(type=type_, status=status_s, reason=reason, message=message,
+                        last_transition_time=rfc3339(now))
+        if generation is not None:
+            new.observed_generation = generation
+        out.append(new)
+    return out
+
+
+def status_patch(current: Mapping[str, Any] | None, new: InferenceServiceStatus) -> dict[str, Any] | None:
+    """The merge patch of ``status`` that writes the fields ``new`` sets, only those whose value
+    differs from the live ``current``; None when nothing differs (so nothing is written).
+    A field ``new`` sets to None is removed; a field it leaves unset is left alone."""
+    cur = current or {}
+    wanted = new.model_dump(by_alias=True, exclude_unset=True)
+    changed = {key: value for key, value in wanted.items() if cur.get(key) != value}
+    return changed or None

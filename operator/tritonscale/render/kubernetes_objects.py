@@ -19,11 +19,9 @@ import hashlib
 import shlex
 from typing import Any
 
-from tritonscale.api.spec import GROUP, KIND, VERSION, InferenceServiceSpec
-from tritonscale.render.triton_config import model_name, render_config_pbtxt
+from tritonscale.api.spec import GROUP, HASH_ANNOTATION, KIND, LABEL, VERSION, InferenceServiceSpec, model_name
+from tritonscale.render.triton_config import render_config_pbtxt
 
-LABEL = "tritonscale.io/inferenceservice"
-HASH_ANNOTATION = "tritonscale.io/config-hash"
 MODEL_REPOSITORY = "/models"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 

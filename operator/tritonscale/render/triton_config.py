@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from tritonscale.api.spec import InferenceServiceSpec, TensorSpec, effective_queue_timeout_us
+from tritonscale.api.spec import InferenceServiceSpec, TensorSpec, effective_queue_timeout_us, model_name
 
 # backend -> (config key, value). Triton selects the PyTorch/TensorFlow/TensorRT
 # runtimes through `platform`; ONNX Runtime and Python through `backend`.
@@ -108,10 +108,6 @@ def _parameters(spec: InferenceServiceSpec) -> list[str]:
         f"parameters {{\n  key: {_q(k)}\n  value: {{ string_value: {_q(v)} }}\n}}"
         for k, v in sorted(spec.model.parameters.items())
     ]
-
-
-def model_name(spec: InferenceServiceSpec, object_name: str) -> str:
-    return spec.model.name or object_name
 
 
 def render_config_pbtxt(spec: InferenceServiceSpec, object_name: str) -> str:

@@ -277,7 +277,7 @@ async def run_sandbox(scenario: Scenario, *, stop: Optional[asyncio.Event] = Non
         teardown.append(("Service router", lambda: asyncio.to_thread(router.stop)))
 
         # 5. The operator.
-        operator = OperatorProcess(kubeconfig, prom.url, workdir / "operator.log").start()
+        operator = OperatorProcess(kubeconfig, workdir / "operator.log", ["--prometheus-url", prom.url]).start()
         if operator.pid:
             pids.append(operator.pid)
         teardown.append(("operator", lambda: asyncio.to_thread(operator.stop)))

@@ -1,0 +1,173 @@
+"""The table of spec mutations and what the user must be told about each, shared by the
+validation tests (tests/unit/test_api_validation.py), the CEL twins of the rules
+(tests/unit/test_rules_cel.py, tests/unit/test_crd.py) and the real API server
+(tests/integration/test_crd_admission.py).
+
+Every case starts from the python-cpu sample (python backend, gpus 0,
+maxBatchSize 16, warmup [1, 16], preferred [4, 8, 16], replicas 1..4) and
+changes a few dotted paths. ``RULE_CASES`` pass Pydantic and exercise the
+cross-field rules of ``rules.py``; ``TYPE_CASES`` fail Pydantic first.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))
+BASE_SAMPLE = REPO / "manifests" / "samples" / "python-cpu.yaml"
+
+DELETE = object()  # sentinel: remove the key instead of setting it
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def load_sample(path: Path = BASE_SAMPLE) -> dict[str, Any]:
+    return copy.deepcopy(_parsed_yaml(path))
+
+
+def mutate(spec: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``spec`` with each dotted path set to its value (or removed for DELETE)."""
+    out = copy.deepcopy(spec)
+    for path, value in changes.items():
+        *parents, leaf = path.split(".")
+        node = out
+        for key in parents:
+            node = node.setdefault(key, {})
+        if value is DELETE:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = copy.deepcopy(value)
+    return out
+
+
+def base_spec() -> dict[str, Any]:
+    return load_sample()["spec"]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    changes: dict[str, Any]
+    problems: tuple[str, ...] = ()  # expected Problem.field values, in reporting order
+    messages: tuple[str, ...] = field(default=())  # substrings expected in the joined messages
+
+    def spec(self) -> dict[str, Any]:
+        return mutate(base_spec(), self.changes)
+
+
+# Cross-field cases: every spec here passes Pydantic, so only rules.py decides.
+RULE_CASES: tuple[Case, ...] = (
+    # --- scaling scope ---
+    Case("min-gt-max", {"scaling.minReplicas": 5},
+         ("spec.scaling.minReplicas", "spec.scaling.warmBuffer"), ("minReplicas must be <= scaling.maxReplicas",)),
+    Case("min-eq-max", {"scaling.minReplicas": 4}),
+    Case("min-plus-buffer-gt-max", {"scaling.minReplicas": 3, "scaling.warmBuffer": 2},
+         ("spec.scaling.warmBuffer",), ("minReplicas + scaling.warmBuffer",)),
+    Case("min-plus-buffer-eq-max", {"scaling.minReplicas": 3, "scaling.warmBuffer": 1}),
+    Case("buffer-alone-gt-max", {"scaling.minReplicas": 0, "scaling.warmBuffer": 5}, ("spec.scaling.warmBuffer",)),
+    Case("fallback-above-max", {"scaling.fallbackReplicas": 5}, ("spec.scaling.fallbackReplicas",),
+         ("fallbackReplicas must lie between",)),
+    Case("fallback-below-min", {"scaling.minReplicas": 2, "scaling.fallbackReplicas": 1},
+         ("spec.scaling.fallbackReplicas",)),
+    Case("fallback-eq-min", {"scaling.minReplicas": 2, "scaling.fallbackReplicas": 2}),
+    Case("fallback-eq-max", {"scaling.fallbackReplicas": 4}),
+    Case("fallback-zero-min-zero", {"scaling.minReplicas": 0, "scaling.fallbackReplicas": 0}),
+    Case("defaults-max-10-min-11", {"scaling.maxReplicas": DELETE, "scaling.minReplicas": 11},
+         ("spec.scaling.minReplicas", "spec.scaling.warmBuffer")),
+    # --- batching ---
+    Case("preferred-gt-max-batch", {"batching.preferredBatchSizes": [4, 32]},
+         ("spec.batching.preferredBatchSizes",), ("preferredBatchSizes entry must be <= model.maxBatchSize",)),
+    Case("preferred-eq-max-batch", {"batching.preferredBatchSizes": [16]}),
+    Case("preferred-empty", {"batching.preferredBatchSizes": []}),
+    Case("preferred-checked-even-if-disabled", {"batching.enabled": False, "batching.preferredBatchSizes": [32]},
+         ("spec.batching.preferredBatchSizes",)),
+    Case("batching-with-max-batch-0",
+         {"model.maxBatchSize": 0, "batching.preferredBatchSizes": DELETE, "model.warmup.batchSizes": [1]},
+         ("spec.batching.enabled",), ("dynamic batching needs model.maxBatchSize > 0",)),
+    Case("empty-batching-block-with-max-batch-0",
+         {"model.maxBatchSize": 0, "batching": {}, "model.warmup.batchSizes": [1]}, ("spec.batching.enabled",)),
+    Case("batching-disabled-with-max-batch-0",
+         {"model.maxBatchSize": 0, "batching": {"enabled": False}, "model.warmup.batchSizes": [1]}),
+    Case("no-batching-block-with-max-batch-0",
+         {"model.maxBatchSize": 0, "batching": DELETE, "model.warmup.batchSizes": [1]}),
+    Case("max-batch-0-everything-wrong", {"model.maxBatchSize": 0},
+         ("spec.batching.preferredBatchSizes", "spec.batching.enabled", "spec.model.warmup.batchSizes")),
+    # --- warmup ---
+    Case("warmup-without-inputs", {"model.inputs": DELETE}, ("spec.model.warmup",),
+         ("model.warmup needs model.inputs",)),
+    Case("warmup-with-empty-inputs", {"model.inputs": []}, ("spec.model.warmup",)),
+    Case("no-warmup-no-inputs", {"model.inputs": DELETE, "model.warmup": DELETE}),
+    Case("warmup-size-gt-max-batch", {"model.warmup.batchSizes": [1, 32]}, ("spec.model.warmup.batchSizes",),
+         ("warmup.batchSizes entry must be <= model.maxBatchSize",)),
+    Case("warmup-size-eq-max-batch", {"model.warmup.batchSizes": [16]}),
+    Case("warmup-size-2-without-batching",
+         {"model.maxBatchSize": 0, "batching": DELETE, "model.warmup.batchSizes": [2]},
+         ("spec.model.warmup.batchSizes",)),
+    # --- precision ---
+    Case("fp16-pytorch", {"model.backend": "pytorch", "model.precision": "fp16", "runtime.gpus": 1},
+         ("spec.model.precision",), ("pytorch and python have no TensorRT accelerator",)),
+    Case("int8-python-gpu", {"model.precision": "int8", "runtime.gpus": 1}, ("spec.model.precision",)),
+    Case("int8-tensorflow", {"model.backend": "tensorflow", "model.precision": "int8", "runtime.gpus": 1},
+         ("spec.model.precision",), ("tensorflow supports fp16 only",)),
+    Case("fp16-tensorflow", {"model.backend": "tensorflow", "model.precision": "fp16", "runtime.gpus": 1}),
+    Case("int8-onnx", {"model.backend": "onnxruntime", "model.precision": "int8", "runtime.gpus": 1}),
+    Case("fp16-tensorrt", {"model.backend": "tensorrt", "model.precision": "fp16", "runtime.gpus": 2}),
+    Case("fp16-onnx-gpus-0", {"model.backend": "onnxruntime", "model.precision": "fp16", "runtime.gpus": 0},
+         ("spec.model.precision",), ("needs runtime.gpus >= 1",)),
+    Case("fp16-onnx-default-gpus", {"model.backend": "onnxruntime", "model.precision": "fp16", "runtime": DELETE}),
+    Case("fp16-python-gpus-0", {"model.precision": "fp16"}, ("spec.model.precision", "spec.model.precision")),
+    Case("fp32-pytorch-cpu", {"model.backend": "pytorch"}),
+    # --- several at once: problems come in rules.py order, spec rules before scaling rules ---
+    Case("everything-at-once",
+         {"model.precision": "int8", "model.warmup.batchSizes": [64], "scaling.minReplicas": 9,
+          "scaling.fallbackReplicas": 0},
+         ("spec.model.warmup.batchSizes", "spec.model.precision", "spec.model.precision",
+          "spec.scaling.minReplicas", "spec.scaling.warmBuffer", "spec.scaling.fallbackReplicas")),
+)
+
+# Type and range errors: Pydantic rejects these before any rule runs.
+TYPE_CASES: tuple[Case, ...] = (
+    Case("max-batch-not-int", {"model.maxBatchSize": "lots"}, ("spec.model.maxBatchSize",), ("valid integer",)),
+    Case("max-batch-too-big", {"model.maxBatchSize": 4097}, ("spec.model.maxBatchSize",)),
+    Case("max-batch-negative", {"model.maxBatchSize": -1}, ("spec.model.maxBatchSize",)),
+    Case("target-negative", {"scaling.targetP95Milliseconds": -3}, ("spec.scaling.targetP95Milliseconds",),
+         ("greater than 0",)),
+    Case("target-zero", {"scaling.targetP95Milliseconds": 0}, ("spec.scaling.targetP95Milliseconds",)),
+    Case("unknown-scaling-field", {"scaling.minReplica": 2}, ("spec.scaling.minReplica",), ("unknown field",)),
+    Case("unknown-top-level-field", {"autoscaling": {}}, ("spec.autoscaling",), ("unknown field",)),
+    Case("unknown-tensor-field", {"model.inputs": [{"name": "x", "dataType": "FP32", "dims": [4], "shape": [4]}]},
+         ("spec.model.inputs[0].shape",)),
+    Case("storage-http", {"model.storageUri": "http://x"}, ("spec.model.storageUri",), ("s3://BUCKET/PATH",)),
+    Case("storage-pvc-without-path", {"model.storageUri": "pvc://models"}, ("spec.model.storageUri",)),
+    Case("storage-pvc-uppercase-claim", {"model.storageUri": "pvc://Models/linear"}, ("spec.model.storageUri",)),
+    Case("storage-s3-no-bucket", {"model.storageUri": "s3:///path"}, ("spec.model.storageUri",)),
+    Case("model-missing", {"model": DELETE}, ("spec.model",), ("required field is missing",)),
+    Case("backend-missing", {"model.backend": DELETE}, ("spec.model.backend",), ("required field is missing",)),
+    Case("backend-unknown", {"model.backend": "jax"}, ("spec.model.backend",)),
+    Case("precision-unknown", {"model.precision": "fp8"}, ("spec.model.precision",)),
+    Case("dims-zero", {"model.inputs": [{"name": "x", "dataType": "FP32", "dims": [0]}]},
+         ("spec.model.inputs[0].dims",), ("positive or -1",)),
+    Case("data-type-with-prefix", {"model.outputs": [{"name": "y", "dataType": "TYPE_FP32", "dims": [4]}]},
+         ("spec.model.outputs[0].dataType",)),
+    Case("warmup-size-zero", {"model.warmup.batchSizes": [0]}, ("spec.model.warmup.batchSizes",)),
+    Case("warmup-empty", {"model.warmup.batchSizes": []}, ("spec.model.warmup.batchSizes",)),
+    Case("preferred-zero", {"batching.preferredBatchSizes": [0, 4]}, ("spec.batching.preferredBatchSizes",)),
+    Case("timeout-action-unknown", {"batching.timeoutAction": "DROP"}, ("spec.batching.timeoutAction",)),
+    Case("gpus-too-many", {"runtime.gpus": 17}, ("spec.runtime.gpus",)),
+    Case("max-replicas-zero", {"scaling.maxReplicas": 0}, ("spec.scaling.maxReplicas",)),
+    Case("tolerance-above-one", {"scaling.tolerance": 1.5}, ("spec.scaling.tolerance",)),
+    Case("prometheus-url-not-http", {"scaling.prometheus": {"url": "prom:9090"}}, ("spec.scaling.prometheus.url",)),
+    Case("scale-down-step-zero", {"scaling.scaleDown.maxStep": 0}, ("spec.scaling.scaleDown.maxStep",)),
+    Case("two-type-errors", {"model.maxBatchSize": "lots", "scaling.minReplicas": -1},
+         ("spec.model.maxBatchSize", "spec.scaling.minReplicas")),
+)
