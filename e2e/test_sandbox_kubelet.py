@@ -32,7 +32,8 @@ import httpx
 import pytest
 
 from tritonscale.api.validation import validate_body
-from tritonscale.render.kubernetes_objects import HASH_ANNOTATION, LABEL, build_children, config_hash
+from tritonscale.api.spec import HASH_ANNOTATION, LABEL
+from tritonscale.render.kubernetes_objects import build_children, config_hash
 from tritonscale.sandbox.cluster_setup import provision_model_store
 from tritonscale.sandbox.kubelet import Kubelet
 from tritonscale.sandbox.node_registration import GPU, machine_resources

@@ -11,7 +11,7 @@ import yaml
 
 
 def _crd(_: argparse.Namespace) -> int:
-    from tritonscale.api.crd import crd_yaml
+    from tritonscale.render.crd_manifest import crd_yaml
 
     sys.stdout.write(crd_yaml())
     return 0

@@ -14,10 +14,10 @@ from typing import Any
 import kopf
 from kubernetes.client import ApiException
 
-from tritonscale.api.spec import GROUP, PLURAL, VERSION
+from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
+from tritonscale.api.validation import scaling_spec
 from tritonscale.kube.client import Kube
 from tritonscale.reconcile.inference_service import reconcile
-from tritonscale.render.kubernetes_objects import LABEL
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
 from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot
@@ -96,10 +96,10 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str, name: str, uid:
     """One autoscaler loop per InferenceService; every intervalSeconds it runs one tick."""
     try:
         while not stopped:
-            scaling = spec.get("scaling") or {}
-            interval = float(scaling.get("intervalSeconds") or 15)
-            window = int(scaling.get("windowSeconds") or 60)
-            url = ((scaling.get("prometheus") or {}).get("url")) or PROMETHEUS_URL
+            scaling = scaling_spec(spec)  # defaults from the API model
+            interval = float(scaling.interval_seconds)
+            window = scaling.window_seconds
+            url = scaling.prometheus.url or PROMETHEUS_URL
             started = time.monotonic()
             try:
                 if url:

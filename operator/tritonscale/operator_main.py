@@ -27,9 +27,6 @@ class OperatorOptions:
     leader_election: ElectionSettings | None = None  # None: act at once, alone (standalone)
 
 
-OPTIONS = OperatorOptions()
-
-
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Keep Kopf's bookkeeping in our own annotation namespace and out of status.
@@ -48,8 +45,6 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 def run(options: OperatorOptions) -> int:
-    global OPTIONS
-    OPTIONS = options
     logging.basicConfig(
         level=logging.DEBUG if options.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -248,7 +248,8 @@ def test_prometheus_scrape_config(rendered):
     assert re.fullmatch(keep["regex"], ";".join(values)), (keep, values)
 
     # Triton pods really carry the label and the port the job keeps.
-    from tritonscale.render.kubernetes_objects import LABEL, METRICS_PORT
+    from tritonscale.api.spec import LABEL
+    from tritonscale.render.kubernetes_objects import METRICS_PORT
     assert LABEL == "tritonscale.io/inferenceservice" and METRICS_PORT == 8002
 
     cm = _one(rendered["non-default"], "ConfigMap", "tritonscale-prometheus-scrape-config")

@@ -13,8 +13,7 @@ import kubernetes
 import pytest
 from support.cluster import exists, sample, wait_for
 
-from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.render.kubernetes_objects import HASH_ANNOTATION, LABEL
+from tritonscale.api.spec import GROUP, HASH_ANNOTATION, LABEL, PLURAL, VERSION
 
 
 class Cluster:

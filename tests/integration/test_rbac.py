@@ -24,8 +24,7 @@ import pytest
 from support.chart_render import NON_DEFAULT_VALUES, helm_template, rbac_grants
 from support.cluster import client_for, sample, wait_for
 
-from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.render.kubernetes_objects import LABEL
+from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 
 # Granted, and used by admission rather than by a request: children's ownerReferences
 # set blockOwnerDeletion: true, and with the OwnerReferencesPermissionEnforcement

@@ -18,8 +18,7 @@ import pytest
 from support.cluster import sample, wait_for
 from support.triton_exporter import TritonExporter
 
-from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.render.kubernetes_objects import HASH_ANNOTATION, LABEL
+from tritonscale.api.spec import GROUP, HASH_ANNOTATION, LABEL, PLURAL, VERSION
 from tritonscale.sandbox.prometheus_server import PrometheusServer, find_prometheus
 
 NAME = "linear"

@@ -20,9 +20,10 @@ from support import cel_eval as cel
 from support import spec_cases as table
 
 from tritonscale.api import spec as S
-from tritonscale.api.crd import crd, crd_yaml
+from tritonscale.api.crd import crd
 from tritonscale.api.rules import ALL_RULES, Rule
 from tritonscale.api.validation import validate_spec
+from tritonscale.render.crd_manifest import crd_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED = REPO / "crds" / "inferenceservices.tritonscale.io.yaml"

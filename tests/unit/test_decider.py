@@ -426,3 +426,16 @@ def test_a_breach_adds_one_and_holds_it_while_the_summary_lags():
     assert all(n == 2 for n in seen[: seen.index(2) + 5])  # held for the 10 s window at least
     changes = sum(1 for a, b in zip(seen, seen[1:]) if a != b)
     assert changes <= 1, seen  # up once, and down at most once afterwards
+
+
+def test_breach_with_a_draining_queue_adds_nothing():
+    """The queue left by a burst, with arrivals now below what the ready replicas serve: it drains."""
+    draining = D.Demand(900.0, 900.0, 2000.0, growth=-150.0)
+    step = D.breach(Step(4, "Steady", ""), ok(900, p95=300, pending=2000), Replicas(4, 4), CAP, POLICY, draining)
+    assert (step.replicas, step.reason) == (4, "Steady")
+    behind = D.Demand(1300.0, 1300.0, 2000.0, growth=+20.0)  # arrivals above 4 x 300: the queue grows
+    step = D.breach(Step(4, "Steady", ""), ok(1300, p95=300, pending=2000), Replicas(4, 4), CAP, POLICY, behind)
+    assert (step.replicas, step.reason) == (5, "LatencyAboveTarget")
+    stuck = D.Demand(900.0, 900.0, 2000.0, growth=0.0)  # not shrinking: the estimate must be off, more
+    step = D.breach(Step(4, "Steady", ""), ok(900, p95=300, pending=2000), Replicas(4, 4), CAP, POLICY, stuck)
+    assert step.replicas == 5

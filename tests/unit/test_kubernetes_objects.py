@@ -9,14 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tritonscale.api.spec import InferenceServiceSpec
-from tritonscale.render.kubernetes_objects import (
-    FETCH_IMAGES,
-    HASH_ANNOTATION,
-    LABEL,
-    build_children,
-    config_hash,
-)
+from tritonscale.api.spec import HASH_ANNOTATION, LABEL, InferenceServiceSpec
+from tritonscale.render.kubernetes_objects import FETCH_IMAGES, build_children, config_hash
 from tritonscale.render.triton_config import render_config_pbtxt
 
 REPO = Path(__file__).resolve().parents[2]

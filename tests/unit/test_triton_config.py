@@ -22,8 +22,8 @@ from google.protobuf import text_format
 from google.protobuf.message import Message
 from tritonclient.grpc import model_config_pb2 as pb
 
-from tritonscale.api.spec import InferenceServiceSpec
-from tritonscale.render.triton_config import model_name, render_config_pbtxt
+from tritonscale.api.spec import InferenceServiceSpec, model_name
+from tritonscale.render.triton_config import render_config_pbtxt
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))

@@ -96,3 +96,11 @@ ownerReference garbage collection).
   resources: ["events"]
   verbs: ["create"]
 {{- end }}
+
+{{/*
+Leader election is on whenever more than one operator replica runs: only the Lease
+holder acts (tritonscale run --leader-elect). "true" or "".
+*/}}
+{{- define "tritonscale.leaderElection" -}}
+{{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{- end }}

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError
 
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES
-from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec
 
 # Children are named NAME and NAME-config; Services need a DNS-1035 label (<= 63).
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -59,6 +59,17 @@ def validate_spec(spec: Mapping[str, Any] | None) -> tuple[InferenceServiceSpec 
     problems = [Problem(f"spec.{r.field}", r.message) for r in SPEC_RULES if not r.holds(parsed)]
     problems += [Problem(f"spec.{r.field}", r.message) for r in SCALING_RULES if not r.holds(parsed.scaling)]
     return (None, problems) if problems else (parsed, [])
+
+
+def scaling_spec(spec: Mapping[str, Any] | None) -> ScalingSpec:
+    """The ``scaling`` block of a raw spec, parsed on its own (unset fields take the model's
+    defaults), or the defaults alone when it does not parse: the autoscaler paces its ticks
+    with it even while another part of the spec is invalid (its ticks then change nothing)."""
+    raw = spec.get("scaling") if isinstance(spec, Mapping) else None
+    try:
+        return ScalingSpec.model_validate(dict(raw) if isinstance(raw, Mapping) else {})
+    except ValidationError:
+        return ScalingSpec()
 
 
 def validate_name(name: Any) -> list[Problem]:

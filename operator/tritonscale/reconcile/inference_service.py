@@ -7,28 +7,18 @@ the I/O they call for, through :class:`tritonscale.kube.client.Kube`.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from tritonscale.api import status as st
+from tritonscale.api.spec import InferenceServiceSpec, model_name
 from tritonscale.api.validation import Problem, validate_body
 from tritonscale.kube.client import Kube
-from tritonscale.reconcile.conditions import set_condition
+from tritonscale.kube.object_lock import object_lock
 from tritonscale.reconcile.diff import plan_patch, with_last_applied
 from tritonscale.render.kubernetes_objects import build_children, endpoints
-from tritonscale.render.triton_config import model_name
-
-# One lock per object: the reconciler and the autoscaler both write status,
-# and a merge patch replaces the whole conditions list.
-_locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
-
-
-def object_lock(namespace: str, name: str) -> threading.Lock:
-    return _locks[(namespace, name)]
-
 
 EventFn = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 
@@ -53,41 +43,36 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None) -> tup
     return False, "ReplicasStarting", f"{ready}/{need} replica(s) ready; models load and warm up before serving"
 
 
-def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None, spec: Any,
-                         now: float) -> dict[str, Any]:
-    cur = body.get("status") or {}
+def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None, spec: InferenceServiceSpec,
+                         now: float) -> st.InferenceServiceStatus:
+    """The reconciler's fields (``st.FIELD_OWNERS``) for a valid spec: they follow the Deployment."""
     gen = body["metadata"].get("generation")
     ok, reason, message = ready_condition(spec.scaling.min_replicas, deployment)
-    conds = set_condition(cur.get("conditions"), st.SPEC_VALID, True, "Valid", "spec is valid", now, gen)
-    conds = set_condition(conds, st.READY, ok, reason, message, now, gen)
+    conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid",
+                             now, gen)
+    conds = st.set_condition(conds, st.READY, ok, reason, message, now, gen)
     dstatus = (deployment or {}).get("status") or {}
-    out = {
-        "observedGeneration": gen,
-        "model": model_name(spec, body["metadata"]["name"]),
-        "replicas": ((deployment or {}).get("spec") or {}).get("replicas"),
-        "readyReplicas": dstatus.get("readyReplicas") or 0,
-        "endpoints": endpoints(body),
-        "conditions": conds,
-    }
-    if cur.get("desiredReplicas") is None and out["replicas"] is not None:
-        out["desiredReplicas"] = out["replicas"]
-    return out
+    return st.InferenceServiceStatus(
+        observed_generation=gen,
+        model=model_name(spec, body["metadata"]["name"]),
+        replicas=((deployment or {}).get("spec") or {}).get("replicas"),
+        ready_replicas=dstatus.get("readyReplicas") or 0,
+        endpoints=st.Endpoints(**endpoints(body)),
+        conditions=conds,
+    )
 
 
-def status_for_invalid(body: dict[str, Any], problems: list[Problem], now: float) -> dict[str, Any]:
-    cur = body.get("status") or {}
+def status_for_invalid(body: dict[str, Any], problems: list[Problem], now: float) -> st.InferenceServiceStatus:
+    """The reconciler's fields for a spec it refuses: SpecValid=False names every problem."""
     gen = body["metadata"].get("generation")
     message = "; ".join(str(p) for p in problems)
-    conds = set_condition(cur.get("conditions"), st.SPEC_VALID, False, "InvalidSpec", message, now, gen)
+    conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, False, "InvalidSpec", message,
+                             now, gen)
     # Children from an earlier valid generation keep serving; Ready reflects that the
     # new generation was not rolled out.
-    conds = set_condition(conds, st.READY, False, "InvalidSpec",
-                          "spec rejected; nothing was created or changed: " + message, now, gen)
-    return {"observedGeneration": gen, "conditions": conds}
-
-
-def _status_changed(cur: dict[str, Any], new: dict[str, Any]) -> bool:
-    return any(cur.get(k) != v for k, v in new.items())
+    conds = st.set_condition(conds, st.READY, False, "InvalidSpec",
+                             "spec rejected; nothing was created or changed: " + message, now, gen)
+    return st.InferenceServiceStatus(observed_generation=gen, conditions=conds)
 
 
 def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[], float] = time.time) -> Outcome:
@@ -104,9 +89,9 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             return Outcome(valid=spec is not None, problems=problems)  # deleted meanwhile
         body = {**body, "status": fresh.get("status") or {}}
         if spec is None:
-            new = status_for_invalid(body, problems, now())
-            if _status_changed(body.get("status") or {}, new):
-                kube.patch_inference_service_status(ns, name, new)
+            patch = st.status_patch(body.get("status"), status_for_invalid(body, problems, now()))
+            if patch is not None:
+                kube.patch_inference_service_status(ns, name, patch)
                 event("Warning", "InvalidSpec", "; ".join(str(p) for p in problems)[:1000])
             return Outcome(valid=False, problems=problems)
 
@@ -133,7 +118,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         for ref in outcome.patched:
             event("Normal", "Updated", f"updated {ref} to match the spec")
 
-        new = status_from_children(body, deployment, spec, now())
-        if _status_changed(body.get("status") or {}, new):
-            kube.patch_inference_service_status(ns, name, new)
+        patch = st.status_patch(body.get("status"), status_from_children(body, deployment, spec, now()))
+        if patch is not None:
+            kube.patch_inference_service_status(ns, name, patch)
         return outcome

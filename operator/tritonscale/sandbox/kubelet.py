@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from tritonscale.render.kubernetes_objects import LABEL
+from tritonscale.api.spec import LABEL
+from tritonscale.api.status import rfc3339
 from tritonscale.sandbox.list_watch import ListWatch
 from tritonscale.sandbox.node_registration import NodeHeartbeat, NodeResources
 from tritonscale.sandbox.pod_network import PodNetwork, node_pod_cidr
-from tritonscale.sandbox.pod_status import rfc3339
 from tritonscale.sandbox.pod_volumes import VolumeAPI
 from tritonscale.sandbox.pod_worker import PodWorker
 from tritonscale.sandbox.prometheus_server import PrometheusServer

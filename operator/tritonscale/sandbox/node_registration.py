@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from tritonscale.sandbox.pod_network import HOST_IP, node_pod_cidr
-from tritonscale.sandbox.pod_status import rfc3339
+from tritonscale.api.status import rfc3339
 
 log = logging.getLogger(__name__)
 

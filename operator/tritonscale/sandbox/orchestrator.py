@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.render.kubernetes_objects import LABEL
+from tritonscale.api.spec import LABEL
 from tritonscale.sandbox import loadgen
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
 from tritonscale.sandbox.cluster_setup import apply_crd, provision_model_store

@@ -18,14 +18,10 @@ The rules follow ``pkg/kubelet/kubelet_pods.go`` (``getPhase``,
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-
-def rfc3339(t: float) -> str:
-    """A Kubernetes timestamp (seconds precision) for the wall-clock time ``t``."""
-    return dt.datetime.fromtimestamp(int(t), dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+from tritonscale.api.status import rfc3339
 
 
 @dataclass

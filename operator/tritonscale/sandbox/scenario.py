@@ -42,9 +42,9 @@ class SandboxError(Exception):
 # step's 70 rps high phase needs 2-3 replicas against the 200 ms target, and the 15 and
 # 10 rps phases fit one at half the target. (With a = 40, b = 10 the same 50 rps
 # ceiling came with p95 130-220 ms at 17 rps per replica: too close to the target to
-# tell a good scale-up from a bad one.) Scaling ticks every 2 s on a 10 s rate window
-# with a 20 s scale-down window, so a 150 s run shows both directions, even though
-# Triton's p95 summary keeps a breach for up to 60 s.
+# tell a good scale-up from a bad one.) Scaling ticks every 2 s on a 10 s rate window, so a
+# 150 s run shows both directions; the scale-down window is the CRD default (learned from
+# the pods' cold start, a few seconds here).
 SANDBOX_SIZING: dict[str, Any] = {
     "model": {
         "maxBatchSize": 4,
@@ -64,7 +64,6 @@ SANDBOX_SIZING: dict[str, Any] = {
         "targetP95Milliseconds": 200,
         "intervalSeconds": 2,
         "windowSeconds": 10,
-        "scaleDown": {"stabilizationSeconds": 20},
     },
 }
 

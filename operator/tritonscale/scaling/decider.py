@@ -387,6 +387,7 @@ class Demand:
     rate: float  # arrival rate now (requests per second)
     window_rate: float  # over the rate window (lags)
     backlog: float  # requests queued now
+    growth: float = 0.0  # the queue's change since the last tick, per second
 
 
 def demand(obs: Observation, state: State, now: float) -> Demand:
@@ -399,7 +400,7 @@ def demand(obs: Observation, state: State, now: float) -> Demand:
     growth = 0.0
     if state.last_pending is not None and obs.pending is not None and now > state.last_pending[0]:
         growth = (pending - state.last_pending[1]) / (now - state.last_pending[0])
-    return Demand(max(0.0, exits + growth), window, pending)
+    return Demand(max(0.0, exits + growth), window, pending, growth)
 
 
 def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, now: float, rate: float) -> State:
@@ -544,9 +545,10 @@ def recommend(d: Demand, planned: float, horizon: float, cap: Optional[float], c
     return Step(n, reason, why)
 
 
-def breach(step: Step, obs: Observation, replicas: Replicas, cap: Optional[float], policy: Policy) -> Step:
-    """A p95 breach with a queue behind it: at least one more replica than is running,
-    unless replicas still starting will add capacity anyway."""
+def breach(step: Step, obs: Observation, replicas: Replicas, cap: Optional[float], policy: Policy,
+           d: Optional[Demand] = None) -> Step:
+    """A p95 breach with a queue behind it that the ready replicas are not draining: at least one
+    more replica than is running, unless replicas still starting will add capacity anyway."""
     target = float(policy.target_p95_ms or 0.0)
     p95 = obs.p95_ms
     if p95 is None or p95 <= target * (1.0 + policy.tolerance):
@@ -557,10 +559,15 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: Optional[float
     # Without a queue the replicas are keeping up: either the p95 summary still remembers a backlog
     # that is gone (it lags a minute), or the model's own latency misses the target -- neither is
     # helped by more replicas. With no capacity estimate yet, latency is all there is to go by.
+    # A queue that shrinks while arrivals are below what the ready replicas serve drains by itself.
     pressure = queue_work >= QUEUE_PRESSURE_TARGETS * target
+    draining = bool(cap) and d is not None and d.growth < 0 and d.rate < ready * cap
     why = step.why + f"; p95 {p95:.0f} ms > target {target:.0f} ms"
     if not pressure:
         return Step(step.replicas, step.reason, why + " with no queue behind it (the summary lags)")
+    if draining and ready >= replicas.current:
+        return Step(step.replicas, step.reason, why + f"; the {pending:.0f} queued drain: arrivals are below "
+                                                      f"what the {ready} ready replicas serve")
     if ready < replicas.current:
         if step.replicas <= replicas.current:
             return Step(replicas.current, "WaitingForWarmup",
@@ -697,7 +704,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     state = replace(state, rates=state.rates[:-1] + ((now, d.rate, planned),))
     state = surprise(state, d, now)
     demanded = recommend(d, planned, horizon, cap, source, current, policy)
-    step = breach(demanded, obs, replicas, cap, policy)
+    step = breach(demanded, obs, replicas, cap, policy, d)
     step = tolerate(step, planned, cap, current, policy)
     details["recommendation"] = step.replicas
     bare = math.ceil(level(d, state, now) / cap) if cap else current

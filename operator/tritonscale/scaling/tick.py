@@ -13,19 +13,18 @@ just became ready reach the decider, and the first one reaches the user as the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
+from tritonscale.api.spec import model_name
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import Kube
-from tritonscale.reconcile.conditions import rfc3339, set_condition
-from tritonscale.reconcile.inference_service import object_lock
-from tritonscale.render.triton_config import model_name
+from tritonscale.kube.object_lock import object_lock
 from tritonscale.scaling import operator_metrics as om
-from tritonscale.scaling.decider import Decision, Policy, Replicas, State, decide
+from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide
 from tritonscale.scaling.pod_census import PodCensus, take_census
 from tritonscale.scaling.prometheus_source import Snapshot
 
@@ -36,13 +35,6 @@ _memory: dict[str, State] = {}
 # By object uid: when the last tick ran and which pods were ready then, so each
 # pod's cold start reaches the decider once.
 _pods_seen: dict[str, tuple[float, frozenset[str]]] = {}
-
-
-@dataclass
-class TickResult:
-    decision: Decision | None
-    scaled_from: int | None = None
-    skipped: str = ""
 
 
 def forget(uid: str) -> None:
@@ -71,17 +63,56 @@ def _round(v: float | None, nd: int = 1) -> float | None:
     return None if v is None else round(v, nd)
 
 
-def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: float, event: EventFn) -> TickResult:
+def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs: Observation,
+                      census: PodCensus | None, census_error: str, live_pods: int, now: float,
+                      gen: int | None) -> st.InferenceServiceStatus:
+    """The autoscaler's fields (``st.FIELD_OWNERS``) after one decision: what it saw, what it
+    asked for and why, and its memory for a restart. ``gen``: the object's generation."""
+    conds = st.set_condition(st.conditions_of(status), st.SCALING, decision.metrics_ok, decision.reason,
+                             decision.message, now, gen)
+    if obs.status == "failed":
+        conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, "PrometheusUnavailable", obs.message, now, gen)
+    elif obs.status == "no_data":
+        conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, "NoData", obs.message, now, gen)
+    else:
+        idle = obs.p95_ms is None
+        conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "Idle" if idle else "Available",
+                                 "no requests in Triton's 60 s latency window" if idle else
+                                 f"p95 {obs.p95_ms:.1f} ms at {obs.rps:.2f} rps", now, gen)
+    if census is None:
+        conds = st.set_condition(conds, st.SCHEDULABLE, "Unknown", "PodsUnreadable", census_error, now, gen)
+    elif census.unschedulable:
+        conds = st.set_condition(conds, st.SCHEDULABLE, False, "Unschedulable",
+                                 f"{census.unschedulable} of {live_pods} pods cannot be scheduled: "
+                                 f"{census.unschedulable_message}"[:1000], now, gen)
+    else:
+        conds = st.set_condition(conds, st.SCHEDULABLE, True, "NoUnschedulablePods",
+                                 f"none of the {live_pods} pods is unschedulable", now, gen)
+    new = st.InferenceServiceStatus(
+        p95_milliseconds=_round(obs.p95_ms),
+        requests_per_second=_round(obs.rps, 2),
+        desired_replicas=decision.replicas,
+        conditions=conds,
+        scaling_state=decision.state.to_dict(),
+    )
+    if decision.state.last_scale_time is not None:
+        new.last_scale_time = st.rfc3339(decision.state.last_scale_time)
+    return new
+
+
+def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: float, event: EventFn) -> None:
+    """One tick: nothing for an object being deleted, with an invalid spec (the reconciler
+    reports it) or without its Deployment yet."""
     with object_lock(namespace, name):
         body = kube.get_inference_service(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
-            return TickResult(None, skipped="deleted")
+            return
         spec, _ = validate_body(body)
         if spec is None:
-            return TickResult(None, skipped="invalid spec (reported by the reconciler)")
+            return
         deployment = kube.get("Deployment", namespace, name)
         if deployment is None:
-            return TickResult(None, skipped="no Deployment yet")
+            return
         uid = body["metadata"]["uid"]
         status = body.get("status") or {}
         state = _memory.get(uid) or State.from_dict(status.get("scalingState"))
@@ -98,10 +129,8 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         decision = decide(obs, replicas, Policy.from_spec(spec.scaling, spec.model.max_batch_size), state, now)
         _memory[uid] = decision.state
 
-        result = TickResult(decision)
         if decision.replicas != current:
             kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
-            result.scaled_from = current
             verb = "up" if decision.replicas > current else "down"
             event(body, "Normal", "Scaled",
                   f"scaled {verb} from {current} to {decision.replicas}: {decision.reason}: {decision.message}"[:1000])
@@ -109,43 +138,12 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         else:
             om.DECISIONS.labels(namespace, name, "none", decision.reason).inc()
 
-        gen = body["metadata"].get("generation")
-        conds = set_condition(status.get("conditions"), st.SCALING, decision.metrics_ok, decision.reason,
-                              decision.message, now, gen)
-        if obs.status == "failed":
-            conds = set_condition(conds, st.METRICS_AVAILABLE, False, "PrometheusUnavailable", obs.message, now, gen)
-        elif obs.status == "no_data":
-            conds = set_condition(conds, st.METRICS_AVAILABLE, False, "NoData", obs.message, now, gen)
-        else:
-            idle = obs.p95_ms is None
-            conds = set_condition(conds, st.METRICS_AVAILABLE, True, "Idle" if idle else "Available",
-                                  "no requests in Triton's 60 s latency window" if idle else
-                                  f"p95 {obs.p95_ms:.1f} ms at {obs.rps:.2f} rps", now, gen)
-        if census is None:
-            conds = set_condition(conds, st.SCHEDULABLE, "Unknown", "PodsUnreadable", census_error, now, gen)
-        elif census.unschedulable:
-            conds = set_condition(conds, st.SCHEDULABLE, False, "Unschedulable",
-                                  f"{census.unschedulable} of {live_pods} pods cannot be scheduled: "
-                                  f"{census.unschedulable_message}"[:1000], now, gen)
-        else:
-            conds = set_condition(conds, st.SCHEDULABLE, True, "NoUnschedulablePods",
-                                  f"none of the {live_pods} pods is unschedulable", now, gen)
-        new_status: dict[str, Any] = {
-            "p95Milliseconds": _round(obs.p95_ms),
-            "requestsPerSecond": _round(obs.rps, 2),
-            "desiredReplicas": decision.replicas,
-            "replicas": decision.replicas,
-            "readyReplicas": ready,
-            "conditions": conds,
-            "scalingState": decision.state.to_dict(),
-        }
-        if decision.state.last_scale_time is not None:
-            new_status["lastScaleTime"] = rfc3339(decision.state.last_scale_time)
-        if any(status.get(k) != v for k, v in new_status.items()):
-            kube.patch_inference_service_status(namespace, name, new_status)
+        patch = st.status_patch(status, autoscaler_status(status, decision, obs, census, census_error, live_pods,
+                                                          now, body["metadata"].get("generation")))
+        if patch is not None:
+            kube.patch_inference_service_status(namespace, name, patch)
 
         om.DESIRED.labels(namespace, name).set(decision.replicas)
         om.READY.labels(namespace, name).set(ready)
         om.set_or_remove(om.TARGET_P95, namespace, name, spec.scaling.target_p95_milliseconds)
         om.set_or_remove(om.OBSERVED_P95, namespace, name, obs.p95_ms)  # idle/unknown: no stale value
-        return result
