@@ -2,7 +2,7 @@
 
 ``api_server_view`` plays the API server: it stores what we sent and adds what
 a real one adds (defaulted container fields, probe timeouts, clusterIP, status,
-bookkeeping metadata). ``merge_patch`` (the reconciler's own) applies a JSON merge
+bookkeeping metadata). ``merge_patch`` (api/merge_patch.py, the operator's own) applies a JSON merge
 patch (RFC 7386) so tests can check that applying the planned patch converges.
 """
 
@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tritonscale.api.merge_patch import merge_patch
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.reconcile.diff import (
     LAST_APPLIED,
     contains,
-    merge_patch,
     plan_patch,
     removals,
     strip_owned_by_others,

@@ -14,6 +14,8 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from tritonscale.api.merge_patch import merge_patch
+
 # Condition types.
 READY = "Ready"
 SPEC_VALID = "SpecValid"  # False carries spec errors; the operator then creates nothing
@@ -134,10 +136,14 @@ def set_condition(
 
 
 def status_patch(current: Mapping[str, Any] | None, new: InferenceServiceStatus) -> dict[str, Any] | None:
-    """The merge patch of ``status`` that writes the fields ``new`` sets, only those whose value
-    differs from the live ``current``; None when nothing differs (so nothing is written).
-    A field ``new`` sets to None is removed; a field it leaves unset is left alone."""
+    """The merge patch of ``status`` that writes the fields ``new`` sets, only those the write
+    would change in the live ``current``; None when it would change nothing (so nothing is
+    written). A field ``new`` sets to None is removed; a field it leaves unset is left alone.
+
+    "Would change" is judged on what the API server stores, not on the patch: it drops the
+    nulls inside a merge patch (``scalingState`` has some for unknown values), so comparing
+    the patch itself would find a difference on every tick."""
     cur = current or {}
     wanted = new.model_dump(by_alias=True, exclude_unset=True)
-    changed = {key: value for key, value in wanted.items() if cur.get(key) != value}
+    changed = {key: value for key, value in wanted.items() if merge_patch(cur.get(key), value) != cur.get(key)}
     return changed or None

@@ -12,9 +12,10 @@ from the desired one are sent as ``null`` in the merge patch.
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
+
+from tritonscale.api.merge_patch import merge_patch
 
 LAST_APPLIED = "tritonscale.io/last-applied"
 
@@ -44,22 +45,6 @@ def removals(last: Any, desired: Any) -> Any:
             if sub:
                 out[key] = sub
     return out or None
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """``target`` with the JSON merge patch ``patch`` applied (RFC 7386), as the API server
-    applies one: objects merge key by key, ``None`` removes a key, anything else replaces.
-    Neither argument is changed. The one deep merge in tritonscale (the sandbox sizes its
-    sample with it, the tests apply planned patches with it)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 def strip_owned_by_others(kind: str, obj: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,155 @@
+"""api/status.py: status is built from the model, each writer sets only the fields it owns,
+and a write carries only what changed (nothing at all when nothing did)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from support.spec_cases import load_sample
+
+from tritonscale.api import status as st
+from tritonscale.api.merge_patch import merge_patch
+from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.api.validation import Problem
+from tritonscale.reconcile.inference_service import status_for_invalid, status_from_children
+from tritonscale.scaling.decider import Decision, Observation, State
+from tritonscale.scaling.pod_census import PodCensus
+from tritonscale.scaling.tick import autoscaler_status
+
+T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+
+
+def _cond(type_: str, status: str = "True", reason: str = "R", when: str = "2023-01-01T00:00:00Z",
+          **extra: Any) -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": "m", "lastTransitionTime": when, **extra}
+
+
+def _dump(conds: list[st.Condition]) -> list[dict[str, Any]]:
+    return [c.model_dump(by_alias=True, exclude_unset=True) for c in conds]
+
+
+# ---- conditions -------------------------------------------------------------------------
+
+
+def test_rfc3339_is_utc_to_the_second() -> None:
+    assert st.rfc3339(T0) == "2023-11-14T22:13:20Z"
+    assert st.rfc3339(T0 + 0.9) == "2023-11-14T22:13:20Z"
+
+
+def test_a_new_condition_gets_a_transition_time_and_the_generation() -> None:
+    out = st.set_condition([], st.READY, True, "ReplicasReady", "1 ready", T0, 3)
+    assert _dump(out) == [{"type": "Ready", "status": "True", "reason": "ReplicasReady", "message": "1 ready",
+                           "lastTransitionTime": "2023-11-14T22:13:20Z", "observedGeneration": 3}]
+    assert "observedGeneration" not in _dump(st.set_condition([], st.READY, "Unknown", "X", "", T0))[0]
+
+
+def test_transition_time_moves_only_when_the_status_flips() -> None:
+    live = st.conditions_of({"conditions": [_cond("Ready", "True")]})
+    same = st.set_condition(live, st.READY, True, "Other", "new message", T0, 4)
+    assert _dump(same)[0] == {**_cond("Ready", "True", "Other"), "message": "new message", "observedGeneration": 4}
+    flipped = st.set_condition(live, st.READY, False, "ReplicasStarting", "0/1", T0)
+    assert _dump(flipped)[0]["lastTransitionTime"] == "2023-11-14T22:13:20Z"
+    assert _dump(live) == [_cond("Ready", "True")], "the input list is not changed"
+
+
+def test_other_conditions_pass_through_untouched_and_in_order() -> None:
+    live = [_cond("Scaling", reason="StabilizingScaleDown", observedGeneration=2, somethingNew="kept"),
+            _cond("Ready"), _cond("MetricsAvailable", "False", "NoData")]
+    out = st.set_condition(st.conditions_of({"conditions": live}), st.READY, False, "ReplicasStarting", "m", T0)
+    dumped = _dump(out)
+    assert [c["type"] for c in dumped] == ["Scaling", "Ready", "MetricsAvailable"]
+    assert dumped[0] == live[0] and dumped[2] == live[2]
+
+
+# ---- the write ----------------------------------------------------------------------------
+
+
+def test_status_patch_carries_only_what_changed() -> None:
+    live = {"model": "linear", "replicas": 2, "readyReplicas": 1, "desiredReplicas": 3}
+    new = st.InferenceServiceStatus(model="linear", replicas=2, ready_replicas=2)
+    assert st.status_patch(live, new) == {"readyReplicas": 2}, "desiredReplicas is not ours: left alone"
+    assert st.status_patch({**live, "readyReplicas": 2}, new) is None
+    assert st.status_patch(None, st.InferenceServiceStatus()) is None
+
+
+def test_a_field_set_to_none_is_removed_and_an_unset_one_left_alone() -> None:
+    live = {"p95Milliseconds": 41.2, "requestsPerSecond": 3.0}
+    new = st.InferenceServiceStatus(p95_milliseconds=None)
+    assert st.status_patch(live, new) == {"p95Milliseconds": None}
+    assert st.status_patch({}, new) is None, "already absent"
+
+
+# ---- who owns what ------------------------------------------------------------------------
+
+
+def test_every_status_field_has_exactly_one_owner() -> None:
+    aliases = {f.alias or name for name, f in st.InferenceServiceStatus.model_fields.items()}
+    assert set(st.FIELD_OWNERS) | {"conditions"} == aliases
+    assert set(st.CONDITION_OWNERS) == {st.READY, st.SPEC_VALID, st.SCALING, st.METRICS_AVAILABLE, st.SCHEDULABLE}
+
+
+def _owned_only(owner: str, before: dict[str, Any], new: st.InferenceServiceStatus) -> None:
+    """``new`` sets only ``owner``'s fields, and changes only ``owner``'s conditions."""
+    fields = set(new.model_dump(by_alias=True, exclude_unset=True)) - {"conditions"}
+    assert {f: st.FIELD_OWNERS[f] for f in fields} == {f: owner for f in fields}
+    old = {c["type"]: c for c in before.get("conditions") or []}
+    for cond in _dump(new.conditions):
+        if st.CONDITION_OWNERS[cond["type"]] != owner:
+            assert cond == old[cond["type"]], f"{owner} changed {cond['type']}"
+
+
+def _body(status: dict[str, Any]) -> dict[str, Any]:
+    doc = load_sample()
+    doc["metadata"].update(namespace="ns", uid="u-1", generation=2)
+    doc["status"] = status
+    return doc
+
+
+LIVE = {
+    "observedGeneration": 1, "desiredReplicas": 3, "p95Milliseconds": 80.0, "scalingState": {"failures": 0},
+    "conditions": [_cond("Ready"), _cond("SpecValid"), _cond("Scaling", reason="WithinTolerance"),
+                   _cond("MetricsAvailable"), _cond("Schedulable")],
+}
+DEPLOYMENT = {"spec": {"replicas": 3}, "status": {"readyReplicas": 2}}
+
+
+def test_the_reconciler_writes_only_its_own_fields() -> None:
+    body = _body(copy.deepcopy(LIVE))
+    spec = InferenceServiceSpec.model_validate(body["spec"])
+    valid = status_from_children(body, DEPLOYMENT, spec, T0)
+    _owned_only(st.RECONCILER, LIVE, valid)
+    assert (valid.replicas, valid.ready_replicas, valid.desired_replicas) == (3, 2, None)
+    _owned_only(st.RECONCILER, LIVE, status_for_invalid(body, [Problem("spec.x", "bad")], T0))
+
+
+def test_the_autoscaler_writes_only_its_own_fields() -> None:
+    decision = Decision(4, "LoadIncreased", "more", State(failures=0, last_scale_time=T0), metrics_ok=True)
+    obs = Observation(status="ok", p95_ms=123.456, rps=12.345)
+    census = PodCensus(unschedulable=1, unschedulable_message="0/1 nodes", startup_s=(), ready_uids=frozenset())
+    new = autoscaler_status(LIVE, decision, obs, census, "", 4, T0, 2)
+    _owned_only(st.AUTOSCALER, LIVE, new)
+    dumped = new.model_dump(by_alias=True, exclude_unset=True)
+    assert (dumped["desiredReplicas"], dumped["p95Milliseconds"], dumped["requestsPerSecond"]) == (4, 123.5, 12.35)
+    assert dumped["lastScaleTime"] == "2023-11-14T22:13:20Z"
+    assert "replicas" not in dumped and "readyReplicas" not in dumped, "the reconciler's: it follows the Deployment"
+
+
+@pytest.mark.parametrize("writer", ["reconciler", "autoscaler"])
+def test_writing_the_same_status_again_writes_nothing(writer: str) -> None:
+    body = _body(copy.deepcopy(LIVE))
+    if writer == "reconciler":
+        def build(status: dict[str, Any]) -> st.InferenceServiceStatus:
+            spec = InferenceServiceSpec.model_validate(body["spec"])
+            return status_from_children({**body, "status": status}, DEPLOYMENT, spec, T0)
+    else:
+        def build(status: dict[str, Any]) -> st.InferenceServiceStatus:
+            decision = Decision(3, "WithinTolerance", "ok", State(), metrics_ok=True)
+            return autoscaler_status(status, decision, Observation(status="ok", p95_ms=80.0, rps=5.0), None,
+                                     "cannot list pods", 0, T0, 2)
+    first = st.status_patch(LIVE, build(LIVE))
+    assert first is not None
+    after = merge_patch(LIVE, first)
+    assert st.status_patch(after, build(after)) is None
+    assert st.status_patch(after, build(after)) is None, "a later tick at another time: still nothing"
