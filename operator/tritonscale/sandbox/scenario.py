@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -21,6 +20,7 @@ import numpy as np
 import yaml
 
 import tritonscale
+from tritonscale.api.merge_patch import merge_patch
 from tritonscale.sandbox import loadgen
 from tritonscale.sandbox.summary import Phase
 
@@ -137,15 +137,6 @@ def build_load(scenario: Scenario) -> LoadShape:
     raise ValueError(f"--load must be step, burst or trace[:FILE], not {scenario.load!r}")
 
 
-def _merge(base: Any, over: Any) -> Any:
-    if isinstance(base, dict) and isinstance(over, dict):
-        out = dict(base)
-        for k, v in over.items():
-            out[k] = _merge(base.get(k), v)
-        return out
-    return copy.deepcopy(over)
-
-
 def load_service(scenario: Scenario) -> dict[str, Any]:
     """The InferenceService the sandbox creates, validated; SandboxError if unusable."""
     from tritonscale.api.validation import validate_body
@@ -156,7 +147,7 @@ def load_service(scenario: Scenario) -> dict[str, Any]:
     if body is None:
         raise SandboxError(f"{path}: no InferenceService document")
     if scenario.service_file is None:
-        body["spec"] = _merge(body["spec"], SANDBOX_SIZING)
+        body["spec"] = merge_patch(body["spec"], SANDBOX_SIZING)
     body.setdefault("metadata", {})["namespace"] = NAMESPACE
     spec, problems = validate_body(body)
     if spec is None or problems:
@@ -173,7 +164,7 @@ def load_service(scenario: Scenario) -> dict[str, Any]:
 
 def describe_config(body: dict[str, Any]) -> dict[str, Any]:
     from tritonscale.api.validation import validate_body
-    from tritonscale.render.triton_config import model_name
+    from tritonscale.api.spec import model_name
 
     spec, _ = validate_body(body)
     assert spec is not None
