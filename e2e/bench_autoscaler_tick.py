@@ -32,8 +32,8 @@ import kubernetes
 import yaml
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.kube.client import Kube
 from tritonscale.cluster import ControlPlane
+from tritonscale.kube.client import Kube
 from tritonscale.sandbox.prometheus_server import PrometheusServer
 from tritonscale.scaling.decider import Policy, Replicas, State, decide
 from tritonscale.scaling.prometheus_source import PrometheusSource

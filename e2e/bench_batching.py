@@ -90,7 +90,8 @@ async def bench_one(args: argparse.Namespace, batched: bool, workdir: Path) -> d
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=20.0, help="seconds of load per run (default 20)")
-    ap.add_argument("--rps", type=float, default=80.0, help="offered Poisson rate (default 80 > ~45 unbatched capacity)")
+    ap.add_argument("--rps", type=float, default=80.0,
+                    help="offered Poisson rate (default 80 > ~45 unbatched capacity)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cost-base-ms", type=float, default=20.0)
     ap.add_argument("--cost-per-item-ms", type=float, default=2.0)
@@ -112,7 +113,8 @@ async def main() -> None:
             row["elapsed"] = time.monotonic() - t
             rows.append(row)
 
-    hdr = f"{'mode':<17} {'sent':>5} {'ok':>5} {'err':>5} {'goodput rps':>11} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'avg batch':>9}"
+    hdr = (f"{'mode':<17} {'sent':>5} {'ok':>5} {'err':>5} {'goodput rps':>11} {'p50 ms':>8} {'p95 ms':>8} "
+           f"{'p99 ms':>8} {'avg batch':>9}")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:

@@ -31,8 +31,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tritonscale.api.validation import validate_body
 from tritonscale.api.spec import HASH_ANNOTATION, LABEL
+from tritonscale.api.validation import validate_body
 from tritonscale.render.kubernetes_objects import build_children, config_hash
 from tritonscale.sandbox.cluster_setup import provision_model_store
 from tritonscale.sandbox.kubelet import Kubelet

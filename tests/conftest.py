@@ -19,6 +19,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+
 from support.audit_log import AuditLog
 from support.cluster import (
     AUDIT_POLICY,
@@ -31,7 +32,6 @@ from support.cluster import (
     wait_for,
 )
 from support.pod_ready_marker import PodReadyMarker, bind_models_claim
-
 from tritonscale.api.spec import PLURAL
 from tritonscale.cluster import ClusterError, ControlPlane
 from tritonscale.sandbox.operator_process import OperatorProcess

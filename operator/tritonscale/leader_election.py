@@ -39,8 +39,9 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import kubernetes
 from kubernetes.client import ApiException
@@ -257,7 +258,7 @@ class Elector:
 
     # ---- running ---------------------------------------------------------------------------
 
-    def start(self) -> "Elector":
+    def start(self) -> Elector:
         s = self.settings
         config = electionconfig.Config(self.lock, lease_duration=s.lease_duration_s,
                                        renew_deadline=s.renew_deadline_s, retry_period=s.retry_period_s,

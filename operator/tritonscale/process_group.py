@@ -16,12 +16,13 @@ import signal
 import subprocess
 import time
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Callable, Mapping, Sequence
+from typing import IO, Any
 
 import httpx
 
-_LIVE: "weakref.WeakSet[Any]" = weakref.WeakSet()  # objects with .stop(timeout=...)
+_LIVE: weakref.WeakSet[Any] = weakref.WeakSet()  # objects with .stop(timeout=...)
 
 
 @atexit.register

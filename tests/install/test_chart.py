@@ -16,6 +16,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+
 from support.chart_render import CHART, NAMESPACE, NON_DEFAULT_VALUES, REPO, helm, helm_binary, helm_template
 
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion; the CRD's
@@ -156,7 +157,8 @@ def test_operator_deployment_defaults(rendered):
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
-    assert c["image"] == f"ghcr.io/tritonscale/tritonscale:{chart['appVersion']}" == "ghcr.io/tritonscale/tritonscale:0.1.0"
+    assert c["image"] == f"ghcr.io/tritonscale/tritonscale:{chart['appVersion']}" \
+        == "ghcr.io/tritonscale/tritonscale:0.1.0"
     assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081"]
     assert "env" not in c  # no Prometheus by default
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import kubernetes
 import pytest
 import yaml
-from support.cluster import BIN, OPERATOR_NAMESPACE, REPO, client_for, run_tool
 
+from support.cluster import BIN, OPERATOR_NAMESPACE, REPO, client_for, run_tool
 from tritonscale.cluster import ClusterError, ControlPlane
 
 CRD_FILE = REPO / "crds" / "inferenceservices.tritonscale.io.yaml"

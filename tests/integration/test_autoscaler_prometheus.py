@@ -12,14 +12,13 @@ import subprocess
 import sys
 import threading
 import time
-
 from pathlib import Path
 
 import kubernetes
 import pytest
+
 from support.cluster import sample, wait_for
 from support.triton_exporter import TritonExporter
-
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.sandbox.prometheus_server import PrometheusServer, find_prometheus
 from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector
@@ -148,7 +147,8 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
         cond = wait_for(lambda: (c := _cond(custom, NS, "MetricsAvailable")).get("status") == "False" and c, 15,
                         what="MetricsAvailable=False")
         assert cond["reason"] == "PrometheusUnavailable"
-        assert cond["message"] == f"Prometheus at {prom.url}: connection refused (is Prometheus running at that address?)"
+        assert cond["message"] == (f"Prometheus at {prom.url}: connection refused "
+                                   "(is Prometheus running at that address?)")
         t_kill = time.monotonic()
         time.sleep(10)
         during = {n for t, n in recorder.seen if t > t_kill}
@@ -168,7 +168,7 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
             names = header.split()
             assert names[:8] == ["NAME", "MODEL", "READY", "DESIRED", "P95(MS)", "TARGET(MS)", "SCALING", "AGE"]
             starts = [header.index(n) for n in names]
-            cells = {n: row[s:e].strip() for n, s, e in zip(names, starts, starts[1:] + [len(row)])}
+            cells = {n: row[s:e].strip() for n, s, e in zip(names, starts, starts[1:] + [len(row)], strict=True)}
             assert (cells["NAME"], cells["MODEL"], cells["READY"], cells["DESIRED"]) == (
                 NAME, "linear", str(before), str(before))
             assert cells["P95(MS)"] == ""  # unknown during the outage

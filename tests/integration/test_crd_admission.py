@@ -14,9 +14,9 @@ from typing import Any
 
 import kubernetes
 import pytest
+
 from support import spec_cases as table
 from support.cluster import sample
-
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 
 # The API server drops (or, with strict field validation, refuses) unknown fields

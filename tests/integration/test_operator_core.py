@@ -11,8 +11,8 @@ import time
 
 import kubernetes
 import pytest
-from support.cluster import exists, sample, wait_for
 
+from support.cluster import exists, sample, wait_for
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, LABEL, PLURAL, VERSION
 
 
@@ -60,7 +60,8 @@ class Cluster:
             ("ConfigMap", self.core.read_namespaced_config_map, f"{name}-config"),
             ("PodDisruptionBudget", self.policy.read_namespaced_pod_disruption_budget, name),
         ) if exists(read, obj, ns)]
-        found += [f"ReplicaSet/{r.metadata.name}" for r in self.apps.list_namespaced_replica_set(ns, label_selector=sel).items]
+        found += [f"ReplicaSet/{r.metadata.name}"
+                  for r in self.apps.list_namespaced_replica_set(ns, label_selector=sel).items]
         found += [f"Pod/{p.metadata.name}" for p in self.core.list_namespaced_pod(ns, label_selector=sel).items]
         return found
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 
 import kubernetes
-from support.cluster import create_namespace, delete_namespace, exists, install_chart, sample, wait_for
 
+from support.cluster import create_namespace, delete_namespace, exists, install_chart, sample, wait_for
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 
 

@@ -6,8 +6,8 @@ import threading
 import time
 
 import kubernetes
-from support.cluster import sample, wait_for
 
+from support.cluster import sample, wait_for
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 
 NAME = "linear"

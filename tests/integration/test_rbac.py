@@ -21,9 +21,9 @@ from typing import Any
 
 import kubernetes
 import pytest
+
 from support.chart_render import NON_DEFAULT_VALUES, helm_template, rbac_grants
 from support.cluster import client_for, sample, wait_for
-
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 
 # Granted, and used by admission rather than by a request: children's ownerReferences

@@ -15,9 +15,9 @@ import time
 
 import kubernetes
 import pytest
+
 from support.cluster import sample, wait_for
 from support.triton_exporter import TritonExporter
-
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, LABEL, PLURAL, VERSION
 from tritonscale.sandbox.prometheus_server import PrometheusServer, find_prometheus
 

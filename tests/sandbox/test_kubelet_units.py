@@ -12,8 +12,15 @@ import pytest
 from tritonscale.sandbox.containers import RestartBackoff, container_env, map_args
 from tritonscale.sandbox.node_registration import GPU, machine_resources, node_object
 from tritonscale.sandbox.pod_network import PodNetwork, node_pod_cidr
-from tritonscale.sandbox.pod_status import (ContainerRecord, conditions, exit_code, phase, pod_status,
-                                            running_state, terminated_state)
+from tritonscale.sandbox.pod_status import (
+    ContainerRecord,
+    conditions,
+    exit_code,
+    phase,
+    pod_status,
+    running_state,
+    terminated_state,
+)
 from tritonscale.sandbox.pod_volumes import Mount, rewrite_paths
 from tritonscale.sandbox.probes import ProbeSpec
 from tritonscale.sandbox.service_routing import pick_endpoints

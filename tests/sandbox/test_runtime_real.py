@@ -120,7 +120,8 @@ def test_summary_p95_exported(triton):
         timeout=10,
     ).raise_for_status()
     samples = read_metrics(triton.metrics_port)
-    p95 = [v for n, lab, v in samples if n == "nv_inference_request_summary_us" and lab.get("quantile") == "0.95" and lab.get("model") == MODEL]
+    p95 = [v for n, lab, v in samples
+           if n == "nv_inference_request_summary_us" and lab.get("quantile") == "0.95" and lab.get("model") == MODEL]
     assert p95, "nv_inference_request_summary_us{quantile=0.95} missing (need --metrics-config=summary_latencies=true)"
     assert p95[0] > 20_000  # the cost model sleeps >= 20 ms per batch
     assert not math.isnan(p95[0])
@@ -194,7 +195,8 @@ async def test_run_load_round_robin_and_errors(triton):
     # one live backend and one dead port: half the requests fail, none hang
     dead = "127.0.0.1:1"
     seen: list[RequestRecord] = []
-    res = await run_load(lambda: [triton.http_address, dead], MODEL, np.linspace(0, 0.5, 10), on_result=seen.append, timeout_s=5)
+    res = await run_load(lambda: [triton.http_address, dead], MODEL, np.linspace(0, 0.5, 10), on_result=seen.append,
+                         timeout_s=5)
     assert res.requests == 10 and len(seen) == 10
     assert {r.backend for r in res.records} == {triton.http_address, dead}
     assert res.ok == 5 and res.errors == 5

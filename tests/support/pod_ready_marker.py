@@ -49,7 +49,7 @@ class PodReadyMarker(threading.Thread):
 
     # ---- lifecycle ---------------------------------------------------------------------
 
-    def start(self) -> "PodReadyMarker":
+    def start(self) -> PodReadyMarker:
         self._register()
         self._renew_lease()
         # TaintNodesByCondition admission taints a new Node not-ready:NoSchedule; the

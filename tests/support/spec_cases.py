@@ -26,7 +26,7 @@ BASE_SAMPLE = REPO / "manifests" / "samples" / "python-cpu.yaml"
 DELETE = object()  # sentinel: remove the key instead of setting it
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parsed_yaml(path: Path) -> Any:
     return yaml.safe_load(path.read_text())
 

@@ -57,7 +57,7 @@ class TritonExporter:
         self.address = f"127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def start(self) -> "TritonExporter":
+    def start(self) -> TritonExporter:
         self._thread.start()
         return self
 

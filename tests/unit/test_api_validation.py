@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.spec_cases import DELETE, RULE_CASES, SAMPLES, TYPE_CASES, Case, load_sample, mutate
 
+from support.spec_cases import RULE_CASES, SAMPLES, TYPE_CASES, Case, load_sample, mutate
 from tritonscale.api.rules import ALL_RULES, SCALING_RULES, SPEC_RULES, Rule
 from tritonscale.api.spec import DEFAULT_TRITON_IMAGE, InferenceServiceSpec
 from tritonscale.api.validation import NAME_MAX, Problem, validate_body, validate_name, validate_spec

@@ -154,7 +154,7 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Invocation,
         return subprocess.run(list(inv.argv), capture_output=True, text=True, input=inv.stdin, timeout=60, cwd=REPO)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        done = dict(zip(plan, pool.map(call, plan.values())))
+        done = dict(zip(plan, pool.map(call, plan.values()), strict=True))
     return {k: (plan[k], done[k]) for k in plan}
 
 
@@ -220,7 +220,7 @@ def _check_rejection(name: str, path: str, returncode: int, stdout: str, stderr:
     lines = stderr.splitlines()
     expected = BAD_INPUTS[name].lines
     assert len(lines) == len(expected), stderr
-    for line, fragments in zip(lines, expected):
+    for line, fragments in zip(lines, expected, strict=True):
         assert line.startswith(f"{path}: "), line
         for fragment in fragments:
             assert fragment in line, line

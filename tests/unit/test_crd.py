@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import jsonschema
 import pytest
@@ -18,7 +19,6 @@ import yaml
 
 from support import cel_eval as cel
 from support import spec_cases as table
-
 from tritonscale.api import spec as S
 from tritonscale.api.crd import crd
 from tritonscale.api.rules import ALL_RULES, Rule
@@ -36,7 +36,7 @@ ROOT = VERSION["schema"]["openAPIV3Schema"]
 
 
 def _first_difference(a: str, b: str) -> str:
-    for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines()), start=1):
+    for i, (x, y) in enumerate(zip(a.splitlines(), b.splitlines(), strict=False), start=1):
         if x != y:
             return f"first difference at line {i}:\n  generated: {x!r}\n  committed: {y!r}"
     return f"one is a prefix of the other ({len(a)} vs {len(b)} characters)"

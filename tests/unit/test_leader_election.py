@@ -101,7 +101,8 @@ def test_client_go_defaults_are_valid():
 
 
 @pytest.mark.parametrize("kw, problem", [
-    ({"lease_duration_s": 10}, "--leader-elect-lease-duration (10 s) must be greater than --leader-elect-renew-deadline"),
+    ({"lease_duration_s": 10},
+     "--leader-elect-lease-duration (10 s) must be greater than --leader-elect-renew-deadline"),
     ({"renew_deadline_s": 2.4}, "must be greater than 1.2 x --leader-elect-retry-period (2.4 s)"),
     ({"retry_period_s": 0.5, "renew_deadline_s": 3}, "--leader-elect-retry-period must be >= 1 s (got 0.5)"),
     ({"lease_namespace": ""}, "--leader-elect-resource-namespace is required outside a Pod"),

@@ -15,13 +15,14 @@ renderings of the object the API server could hand to CEL:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import celpy
 import pytest
+
 from support import spec_cases as table
 from support.cel_eval import cel_verdict, crd_defaulted
-
 from tritonscale.api.crd import openapi_schema
 from tritonscale.api.rules import ALL_RULES, Rule
 from tritonscale.api.spec import InferenceServiceSpec

@@ -7,8 +7,8 @@ import copy
 from typing import Any
 
 import pytest
-from support.spec_cases import load_sample
 
+from support.spec_cases import load_sample
 from tritonscale.api import status as st
 from tritonscale.api.merge_patch import merge_patch
 from tritonscale.api.spec import InferenceServiceSpec

@@ -13,8 +13,9 @@ so the two cannot drift apart silently.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -161,5 +162,6 @@ ALL_RULES: tuple[Rule, ...] = SPEC_RULES + SCALING_RULES
 
 def cel_block(rules: tuple[Rule, ...]) -> list[dict[str, str]]:
     """The ``x-kubernetes-validations`` list for a schema node."""
-    return [{"rule": r.cel, "message": r.message, "fieldPath": "." + r.field.split(".", 1)[1] if r.scope else "." + r.field}
+    return [{"rule": r.cel, "message": r.message,
+             "fieldPath": "." + r.field.split(".", 1)[1] if r.scope else "." + r.field}
             for r in rules]

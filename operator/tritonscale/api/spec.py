@@ -9,7 +9,7 @@ Field names are camelCase on the wire (``maxBatchSize``) and snake_case in Pytho
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
@@ -96,7 +96,7 @@ class WarmupSpec(_Model):
 
 
 class ModelSpec(_Model):
-    name: Optional[str] = Field(
+    name: str | None = Field(
         default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$",
         description="Triton model name; defaults to metadata.name.",
     )
@@ -113,21 +113,29 @@ class ModelSpec(_Model):
     )
     inputs: list[TensorSpec] = Field(
         default_factory=list, max_length=64,
-        description="Model inputs; optional where Triton can autocomplete them (ONNX, TensorRT, TensorFlow SavedModel).",
+        description="Model inputs; optional where Triton can autocomplete them "
+        "(ONNX, TensorRT, TensorFlow SavedModel).",
     )
-    outputs: list[TensorSpec] = Field(default_factory=list, max_length=64, description="Model outputs; optional like inputs.")
-    instance_count: int = Field(default=1, ge=1, le=64, description="Model instances per GPU (Triton instance_group count).")
-    warmup: Optional[WarmupSpec] = Field(default=None, description="Warmup requests run before the replica reports ready.")
+    outputs: list[TensorSpec] = Field(
+        default_factory=list, max_length=64, description="Model outputs; optional like inputs.",
+    )
+    instance_count: int = Field(
+        default=1, ge=1, le=64, description="Model instances per GPU (Triton instance_group count).",
+    )
+    warmup: WarmupSpec | None = Field(
+        default=None, description="Warmup requests run before the replica reports ready.",
+    )
     precision: Precision = Field(
         default="fp32",
-        description="fp16/int8 enable Triton's TensorRT accelerator (onnxruntime: TensorRT EP; tensorflow: TF-TRT, fp16 only). "
-        "For the tensorrt backend the plan's precision is fixed when the engine is built, so nothing is rendered.",
+        description="fp16/int8 enable Triton's TensorRT accelerator "
+        "(onnxruntime: TensorRT EP; tensorflow: TF-TRT, fp16 only). For the tensorrt backend the plan's "
+        "precision is fixed when the engine is built, so nothing is rendered.",
     )
     response_cache: bool = Field(default=False, description="Enable Triton's response cache for this model.")
     parameters: dict[str, str] = Field(
         default_factory=dict, description="Extra model parameters, rendered into config.pbtxt `parameters`.",
     )
-    version_policy_latest: Optional[int] = Field(
+    version_policy_latest: int | None = Field(
         default=None, ge=1, le=16, description="Serve only the N latest versions (Triton version_policy.latest).",
     )
 
@@ -146,11 +154,12 @@ class BatchingSpec(_Model):
         description="How long Triton may hold a request to grow a batch. Trades a little queueing for throughput.",
     )
     preferred_batch_sizes: list[int] = Field(
-        default_factory=list, max_length=16, json_schema_extra={"items": {"type": "integer", "minimum": 1}}, description="Batch sizes the batcher aims for; each <= model.maxBatchSize.",
+        default_factory=list, max_length=16, json_schema_extra={"items": {"type": "integer", "minimum": 1}},
+        description="Batch sizes the batcher aims for; each <= model.maxBatchSize.",
     )
     preserve_ordering: bool = Field(default=False, description="Return responses in request order.")
     max_queue_size: int = Field(default=0, ge=0, description="Reject beyond this many queued requests; 0 = unbounded.")
-    queue_timeout_microseconds: Optional[int] = Field(
+    queue_timeout_microseconds: int | None = Field(
         default=None, ge=0,
         description="Reject (or delay, see timeoutAction) requests queued longer than this; 0 = no timeout. "
         "Unset: twice scaling.targetP95Milliseconds when a target is set -- a request queued that long has "
@@ -171,14 +180,16 @@ class BatchingSpec(_Model):
 
 class RuntimeSpec(_Model):
     image: str = Field(default=DEFAULT_TRITON_IMAGE, min_length=1, description="Triton server image.")
-    gpus: int = Field(default=1, ge=0, le=16, description="nvidia.com/gpu limit per replica; 0 runs CPU instances (KIND_CPU).")
+    gpus: int = Field(
+        default=1, ge=0, le=16, description="nvidia.com/gpu limit per replica; 0 runs CPU instances (KIND_CPU).",
+    )
     resources: dict[str, Any] = _free_form("Container resources (requests/limits), merged with the GPU limit.")
     node_selector: dict[str, str] = Field(default_factory=dict, description="Pod nodeSelector.")
     tolerations: list[dict[str, Any]] = _free_form("Pod tolerations, e.g. for nvidia.com/gpu taints.", array=True)
     env: list[dict[str, Any]] = _free_form("Extra container env (Kubernetes EnvVar objects).", array=True)
     extra_args: list[str] = Field(default_factory=list, description="Extra tritonserver flags, appended last.")
     image_pull_secrets: list[str] = Field(default_factory=list, description="Names of image pull Secrets.")
-    service_account_name: Optional[str] = Field(
+    service_account_name: str | None = Field(
         default=None, description="ServiceAccount for the pods (e.g. with workload identity for s3/gs).",
     )
     response_cache_bytes: int = Field(
@@ -196,7 +207,7 @@ class ScaleUpPolicy(_Model):
 
 
 class ScaleDownPolicy(_Model):
-    stabilization_seconds: Optional[int] = Field(
+    stabilization_seconds: int | None = Field(
         default=None, ge=0, le=3600,
         description="Scale down only to the highest recommendation of this look-back window. "
         "Unset: learned -- one cold start (pods' creation-to-ready time), longer while the "
@@ -211,7 +222,7 @@ def _object_default() -> dict:
 
 
 class PrometheusSpec(_Model):
-    url: Optional[str] = Field(
+    url: str | None = Field(
         default=None, pattern=r"^https?://\S+$",
         description="Per-object Prometheus URL, overriding the operator's --prometheus-url.",
     )
@@ -222,7 +233,7 @@ class ScalingSpec(_Model):
 
     min_replicas: int = Field(default=1, ge=0, le=1000, description="Warm floor: replicas never scaled below.")
     max_replicas: int = Field(default=10, ge=1, le=1000, description="Ceiling on replicas (and GPUs x runtime.gpus).")
-    target_p95_milliseconds: Optional[float] = Field(
+    target_p95_milliseconds: float | None = Field(
         default=None, gt=0, le=600_000,
         description="p95 latency objective. Without it the service is held at minReplicas + warmBuffer.",
     )
@@ -243,11 +254,13 @@ class ScalingSpec(_Model):
         "instead of scaling by p95/target; kept so existing objects stay valid.",
     )
     warm_buffer: int = Field(default=0, ge=0, le=100, description="Extra warm replicas kept above minReplicas.")
-    fallback_replicas: Optional[int] = Field(
+    fallback_replicas: int | None = Field(
         default=None, ge=0, le=1000,
         description="Replicas to run after failureThreshold consecutive metric failures; unset = hold.",
     )
-    failure_threshold: int = Field(default=3, ge=1, le=1000, description="Consecutive failures before fallbackReplicas applies.")
+    failure_threshold: int = Field(
+        default=3, ge=1, le=1000, description="Consecutive failures before fallbackReplicas applies.",
+    )
     prometheus: PrometheusSpec = Field(default_factory=PrometheusSpec, json_schema_extra=_object_default(),
                                        description="Metric source overrides.")
 
@@ -261,7 +274,7 @@ class InferenceServiceSpec(_Model):
     model_config = ConfigDict(json_schema_extra=_cel(SPEC_RULES))
 
     model: ModelSpec
-    batching: Optional[BatchingSpec] = Field(default=None, description="Triton dynamic batching; omit to disable.")
+    batching: BatchingSpec | None = Field(default=None, description="Triton dynamic batching; omit to disable.")
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec, json_schema_extra=_object_default(),
                                  description="How Triton runs: image, GPUs, pod placement.")
     scaling: ScalingSpec = Field(default_factory=ScalingSpec, json_schema_extra=_object_default(),

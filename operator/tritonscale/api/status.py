@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -37,26 +37,26 @@ class Condition(_Model):
     reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)
     message: str = Field(default="", max_length=32768)
     last_transition_time: str = Field(description="RFC 3339 time of the last status change.")
-    observed_generation: Optional[int] = None
+    observed_generation: int | None = None
 
 
 class Endpoints(_Model):
-    http: Optional[str] = Field(default=None, description="In-cluster HTTP/REST (KServe v2) endpoint.")
-    grpc: Optional[str] = Field(default=None, description="In-cluster gRPC endpoint.")
+    http: str | None = Field(default=None, description="In-cluster HTTP/REST (KServe v2) endpoint.")
+    grpc: str | None = Field(default=None, description="In-cluster gRPC endpoint.")
 
 
 class InferenceServiceStatus(_Model):
-    observed_generation: Optional[int] = None
-    model: Optional[str] = Field(default=None, description="Resolved Triton model name.")
-    replicas: Optional[int] = Field(default=None, description="Deployment replicas (including starting ones).")
-    ready_replicas: Optional[int] = Field(default=None, description="Replicas whose model is loaded and warm.")
-    desired_replicas: Optional[int] = Field(default=None, description="Replicas the autoscaler last asked for.")
-    p95_milliseconds: Optional[float] = Field(default=None, description="Observed p95 latency.")
-    requests_per_second: Optional[float] = Field(default=None, description="Observed request rate.")
-    last_scale_time: Optional[str] = Field(default=None, description="When the autoscaler last changed replicas.")
-    endpoints: Optional[Endpoints] = None
+    observed_generation: int | None = None
+    model: str | None = Field(default=None, description="Resolved Triton model name.")
+    replicas: int | None = Field(default=None, description="Deployment replicas (including starting ones).")
+    ready_replicas: int | None = Field(default=None, description="Replicas whose model is loaded and warm.")
+    desired_replicas: int | None = Field(default=None, description="Replicas the autoscaler last asked for.")
+    p95_milliseconds: float | None = Field(default=None, description="Observed p95 latency.")
+    requests_per_second: float | None = Field(default=None, description="Observed request rate.")
+    last_scale_time: str | None = Field(default=None, description="When the autoscaler last changed replicas.")
+    endpoints: Endpoints | None = None
     conditions: list[Condition] = Field(default_factory=list)
-    scaling_state: Optional[dict] = Field(
+    scaling_state: dict | None = Field(
         default=None,
         description="Autoscaler memory (recommendation history, failure count) so a restart loses nothing.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},

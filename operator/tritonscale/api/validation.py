@@ -8,8 +8,9 @@ cross-field constraints. Both report as :class:`Problem` so the operator
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 

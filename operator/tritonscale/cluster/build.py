@@ -16,8 +16,8 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 GO_MINIMUM = (1, 24)
@@ -145,7 +145,8 @@ def ensure_binaries(progress: Progress = lambda line: None) -> Path:
         try:
             for i, name in enumerate(BINARIES, 1):
                 t0 = time.monotonic()
-                cmd = [go, "build", *build_flags(kubernetes_version(module)), "-o", str(staging / name), f"./cmd/{name}"]
+                cmd = [go, "build", *build_flags(kubernetes_version(module)), "-o", str(staging / name),
+                       f"./cmd/{name}"]
                 proc = subprocess.run(cmd, cwd=module, env=env, capture_output=True, text=True)
                 if proc.returncode != 0:
                     tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-20:])

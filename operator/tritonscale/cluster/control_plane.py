@@ -23,9 +23,10 @@ import socket
 import ssl
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Sequence
+from typing import IO, Any
 
 import yaml
 
@@ -214,7 +215,7 @@ class ControlPlane:
         self._write_kubeconfig(path, cert.cert, cert.key, user=user)
         return path
 
-    def __enter__(self) -> "ControlPlane":
+    def __enter__(self) -> ControlPlane:
         self.start()
         return self
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import secrets
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from tritonscale.cluster.build import ClusterError
 

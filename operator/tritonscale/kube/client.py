@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import kubernetes
 from kubernetes.client import ApiException
@@ -22,7 +23,11 @@ MERGE = "application/merge-patch+json"
 
 # Checked before every write; raises to refuse it. `tritonscale run --leader-elect` sets it
 # to the elector's check, so a replica past its renew deadline writes nothing through here.
-_write_guard: Callable[[], None] = lambda: None
+def _no_guard() -> None:
+    """Alone (no --leader-elect): every write may go."""
+
+
+_write_guard: Callable[[], None] = _no_guard
 _writes = threading.Condition()
 _in_flight = 0
 

@@ -25,7 +25,7 @@ def contains(live: Any, desired: Any) -> bool:
         return isinstance(live, dict) and all(k in live and contains(live[k], v) for k, v in desired.items())
     if isinstance(desired, list):
         return isinstance(live, list) and len(live) == len(desired) and all(
-            contains(lv, dv) for lv, dv in zip(live, desired)
+            contains(lv, dv) for lv, dv in zip(live, desired, strict=True)
         )
     if isinstance(desired, (int, float)) and isinstance(live, (int, float)) and not isinstance(desired, bool):
         return live == desired

@@ -117,7 +117,8 @@ def _fetch_container(
         fetch = f"aws s3 cp --recursive --only-show-errors {shlex.quote(uri)} {shlex.quote(dest)}"
     else:
         fetch = f"gcloud storage cp --recursive {shlex.quote(uri.rstrip('/') + '/*')} {shlex.quote(dest)}/"
-    script = f"set -eu\nmkdir -p {shlex.quote(dest)}\n{fetch}\ncp /config/config.pbtxt {shlex.quote(dest)}/config.pbtxt\n"
+    script = (f"set -eu\nmkdir -p {shlex.quote(dest)}\n{fetch}\n"
+              f"cp /config/config.pbtxt {shlex.quote(dest)}/config.pbtxt\n")
     container = {
         "name": "model-fetch",
         "image": FETCH_IMAGES[scheme],

@@ -22,12 +22,18 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from tritonscale.sandbox.live_view import LiveView
 from tritonscale.sandbox.preflight import format_missing, preflight
-from tritonscale.sandbox.scenario import (TRACE_RATE_SCALE, SandboxError, Scenario, build_load, describe_config,
-                                          load_service)
+from tritonscale.sandbox.scenario import (
+    TRACE_RATE_SCALE,
+    SandboxError,
+    Scenario,
+    build_load,
+    describe_config,
+    load_service,
+)
 from tritonscale.sandbox.summary import write_plot, write_summary
 
 
@@ -149,7 +155,7 @@ async def _main(scenario: Scenario, args: argparse.Namespace) -> int:
     return 130 if result.interrupted else 0
 
 
-def main_sandbox(argv: Optional[list[str]] = None) -> int:
+def main_sandbox(argv: list[str] | None = None) -> int:
     """Standalone entry point: ``python -m tritonscale.sandbox.command ...``."""
     parser = argparse.ArgumentParser(prog="tritonscale sandbox")
     add_arguments(parser)

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from tritonscale.sandbox import pod_volumes
 from tritonscale.sandbox.pod_network import HOST_IP
@@ -22,7 +22,7 @@ class RestartBackoff:
 
     def __init__(self, initial_s: float = 10.0, max_s: float = 300.0) -> None:
         self.initial_s, self.max_s = initial_s, max_s
-        self.backoff_s: Optional[float] = None
+        self.backoff_s: float | None = None
         self.last_update = 0.0
 
     def delay(self, finished_at: float, now: float) -> float:

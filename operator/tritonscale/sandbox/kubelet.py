@@ -25,9 +25,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from tritonscale.api.spec import LABEL
 from tritonscale.api.status import rfc3339
@@ -51,7 +52,7 @@ class ScrapeTargets:
     def __init__(self, prometheus: PrometheusServer) -> None:
         self.prometheus = prometheus
         self._by_node: dict[str, list[tuple[str, dict[str, str]]]] = {}
-        self._written: Optional[list[tuple[str, dict[str, str]]]] = None
+        self._written: list[tuple[str, dict[str, str]]] | None = None
 
     def update(self, node: str, targets: list[tuple[str, dict[str, str]]]) -> None:
         self._by_node[node] = targets
@@ -80,9 +81,9 @@ class Kubelet:
     """
 
     def __init__(self, api_client: Any, workdir: Path | str, *, node_name: str, resources: NodeResources,
-                 node_index: int = 0, network: Optional[PodNetwork] = None,
-                 targets: Optional[ScrapeTargets] = None,
-                 on_event: Optional[Callable[[KubeletEvent], None]] = None) -> None:
+                 node_index: int = 0, network: PodNetwork | None = None,
+                 targets: ScrapeTargets | None = None,
+                 on_event: Callable[[KubeletEvent], None] | None = None) -> None:
         import kubernetes
 
         self.api_client = api_client
@@ -104,13 +105,13 @@ class Kubelet:
         self.started_at = time.monotonic()
         self.closing = False
         self.shutdown_grace_s = SHUTDOWN_GRACE_S
-        self._watch: Optional[ListWatch] = None
+        self._watch: ListWatch | None = None
         self._stop = asyncio.Event()
-        self._heartbeat_task: Optional[asyncio.Task] = None
+        self._heartbeat_task: asyncio.Task | None = None
 
     # ---- lifecycle
 
-    async def start(self) -> "Kubelet":
+    async def start(self) -> Kubelet:
         await asyncio.to_thread(self.heartbeat.register)
         self._heartbeat_task = asyncio.create_task(self.heartbeat.run(self._stop))
         self._watch = ListWatch(self.core.list_pod_for_all_namespaces, on_change=self._sync,
@@ -200,7 +201,7 @@ class Kubelet:
         except Exception as exc:  # Events are best effort, as in the kubelet
             log.debug("kubelet: event %s for %s not recorded: %s", reason, worker.name, exc)
 
-    def event(self, worker: PodWorker, kind: str, message: str, *, reason: Optional[str] = None,
+    def event(self, worker: PodWorker, kind: str, message: str, *, reason: str | None = None,
               warning: bool = False) -> None:
         ev = KubeletEvent(time.time(), worker.namespace, worker.name, worker.labels.get(LABEL, ""), kind, message)
         self.events.append(ev)

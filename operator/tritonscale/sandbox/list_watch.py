@@ -21,7 +21,8 @@ import asyncio
 import json
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class ListWatch:
         self.errors = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
-    def start(self) -> "ListWatch":
+    def start(self) -> ListWatch:
         self._thread.start()
         return self
 

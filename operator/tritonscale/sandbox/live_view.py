@@ -18,8 +18,9 @@ import math
 import re
 import sys
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import IO, Any, Optional, Sequence
+from typing import IO, Any
 
 import numpy as np
 
@@ -35,8 +36,8 @@ class Sample:
     t: float  # seconds since the load started
     offered_rps: float  # scheduled arrivals over the last WINDOW_S
     completed_rps: float  # successful responses over the last WINDOW_S
-    p95_ms: Optional[float]  # client-side, responses completed in the last WINDOW_S
-    operator_p95_ms: Optional[float]  # what the operator read from Prometheus (status.p95Milliseconds)
+    p95_ms: float | None  # client-side, responses completed in the last WINDOW_S
+    operator_p95_ms: float | None  # what the operator read from Prometheus (status.p95Milliseconds)
     ready: int  # the Deployment's status.readyReplicas (pods Ready by their readiness probe)
     desired: int  # Deployment spec.replicas (the autoscaler's output)
     errors: int  # failed requests completed in the last second
@@ -69,7 +70,7 @@ class Mark:
     text: str
 
 
-def parse_scaled_event(message: str) -> Optional[tuple[int, int, str]]:
+def parse_scaled_event(message: str) -> tuple[int, int, str] | None:
     """``(from, to, reason)`` from the operator's "Scaled" Event message, or None."""
     m = _SCALED.search(message or "")
     if not m:
@@ -83,7 +84,7 @@ class Recorder:
     seconds since the load started (the load generator's ``send_time`` clock)."""
 
     arrivals: np.ndarray
-    target_p95_ms: Optional[float] = None
+    target_p95_ms: float | None = None
     records: list[RequestRecord] = field(default_factory=list)
     samples: list[Sample] = field(default_factory=list)
     scale_events: list[ScaleEvent] = field(default_factory=list)
@@ -95,7 +96,7 @@ class Recorder:
         self.records.append(rec)
         self._done.append((now_t, rec.latency_ms, rec.ok))
 
-    def take_sample(self, t: float, ready: int, desired: int, operator_p95_ms: Optional[float]) -> Sample:
+    def take_sample(self, t: float, ready: int, desired: int, operator_p95_ms: float | None) -> Sample:
         while self._done and self._done[0][0] < t - WINDOW_S:
             self._done.popleft()
         lat = [ms for _, ms, ok in self._done if ok]
@@ -116,7 +117,7 @@ class Recorder:
         self.samples.append(sample)
         return sample
 
-    def add_scale_event(self, uid: str, t: float, message: str) -> Optional[ScaleEvent]:
+    def add_scale_event(self, uid: str, t: float, message: str) -> ScaleEvent | None:
         """Record an operator "Scaled" Event once (by its uid); None if seen or unparsable."""
         if uid in self._seen_events:
             return None
@@ -134,11 +135,11 @@ class Recorder:
         return m
 
 
-def _ms(v: Optional[float]) -> str:
+def _ms(v: float | None) -> str:
     return "   -" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:4.0f}"
 
 
-def format_line(s: Sample, target_p95_ms: Optional[float], notes: Sequence[str] = ()) -> str:
+def format_line(s: Sample, target_p95_ms: float | None, notes: Sequence[str] = ()) -> str:
     target = f"{target_p95_ms:.0f}" if target_p95_ms else "-"
     line = (f"t={s.t:4.0f}s  offered {s.offered_rps:5.1f} rps  p95 {_ms(s.p95_ms)}/{target} ms "
             f"(prom {_ms(s.operator_p95_ms).strip()})  ready {s.ready}/{s.desired} desired {s.desired}")
@@ -152,7 +153,7 @@ def format_line(s: Sample, target_p95_ms: Optional[float], notes: Sequence[str] 
 class LiveView:
     """Writes one line per sample to ``stream`` (stdout by default), flushed at once."""
 
-    def __init__(self, target_p95_ms: Optional[float], stream: Optional[IO[str]] = None,
+    def __init__(self, target_p95_ms: float | None, stream: IO[str] | None = None,
                  quiet: bool = False) -> None:
         self.target_p95_ms = target_p95_ms
         self.stream = stream or sys.stdout

@@ -20,10 +20,11 @@ import csv
 import inspect
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence, Union
+from typing import Any
 
 import numpy as np
 
@@ -227,7 +228,7 @@ class LoadResult:
         """Successful responses per second over the run's wall time."""
         return self.ok / self.duration_s if self.duration_s > 0 else float("nan")
 
-    def window(self, t0: float, t1: float) -> "LoadResult":
+    def window(self, t0: float, t1: float) -> LoadResult:
         """Records whose send_time is in ``[t0, t1)``."""
         recs = [r for r in self.records if t0 <= r.send_time < t1]
         return LoadResult(recs, self.started_at + t0, t1 - t0)
@@ -255,7 +256,7 @@ class LoadResult:
 
 # --------------------------------------------------------------------------- generator
 
-UrlSource = Union[str, Sequence[str], Callable[[], Union[str, Sequence[str]]]]
+UrlSource = str | Sequence[str] | Callable[[], str | Sequence[str]]
 
 
 def _strip_scheme(url: str) -> str:

@@ -32,10 +32,10 @@ import os
 import platform
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
-from tritonscale.sandbox.pod_network import HOST_IP, node_pod_cidr
 from tritonscale.api.status import rfc3339
+from tritonscale.sandbox.pod_network import HOST_IP, node_pod_cidr
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def _memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def machine_resources(gpus: Optional[int] = None, nodes: int = 1) -> NodeResources:
+def machine_resources(gpus: int | None = None, nodes: int = 1) -> NodeResources:
     """What one of ``nodes`` Nodes offers: an equal share of this machine's cores and memory,
     and ``gpus`` GPUs (default ``GPUS_PER_CORE`` per core of that share)."""
     cores = max(1, (os.cpu_count() or 1) // max(1, nodes))
@@ -106,7 +106,8 @@ def node_status(name: str, resources: NodeResources, now: float) -> dict[str, An
         "capacity": quantities,
         "allocatable": dict(quantities),
         "conditions": [
-            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                      "kubelet has sufficient memory available"),
             condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
             condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
             condition("Ready", "True", "KubeletReady", "tritonscale sandbox kubelet is posting ready status"),

@@ -26,12 +26,12 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any
 
-from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.api.spec import LABEL
+from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 from tritonscale.sandbox import loadgen
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
 from tritonscale.sandbox.cluster_setup import apply_crd, provision_model_store
@@ -40,8 +40,15 @@ from tritonscale.sandbox.live_view import LiveView, Recorder, Sample, ScaleEvent
 from tritonscale.sandbox.node_registration import machine_resources
 from tritonscale.sandbox.operator_process import OperatorProcess
 from tritonscale.sandbox.pod_network import PodNetwork
-from tritonscale.sandbox.scenario import (LoadShape, SandboxError, Scenario, build_load, describe_config,
-                                          load_service, model_store)
+from tritonscale.sandbox.scenario import (
+    LoadShape,
+    SandboxError,
+    Scenario,
+    build_load,
+    describe_config,
+    load_service,
+    model_store,
+)
 from tritonscale.sandbox.service_routing import ServiceRouter
 from tritonscale.sandbox.summary import build_summary
 
@@ -67,7 +74,7 @@ class SandboxResult:
     config: dict[str, Any]
     interrupted: bool
     workdir: Path
-    kubeconfig: Optional[Path] = None
+    kubeconfig: Path | None = None
     pids: list[int] = field(default_factory=list)  # every process (group) started
     leftover_pids: list[int] = field(default_factory=list)  # groups still alive after teardown
 
@@ -134,7 +141,7 @@ class ClusterReader:
         self.core = kubernetes.client.CoreV1Api(client)
         self.namespace, self.name = namespace, name
 
-    def deployment(self) -> Optional[dict[str, Any]]:
+    def deployment(self) -> dict[str, Any] | None:
         import kubernetes
 
         try:
@@ -153,7 +160,7 @@ class ClusterReader:
                                            (p.get("status") or {}).get("containerStatuses") or [])
                 for p in pods}
 
-    def read(self) -> tuple[Optional[int], int, Optional[float], list[tuple[str, str]]]:
+    def read(self) -> tuple[int | None, int, float | None, list[tuple[str, str]]]:
         """(spec.replicas, status.readyReplicas, the operator's p95, the Scaled Events as (uid, message))."""
         dep = self.deployment() or {}
         desired = (dep.get("spec") or {}).get("replicas")
@@ -166,8 +173,8 @@ class ClusterReader:
         return desired, ready, p95, scaled
 
 
-async def run_sandbox(scenario: Scenario, *, stop: Optional[asyncio.Event] = None,
-                      view: Optional[LiveView] = None) -> SandboxResult:
+async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
+                      view: LiveView | None = None) -> SandboxResult:
     """Bring everything up, replay the load, tear everything down; return what was recorded.
 
     Setting ``stop`` ends the run early (what Ctrl-C does); the result then has
@@ -197,8 +204,8 @@ async def run_sandbox(scenario: Scenario, *, stop: Optional[asyncio.Event] = Non
     teardown: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
     kubelets: list[Kubelet] = []
     interrupted = failed = False
-    kubeconfig: Optional[Path] = None
-    t0: Optional[float] = None  # perf_counter at the start of the load
+    kubeconfig: Path | None = None
+    t0: float | None = None  # perf_counter at the start of the load
 
     def load_t() -> float:
         return time.perf_counter() - t0 if t0 is not None else 0.0
@@ -311,7 +318,8 @@ async def run_sandbox(scenario: Scenario, *, stop: Optional[asyncio.Event] = Non
                 if address and not await until(stop, prom.wait_target_up(address, TARGET_UP_TIMEOUT_S)):
                     raise SandboxError(f"Prometheus never scraped {worker.name} at {address}; "
                                        f"its log:\n{prom.read_log()[-2000:]}")
-        view.say(f"sandbox: {name} ready, in its EndpointSlices ({', '.join(f'{a}:{p}' for a, p in router.endpoints())})"
+        slices = ", ".join(f"{a}:{p}" for a, p in router.endpoints())
+        view.say(f"sandbox: {name} ready, in its EndpointSlices ({slices})"
                  f" and scraped after {time.monotonic() - wall0:.1f} s; starting the load")
 
         # 7. The load, the live view and (optionally) a crash.

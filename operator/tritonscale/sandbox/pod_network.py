@@ -20,8 +20,8 @@ real EndpointSlice controller could not publish them.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
 
 from tritonscale.sandbox.tritonserver import free_port
 
@@ -77,7 +77,7 @@ class PodNetwork:
         if address is not None:
             self._by_ip.pop(address.ip, None)
 
-    def resolve(self, ip: str, port: int) -> Optional[str]:
+    def resolve(self, ip: str, port: int) -> str | None:
         """``127.0.0.1:<host port>`` where ``ip:port`` really listens, or None if no pod has it."""
         address = self._by_ip.get(ip)
         if address is None or int(port) not in address.host_ports:

@@ -19,7 +19,7 @@ The rules follow ``pkg/kubelet/kubelet_pods.go`` (``getPhase``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from tritonscale.api.status import rfc3339
 
@@ -50,7 +50,7 @@ class ContainerRecord:
         return "running" in self.state
 
     @property
-    def terminated(self) -> Optional[dict[str, Any]]:
+    def terminated(self) -> dict[str, Any] | None:
         return self.state.get("terminated")
 
 
@@ -66,7 +66,7 @@ def terminated_state(exit_code: int, started_at: float, finished_at: float, cont
                            "containerID": container_id, **({"message": signal_name} if signal_name else {})}}
 
 
-def exit_code(returncode: Optional[int]) -> int:
+def exit_code(returncode: int | None) -> int:
     """Popen's returncode (-9 for SIGKILL) as a container runtime reports it (128 + 9 = 137)."""
     if returncode is None:
         return 0
@@ -113,7 +113,7 @@ def conditions(previous: list[dict[str, Any]], *, sandbox_ready: bool, init_cont
     return out
 
 
-def pod_status(*, previous_conditions: list[dict[str, Any]], pod_ip: Optional[str], host_ip: str,
+def pod_status(*, previous_conditions: list[dict[str, Any]], pod_ip: str | None, host_ip: str,
                start_time: float, init_containers: list[ContainerRecord],
                containers: list[ContainerRecord], deleting: bool, now: float) -> dict[str, Any]:
     """The ``status`` the kubelet patches (PodScheduled and qosClass stay as the API has them)."""

@@ -31,7 +31,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 
 class MountError(Exception):
@@ -53,7 +53,7 @@ class VolumeAPI:
         self._core = kubernetes.client.CoreV1Api(api_client)
         self._exc = kubernetes.client.ApiException
 
-    def _read(self, fn: Any, *args: Any) -> Optional[dict[str, Any]]:
+    def _read(self, fn: Any, *args: Any) -> dict[str, Any] | None:
         try:
             return json.loads(fn(*args, _preload_content=False).data)
         except self._exc as exc:
@@ -61,19 +61,19 @@ class VolumeAPI:
                 return None
             raise
 
-    def configmap(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+    def configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._read(self._core.read_namespaced_config_map, name, namespace)
 
-    def secret(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+    def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._read(self._core.read_namespaced_secret, name, namespace)
 
-    def claim(self, namespace: str, name: str) -> Optional[dict[str, Any]]:
+    def claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._read(self._core.read_namespaced_persistent_volume_claim, name, namespace)
 
-    def volume(self, name: str) -> Optional[dict[str, Any]]:
+    def volume(self, name: str) -> dict[str, Any] | None:
         return self._read(self._core.read_persistent_volume, name)
 
-    def token(self, namespace: str, service_account: str, pod: dict[str, Any], audience: Optional[str],
+    def token(self, namespace: str, service_account: str, pod: dict[str, Any], audience: str | None,
               expiration_s: int) -> str:
         body = {"spec": {"audiences": [audience] if audience else None, "expirationSeconds": expiration_s,
                          "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": pod["metadata"]["name"],
@@ -83,7 +83,7 @@ class VolumeAPI:
         return json.loads(resp.data)["status"]["token"]
 
 
-def _key_files(data: dict[str, str], items: Optional[list[dict[str, Any]]]) -> dict[str, str]:
+def _key_files(data: dict[str, str], items: list[dict[str, Any]] | None) -> dict[str, str]:
     if not items:
         return dict(data)
     return {item["path"]: data[item["key"]] for item in items if item.get("key") in data}

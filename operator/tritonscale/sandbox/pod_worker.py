@@ -41,13 +41,12 @@ import shlex
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from tritonscale.sandbox import pod_volumes
 from tritonscale.sandbox.containers import RestartBackoff, container_env, map_args
 from tritonscale.sandbox.pod_network import HOST_IP, PodAddress
-from tritonscale.sandbox.pod_status import (ContainerRecord, exit_code, pod_status, running_state,
-                                            terminated_state)
+from tritonscale.sandbox.pod_status import ContainerRecord, exit_code, pod_status, running_state, terminated_state
 from tritonscale.sandbox.probes import ContainerProbes, RunningContainer
 from tritonscale.sandbox.tritonserver import TritonProcess
 
@@ -65,7 +64,7 @@ KUBELET_CONDITIONS = {"PodReadyToStartContainers", "Initialized", "ContainersRea
 class PodWorker:
     """Runs one pod; :meth:`update` hands it each new version of the pod object."""
 
-    def __init__(self, kubelet: "Kubelet", pod: dict[str, Any], pod_cidr: str) -> None:
+    def __init__(self, kubelet: Kubelet, pod: dict[str, Any], pod_cidr: str) -> None:
         self.kubelet = kubelet
         self.pod = pod
         meta = pod["metadata"]
@@ -75,10 +74,10 @@ class PodWorker:
         spec = pod["spec"]
         self.init = [ContainerRecord(c["name"], c.get("image", "")) for c in spec.get("initContainers") or []]
         self.containers = [ContainerRecord(c["name"], c.get("image", "")) for c in spec["containers"]]
-        self.address: Optional[PodAddress] = None
+        self.address: PodAddress | None = None
         self.start_time = time.time()
-        self.process: Optional[TritonProcess] = None
-        self.probes: Optional[ContainerProbes] = None
+        self.process: TritonProcess | None = None
+        self.probes: ContainerProbes | None = None
         self.deleting = asyncio.Event()
         self.removed = False  # the pod object is gone from the API (force-deleted)
         self.cold_starts_s: list[float] = []
@@ -87,10 +86,10 @@ class PodWorker:
         self._finished_at = 0.0  # wall time the last container instance exited
         self._conditions: list[dict[str, Any]] = []
         self._dirty = asyncio.Event()
-        self._probe_kill: Optional[str] = None
+        self._probe_kill: str | None = None
         self._wake = asyncio.Event()
-        self._last_status: Optional[dict[str, Any]] = None
-        self.task: Optional[asyncio.Task] = None
+        self._last_status: dict[str, Any] | None = None
+        self.task: asyncio.Task | None = None
 
     # ---- what the kubelet reads
 
@@ -106,7 +105,7 @@ class PodWorker:
     def running(self) -> bool:
         return self.process is not None and self.process.is_alive()
 
-    def host_address(self, port_name: str) -> Optional[str]:
+    def host_address(self, port_name: str) -> str | None:
         """127.0.0.1:<host port> of the container port called ``port_name``."""
         for p in self.pod["spec"]["containers"][0].get("ports") or []:
             if p.get("name") == port_name and self.address and p["containerPort"] in self.address.host_ports:
@@ -115,7 +114,7 @@ class PodWorker:
 
     # ---- driven by the kubelet
 
-    def start(self) -> "PodWorker":
+    def start(self) -> PodWorker:
         self.task = asyncio.create_task(self._run(), name=f"pod {self.namespace}/{self.name}")
         if self.pod["metadata"].get("deletionTimestamp"):
             self.deleting.set()
@@ -181,7 +180,7 @@ class PodWorker:
         except asyncio.TimeoutError:
             return False
 
-    async def _prepare(self) -> Optional[dict[str, Path]]:
+    async def _prepare(self) -> dict[str, Path] | None:
         container = self.pod["spec"]["containers"][0]
         ports = [p["containerPort"] for p in container.get("ports") or []]
         self.address = self.kubelet.network.attach(self.uid, self.pod_cidr, ports)
@@ -207,7 +206,7 @@ class PodWorker:
 
     async def _run_init(self, volumes: dict[str, Path]) -> bool:
         """Every init container to completion, in order; False if the pod is deleted first."""
-        for spec, rec in zip(self.pod["spec"].get("initContainers") or [], self.init):
+        for spec, rec in zip(self.pod["spec"].get("initContainers") or [], self.init, strict=True):
             backoff = RestartBackoff()
             first = True
             while not rec.ready:

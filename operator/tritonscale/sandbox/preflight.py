@@ -15,7 +15,6 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
 from tritonscale.sandbox import tritonserver as triton_runtime
@@ -49,7 +48,7 @@ def _control_plane() -> list[Missing]:
     return missing
 
 
-def preflight(load: str = "step", need_plot: bool = False, service_file: Optional[Path] = None,
+def preflight(load: str = "step", need_plot: bool = False, service_file: Path | None = None,
               external_cluster: bool = False) -> list[Missing]:
     """Everything missing, in the order the sandbox would trip over it."""
     missing: list[Missing] = [] if external_cluster else _control_plane()

@@ -30,8 +30,9 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 import httpx
 
@@ -54,7 +55,7 @@ class ProbeSpec:
     failure_threshold: int = 3
 
     @classmethod
-    def from_container(cls, container: dict[str, Any], kind: str) -> Optional["ProbeSpec"]:
+    def from_container(cls, container: dict[str, Any], kind: str) -> ProbeSpec | None:
         """The container's ``<kind>Probe`` with the API's defaults; None if it has none."""
         probe = container.get(f"{kind}Probe")
         if not probe:
@@ -96,7 +97,7 @@ class ContainerProbes:
     startup or liveness probe decides the container must be killed.
     """
 
-    def __init__(self, container: dict[str, Any], *, target: Callable[[int], Optional[str]],
+    def __init__(self, container: dict[str, Any], *, target: Callable[[int], str | None],
                  on_change: Callable[[], None], on_failure: Callable[[str], None],
                  kubelet_started_at: float, deleting: Callable[[], bool]) -> None:
         self.specs = {k: s for k in KINDS if (s := ProbeSpec.from_container(container, k)) is not None}
@@ -105,8 +106,8 @@ class ContainerProbes:
         self.on_failure = on_failure
         self.kubelet_started_at = kubelet_started_at
         self.deleting = deleting
-        self.container: Optional[RunningContainer] = None
-        self.results: dict[str, Optional[bool]] = {k: INITIAL[k] for k in self.specs}
+        self.container: RunningContainer | None = None
+        self.results: dict[str, bool | None] = {k: INITIAL[k] for k in self.specs}
         self._container_id = {k: "" for k in self.specs}
         self._run = {k: (None, 0) for k in self.specs}  # kind -> (last result, how many in a row)
         self._hold = {k: False for k in self.specs}
@@ -148,7 +149,7 @@ class ContainerProbes:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._client.aclose()
 
-    def container_changed(self, container: Optional[RunningContainer]) -> None:
+    def container_changed(self, container: RunningContainer | None) -> None:
         self.container = container
         for kind in self.specs:  # let every worker look at the new state now
             self._trigger[kind].set()
@@ -168,7 +169,7 @@ class ContainerProbes:
                 pass
             trigger.clear()
 
-    def _set(self, kind: str, result: Optional[bool]) -> None:
+    def _set(self, kind: str, result: bool | None) -> None:
         if self.results[kind] != result:
             self.results[kind] = result
             self.on_change()

@@ -19,13 +19,14 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Iterable, Mapping, Sequence
+from typing import IO, Any
 
 import httpx
+import yaml
 
 from tritonscale import process_group
-import yaml
 
 from .tritonserver import free_port
 
@@ -145,7 +146,8 @@ class PrometheusServer:
 
         Written atomically (tmp file + ``os.replace``) so Prometheus never reads half a file.
         """
-        groups = [{"targets": [addr], "labels": {str(k): str(v) for k, v in labels.items()}} for addr, labels in targets]
+        groups = [{"targets": [addr], "labels": {str(k): str(v) for k, v in labels.items()}}
+                  for addr, labels in targets]
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._atomic_write(self.targets_path, json.dumps(groups, indent=1))
 
@@ -168,7 +170,7 @@ class PrometheusServer:
             "--log.level=warn",
         ]
 
-    def start(self) -> "PrometheusServer":
+    def start(self) -> PrometheusServer:
         if self.is_alive():
             raise RuntimeError(f"prometheus already running (pid {self.pid})")
         cmd = self.command()  # raises a clear error if the binary is missing
@@ -242,7 +244,7 @@ class PrometheusServer:
     def read_log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def __enter__(self) -> "PrometheusServer":
+    def __enter__(self) -> PrometheusServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

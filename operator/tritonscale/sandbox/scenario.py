@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import yaml
@@ -79,16 +79,16 @@ TRACE_RATE_SCALE = 10.0
 class Scenario:
     duration_s: float = 150.0
     load: str = "step"  # step | burst | trace[:FILE]
-    rate_scale: Optional[float] = None  # None: 1 for step/burst, TRACE_RATE_SCALE for a trace
+    rate_scale: float | None = None  # None: 1 for step/burst, TRACE_RATE_SCALE for a trace
     seed: int = 0
-    service_file: Optional[Path] = None  # None: the python-cpu sample with SANDBOX_SIZING
-    kill_at_s: Optional[float] = None  # SIGKILL one ready tritonserver at this time
-    step_phases: Optional[list[tuple[str, float, float]]] = None  # (name, seconds, rps): overrides the step
-    workdir: Optional[Path] = None  # None: a temporary directory, removed after a clean run
+    service_file: Path | None = None  # None: the python-cpu sample with SANDBOX_SIZING
+    kill_at_s: float | None = None  # SIGKILL one ready tritonserver at this time
+    step_phases: list[tuple[str, float, float]] | None = None  # (name, seconds, rps): overrides the step
+    workdir: Path | None = None  # None: a temporary directory, removed after a clean run
     request_timeout_s: float = 30.0
-    kubeconfig: Optional[Path] = None  # None: start a control plane; else use that cluster
+    kubeconfig: Path | None = None  # None: start a control plane; else use that cluster
     nodes: int = 1  # sandbox kubelets (Nodes), sharing this machine
-    gpus_per_node: Optional[int] = None  # None: node_registration.GPUS_PER_CORE per core of each Node
+    gpus_per_node: int | None = None  # None: node_registration.GPUS_PER_CORE per core of each Node
 
 
 @dataclass
@@ -163,8 +163,8 @@ def load_service(scenario: Scenario) -> dict[str, Any]:
 
 
 def describe_config(body: dict[str, Any]) -> dict[str, Any]:
-    from tritonscale.api.validation import validate_body
     from tritonscale.api.spec import model_name
+    from tritonscale.api.validation import validate_body
 
     spec, _ = validate_body(body)
     assert spec is not None

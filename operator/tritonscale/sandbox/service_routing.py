@@ -18,7 +18,7 @@ not resolve (a pod on a node of another kubelet) is skipped.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional
+from typing import Any
 
 from tritonscale.sandbox.list_watch import ListWatch
 from tritonscale.sandbox.pod_network import PodNetwork
@@ -64,11 +64,11 @@ class ServiceRouter:
         self._discovery = kubernetes.client.DiscoveryV1Api(api_client)
         self.namespace, self.service, self.port_name = namespace, service, port_name
         self.network = network
-        self._watch: Optional[ListWatch] = None
+        self._watch: ListWatch | None = None
         self._backends: list[str] = []
         self.unresolved = 0  # endpoints seen that no local pod listens for
 
-    def start(self) -> "ServiceRouter":
+    def start(self) -> ServiceRouter:
         self._watch = ListWatch(self._discovery.list_namespaced_endpoint_slice, self.namespace,
                                 on_change=self._refresh, loop=asyncio.get_running_loop(),
                                 name=f"endpointslices {self.namespace}/{self.service}",

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,10 +44,10 @@ class Phase:
     name: str
     start_s: float
     end_s: float
-    rps: Optional[float] = None  # nominal offered rate (None for a trace)
+    rps: float | None = None  # nominal offered rate (None for a trace)
 
 
-def _q(values: Sequence[float], q: float) -> Optional[float]:
+def _q(values: Sequence[float], q: float) -> float | None:
     if not len(values):
         return None
     return round(float(np.percentile(np.asarray(values, dtype=float), q)), 1)
@@ -180,7 +181,8 @@ def write_plot(summary: dict[str, Any], path: Path | str) -> Path:
         return [s[key] if s.get(key) is not None else float("nan") for s in tl]
 
     ax_p95.plot(t, series("p95_ms"), label="p95, client\n(last 5 s)", color="tab:purple")
-    ax_p95.plot(t, series("operator_p95_ms"), label="p95 the operator reads\n(Prometheus: max over pods of\nTriton's 60 s summary)",
+    ax_p95.plot(t, series("operator_p95_ms"),
+                label="p95 the operator reads\n(Prometheus: max over pods of\nTriton's 60 s summary)",
                 color="tab:orange", alpha=0.8)
     if target:
         ax_p95.axhline(target, color="red", linestyle="--", linewidth=1, label=f"target {target:g} ms")

@@ -28,9 +28,10 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterable, Mapping, Sequence
+from typing import IO
 
 import httpx
 
@@ -300,7 +301,7 @@ class TritonProcess:
         ]
 
     # ---- lifecycle
-    def start(self) -> "TritonProcess":
+    def start(self) -> TritonProcess:
         if self.is_alive():
             raise RuntimeError(f"tritonserver already running (pid {self.pid})")
         inst = self.install = self.install or find_tritonserver()
@@ -356,7 +357,7 @@ class TritonProcess:
             return ""
         return self.log_path.read_text(errors="replace")
 
-    def __enter__(self) -> "TritonProcess":
+    def __enter__(self) -> TritonProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -368,7 +369,7 @@ class TritonProcess:
         model_repository: Path,
         log_path: Path | None = None,
         extra_args: Iterable[str] = (),
-    ) -> "TritonProcess":
+    ) -> TritonProcess:
         """Build a process on three freshly picked free ports."""
         ports: list[int] = []
         while len(ports) < 3:
@@ -388,7 +389,7 @@ _LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 _UNESCAPE_RE = re.compile(r"\\(.)")
 
 
-def _unescape(m: "re.Match[str]") -> str:
+def _unescape(m: re.Match[str]) -> str:
     return "\n" if m.group(1) == "n" else m.group(1)
 
 

@@ -7,8 +7,9 @@ Pure functions over pod dicts (as the API returns them); the tick lists the pods
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 # Slack on the "became ready since the last tick" window: API timestamps have
 # one-second resolution, so a pod that turned Ready at 10.7 s reads 10 s; the
@@ -69,7 +70,8 @@ def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since:
         if uid in reported:
             continue
         created, ready_at = parse_time(meta.get("creationTimestamp")), parse_time(ready_cond.get("lastTransitionTime"))
-        restarts = sum(int(c.get("restartCount") or 0) for c in (pod.get("status") or {}).get("containerStatuses") or [])
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        restarts = sum(int(c.get("restartCount") or 0) for c in statuses)
         if created is None or ready_at is None or restarts or ready_at < since - TIMESTAMP_SLACK_S:
             continue
         startups.append(max(0.0, ready_at - created))

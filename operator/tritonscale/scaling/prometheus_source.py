@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 from tritonscale.scaling.decider import Observation
 

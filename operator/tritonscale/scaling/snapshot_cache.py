@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from tritonscale.scaling.prometheus_source import MetricSource, Snapshot
 
