@@ -55,7 +55,7 @@ def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any
         meta = dict(doc.get("metadata") or {})
         label = meta.get("name") or f"document {i}"
         spec, errs = validate_body(doc)
-        if errs:
+        if errs or spec is None:  # no spec comes back without a problem
             problems += [f"{path}: {label}: {e}" for e in errs]
             continue
         meta.setdefault("namespace", "default")

@@ -69,17 +69,14 @@ def _reconcile_owner(namespace: str, name: str) -> None:
         # deletion's own watch event reconciles again if the owner is still there.
 
 
-_CHILD_FILTER = {"labels": {LABEL: kopf.PRESENT}}
-
-
-@kopf.on.event("apps", "v1", "deployments", **_CHILD_FILTER)
-@kopf.on.event("", "v1", "services", **_CHILD_FILTER)
-@kopf.on.event("", "v1", "configmaps", **_CHILD_FILTER)
-@kopf.on.event("policy", "v1", "poddisruptionbudgets", **_CHILD_FILTER)
-def child_changed(body: kopf.Body, namespace: str, **_: Any) -> None:
+@kopf.on.event("apps", "v1", "deployments", labels={LABEL: kopf.PRESENT})
+@kopf.on.event("", "v1", "services", labels={LABEL: kopf.PRESENT})
+@kopf.on.event("", "v1", "configmaps", labels={LABEL: kopf.PRESENT})
+@kopf.on.event("policy", "v1", "poddisruptionbudgets", labels={LABEL: kopf.PRESENT})
+def child_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
     """A child changed or vanished: correct drift and refresh Ready from the Deployment."""
     owner = (body.get("metadata", {}).get("labels") or {}).get(LABEL)
-    if owner:
+    if owner and namespace:  # every child is namespaced
         _reconcile_owner(namespace, owner)
 
 
@@ -91,9 +88,10 @@ def _snapshots() -> SnapshotCache:
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
-async def autoscale(stopped: kopf.DaemonStopped, namespace: str, name: str, uid: str, spec: kopf.Spec,
-                    logger: logging.Logger, **_: Any) -> None:
+async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: str, uid: str, spec: kopf.Spec,
+                    logger: kopf.Logger, **_: Any) -> None:
     """One autoscaler loop per InferenceService; every intervalSeconds it runs one tick."""
+    assert namespace is not None  # InferenceServices are namespaced
     try:
         while not stopped:
             scaling = scaling_spec(spec)  # defaults from the API model

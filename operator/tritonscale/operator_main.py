@@ -86,9 +86,13 @@ def _run_elected(options: OperatorOptions, settings: ElectionSettings) -> int:
     stop = threading.Event()
     kopf_stop = loop.create_future()  # an asyncio flag: Kopf waits for it without a thread
 
+    def release_kopf() -> None:
+        if not kopf_stop.done():
+            kopf_stop.set_result(None)
+
     def on_signal(*_: Any) -> None:
         stop.set()
-        loop.call_soon_threadsafe(lambda: kopf_stop.done() or kopf_stop.set_result(None))
+        loop.call_soon_threadsafe(release_kopf)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import BaseModel
+
 from tritonscale.api import spec as S
 from tritonscale.api.status import InferenceServiceStatus
 from tritonscale.api.validation import NAME_MAX
@@ -64,10 +66,11 @@ def structural(node: Any, defs: dict[str, Any]) -> Any:
     return out
 
 
-def _schema_of(model: type) -> dict[str, Any]:
+def _schema_of(model: type[BaseModel]) -> dict[str, Any]:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.pop("$defs", {})
-    return _defaults_satisfy_rules(structural(raw, defs))
+    schema: dict[str, Any] = _defaults_satisfy_rules(structural(raw, defs))
+    return schema
 
 
 def _materialised(node: dict[str, Any]) -> dict[str, Any]:

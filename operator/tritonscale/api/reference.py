@@ -13,7 +13,7 @@ END = "<!-- END GENERATED CRD REFERENCE -->"
 def _type(node: dict[str, Any]) -> str:
     if "enum" in node:
         return " \\| ".join(f"`{v}`" for v in node["enum"])
-    t = node.get("type", "object")
+    t: str = node.get("type", "object")
     if t == "array":
         return f"list of {_type(node.get('items', {}))}"
     if node.get("x-kubernetes-preserve-unknown-fields"):

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # spec.py imports this module to put the CEL rules in its schema
+    from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec
 
 
 @dataclass(frozen=True)
@@ -29,23 +32,23 @@ class Rule:
     holds: Callable[[Any], bool]  # Python twin of `cel`, on the pydantic model at scope
 
 
-def _preferred_within_max(spec: Any) -> bool:
+def _preferred_within_max(spec: InferenceServiceSpec) -> bool:
     b = spec.batching
     if b is None or not b.preferred_batch_sizes:
         return True
     return all(s <= spec.model.max_batch_size for s in b.preferred_batch_sizes)
 
 
-def _batching_needs_batch_dim(spec: Any) -> bool:
+def _batching_needs_batch_dim(spec: InferenceServiceSpec) -> bool:
     b = spec.batching
     return b is None or not b.enabled or spec.model.max_batch_size > 0
 
 
-def _warmup_needs_inputs(spec: Any) -> bool:
+def _warmup_needs_inputs(spec: InferenceServiceSpec) -> bool:
     return spec.model.warmup is None or bool(spec.model.inputs)
 
 
-def _warmup_within_max(spec: Any) -> bool:
+def _warmup_within_max(spec: InferenceServiceSpec) -> bool:
     w = spec.model.warmup
     if w is None:
         return True
@@ -53,7 +56,7 @@ def _warmup_within_max(spec: Any) -> bool:
     return all(s <= limit for s in w.batch_sizes)
 
 
-def _precision_supported(spec: Any) -> bool:
+def _precision_supported(spec: InferenceServiceSpec) -> bool:
     m = spec.model
     if m.precision == "fp32":
         return True
@@ -64,22 +67,22 @@ def _precision_supported(spec: Any) -> bool:
     return False
 
 
-def _tensorrt_precision_needs_gpu(spec: Any) -> bool:
+def _tensorrt_precision_needs_gpu(spec: InferenceServiceSpec) -> bool:
     # TensorRT accelerators only exist on GPU instances: fp16/int8 on a CPU-only
     # service would render an optimization block Triton refuses to load.
     return spec.model.precision == "fp32" or spec.runtime.gpus > 0
 
 
-def _min_le_max(scaling: Any) -> bool:
+def _min_le_max(scaling: ScalingSpec) -> bool:
     return scaling.min_replicas <= scaling.max_replicas
 
 
-def _fallback_within_bounds(scaling: Any) -> bool:
+def _fallback_within_bounds(scaling: ScalingSpec) -> bool:
     f = scaling.fallback_replicas
     return f is None or (scaling.min_replicas <= f <= scaling.max_replicas)
 
 
-def _floor_within_max(scaling: Any) -> bool:
+def _floor_within_max(scaling: ScalingSpec) -> bool:
     return scaling.min_replicas + scaling.warm_buffer <= scaling.max_replicas
 
 

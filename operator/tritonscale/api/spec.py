@@ -216,7 +216,7 @@ class ScaleDownPolicy(_Model):
     max_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed per tick.")
 
 
-def _object_default() -> dict:
+def _object_default() -> dict[str, Any]:
     # `default: {}` lets the API server fill the nested scalar defaults when the block is omitted.
     return {"default": {}}
 

@@ -56,7 +56,7 @@ class InferenceServiceStatus(_Model):
     last_scale_time: str | None = Field(default=None, description="When the autoscaler last changed replicas.")
     endpoints: Endpoints | None = None
     conditions: list[Condition] = Field(default_factory=list)
-    scaling_state: dict | None = Field(
+    scaling_state: dict[str, Any] | None = Field(
         default=None,
         description="Autoscaler memory (recommendation history, failure count) so a restart loses nothing.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},

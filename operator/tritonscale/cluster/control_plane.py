@@ -105,7 +105,7 @@ class ControlPlane:
         """The CA bundle that verifies the API server (its self-signed certificate)."""
         return self.pki.serving_cert
 
-    def start(self, timeout: float = 180.0, before_controllers: Callable[[Path], None] | None = None) -> Path:
+    def start(self, timeout: float = 180.0, before_controllers: Callable[[Path], object] | None = None) -> Path:
         """Start everything, wait until it serves, write and return ``DIR/kubeconfig``.
 
         ``before_controllers(admin_kubeconfig)`` runs once the API server is ready and

@@ -27,9 +27,7 @@ def contains(live: Any, desired: Any) -> bool:
         return isinstance(live, list) and len(live) == len(desired) and all(
             contains(lv, dv) for lv, dv in zip(live, desired, strict=True)
         )
-    if isinstance(desired, (int, float)) and isinstance(live, (int, float)) and not isinstance(desired, bool):
-        return live == desired
-    return live == desired
+    return bool(live == desired)  # numbers by value: the API server may return 2 for 2.0
 
 
 def removals(last: Any, desired: Any) -> Any:
@@ -83,4 +81,5 @@ def plan_patch(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any] 
     gone = removals(last, {k: v for k, v in body.items() if k != "metadata"}) or {}
     if contains(live, body) and not gone:
         return None
-    return merge_patch(gone, body)  # the desired fields, and a null for each one removed
+    patch: dict[str, Any] = merge_patch(gone, body)  # the desired fields, and a null for each one removed
+    return patch

@@ -21,8 +21,10 @@ Dumper.add_representer(str, _str_presenter)
 
 
 def dump(obj: Any, **kwargs: Any) -> str:
-    return yaml.dump(obj, Dumper=Dumper, sort_keys=False, **kwargs)
+    text: str = yaml.dump(obj, Dumper=Dumper, sort_keys=False, **kwargs)  # no stream: a str
+    return text
 
 
 def dump_all(objs: Iterable[Any], **kwargs: Any) -> str:
-    return yaml.dump_all(objs, Dumper=Dumper, sort_keys=False, explicit_start=True, **kwargs)
+    text: str = yaml.dump_all(objs, Dumper=Dumper, sort_keys=False, explicit_start=True, **kwargs)
+    return text

@@ -129,11 +129,12 @@ class ListWatch:
                 version = meta.get("resourceVersion") or version
                 if kind == "BOOKMARK":
                     continue
+                uid = meta.get("uid", "")  # every object the API server returns has one
                 with self._lock:
                     if kind == "DELETED":
-                        self.objects.pop(meta.get("uid"), None)
+                        self.objects.pop(uid, None)
                     else:
-                        self.objects[meta.get("uid")] = obj
+                        self.objects[uid] = obj
                 self._notify()
         finally:
             with self._lock:

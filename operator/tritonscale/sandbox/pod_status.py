@@ -77,7 +77,7 @@ def phase(*, initialized: bool, containers: list[ContainerRecord], deleting: boo
     if not initialized:
         return "Pending"
     if deleting and containers and all(c.terminated for c in containers):
-        return "Succeeded" if all(c.terminated["exitCode"] == 0 for c in containers) else "Failed"
+        return "Succeeded" if all((c.terminated or {}).get("exitCode") == 0 for c in containers) else "Failed"
     if any(c.running for c in containers):
         return "Running"
     # Waiting without ever having run: still Pending; waiting to restart after an exit:

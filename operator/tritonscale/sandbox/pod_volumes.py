@@ -29,6 +29,7 @@ import base64
 import json
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ class VolumeAPI:
         return json.loads(resp.data)["status"]["token"]
 
 
-def _key_files(data: dict[str, str], items: list[dict[str, Any]] | None) -> dict[str, str]:
+def _key_files(data: Mapping[str, bytes | str], items: list[dict[str, Any]] | None) -> dict[str, bytes | str]:
     if not items:
         return dict(data)
     return {item["path"]: data[item["key"]] for item in items if item.get("key") in data}
@@ -106,7 +107,7 @@ def _source_files(api: VolumeAPI, pod: dict[str, Any], kind: str, source: dict[s
             raise MountError(f'configmap "{source["name"]}" not found')
         return _key_files(cm.get("data") or {}, source.get("items"))
     if kind == "secret":
-        name = source.get("secretName") or source.get("name")
+        name = source.get("secretName") or source["name"]  # the API server requires secretName
         secret = api.secret(ns, name)
         if secret is None:
             if source.get("optional"):

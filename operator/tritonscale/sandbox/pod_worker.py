@@ -274,14 +274,15 @@ class PodWorker:
                           "the sandbox's kubelet runs pods with one container whose command is tritonserver")
             await self.deleting.wait()
             return
-        assert self.address is not None
+        address = self.address
+        assert address is not None
         mounts = pod_volumes.mounts(spec, volumes)
-        args = map_args(argv[1:], mounts, self.address.host_ports)
+        args = map_args(argv[1:], mounts, address.host_ports)
         repo = next((a.partition("=")[2] for a in args if a.startswith("--model-repository=")), str(self.dir))
-        ports = {p.get("name"): self.address.host_ports[p["containerPort"]] for p in spec.get("ports") or []}
-        env = container_env(spec, self.pod, self.address.ip)
+        ports = {p.get("name"): address.host_ports[p["containerPort"]] for p in spec.get("ports") or []}
+        env = container_env(spec, self.pod, address.ip)
         self.probes = ContainerProbes(
-            spec, target=lambda port: self.address.host_address(port) if port in self.address.host_ports else None,
+            spec, target=lambda port: address.host_address(port) if port in address.host_ports else None,
             on_change=self._probes_changed, on_failure=self._probe_failed,
             kubelet_started_at=self.kubelet.started_at, deleting=self.deleting.is_set)
         self.probes.start()
@@ -299,6 +300,7 @@ class PodWorker:
                                          ports.get("metrics", 0), log_path=self.dir / f"{rec.name}.log",
                                          container_args=args, env=env)
             self.process.start()
+            assert self.process.pid is not None  # started
             self.kubelet.started_pids.append(self.process.pid)
             now = time.time()
             if not first:
@@ -315,7 +317,7 @@ class PodWorker:
             self._mark()
             self.kubelet.event(self, "started" if first else "restarted",
                                f"{self.name} {'started' if first else 'restarted'} (restart #{rec.restart_count}; "
-                               f"pod IP {self.address.ip}, http on 127.0.0.1:{ports.get('http')})",
+                               f"pod IP {address.ip}, http on 127.0.0.1:{ports.get('http')})",
                                reason="Started")
             first = False
             if await self._watch_container():

@@ -109,10 +109,10 @@ class ContainerProbes:
         self.container: RunningContainer | None = None
         self.results: dict[str, bool | None] = {k: INITIAL[k] for k in self.specs}
         self._container_id = {k: "" for k in self.specs}
-        self._run = {k: (None, 0) for k in self.specs}  # kind -> (last result, how many in a row)
+        self._run: dict[str, tuple[bool | None, int]] = {k: (None, 0) for k in self.specs}  # (last result, in a row)
         self._hold = {k: False for k in self.specs}
         self._trigger = {k: asyncio.Event() for k in self.specs}
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._client = httpx.AsyncClient(trust_env=False)
         for spec in self.specs.values():
             if spec.action == "unsupported":
@@ -129,7 +129,7 @@ class ContainerProbes:
 
     @property
     def ready(self) -> bool:
-        if not self.started:
+        if not self.started or self.container is None:  # started implies a container
             return False
         if "readiness" not in self.specs:
             return True

@@ -108,7 +108,7 @@ def build_load(scenario: Scenario) -> LoadShape:
         for name, seconds, rps in spec:
             phases.append(Phase(name, t, t + seconds, rps * scale))
             t += seconds
-        arrivals = loadgen.step_schedule([(p.end_s - p.start_s, p.rps) for p in phases], seed=scenario.seed)
+        arrivals = loadgen.step_schedule([(p.end_s - p.start_s, p.rps or 0.0) for p in phases], seed=scenario.seed)
         desc = "step " + " -> ".join(f"{p.rps:g}" for p in phases) + " rps"
         return LoadShape(arrivals, phases, desc)
     if kind == "burst":
