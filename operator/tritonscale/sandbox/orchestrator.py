@@ -191,7 +191,10 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
     recorder = Recorder(shape.arrivals, config["target_p95_ms"])
 
     temp_workdir = scenario.workdir is None
-    workdir = Path(tempfile.mkdtemp(prefix="tritonscale-sandbox-")) if scenario.workdir is None else Path(scenario.workdir)
+    if scenario.workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="tritonscale-sandbox-"))
+    else:
+        workdir = Path(scenario.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     view.say(f"sandbox: {shape.description} for {scenario.duration_s:g} s against {name} "
              f"(a {config['cost_base_ms']:g} ms + b {config['cost_per_item_ms']:g} ms x n, batch <= "
