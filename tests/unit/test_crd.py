@@ -209,9 +209,6 @@ def _violations(check: str) -> list[str]:
     return bad
 
 
-PROPS_XOR = "status, status.endpoints and status.conditions[] carry `additionalProperties: true` next to `properties`"
-
-
 @pytest.mark.parametrize("check", [
     "type-or-preserve",
     "no-forbidden-keywords",
@@ -377,8 +374,6 @@ def api_server_errors(spec: dict[str, Any]) -> list[str]:
 
 # The API server drops (or, with strict field validation, refuses) unknown fields before the schema runs.
 UNKNOWN_FIELD_CASES = {"unknown-scaling-field", "unknown-top-level-field", "unknown-tensor-field"}
-ITEMS_UNCHECKED = ("product bug: Pydantic rejects {} with a field_validator the CRD cannot see (items are bare "
-                   "`type: integer`), so kubectl apply admits it and only the operator's SpecValid=False says no")
 SCHEMA_GAPS: dict[str, str] = {}  # cases the CRD schema cannot check (none left)
 
 

@@ -1,1 +1,2 @@
-"""Level-based reconciliation: compare desired children with live ones."""
+"""Level-based reconciliation: compare desired children with live ones, converge them,
+and write the reconciler's status fields."""

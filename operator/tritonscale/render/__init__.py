@@ -1,1 +1,1 @@
-"""Pure renderers: spec -> config.pbtxt and Kubernetes objects."""
+"""Pure renderers: spec -> config.pbtxt and Kubernetes objects; the CRD as YAML."""

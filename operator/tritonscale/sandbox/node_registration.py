@@ -137,7 +137,6 @@ class NodeHeartbeat:
         self.name, self.index = name, index
         self.resources = resources
         self.uid = ""
-        self.renewals = 0
         self.errors = 0
 
     def register(self) -> None:
@@ -167,7 +166,6 @@ class NodeHeartbeat:
             self._leases.create_namespaced_lease(LEASE_NAMESPACE, {
                 "metadata": {"name": name, "namespace": LEASE_NAMESPACE, "ownerReferences": [owner]},
                 "spec": spec})
-        self.renewals += 1
 
     def _report(self) -> None:
         self._core.patch_node_status(self.name, {"status": node_status(self.name, self.resources, time.time())},

@@ -220,12 +220,6 @@ class PrometheusServer:
             raise RuntimeError(f"query {promql!r} failed: {body}")
         return body["data"]["result"]
 
-    async def reload(self) -> None:
-        """Rewrite the config and ask Prometheus to reload it (``POST /-/reload``)."""
-        self.write_config()
-        async with httpx.AsyncClient(base_url=self.url, timeout=10.0, trust_env=False) as client:
-            (await client.post("/-/reload")).raise_for_status()
-
     def stop(self, timeout: float = 5.0) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout``.  Returns the exit code."""
         rc = process_group.stop_group(self._proc, timeout) if self._proc is not None else None

@@ -66,7 +66,6 @@ class ServiceRouter:
         self.network = network
         self._watch: ListWatch | None = None
         self._backends: list[str] = []
-        self.unresolved = 0  # endpoints seen that no local pod listens for
 
     def start(self) -> ServiceRouter:
         self._watch = ListWatch(self._discovery.list_namespaced_endpoint_slice, self.namespace,
@@ -84,9 +83,7 @@ class ServiceRouter:
         backends = []
         for address, port in pick_endpoints(self._watch.snapshot(), self.port_name):
             host = self.network.resolve(address, port)
-            if host is None:
-                self.unresolved += 1
-            else:
+            if host is not None:  # None: no local pod listens there
                 backends.append(host)
         self._backends = backends
 

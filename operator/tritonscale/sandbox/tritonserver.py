@@ -254,10 +254,6 @@ class TritonProcess:
         return f"127.0.0.1:{self.http_port}"
 
     @property
-    def metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.metrics_port}/metrics"
-
-    @property
     def metrics_address(self) -> str:
         return f"127.0.0.1:{self.metrics_port}"
 

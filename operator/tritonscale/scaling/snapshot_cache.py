@@ -25,7 +25,6 @@ class SnapshotCache:
         self._sources: dict[str, MetricSource] = {}
         self._cache: dict[tuple[str, int], Snapshot] = {}
         self._inflight: dict[tuple[str, int], asyncio.Future[Snapshot]] = {}
-        self.fetches = 0
 
     async def get(self, url: str, window_s: int, max_age_s: float) -> Snapshot:
         key = (url, window_s)
@@ -41,7 +40,6 @@ class SnapshotCache:
             if source is None:
                 source = self._sources[url] = self._factory(url)
             snap = await asyncio.to_thread(source.fetch, window_s)
-            self.fetches += 1
             self._cache[key] = snap
             fut.set_result(snap)
             return snap
