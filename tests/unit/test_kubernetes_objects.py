@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from support.spec_cases import mutate
 from tritonscale.api.spec import HASH_ANNOTATION, LABEL, InferenceServiceSpec
 from tritonscale.render.kubernetes_objects import FETCH_IMAGES, build_children, config_hash
 from tritonscale.render.triton_config import render_config_pbtxt
@@ -46,17 +47,6 @@ def fetch(dep: dict[str, Any]) -> dict[str, Any]:
     inits = dep["spec"]["template"]["spec"]["initContainers"]
     assert [c["name"] for c in inits] == ["model-fetch"]
     return inits[0]
-
-
-def with_changes(doc: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(doc)
-    for path, value in changes.items():
-        *parents, leaf = path.split(".")
-        node = out
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
 
 
 SAMPLE_IDS = [s.stem for s in SAMPLES]
@@ -155,7 +145,7 @@ def test_gpu_limit_equals_runtime_gpus(sample: Any) -> None:
 
 @pytest.mark.parametrize(("gpus", "limit"), [(0, None), (1, 1), (4, 4)])
 def test_gpu_limit_table(gpus: int, limit: int | None) -> None:
-    dep = children(with_changes(BASE, {"spec.runtime.gpus": gpus}))["Deployment"]
+    dep = children(mutate(BASE, {"spec.runtime.gpus": gpus}))["Deployment"]
     limits = triton(dep)["resources"].get("limits", {})
     assert (int(limits["nvidia.com/gpu"]) if "nvidia.com/gpu" in limits else None) == limit
     assert ("--allow-gpu-metrics=false" in triton(dep)["args"]) is (gpus == 0)
@@ -172,7 +162,7 @@ def test_gpu_limit_table(gpus: int, limit: int | None) -> None:
 ])
 def test_resources_merge_gpu_limit_keeping_user_values(resources: dict[str, Any], gpus: int,
                                                        expected: dict[str, Any]) -> None:
-    doc = with_changes(BASE, {"spec.runtime.gpus": gpus, "spec.runtime.resources": resources})
+    doc = mutate(BASE, {"spec.runtime.gpus": gpus, "spec.runtime.resources": resources})
     before = copy.deepcopy(resources)
     got = triton(children(doc)["Deployment"])["resources"]
     normalise = lambda r: {k: {q: str(v) for q, v in d.items()} for k, d in r.items()}  # noqa: E731
@@ -185,7 +175,7 @@ def test_resources_merge_gpu_limit_keeping_user_values(resources: dict[str, Any]
 ])
 def test_initial_replicas_are_the_warm_floor(warm_buffer: int, min_replicas: int, max_replicas: int,
                                              replicas: int) -> None:
-    doc = with_changes(BASE, {"spec.scaling.warmBuffer": warm_buffer, "spec.scaling.minReplicas": min_replicas,
+    doc = mutate(BASE, {"spec.scaling.warmBuffer": warm_buffer, "spec.scaling.minReplicas": min_replicas,
                               "spec.scaling.maxReplicas": max_replicas})
     objs = children(doc)
     assert objs["Deployment"]["spec"]["replicas"] == replicas
@@ -199,7 +189,7 @@ def test_initial_replicas_are_the_warm_floor(warm_buffer: int, min_replicas: int
     ("gs://bucket/m", FETCH_IMAGES["gs"], "gcloud storage cp --recursive", None),
 ])
 def test_model_fetch_init_container(uri: str, image: str, script_has: str, claim: str | None) -> None:
-    dep = children(with_changes(BASE, {"spec.model.storageUri": uri}))["Deployment"]
+    dep = children(mutate(BASE, {"spec.model.storageUri": uri}))["Deployment"]
     init = fetch(dep)
     script = init["command"][-1]
     assert init["command"][:2] == ["/bin/sh", "-c"]
@@ -228,7 +218,7 @@ def test_model_fetch_init_container(uri: str, image: str, script_has: str, claim
 
 
 def test_fetch_script_quotes_the_uri() -> None:
-    dep = children(with_changes(BASE, {"spec.model.storageUri": "s3://bucket/a;rm-rf"}))["Deployment"]
+    dep = children(mutate(BASE, {"spec.model.storageUri": "s3://bucket/a;rm-rf"}))["Deployment"]
     assert "'s3://bucket/a;rm-rf'" in fetch(dep)["command"][-1]
 
 
@@ -249,7 +239,7 @@ def test_fetch_script_quotes_the_uri() -> None:
 ])
 def test_config_hash_changes_iff_config_changes(changes: dict[str, Any], config_changes: bool) -> None:
     a = children(BASE)
-    b_doc = with_changes(BASE, {k: v for k, v in changes.items() if v is not None})
+    b_doc = mutate(BASE, {k: v for k, v in changes.items() if v is not None})
     for k, v in changes.items():
         if v is None:
             *parents, leaf = k.split(".")
@@ -280,13 +270,13 @@ def test_response_cache_flag(cache: bool, cache_bytes: int | None, flag: str | N
     changes: dict[str, Any] = {"spec.model.responseCache": cache}
     if cache_bytes:
         changes["spec.runtime.responseCacheBytes"] = cache_bytes
-    args = triton(children(with_changes(BASE, changes))["Deployment"])["args"]
+    args = triton(children(mutate(BASE, changes))["Deployment"])["args"]
     cache_args = [a for a in args if a.startswith("--cache-config")]
     assert cache_args == ([flag] if flag else [])
 
 
 def test_extra_args_come_last_and_pod_options_apply() -> None:
-    doc = with_changes(BASE, {
+    doc = mutate(BASE, {
         "spec.runtime.extraArgs": ["--log-verbose=1", "--model-control-mode=none"],
         "spec.runtime.nodeSelector": {"pool": "gpu"},
         "spec.runtime.tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
