@@ -23,12 +23,18 @@ from support.chart_render import CHART, NAMESPACE, NON_DEFAULT_VALUES, REPO, hel
 # x-kubernetes-validations use fieldPath, new in 1.28) and the bundled kubectl's.
 KUBE_VERSIONS = ["1.28.0", "1.35.0"]
 CONFIGS = {"default": None, "non-default": NON_DEFAULT_VALUES}
+# replicaCount 2 (the default): leader election over the release's Lease, client-go's timings.
+LEADER_ELECTION_ARGS = ["--leader-elect", "--leader-elect-resource-name=tritonscale",
+                        f"--leader-elect-resource-namespace={NAMESPACE}", "--leader-elect-lease-duration=15",
+                        "--leader-elect-renew-deadline=10", "--leader-elect-retry-period=2"]
+POD_NAME_ENV = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
 CRD_FILE = "inferenceservices.tritonscale.io.yaml"
 
 # The operator's own metrics (names final), served on :8080.
 OPERATOR_METRICS = {
     "tritonscale_decisions_total", "tritonscale_observed_p95_milliseconds", "tritonscale_target_p95_milliseconds",
     "tritonscale_desired_replicas", "tritonscale_ready_replicas", "tritonscale_tick_duration_seconds",
+    "tritonscale_leader",
 }
 
 
@@ -68,7 +74,9 @@ def test_helm_lint_is_clean(config, tmp_path):
 
 @pytest.mark.parametrize("bad, message", [
     ({"watchNamespaces": ["Not_A_Namespace"]}, "/watchNamespaces/0"),
-    ({"replicaCount": 2}, "replicaCount"),  # one active replica only: there is no such value
+    ({"replicaCount": 0}, "/replicaCount"),
+    ({"leaderElection": {"leaseDurationSeconds": 15, "renewDeadlineSeconds": 10, "retryPeriodSeconds": 0.5}},
+     "/leaderElection/retryPeriodSeconds"),
     ({"prometheus": {"url": "prometheus:9090"}}, "/prometheus/url"),
     ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
 ])
@@ -120,9 +128,9 @@ def test_rendered_objects_pass_kubernetes_schemas(rendered, config, kube_version
             except kubernetes_validate.ValidationError as exc:
                 pytest.fail(f"{kind}/{name} is invalid for Kubernetes {kube_version}: {str(exc).splitlines()[0]}")
         checked.append(kind)
-    expected = {"CustomResourceDefinition", "ServiceAccount", "Deployment", "Service"}
-    expected |= {"ClusterRole", "ClusterRoleBinding"} if config == "default" else {
-        "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "PodMonitor", "ConfigMap"}
+    expected = {"CustomResourceDefinition", "ServiceAccount", "Deployment", "Service", "PodDisruptionBudget",
+                "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}  # Role: the leader Lease
+    expected |= set() if config == "default" else {"PodMonitor", "ConfigMap"}
     assert expected <= set(checked), checked
     print(f"\n{config} @ {kube_version}: {len(checked)} objects valid: {sorted(checked)}")
 
@@ -153,14 +161,16 @@ def test_crd_is_apiextensions_v1(rendered):
 def test_operator_deployment_defaults(rendered):
     objects = rendered["default"]
     dep = _one(objects, "Deployment", "tritonscale")
-    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    # Two replicas behind the leader Lease: a rollout may overlap them.
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
     pod = dep["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert c["image"] == f"ghcr.io/tritonscale/tritonscale:{chart['appVersion']}" \
         == "ghcr.io/tritonscale/tritonscale:0.1.0"
-    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081"]
-    assert "env" not in c  # no Prometheus by default
+    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", *LEADER_ELECTION_ARGS]
+    assert c["env"] == [POD_NAME_ENV]  # no Prometheus by default
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 8080, "healthz": 8081}
     assert c["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"},
@@ -183,7 +193,9 @@ def test_operator_deployment_defaults(rendered):
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     labels = dep["spec"]["template"]["metadata"]["labels"]
     assert all(labels[k] == v for k, v in svc["spec"]["selector"].items())
-    assert not [o for o in objects if o["kind"] in ("PodMonitor", "ConfigMap", "Role", "RoleBinding")]
+    assert not [o for o in objects if o["kind"] in ("PodMonitor", "ConfigMap")]
+    assert [o["metadata"]["name"] for o in objects if o["kind"] in ("Role", "RoleBinding")] == [
+        "tritonscale-leader-election"] * 2
 
 
 def test_operator_deployment_non_default(rendered):
@@ -191,8 +203,9 @@ def test_operator_deployment_non_default(rendered):
     (c,) = _one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081",
                          "--prometheus-url=http://prometheus.monitoring:9090", "--namespace=a", "--namespace=b",
-                         "--verbose"]
-    assert c["env"] == [{"name": "TRITONSCALE_PROMETHEUS_URL", "value": "http://prometheus.monitoring:9090"}]
+                         "--verbose", *LEADER_ELECTION_ARGS]
+    assert c["env"] == [{"name": "TRITONSCALE_PROMETHEUS_URL", "value": "http://prometheus.monitoring:9090"},
+                        POD_NAME_ENV]
     # Namespaced mode: the namespaced rules only in a and b; cluster-wide only read-only lookups.
     for ns in ("a", "b"):
         role = _one([o for o in objects if o["metadata"].get("namespace") == ns], "Role")
@@ -203,6 +216,68 @@ def test_operator_deployment_non_default(rendered):
     (cr,) = [o for o in objects if o["kind"] == "ClusterRole"]
     assert {v for rule in cr["rules"] for v in rule["verbs"]} == {"list", "watch"}
     assert {r for rule in cr["rules"] for r in rule["resources"]} == {"namespaces", "customresourcedefinitions"}
+
+
+def test_replica_count_2_renders_leader_election_pdb_and_anti_affinity(tmp_path):
+    """`helm template --set replicaCount=2`: everything two replicas need."""
+    objects = [d for d in yaml.safe_load_all(helm("template", "tritonscale", str(CHART), "--namespace", NAMESPACE,
+                                                  "--set", "replicaCount=2")) if d]
+    dep = _one(objects, "Deployment")
+    selector = dep["spec"]["selector"]["matchLabels"]
+    assert dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"]["type"] == "RollingUpdate"
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert c["args"][3:] == LEADER_ELECTION_ARGS
+    # Preferred, not required: one node must still run both (e.g. a single-node cluster).
+    assert dep["spec"]["template"]["spec"]["affinity"] == {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+            "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector}}}]}}
+    pdb = _one(objects, "PodDisruptionBudget")
+    assert pdb["metadata"]["namespace"] == NAMESPACE
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    # The Lease only, in the release namespace, with the verbs the election uses: get and
+    # update limited to the Lease's name; create cannot be limited by name.
+    role = _one(objects, "Role", "tritonscale-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["tritonscale"],
+         "verbs": ["get", "update"]}]
+    binding = _one(objects, "RoleBinding", "tritonscale-leader-election")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                  "name": "tritonscale-leader-election"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "tritonscale", "namespace": NAMESPACE}]
+    # Timings from values; the election's own rules on them are the chart's too.
+    values = {"replicaCount": 3, "affinity": {"nodeAffinity": {}},
+              "leaderElection": {"leaseDurationSeconds": 30, "renewDeadlineSeconds": 20.5, "retryPeriodSeconds": 4}}
+    dep = _one(helm_template(values, tmp_path), "Deployment")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert c["args"][-3:] == ["--leader-elect-lease-duration=30", "--leader-elect-renew-deadline=20.5",
+                              "--leader-elect-retry-period=4"]
+    assert dep["spec"]["replicas"] == 3 and dep["spec"]["template"]["spec"]["affinity"] == {"nodeAffinity": {}}
+
+
+@pytest.mark.parametrize("timings, message", [
+    ({"leaseDurationSeconds": 10, "renewDeadlineSeconds": 10, "retryPeriodSeconds": 2},
+     "leaseDurationSeconds must be greater than leaderElection.renewDeadlineSeconds"),
+    ({"leaseDurationSeconds": 15, "renewDeadlineSeconds": 4, "retryPeriodSeconds": 4},
+     "renewDeadlineSeconds must be greater than 1.2 x leaderElection.retryPeriodSeconds"),
+])
+def test_unsafe_leader_election_timings_fail_to_render(timings, message, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"leaderElection": timings}))
+    proc = subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
+                          text=True)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+def test_one_replica_runs_alone_with_recreate(tmp_path):
+    objects = helm_template({"replicaCount": 1}, tmp_path)
+    dep = _one(objects, "Deployment")
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081"] and "env" not in c
+    assert "affinity" not in dep["spec"]["template"]["spec"]
+    assert not [o for o in objects if o["kind"] in ("PodDisruptionBudget", "Role", "RoleBinding")]
 
 
 def test_pod_monitors(rendered):

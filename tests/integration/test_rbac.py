@@ -8,8 +8,11 @@ drives the real `tritonscale run` process through everything it does today:
 create, children, Ready, spec change, drift on a child, a deleted child, an
 invalid object, delete; and a second run with a dead Prometheus and a fallback
 policy so the autoscaler's writes (Deployment spec.replicas, status, the pod
-census) are recorded too. The test fails on any 403 and on any grant no request
-used (but one, whose use an admission plugin makes, shown separately).
+census) are recorded too. Both runs use the chart's leader election flags (default
+values: two replicas), so the Lease requests are recorded too: the first run creates
+the Lease, renews it and hands it back on SIGTERM; the second takes it. The test
+fails on any 403 and on any grant no request used (but one, whose use an admission
+plugin makes, shown separately).
 
 Run with -s to see the derived list.
 """
@@ -23,7 +26,7 @@ import kubernetes
 import pytest
 
 from support.chart_render import NON_DEFAULT_VALUES, helm_template, rbac_grants
-from support.cluster import client_for, sample, wait_for
+from support.cluster import OPERATOR_NAMESPACE, RELEASE, client_for, sample, wait_for
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 
 # Granted, and used by admission rather than by a request: children's ownerReferences
@@ -105,8 +108,27 @@ def _lifecycle(k: _Api) -> None:
     wait_for(lambda: k.gone("linear"), 5, what="linear deleted (finalizer released)")
 
 
+def _chart_leader_election_args() -> list[str]:
+    """The --leader-elect flags of the chart's Deployment (default values)."""
+    (dep,) = [o for o in helm_template() if o["kind"] == "Deployment"]
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    elect = [a for a in args if a.startswith("--leader-elect")]
+    assert "--leader-elect" in elect, args
+    return elect
+
+
+def _delete_lease(api_client: kubernetes.client.ApiClient) -> None:
+    """No Lease left by an earlier test: the first run must create it."""
+    try:
+        kubernetes.client.CoordinationV1Api(api_client).delete_namespaced_lease(RELEASE, OPERATOR_NAMESPACE)
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
 def _autoscaler_with_dead_prometheus(k: _Api, start_operator) -> Any:
-    op = start_operator("--prometheus-url", "http://127.0.0.1:9")  # nothing listens on port 9
+    # nothing listens on port 9
+    op = start_operator("--prometheus-url", "http://127.0.0.1:9", *_chart_leader_election_args())
     k.create(_sample(k.ns, "fallback", fallbackReplicas=2, failureThreshold=1, intervalSeconds=1))
     wait_for(lambda: k.apps.read_namespaced_deployment("fallback", k.ns), 5, what="children of fallback")
     # Give the autoscaler a few 1 s ticks against the dead Prometheus; with
@@ -129,8 +151,9 @@ def test_chart_rbac_covers_exactly_the_requests_in_the_audit_log(api_client, nam
                                                                   operator_install, audit_log, start_operator,
                                                                   tmp_path):
     node()
+    _delete_lease(api_client)
     k = _Api(api_client, namespace)
-    op = start_operator()
+    op = start_operator(*_chart_leader_election_args())
     _lifecycle(k)
     assert "Traceback" not in op.output(), op.output()
     op.stop()
@@ -158,21 +181,33 @@ def test_chart_rbac_covers_exactly_the_requests_in_the_audit_log(api_client, nam
     granted = rbac_grants(cluster_roles, ("ClusterRole",))
     print(f"granted by ClusterRole {cluster_roles[0]['metadata']['name']}:\n{_fmt(granted)}")
 
-    missing = used - granted
-    assert not missing, f"the ClusterRole (default values) lacks:\n{_fmt(missing)}"
-    unused = granted - used - GRANTED_WITHOUT_REQUEST
-    assert not unused, f"the ClusterRole grants what the operator never requested:\n{_fmt(unused)}"
+    # The leader election's Role: the Lease only, in the release namespace.
+    (election_role,) = [o for o in default if o["kind"] == "Role"]
+    assert election_role["metadata"]["namespace"] == OPERATOR_NAMESPACE
+    election = rbac_grants([election_role], ("Role",))
+    print(f"granted by Role {election_role['metadata']['name']}:\n{_fmt(election)}")
+    leases = [r for r in requests if r.resource == "leases"]
+    assert leases and {r.namespace for r in leases} == {OPERATOR_NAMESPACE}
+    named = {n for rule in election_role["rules"] for n in rule.get("resourceNames", [])}
+    assert named == {RELEASE} and {r.name for r in leases if r.verb != "create"} == named
+
+    missing = used - granted - election
+    assert not missing, f"the ClusterRole and the Role (default values) lack:\n{_fmt(missing)}"
+    unused = (granted | election) - used - GRANTED_WITHOUT_REQUEST
+    assert not unused, f"the chart grants what the operator never requested:\n{_fmt(unused)}"
 
     # Namespaced mode (watchNamespaces: [a, b]): each Role plus the discovery
     # ClusterRole grant the same (group, resource, verb) set, because the operator
     # makes the same requests, only under per-namespace URLs.
     namespaced = helm_template(NON_DEFAULT_VALUES, tmp_path)
-    roles = [o for o in namespaced if o["kind"] == "Role"]
+    roles = [o for o in namespaced if o["kind"] == "Role" and o["metadata"]["namespace"] != OPERATOR_NAMESPACE]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["a", "b"]
     discovery = rbac_grants(namespaced, ("ClusterRole",))
+    (namespaced_election,) = [o for o in namespaced if o["kind"] == "Role" and o not in roles]
+    assert rbac_grants([namespaced_election], ("Role",)) == election
     for role in roles:
         role_grants = rbac_grants([role], ("Role",))
-        missing = {t for t in used if t not in role_grants and t not in discovery}
+        missing = {t for t in used if t not in role_grants and t not in discovery and t not in election}
         assert not missing, f"Role in {role['metadata']['namespace']} + discovery ClusterRole lack:\n{_fmt(missing)}"
     # In namespaced mode Kopf also lists and watches Namespaces (test_operator_namespaced
     # runs that mode under these Roles on the API server), and the cluster-scoped

@@ -2,7 +2,7 @@
 
 An in-memory Lease API with the API server's optimistic concurrency (a PUT with a stale
 resourceVersion gets 409) stands in for kube-apiserver; the real one is in
-tests/integration/test_leader_election.py. Fake clocks where the arithmetic is the
+tests/integration/test_operator_failover.py. Fake clocks where the arithmetic is the
 point; real time (a few seconds) only for the two-candidate runs.
 """
 

@@ -1,0 +1,519 @@
+"""Two operator replicas behind the leader Lease, on the real control plane.
+
+Each replica is the real `tritonscale run --leader-elect` process with the chart's
+flags (Lease named after the release, in the release namespace; the chart's Role
+allows nothing else) and short timings (lease 5 s, renew deadline 3 s, retry 1 s),
+running as the chart's ServiceAccount with a token of its own. The API server's
+audit log names the token in every request (``user.extra``
+``authentication.kubernetes.io/credential-id``: the token's JTI), so each request is
+attributed to the replica that made it, with the time the API server received it.
+
+- failover: SIGKILL the leader while the load rises; the standby takes over within
+  lease duration + one autoscaler tick, the dead leader wrote nothing after its lease
+  ran out, and Deployment replicas never fell below the floor or went down at all
+  (they only rise while the load does);
+- partition: the leader reaches the API through a local TCP proxy that the test
+  stops; it stops acting (exits) before the standby acquires the Lease, and writes
+  nothing once the proxy is back;
+- graceful stop: SIGTERM makes the leader hand the Lease back, so the standby takes
+  over without waiting out the lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime
+import json
+import re
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+import pytest
+import yaml
+
+from support.audit_log import AuditLog
+from support.cluster import OPERATOR_NAMESPACE, RELEASE, OperatorInstall, sample, wait_for
+from support.triton_exporter import TritonExporter
+from tritonscale.api.spec import GROUP, PLURAL, VERSION
+from tritonscale.cluster.control_plane import SERVICE_ACCOUNT_ISSUER
+from tritonscale.sandbox.operator_process import OperatorProcess
+from tritonscale.sandbox.prometheus_server import PrometheusServer, find_prometheus
+
+LEASE_S, RENEW_S, RETRY_S = 5, 3.0, 1.0
+# The chart's flags (the Role grants get/update on this Lease name only), shorter timings.
+ELECT = ["--leader-elect", f"--leader-elect-resource-name={RELEASE}",
+         f"--leader-elect-resource-namespace={OPERATOR_NAMESPACE}", f"--leader-elect-lease-duration={LEASE_S}",
+         f"--leader-elect-renew-deadline={RENEW_S:g}", f"--leader-elect-retry-period={RETRY_S:g}"]
+NAME = "linear"
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
+
+try:
+    find_prometheus()
+    HAVE_PROMETHEUS = True
+except Exception:  # noqa: BLE001
+    HAVE_PROMETHEUS = False
+
+
+# ---- audit log, per token -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Call:
+    credential: str  # "JTI=<the token's jti>"
+    at: float  # epoch seconds the API server received it
+    verb: str
+    resource: str
+    name: str
+    code: int
+
+
+def calls(audit: AuditLog, since: int = 0) -> list[Call]:
+    out = []
+    with open(audit.path, "rb") as f:
+        f.seek(since)
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            e = json.loads(line)
+            ref = e.get("objectRef") or {}
+            resource = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource") else "")
+            cred = ((e.get("user") or {}).get("extra") or {}).get("authentication.kubernetes.io/credential-id")
+            out.append(Call(credential=(cred or [""])[0], at=_epoch(e["requestReceivedTimestamp"]),
+                            verb=e.get("verb", ""), resource=resource, name=ref.get("name", ""),
+                            code=int((e.get("responseStatus") or {}).get("code") or 0)))
+    return out
+
+
+def _epoch(rfc3339: str | datetime.datetime) -> float:
+    if isinstance(rfc3339, datetime.datetime):
+        return rfc3339.timestamp()
+    return datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
+
+
+# ---- replicas ---------------------------------------------------------------------------------
+
+@dataclass
+class Replica:
+    proc: OperatorProcess
+    credential: str
+    metrics_port: int
+    liveness_port: int
+    exited_at: float | None = None  # epoch, as first seen by the test
+    _watch: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def identity(self) -> str:
+        m = re.search(r"leader election: candidate (\S+) for Lease", self.proc.output())
+        return m.group(1) if m else ""
+
+    def writes(self, audit: AuditLog, since: int) -> list[Call]:
+        return [c for c in calls(audit, since) if c.credential == self.credential and c.verb in WRITES]
+
+    def get(self, path: str, port: int) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def leader_gauge(self) -> float:
+        _, text = self.get("/metrics", self.metrics_port)
+        return float(re.search(r"^tritonscale_leader (\S+)$", text, re.M).group(1))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _token_kubeconfig(install: OperatorInstall, admin: kubernetes.client.ApiClient, path: Path,
+                      server: str | None) -> str:
+    """A kubeconfig for the chart's ServiceAccount with a token of its own (and another API
+    address: the proxy); returns the credential id the audit log shows for it."""
+    token = kubernetes.client.CoreV1Api(admin).create_namespaced_service_account_token(
+        install.service_account, install.namespace,
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+         "spec": {"audiences": [SERVICE_ACCOUNT_ISSUER], "expirationSeconds": 3600}}).status.token
+    config = yaml.safe_load(install.kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": token}
+    if server:
+        config["clusters"][0]["cluster"]["server"] = server
+    path.write_text(yaml.safe_dump(config))
+    payload = token.split(".")[1]
+    return "JTI=" + json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["jti"]
+
+
+@pytest.fixture
+def lease(admin_client: kubernetes.client.ApiClient) -> Iterator[Callable[[], Any]]:
+    """The chart's Lease, absent at the start and the end (other tests use it too);
+    ``lease()`` reads it (None while absent)."""
+    coordination = kubernetes.client.CoordinationV1Api(admin_client)
+
+    def delete() -> None:
+        try:
+            coordination.delete_namespaced_lease(RELEASE, OPERATOR_NAMESPACE)
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def read() -> Any:
+        try:
+            return coordination.read_namespaced_lease(RELEASE, OPERATOR_NAMESPACE)
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    delete()
+    yield read
+    delete()
+
+
+@pytest.fixture
+def replicas(operator_install: OperatorInstall, admin_client: kubernetes.client.ApiClient,
+             tmp_path: Path) -> Iterator[Callable[..., Replica]]:
+    """``replicas(*args, server=None)``: start one `tritonscale run --leader-elect` replica
+    (own token, own /metrics and /healthz ports); returned at once (a standby makes no
+    request the fixture could wait for)."""
+    started: list[Replica] = []
+
+    def start(*args: str, server: str | None = None) -> Replica:
+        i = len(started)
+        kubeconfig = tmp_path / f"replica-{i}.kubeconfig"
+        credential = _token_kubeconfig(operator_install, admin_client, kubeconfig, server)
+        metrics, liveness = _free_port(), _free_port()
+        proc = OperatorProcess(kubeconfig, tmp_path / f"replica-{i}.log",
+                               [*ELECT, f"--metrics-port={metrics}", f"--liveness-port={liveness}", *args],
+                               env={"POD_NAME": f"replica-{i}"}).start()
+        replica = Replica(proc, credential, metrics, liveness)
+
+        def watch_exit() -> None:
+            proc.proc.wait()
+            replica.exited_at = time.time()
+
+        replica._watch = threading.Thread(target=watch_exit, daemon=True)
+        replica._watch.start()
+        started.append(replica)
+        wait_for(lambda: replica.identity or not proc.alive(), 20, what="the replica to start its election")
+        assert proc.alive(), proc.output()
+        return replica
+
+    yield start
+    for r in started:
+        r.proc.stop()
+
+
+def _holder(lease: Callable[[], Any]) -> str:
+    current = lease()
+    return (current.spec.holder_identity or "") if current else ""
+
+
+class ReplicaRecorder(threading.Thread):
+    """Deployment spec.replicas every 0.1 s, with the time."""
+
+    def __init__(self, apps: kubernetes.client.AppsV1Api, namespace: str) -> None:
+        super().__init__(daemon=True)
+        self.apps, self.ns, self.stop_flag, self.seen = apps, namespace, threading.Event(), []
+
+    def run(self) -> None:
+        while not self.stop_flag.is_set():
+            try:
+                self.seen.append((time.time(), self.apps.read_namespaced_deployment(NAME, self.ns).spec.replicas))
+            except kubernetes.client.ApiException:
+                pass
+            self.stop_flag.wait(0.1)
+
+    def values(self) -> list[int]:
+        out: list[int] = []
+        for _, n in self.seen:
+            if not out or out[-1] != n:
+                out.append(n)
+        return out
+
+
+# ---- failover ---------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not HAVE_PROMETHEUS, reason="prometheus binary missing: apt-get install -y prometheus")
+def test_failover_during_a_load_increase(api_client, namespace, models_claim, node, lease, replicas, audit_log,
+                                         tmp_path):
+    NS = namespace
+    node()
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    apps = kubernetes.client.AppsV1Api(api_client)
+
+    def status(name: str = NAME) -> dict[str, Any]:
+        return custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name).get("status") or {}
+
+    exporter = TritonExporter([NAME]).start()
+    prom = PrometheusServer(tmp_path / "prom", scrape_interval_s=1.0).start()
+    recorder = None
+    try:
+        prom.write_targets([(exporter.address, {"namespace": NS, "inferenceservice": NAME, "pod": "linear-0"})])
+        assert asyncio.run(prom.wait_ready()), prom.read_log()
+        assert asyncio.run(prom.wait_target_up(exporter.address, timeout=30)), prom.read_log()
+        # Full batches of 16 in 52 ms: ~300 rps per replica at saturation.
+        load = dict(p95_ms=60.0, queue_ms=5.0, pending=2.0, batch_size=16.0, batch_ms=52.0)
+        rps = 300.0
+        exporter.set(NAME, rps=rps, **load)
+
+        mark = audit_log.mark()
+        a = replicas("--prometheus-url", prom.url)
+        wait_for(lambda: _holder(lease) == a.identity, 15, what="the first replica to lead")
+        b = replicas("--prometheus-url", prom.url)
+        wait_for(lambda: "standby: Lease" in b.proc.output(), 15, what="the second replica to stand by")
+        # Both serve /healthz and /metrics; only the leader says 1.
+        assert a.get("/healthz", a.liveness_port)[0] == 200 and b.get("/healthz", b.liveness_port)[0] == 200
+        assert json.loads(b.get("/healthz", b.liveness_port)[1])["role"] == "standby"
+        assert (a.leader_gauge(), b.leader_gauge()) == (1.0, 0.0)
+
+        floor, interval = 2, 4  # interval >= 2 retry periods (the standby's lags) + start-up
+        body = sample(NS)
+        body["spec"]["scaling"] = {
+            "minReplicas": floor, "maxReplicas": 10, "targetP95Milliseconds": 100,
+            "intervalSeconds": interval, "windowSeconds": 10,
+            "scaleUp": {"maxStep": 1}, "scaleDown": {"stabilizationSeconds": 30},
+        }
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
+        # A second object whose Prometheus is unreachable (port 9 discards): its memory is a
+        # failure count that goes on across the takeover, or restarts from 1 without it.
+        counting = sample(NS)
+        counting["metadata"]["name"] = "counting"
+        counting["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": 2, "intervalSeconds": interval,
+                                       "failureThreshold": 100, "prometheus": {"url": "http://127.0.0.1:9"}}
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, counting)
+        wait_for(lambda: (apps.read_namespaced_deployment(NAME, NS).status.ready_replicas or 0) == floor, 30,
+                 what="the floor, ready (the models claim binds first)")
+        wait_for(lambda: status().get("requestsPerSecond"), 20, what="the rate in status")
+        recorder = ReplicaRecorder(apps, NS)
+        recorder.start()
+
+        # The load rises by 60 rps a second; the leader dies once the autoscaler has
+        # followed it above the floor, and the load keeps rising.
+        killed_at = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            rps += 60.0
+            exporter.set(NAME, rps=rps, **load)
+            if killed_at is None and apps.read_namespaced_deployment(NAME, NS).spec.replicas > floor:
+                a.proc.proc.kill()
+                killed_at, rps_at_kill = time.time(), rps
+                at_kill = apps.read_namespaced_deployment(NAME, NS).spec.replicas
+                time.sleep(0.5)  # a write the leader had sent lands before the read below
+                failures_at_kill = status("counting")["scalingState"]["failures"]
+            if killed_at and time.time() - killed_at > LEASE_S + 3 * interval:
+                break
+            time.sleep(1.0)
+        assert killed_at, f"replicas never rose above the floor: {recorder.values()}"
+        time.sleep(interval)  # the load holds at its top
+        recorder.stop_flag.set()
+        recorder.join(2)
+
+        took = lease()
+        assert took.spec.holder_identity == b.identity
+        acquired = _epoch(took.spec.acquire_time)
+        log = calls(audit_log, mark)
+        a_calls = [c for c in log if c.credential == a.credential]
+        b_calls = [c for c in log if c.credential == b.credential]
+        a_renewals = [c.at for c in a_calls if c.resource == "leases" and c.verb == "update" and c.code == 200]
+        a_writes = [c for c in a_calls if c.verb in WRITES]
+        b_writes = [c for c in b_calls if c.verb in WRITES and c.resource != "leases"]
+        b_first_tick = min(c.at for c in b_writes if c.resource in ("inferenceservices/status", "deployments"))
+        print(f"\nleader killed at {at_kill} replicas ({rps_at_kill:.0f} rps, rising to {rps:.0f}); the standby "
+              f"acquired the Lease {acquired - killed_at:.2f} s after the kill, its first autoscaler write came "
+              f"{b_first_tick - killed_at:.2f} s after it (bound: lease {LEASE_S} s + tick {interval} s); "
+              f"replicas seen: {recorder.values()}")
+
+        # The standby acted within lease duration + one tick, and not before it held the Lease.
+        assert b_first_tick - killed_at <= LEASE_S + interval, (b_first_tick - killed_at)
+        assert min(c.at for c in b_writes) >= acquired - 0.01
+        assert {(c.verb, c.resource) for c in b_calls if c.at < acquired} <= {("get", "leases")}
+        # The old leader wrote nothing after its lease ran out (its last renewal + lease
+        # duration), nor after the kill; the standby's writes all came after its last one.
+        lease_end = max(a_renewals) + LEASE_S
+        assert a_writes and max(c.at for c in a_writes) <= min(lease_end, killed_at), (a_writes[-3:], lease_end)
+        assert min(c.at for c in b_writes) > max(c.at for c in a_writes)
+        # The decider's memory came along: the failure count went on from the old leader's,
+        # one more for each status write of the new leader (fresh memory would count from 0).
+        def b_ticks() -> int:
+            return sum(1 for c in b.writes(audit_log, mark)
+                       if c.resource == "inferenceservices/status" and c.name == "counting")
+
+        def between_ticks() -> tuple[int, int] | None:
+            n = b_ticks()
+            failures = status("counting")["scalingState"]["failures"]
+            return (n, failures) if b_ticks() == n else None
+
+        ticks, failures = wait_for(between_ticks, 5, what="a read between two ticks")
+        assert ticks and failures == failures_at_kill + ticks, (failures_at_kill, ticks, failures)
+        # Never below the floor, never down while the load rose (no flap), and the new
+        # leader went on following the load.
+        seen = [n for _, n in recorder.seen]
+        assert min(seen) >= floor, recorder.values()
+        assert all(x <= y for x, y in zip(seen, seen[1:], strict=False)), f"replicas went down: {recorder.values()}"
+        assert max(n for t, n in recorder.seen if t > b_first_tick) > at_kill, recorder.values()
+        assert "Traceback" not in b.proc.output(), b.proc.output()[-3000:]
+    finally:
+        if recorder:
+            recorder.stop_flag.set()
+        prom.stop()
+        exporter.stop()
+
+
+# ---- partition --------------------------------------------------------------------------------
+
+class TcpProxy:
+    """127.0.0.1:port -> target, one thread per direction. ``cut()`` closes the listener and
+    every connection (connections are refused from then on); ``heal()`` listens again."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = _free_port()
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+
+    def heal(self) -> TcpProxy:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        return self
+
+    def cut(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            conns, self._conns = self._conns, []
+        if listener:
+            listener.close()
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                if self._listener is not listener:
+                    client.close()
+                    upstream.close()
+                    return
+                self._conns += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def _ticking_sample(namespace: str) -> dict[str, Any]:
+    """An object whose autoscaler writes status every second: Prometheus is unreachable
+    (port 9 discards), so each tick counts one more failure in scalingState."""
+    body = sample(namespace)
+    body["spec"]["scaling"].update({"minReplicas": 1, "maxReplicas": 3, "intervalSeconds": 1,
+                                    "fallbackReplicas": 2, "failureThreshold": 2})
+    return body
+
+
+def test_a_partitioned_leader_stops_before_the_standby_takes_over(api_client, namespace, lease, replicas,
+                                                                  audit_log, control_plane):
+    NS = namespace
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    server = yaml.safe_load(Path(control_plane.kubeconfig).read_text())["clusters"][0]["cluster"]["server"]
+    host, port = re.match(r"https://([^:/]+):(\d+)", server).groups()
+    proxy = TcpProxy((host, int(port))).heal()
+    try:
+        mark = audit_log.mark()
+        # The serving certificate names 127.0.0.1, whatever the port: TLS passes through.
+        a = replicas("--prometheus-url", "http://127.0.0.1:9", server=f"https://127.0.0.1:{proxy.port}")
+        wait_for(lambda: _holder(lease) == a.identity, 15, what="the proxied replica to lead")
+        b = replicas("--prometheus-url", "http://127.0.0.1:9")
+        wait_for(lambda: "standby: Lease" in b.proc.output(), 15, what="the direct replica to stand by")
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, _ticking_sample(NS))
+        wait_for(lambda: len([c for c in a.writes(audit_log, mark) if c.resource == "inferenceservices/status"]) >= 3,
+                 15, what="the leader's autoscaler to write status")
+
+        proxy.cut()
+        cut_at = time.time()
+        wait_for(lambda: _holder(lease) == b.identity, LEASE_S + 4 * RETRY_S + 5, interval=0.05,
+                 what="the standby to take the Lease")
+        took = lease()
+        acquired = _epoch(took.spec.acquire_time)
+        wait_for(lambda: a.exited_at, 5, what="the cut-off leader to exit")
+        print(f"\nproxy stopped; the cut-off leader exited {a.exited_at - cut_at:.2f} s later "
+              f"(renew deadline {RENEW_S:g} s), the standby acquired the Lease {acquired - cut_at:.2f} s later")
+        # It stopped on its own deadline, before the standby may and did take over.
+        assert a.proc.proc.returncode == 1
+        assert "leader election lost" in a.proc.output(), a.proc.output()[-2000:]
+        assert a.exited_at < acquired, (a.exited_at - cut_at, acquired - cut_at)
+        assert a.exited_at - cut_at <= RENEW_S + 1.0
+
+        # The partition heals: had it gone on acting, it would write again now.
+        proxy.heal()
+        b_status = lambda: [c for c in b.writes(audit_log, mark) if c.resource == "inferenceservices/status"]  # noqa: E731
+        wait_for(lambda: len(b_status()) >= 3, 15, what="the new leader's autoscaler to write status")
+        time.sleep(2)
+        a_after = [c for c in calls(audit_log, mark) if c.credential == a.credential and c.at > cut_at]
+        assert a_after == [], a_after
+        a_writes = a.writes(audit_log, mark)
+        assert max(c.at for c in a_writes) < min(c.at for c in b.writes(audit_log, mark) if c.resource != "leases")
+    finally:
+        proxy.cut()
+
+
+# ---- graceful stop ----------------------------------------------------------------------------
+
+def test_a_stopped_leader_hands_the_lease_over(api_client, namespace, lease, replicas, audit_log):
+    NS = namespace
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    a = replicas("--prometheus-url", "http://127.0.0.1:9")
+    wait_for(lambda: _holder(lease) == a.identity, 15, what="the first replica to lead")
+    b = replicas("--prometheus-url", "http://127.0.0.1:9")
+    wait_for(lambda: "standby: Lease" in b.proc.output(), 15, what="the second replica to stand by")
+    custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, _ticking_sample(NS))
+    wait_for(lambda: custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, NAME).get("status"), 10,
+             what="status from the leader")
+
+    a.proc.stop()  # SIGTERM: Kopf stops, then the Lease is handed back
+    released_at = wait_for(lambda: a.exited_at, 20, what="the leader to exit")
+    assert a.proc.proc.returncode == 0, a.proc.output()[-2000:]
+    assert "released Lease" in a.proc.output()
+    wait_for(lambda: _holder(lease) == b.identity, 10, interval=0.05, what="the standby to take the Lease")
+    acquired = _epoch(lease().spec.acquire_time)
+    print(f"\nstandby acquired the released Lease {acquired - released_at:+.2f} s from the old leader's exit")
+    # Within a retry period of the release -- not a lease duration after the last renewal.
+    assert acquired - released_at <= RETRY_S + 0.5
+    mark = audit_log.mark()
+    wait_for(lambda: [c for c in b.writes(audit_log, mark) if c.resource == "inferenceservices/status"], 10,
+             what="the new leader's autoscaler to write status")
