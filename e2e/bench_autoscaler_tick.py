@@ -33,7 +33,8 @@ import yaml
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.cluster import ControlPlane
-from tritonscale.kube.client import Kube
+from tritonscale.kube.client import Kube, client_for
+from tritonscale.sandbox.cluster_setup import apply_crd
 from tritonscale.sandbox.prometheus_server import PrometheusServer
 from tritonscale.scaling.decider import Policy, Replicas, State, decide
 from tritonscale.scaling.prometheus_source import PrometheusSource
@@ -71,12 +72,6 @@ def exporter(n: int) -> tuple[ThreadingHTTPServer, str]:
     return srv, f"127.0.0.1:{srv.server_address[1]}"
 
 
-def _client(kubeconfig: Path) -> kubernetes.client.ApiClient:
-    cfg = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(str(kubeconfig), client_configuration=cfg)
-    return kubernetes.client.ApiClient(cfg)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--services", type=int, default=1000)
@@ -94,9 +89,7 @@ def main() -> int:
     plane = ControlPlane(work / "control-plane")
     try:
         # The CRD before the controllers start (the garbage collector knows it at once).
-        kubeconfig = plane.start(before_controllers=lambda path: kubernetes.client.ApiextensionsV1Api(
-            _client(path)).create_custom_resource_definition(
-                yaml.safe_load((REPO / "crds" / "inferenceservices.tritonscale.io.yaml").read_text())))
+        kubeconfig = plane.start(before_controllers=lambda path: apply_crd(client_for(path)))
         asyncio.run(prom.wait_ready())
         source = PrometheusSource(prom.url)
         deadline = time.monotonic() + 60
@@ -125,7 +118,7 @@ def main() -> int:
 
         # Full ticks against the real API server: N objects and their Deployments (paused:
         # the Deployment controller makes no ReplicaSets or pods for them).
-        client = _client(kubeconfig)
+        client = client_for(kubeconfig)
         custom = kubernetes.client.CustomObjectsApi(client)
         apps = kubernetes.client.AppsV1Api(client)
         for i in range(10):

@@ -18,9 +18,7 @@ A benchmark, not a test: it prints figures and asserts nothing about them.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,8 +27,11 @@ from pathlib import Path
 import kubernetes
 import yaml
 
-from tritonscale.api.spec import GROUP, PLURAL, VERSION
+from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 from tritonscale.cluster import ControlPlane
+from tritonscale.kube.client import client_for
+from tritonscale.sandbox.cluster_setup import apply_crd
+from tritonscale.sandbox.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACES = 10
@@ -40,18 +41,6 @@ def _rss_kib(pid: int) -> tuple[int, int]:
     """(VmRSS, VmHWM) of ``pid`` in KiB."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
-
-
-def _install_crd(kubeconfig: Path) -> None:
-    client = _client(kubeconfig)
-    body = yaml.safe_load((REPO / "crds" / "inferenceservices.tritonscale.io.yaml").read_text())
-    kubernetes.client.ApiextensionsV1Api(client).create_custom_resource_definition(body)
-
-
-def _client(kubeconfig: Path) -> kubernetes.client.ApiClient:
-    cfg = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(str(kubeconfig), client_configuration=cfg)
-    return kubernetes.client.ApiClient(cfg)
 
 
 def main() -> int:
@@ -68,8 +57,8 @@ def main() -> int:
     operator = None
     try:
         # The CRD before the controllers start, so the garbage collector knows it at once.
-        kubeconfig = plane.start(before_controllers=_install_crd)
-        client = _client(kubeconfig)
+        kubeconfig = plane.start(before_controllers=lambda path: apply_crd(client_for(path)))
+        client = client_for(kubeconfig)
         core, custom = kubernetes.client.CoreV1Api(client), kubernetes.client.CustomObjectsApi(client)
         sample = yaml.safe_load((REPO / "manifests" / "samples" / "python-cpu.yaml").read_text())
         for key in ("intervalSeconds", "windowSeconds"):  # the CRD defaults: a tick every 15 s
@@ -83,13 +72,9 @@ def main() -> int:
             custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
         print(f"created {n} InferenceServices in {time.monotonic() - t0:.1f} s", flush=True)
 
-        log = open(work / "operator.log", "w")
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONUNBUFFERED": "1"}
-        env.pop("KUBERNETES_SERVICE_HOST", None)
         t0 = time.monotonic()
-        operator = subprocess.Popen([str(Path(sys.executable).parent / "tritonscale"), "run", "--metrics-port", "0",
-                                     "--liveness-port", "0"], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                    start_new_session=True)
+        operator = OperatorProcess(kubeconfig, work / "operator.log").start()
+        assert operator.proc is not None and operator.pid is not None
         apps = kubernetes.client.AppsV1Api(client)
         while True:
             items = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
@@ -97,8 +82,8 @@ def main() -> int:
             deployments = len(apps.list_deployment_for_all_namespaces().items)
             if with_status == n and deployments == n:
                 break
-            if operator.poll() is not None:
-                print(f"the operator exited ({operator.returncode}); see {work / 'operator.log'}")
+            if not operator.alive():
+                print(f"the operator exited ({operator.proc.returncode}); see {work / 'operator.log'}")
                 return 1
             time.sleep(2)
         reconciled_s = time.monotonic() - t0
@@ -111,7 +96,7 @@ def main() -> int:
             samples.append(_rss_kib(operator.pid)[0])
             time.sleep(1)
         rss, hwm = _rss_kib(operator.pid)
-        pods = len(core.list_pod_for_all_namespaces(label_selector="tritonscale.io/inferenceservice").items)
+        pods = len(core.list_pod_for_all_namespaces(label_selector=LABEL).items)
         print(f"InferenceServices:                 {n}")
         print(f"children (ConfigMap, Deployment, Service, PDB): {4 * n}; pods (Pending, no Nodes): {pods}")
         print(f"operator RSS after {args.settle:.0f} s more: {rss / 1024:.0f} MiB "
@@ -121,12 +106,8 @@ def main() -> int:
         print(f"operator log: {errors} ERROR lines ({work / 'operator.log'})")
         return 0
     finally:
-        if operator is not None and operator.poll() is None:
-            operator.terminate()
-            try:
-                operator.wait(15)
-            except subprocess.TimeoutExpired:
-                operator.kill()
+        if operator is not None:
+            operator.stop(timeout=15)
         plane.stop()
 
 

@@ -33,11 +33,12 @@ import pytest
 
 from tritonscale.api.spec import HASH_ANNOTATION, LABEL
 from tritonscale.api.validation import validate_body
+from tritonscale.kube.client import client_for
 from tritonscale.render.kubernetes_objects import build_children, config_hash
 from tritonscale.sandbox.cluster_setup import provision_model_store
 from tritonscale.sandbox.kubelet import Kubelet
 from tritonscale.sandbox.node_registration import GPU, machine_resources
-from tritonscale.sandbox.orchestrator import api_client, group_alive
+from tritonscale.sandbox.orchestrator import group_alive
 from tritonscale.sandbox.pod_network import PodNetwork
 from tritonscale.sandbox.preflight import preflight
 from tritonscale.sandbox.scenario import Scenario, load_service
@@ -81,9 +82,9 @@ def _ready(pod: dict[str, Any]) -> bool:
 def test_kubelet_runs_the_controllers_pods_as_tritonservers(plane, tmp_path: Path) -> None:
     import kubernetes
 
-    admin = api_client(plane.kubeconfig)
+    admin = client_for(plane.kubeconfig)
     core, apps = kubernetes.client.CoreV1Api(admin), kubernetes.client.AppsV1Api(admin)
-    node_identity = api_client(plane.kubeconfig_for(f"system:node:{NODE}", ["system:nodes"]))
+    node_identity = client_for(plane.kubeconfig_for(f"system:node:{NODE}", ["system:nodes"]))
     body = load_service(Scenario())
     configmap, deployment, service, pdb = _children(body)
     provision_model_store(admin, tmp_path / "store", NS, "models", "linear")

@@ -21,6 +21,7 @@ import yaml
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.cluster.control_plane import SERVICE_ACCOUNT_ISSUER
+from tritonscale.kube.client import client_for  # the tests' clients too: one per kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "manifests" / "samples"
@@ -78,12 +79,6 @@ def sample(namespace: str, name: str = "python-cpu.yaml") -> dict[str, Any]:
     body = yaml.safe_load((SAMPLES / name).read_text())
     body["metadata"]["namespace"] = namespace
     return body
-
-
-def client_for(kubeconfig: Path | str) -> kubernetes.client.ApiClient:
-    cfg = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(str(kubeconfig), client_configuration=cfg)
-    return kubernetes.client.ApiClient(cfg)
 
 
 def run_tool(*cmd: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import kubernetes
@@ -67,6 +68,14 @@ def load_credentials() -> None:
         kubernetes.config.load_incluster_config()
     else:
         kubernetes.config.load_kube_config()
+
+
+def client_for(kubeconfig: Path | str) -> kubernetes.client.ApiClient:
+    """A client for the cluster and identity of one kubeconfig file, leaving the process-wide
+    default configuration alone (the sandbox, the tests and the benchmarks hold several)."""
+    cfg = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(str(kubeconfig), client_configuration=cfg)
+    return kubernetes.client.ApiClient(cfg)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
+from tritonscale.kube.client import client_for
 from tritonscale.sandbox import loadgen
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
 from tritonscale.sandbox.cluster_setup import apply_crd, provision_model_store
@@ -95,14 +96,6 @@ def group_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def api_client(kubeconfig: Path) -> Any:
-    import kubernetes
-
-    cfg = kubernetes.client.Configuration()
-    kubernetes.config.load_kube_config(str(kubeconfig), client_configuration=cfg)
-    return kubernetes.client.ApiClient(cfg)
 
 
 async def until(stop: asyncio.Event, awaitable: Awaitable[Any]) -> Any:
@@ -236,7 +229,7 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
             # The CRD goes in before kube-controller-manager starts, so its garbage collector
             # knows InferenceServices from its first discovery (it rediscovers every 30 s).
             starting = asyncio.ensure_future(asyncio.to_thread(
-                plane.start, before_controllers=lambda config: apply_crd(api_client(config))))
+                plane.start, before_controllers=lambda config: apply_crd(client_for(config))))
 
             async def stop_plane() -> None:
                 await asyncio.gather(starting, return_exceptions=True)  # start() cleans up after itself
@@ -249,7 +242,7 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
             pids.extend(plane.pids().values())
         view.say(f"sandbox: kubeconfig {kubeconfig}  (try: kubectl --kubeconfig {kubeconfig} "
                  "get tis,deploy,rs,pods,endpointslices)")
-        admin = api_client(kubeconfig)
+        admin = client_for(kubeconfig)
 
         # 2. The CRD (already there if the plane is ours) and the model store.
         crd_name = await until(stop, asyncio.to_thread(apply_crd, admin))
@@ -276,7 +269,7 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
             node = f"sandbox-node-{i}"
             identity = (plane.kubeconfig_for(f"system:node:{node}", ["system:nodes"]) if plane is not None
                         else kubeconfig)
-            kubelet = Kubelet(api_client(identity), workdir, node_name=node, node_index=i, resources=resources,
+            kubelet = Kubelet(client_for(identity), workdir, node_name=node, node_index=i, resources=resources,
                               network=network, targets=targets, on_event=on_kubelet_event)
             kubelets.append(kubelet)
             teardown.append((f"kubelet {node} and its tritonservers", kubelet.stop))
