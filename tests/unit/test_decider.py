@@ -213,7 +213,8 @@ def test_breach_is_bounded(obs, rep, rec, replicas, reason):
 # --- step: tolerate ----------------------------------------------------------------------------
 @pytest.mark.parametrize(("rec", "planned", "current", "replicas", "reason"), [
     (3, 4 * CAP * D.UTILISATION * 0.95, 4, 4, "WithinTolerance"),  # 95% of plan: hold
-    (2, 4 * CAP * D.UTILISATION * 0.5, 4, 2, "LoadDecreased"),
+    (2, 4 * CAP * D.UTILISATION * 0.5, 4, 3, "LoadDecreased"),  # 2 would run full: 3, with hysteresis
+    (2, 4 * CAP * D.UTILISATION * 0.4, 4, 2, "LoadDecreased"),
     (6, 4 * CAP * D.UTILISATION * 1.3, 4, 6, "LoadIncreased"),  # scale-up is never held back
 ])
 def test_tolerate_holds_scale_down_only(rec, planned, current, replicas, reason):
@@ -439,3 +440,13 @@ def test_breach_with_a_draining_queue_adds_nothing():
     stuck = D.Demand(900.0, 900.0, 2000.0, growth=0.0)  # not shrinking: the estimate must be off, more
     step = D.breach(Step(4, "Steady", ""), ok(900, p95=300, pending=2000), Replicas(4, 4), CAP, POLICY, stuck)
     assert step.replicas == 5
+
+
+def test_scale_down_keeps_the_tolerance_as_hysteresis():
+    # 3 replicas, a load that 2 would carry only at 96% of plan: stay at 3 (a wobble would flip 2-3-2)
+    planned = 2 * CAP * D.UTILISATION * 0.96
+    step = D.tolerate(Step(2, "LoadDecreased", ""), planned, CAP, 3, POLICY)
+    assert step.replicas == 3
+    # a load 2 carry at 80% of plan: down to 2
+    step = D.tolerate(Step(2, "LoadDecreased", ""), 2 * CAP * D.UTILISATION * 0.8, CAP, 3, POLICY)
+    assert step.replicas == 2

@@ -577,12 +577,18 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: Optional[float
 
 
 def tolerate(step: Step, planned: float, cap: Optional[float], current: int, policy: Policy) -> Step:
-    """No scale-down while the load per replica is within the tolerance of the plan."""
+    """Hysteresis on the way down: scale down only to a count whose load stays below the plan by
+    the tolerance (otherwise a rate wobbling around a boundary flips the count each tick); none
+    at all while the current count's load is within the tolerance."""
     if not cap or step.replicas >= current or current <= 0 or step.reason == "Idle":
         return step
     load = planned / (current * cap * UTILISATION)
     if load >= 1.0 - policy.tolerance:
         return Step(current, "WithinTolerance", step.why + f"; load {load:.0%} of plan is within tolerance")
+    down = min(current, max(step.replicas, math.ceil(planned / (cap * UTILISATION * (1.0 - policy.tolerance)))))
+    if down > step.replicas:
+        return Step(down, step.reason if down < current else "WithinTolerance",
+                    step.why + f"; {step.replicas} would run within {policy.tolerance:.0%} of full: {down}")
     return step
 
 
