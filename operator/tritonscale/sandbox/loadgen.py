@@ -171,7 +171,8 @@ class RequestRecord:
     latency_ms: float  # NaN if the request never got a response
     ok: bool
     backend: str = ""  # "host:port" it went to ("" if none)
-    error: str = ""  # "", "overflow", "no-backend", "timeout", "rejected: ..." (Triton's queue policy), or the exception text
+    # "", "overflow", "no-backend", "timeout", "rejected: ..." (Triton's queue policy), or the exception text
+    error: str = ""
     lag_ms: float = 0.0  # how late the send was vs. the scheduled arrival
 
 
