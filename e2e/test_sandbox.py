@@ -41,7 +41,10 @@ from tritonscale.sandbox.summary import write_plot, write_summary
 BASE, HIGH, LOW = ("base", 12.0, 15.0), ("high", 43.0, 70.0), ("low", 75.0, 10.0)
 HIGH_START, HIGH_END = BASE[1], BASE[1] + HIGH[1]
 END = HIGH_END + LOW[1]
-KILL_AT = 35.0
+# The kill comes early in the low phase, while the high phase's replicas are still up: in the high
+# phase the fleet is right-sized (2-3 replicas for 70 rps), so losing one there measures the
+# restart, not the autoscaler, and the high-phase latency check below would measure the kill.
+KILL_AT = HIGH_END + 5.0
 KUBECTL_AT = 40.0
 TARGET_MS = 200.0
 KUBECTL = Path(sys.executable).parent / "kubectl"  # from .ci/install-k8s-tools
@@ -160,6 +163,9 @@ def test_step_load_scales_up_and_back_down_and_survives_a_killed_replica(sandbox
     assert HIGH[2] > capacity
     high_desired = [s.desired for s in samples if HIGH_START <= s.t < HIGH_END]
     assert max(high_desired) >= math.ceil(HIGH[2] / capacity), context
+    # ... to what the rate needs, not to maxReplicas: 70 rps on ~50 rps replicas is 2, plus at most
+    # one for a breach (the old p95/target rule jumped to 4).
+    assert summary["peak_replicas"] <= 3, context
     assert any(e.to_replicas > e.from_replicas and e.t < HIGH_END for e in result.scale_events), context
 
     # 2. ... and p95 comes back under target before the high phase ends (last 15 s of it).
@@ -191,7 +197,15 @@ def test_step_load_scales_up_and_back_down_and_survives_a_killed_replica(sandbox
     assert readies_after, result.recorder.marks
     print(f"killed pod Ready again {readies_after[0].t - marks['killed'].t:.1f} s after the kill; "
           f"errors {summary['errors']} of {summary['requests']}: {summary['error_kinds']}")
-    assert summary["errors"] <= 0.02 * summary["requests"], summary["error_kinds"]
+    # Rejections by Triton's queue policy (the operator's default timeout, twice the target) are
+    # deliberate misses while the load outruns the replicas: only at the step up, before the
+    # added replicas are warm, or on the killed pod's queue. Anything else stays rare.
+    rejected = [r for r in result.recorder.records if r.error.startswith("rejected")]
+    stray = [r.send_time for r in rejected
+             if not (HIGH_START <= r.send_time < HIGH_START + 25 or marks["killed"].t - 5 <= r.send_time
+                     < marks["killed"].t + 15)]
+    assert not stray, stray[:10]
+    assert summary["errors"] - len(rejected) <= 0.02 * summary["requests"], summary["error_kinds"]
     after = [r for r in result.recorder.records if r.send_time >= marks["killed"].t + 10]
     assert after and all(r.ok for r in after), [r for r in after if not r.ok][:5]
 
