@@ -31,7 +31,8 @@ def test_p95_is_the_max_over_pods_of_the_last_window() -> None:
     in_window = (end > 60.0) & (end <= 120.0)
     assert obs.status == "ok"
     assert obs.p95_ms == pytest.approx(np.quantile(lat[in_window], 0.95) * 1000)
-    assert obs.rps == pytest.approx((np.sum(in_window) + np.sum((light.req_end.view > 60) & (light.req_end.view <= 120))) / 60)
+    light_done = np.sum((light.req_end.view > 60) & (light.req_end.view <= 120))
+    assert obs.rps == pytest.approx((np.sum(in_window) + light_done) / 60)
 
 
 def test_values_come_from_the_last_scrape() -> None:
@@ -88,15 +89,14 @@ def test_batch_statistics_as_triton_counts_them() -> None:
 
 def test_batch_fields_reach_a_decider_observation_that_declares_them(monkeypatch) -> None:
     from dataclasses import dataclass
-    from typing import Optional
 
     from tritonscale.scaling.decider import Observation
     from tritonscale.simulate import metrics_view
 
     @dataclass(frozen=True)
     class WithBatches(Observation):
-        batch_size: Optional[float] = None
-        batch_ms: Optional[float] = None
+        batch_size: float | None = None
+        batch_ms: float | None = None
 
     monkeypatch.setattr(metrics_view, "Observation", WithBatches)
     monkeypatch.setattr(metrics_view, "_OBS_FIELDS", {"batch_size", "batch_ms"})

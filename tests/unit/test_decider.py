@@ -26,8 +26,9 @@ FAILED = Observation(status="failed", message="connection refused")
 NO_DATA = Observation(status="no_data", message="no series")
 
 
-def known_capacity(state: State = State(), now: float = 0.0) -> State:
+def known_capacity(state: State | None = None, now: float = 0.0) -> State:
     """Memory with batch samples at two sizes: the cost line a + b*n is known."""
+    state = state or State()
     s = D.add_batch_sample(state.batch_samples, 4.0, A_MS + 4 * B_MS, now)
     s = D.add_batch_sample(s, 12.0, A_MS + 12 * B_MS, now)
     return replace(state, batch_samples=s)
@@ -344,7 +345,7 @@ def test_ramp_is_followed_ahead_of_the_load():
     replicas = [r for _, r, _, _ in p.history]
     assert short <= 4  # only while the trend is being established
     assert max(replicas) <= math.ceil(1.25 * p.need(2200.0))
-    assert all(b >= a for a, b in zip(replicas[10:], replicas[11:]))  # no flapping on the way up
+    assert all(b >= a for a, b in zip(replicas[10:], replicas[11:], strict=False))  # no flapping on the way up
 
 
 def test_flash_crowd_is_met_in_one_step_and_released():
@@ -366,7 +367,7 @@ def test_burst_train_is_held_across_the_gaps():
     p = Plant(POLICY, replicas=2, cold_start=60.0)
     for _ in range(8):
         p.tick(300.0)
-    for burst in range(5):  # 2-minute bursts every 6 minutes
+    for _burst in range(5):  # 2-minute bursts every 6 minutes
         for _ in range(8):
             p.tick(1800.0)
         for _ in range(16):
@@ -375,7 +376,7 @@ def test_burst_train_is_held_across_the_gaps():
     assert "BurstMemory" in reasons
     late = p.history[60:]  # from the third burst on, capacity is there before each burst
     assert all(ready * CAP >= 1800.0 * 0.9 for t, _, ready, _ in late)
-    changes = sum(1 for a, b in zip(p.history, p.history[1:]) if a[1] != b[1])
+    changes = sum(1 for a, b in zip(p.history, p.history[1:], strict=False) if a[1] != b[1])
     assert changes <= 12  # held, not flapping up and down every burst
 
 
@@ -425,7 +426,7 @@ def test_a_breach_adds_one_and_holds_it_while_the_summary_lags():
     assert max(seen) == 2, seen
     assert seen.index(2) == 0  # at once
     assert all(n == 2 for n in seen[: seen.index(2) + 5])  # held for the 10 s window at least
-    changes = sum(1 for a, b in zip(seen, seen[1:]) if a != b)
+    changes = sum(1 for a, b in zip(seen, seen[1:], strict=False) if a != b)
     assert changes <= 1, seen  # up once, and down at most once afterwards
 
 

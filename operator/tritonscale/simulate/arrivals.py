@@ -31,8 +31,8 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -121,7 +121,7 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
             except ValueError:
                 raise TraceError(f"{path}: line {n}: neither seconds nor an ISO timestamp: {v[:60]!r}") from None
             if seconds:
-                raise TraceError(f"{path}: line {n}: a timestamp after lines of seconds")
+                raise TraceError(f"{path}: line {n}: a timestamp after lines of seconds") from None
             continue
         if stamps:
             raise TraceError(f"{path}: line {n}: seconds ({v}) after lines of timestamps")

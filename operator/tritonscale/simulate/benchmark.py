@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -48,12 +48,12 @@ TIMELINE_STEP_S = 5.0
 class Options:
     slo_ms: float
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
-    interval_s: Optional[float] = None  # tritonscale tick; None: the CRD default intervalSeconds
-    scale_down_stabilization_s: Optional[float] = None  # None: the CRD default scaleDown.stabilizationSeconds
+    interval_s: float | None = None  # tritonscale tick; None: the CRD default intervalSeconds
+    scale_down_stabilization_s: float | None = None  # None: the CRD default scaleDown.stabilizationSeconds
     headroom: float = 0.8  # baselines aim at this share of the measured capacity
     hpa_target: float = 0.7  # HPA GPU duty-cycle target
-    initial_replicas: Optional[int] = None  # None: the oracle's first-window need
-    static_replicas: Optional[int] = None  # the static policy in "all"; None: the oracle's peak need
+    initial_replicas: int | None = None  # None: the oracle's first-window need
+    static_replicas: int | None = None  # the static policy in "all"; None: the oracle's peak need
     with_oracle: bool = True  # needed for cost_vs_oracle
     jobs: int = 1
     seed: int = 0
@@ -90,7 +90,7 @@ class Benchmark:
     outcomes: list[Outcome]
     arrivals: int
     horizon: float
-    oracle_meets_slo: Optional[bool] = None
+    oracle_meets_slo: bool | None = None
 
 
 def outcome(run: RunResult, slo_ms: float) -> Outcome:
@@ -154,7 +154,7 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
 _SHARED: dict = {}
 
 
-def _run_one(name: str) -> tuple[Outcome, Optional[bool]]:
+def _run_one(name: str) -> tuple[Outcome, bool | None]:
     arrivals, horizon, opts, cal, needs = (_SHARED[k] for k in ("arrivals", "horizon", "opts", "cal", "needs"))
     if name == "oracle":
         sol = solve(arrivals, horizon, opts.cluster, opts.slo_ms, cal.capacity_rps, needs=needs)
@@ -175,7 +175,7 @@ def fair_start(needs: Sequence[int], opts: Options) -> int:
 
 
 def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Options,
-                  calibration: Optional[Calibration] = None) -> Benchmark:
+                  calibration: Calibration | None = None) -> Benchmark:
     if len(arrivals) == 0:
         raise ValueError("no arrivals to simulate")
     validate_name(policy)
@@ -197,7 +197,7 @@ def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Optio
     order = sorted(names_to_run, key=lambda n: n != "oracle")  # the longest first
     if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            results = dict(zip(order, pool.map(_run_one, order)))
+            results = dict(zip(order, pool.map(_run_one, order), strict=False))
     else:
         results = {n: _run_one(n) for n in order}
     _SHARED.clear()

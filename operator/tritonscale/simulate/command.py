@@ -14,7 +14,7 @@ import argparse
 import csv
 import sys
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -62,7 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--max-replicas", type=int, default=20)
     c.add_argument("--initial-replicas", type=int, help="warm at t=0 (default: the oracle's first-minute need)")
     c.add_argument("--scrape-s", type=float, default=15.0, help="Prometheus scrape interval (default 15)")
-    c.add_argument("--window-s", type=float, default=60.0, help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
+    c.add_argument("--window-s", type=float, default=60.0,
+                   help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
     c.add_argument("--interval-s", type=float, help="tritonscale tick (default: the CRD's intervalSeconds)")
     c.add_argument("--scale-down-stabilization-s", type=float,
                    help="tritonscale scaleDown.stabilizationSeconds (default: the CRD default)")
@@ -190,7 +191,7 @@ class _OneLineParser(argparse.ArgumentParser):
         raise ValueError(message)
 
 
-def main_simulate(argv: Optional[Sequence[str]] = None) -> int:
+def main_simulate(argv: Sequence[str] | None = None) -> int:
     p = _OneLineParser(prog="tritonscale simulate", description=__doc__.splitlines()[0])
     add_arguments(p)
     try:

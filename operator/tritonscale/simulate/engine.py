@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -64,16 +65,16 @@ class View:
     def observe(self) -> Observation:
         return metrics_view.observe(self.pods, self.now, self.prom)
 
-    def utilisation(self) -> list[Optional[float]]:
+    def utilisation(self) -> list[float | None]:
         return metrics_view.pod_utilisation(self.pods, self.now, self.prom)
 
-    def request_rate(self) -> Optional[float]:
+    def request_rate(self) -> float | None:
         return metrics_view.request_rate(self.pods, self.now, self.prom)
 
-    def queue_ms(self, window_s: float) -> list[Optional[float]]:
+    def queue_ms(self, window_s: float) -> list[float | None]:
         return metrics_view.pod_queue_ms(self.pods, self.now, self.prom, window_s)
 
-    def pool_quantile_ms(self, q: float, window_s: float = 60.0) -> Optional[float]:
+    def pool_quantile_ms(self, q: float, window_s: float = 60.0) -> float | None:
         return metrics_view.pool_quantile_ms(self.pods, self.now, self.prom, q, window_s)
 
     def concurrency(self, window_s: float) -> float:
@@ -105,7 +106,7 @@ class RunResult:
     horizon: float
     arrival: np.ndarray  # per request, sorted
     latency: np.ndarray  # seconds, aligned with ``arrival``
-    pods: list[tuple[float, Optional[float], float, Optional[float]]]  # created, ready_at, gone, removed
+    pods: list[tuple[float, float | None, float, float | None]]  # created, ready_at, gone, removed
     ticks: list[TickRecord]
     cold_starts: int
     scale_events: int
@@ -128,7 +129,7 @@ class RunResult:
 
 
 def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
-             horizon: Optional[float] = None) -> RunResult:
+             horizon: float | None = None) -> RunResult:
     """Run ``scaler`` against ``arrivals`` (sorted seconds) until every request is served."""
     arrivals = np.asarray(arrivals, dtype=float)
     if horizon is None:

@@ -38,8 +38,9 @@ queue-proxy reports every second) are computed the same way from the same pods.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -124,7 +125,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
             recent_series += 1
     if not series:
         return Observation(status="no_data", message="no pod has two scrapes yet")
-    extra = {}
+    extra: dict[str, Any] = {}
     if {"batch_size", "batch_ms"} & _OBS_FIELDS:
         size, ms = batch_stats(pods, now, cfg)
         extra = {k: v for k, v in (("batch_size", size), ("batch_ms", ms)) if k in _OBS_FIELDS}
@@ -144,7 +145,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
     )
 
 
-def batch_stats(pods: Sequence[Replica], now: float, cfg: PromConfig) -> tuple[Optional[float], Optional[float]]:
+def batch_stats(pods: Sequence[Replica], now: float, cfg: PromConfig) -> tuple[float | None, float | None]:
     """(requests per execution, request-weighted batch compute ms) over the rate window."""
     t = last_scrape(now, cfg.scrape_s)
     execs, reqs, weighted_s = 0, 0, 0.0
@@ -167,17 +168,17 @@ def batch_stats(pods: Sequence[Replica], now: float, cfg: PromConfig) -> tuple[O
     return reqs / execs, weighted_s / reqs * 1000.0
 
 
-def pod_utilisation(pods: Sequence[Replica], now: float, cfg: PromConfig) -> list[Optional[float]]:
+def pod_utilisation(pods: Sequence[Replica], now: float, cfg: PromConfig) -> list[float | None]:
     """GPU duty cycle per ready pod over the window; None for a pod without two scrapes."""
     t = last_scrape(now, cfg.scrape_s)
-    out: list[Optional[float]] = []
+    out: list[float | None] = []
     for r in pods:
         span = _span(r, t, cfg)
         out.append(r.busy_seconds(t - span, t) / span if span > 0 else None)
     return out
 
 
-def request_rate(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Optional[float]:
+def request_rate(pods: Sequence[Replica], now: float, cfg: PromConfig) -> float | None:
     """``sum(rate(nv_inference_request_success[window]))``; None when no pod has a rate yet."""
     t = last_scrape(now, cfg.scrape_s)
     total, series = 0.0, 0
@@ -211,11 +212,11 @@ def mean_concurrency(pods: Sequence[Replica], t0: float, t1: float) -> float:
     return area / (t1 - t0)
 
 
-def pod_queue_ms(pods: Sequence[Replica], now: float, cfg: PromConfig, window_s: float) -> list[Optional[float]]:
+def pod_queue_ms(pods: Sequence[Replica], now: float, cfg: PromConfig, window_s: float) -> list[float | None]:
     """Per ready pod: ``delta(nv_inference_queue_duration_us[w]) / (1 + delta(success[w]))`` in ms,
     Triton's k8s-onprem ``avg_time_queue_us``; None for a pod without two scrapes."""
     t = last_scrape(now, cfg.scrape_s)
-    out: list[Optional[float]] = []
+    out: list[float | None] = []
     for r in pods:
         r.sync()
         span = min(window_s, t - max(r.ready_at, 0.0))
@@ -232,7 +233,7 @@ def pod_queue_ms(pods: Sequence[Replica], now: float, cfg: PromConfig, window_s:
 
 
 def pool_quantile_ms(pods: Sequence[Replica], now: float, cfg: PromConfig, q: float,
-                     window_s: float = 60.0) -> Optional[float]:
+                     window_s: float = 60.0) -> float | None:
     """``histogram_quantile(q, sum(rate(duration_bucket[w])))`` over all ready pods: the q-quantile
     (ms) of the requests completed in the last ``window_s``; None without any."""
     t = last_scrape(now, cfg.scrape_s)

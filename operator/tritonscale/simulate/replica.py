@@ -36,7 +36,6 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -52,7 +51,7 @@ class BatcherConfig:
     preferred: tuple[int, ...] = (4, 8, 16)
     # Triton's default_queue_policy: a request still queued this long is rejected
     # (timeout_action REJECT) when the batcher next looks at the queue. None: no timeout.
-    queue_timeout_ms: Optional[float] = None
+    queue_timeout_ms: float | None = None
 
     def __post_init__(self) -> None:
         if self.base_ms < 0 or self.per_item_ms < 0 or self.base_ms + self.per_item_ms <= 0:
@@ -111,7 +110,7 @@ class Replica:
         self.rid = rid
         self.created = created
         self.ready_at = ready_at
-        self.removed: Optional[float] = None
+        self.removed: float | None = None
         self.cfg = cfg
         self._a = cfg.base_ms / 1000.0
         self._b = cfg.per_item_ms / 1000.0

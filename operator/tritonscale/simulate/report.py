@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, asdict
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class Summary:
     windows: int
     windows_missed: int
     replica_hours: float
-    cost_vs_oracle: Optional[float]
+    cost_vs_oracle: float | None
     mean_replicas: float
     max_replicas: int
     scale_events: int
@@ -78,7 +78,7 @@ class Summary:
         return d
 
 
-def summarise(run: RunResult, slo_ms: float, oracle_hours: Optional[float] = None,
+def summarise(run: RunResult, slo_ms: float, oracle_hours: float | None = None,
               window_s: float = ATTAINMENT_WINDOW_S) -> Summary:
     lat_ms = run.latency * 1000.0
     n = len(lat_ms)
@@ -124,7 +124,7 @@ def table(rows: Sequence[Summary], slo_ms: float) -> str:
 
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                 for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+                                 for i, (c, w) in enumerate(zip(cells, widths, strict=False))) + " |"
 
     sep = "|" + "|".join("-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)) + "|"
     return "\n".join([line(head), sep, *(line(r) for r in body)])

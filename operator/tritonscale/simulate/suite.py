@@ -27,11 +27,12 @@ from __future__ import annotations
 import math
 import multiprocessing
 import statistics
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ class SuiteConfig:
     min_replicas: int = 1
     max_replicas: int = 20
     batcher: BatcherConfig = field(default_factory=BatcherConfig)
-    trace_path: Optional[str] = None  # the real trace for the "trace" class
+    trace_path: str | None = None  # the real trace for the "trace" class
     jobs: int = 1
     # Triton queue timeout as a multiple of the scenario's SLO; the default is what the operator
     # renders when batching.queueTimeoutMicroseconds is unset; 0: no timeout
@@ -113,7 +114,8 @@ class SuiteConfig:
                 for s in self.slos for seed in self.seeds]
 
 
-QUICK = dict(cold_starts=(60.0,), slos=("tight",), seeds=(0,))
+# The quick subset CI runs: one scenario per traffic class.
+QUICK_COLD_STARTS, QUICK_SLOS, QUICK_SEEDS = (60.0,), ("tight",), (0,)
 
 
 @lru_cache(maxsize=16)
@@ -149,9 +151,9 @@ class Row:
     windows: int
     windows_missed: int
     replica_hours: float
-    cost_vs_oracle: Optional[float]
+    cost_vs_oracle: float | None
     max_replicas: int
-    peak_vs_oracle: Optional[float]
+    peak_vs_oracle: float | None
     rejected: int
     scale_events: int
     p95_ms: float
@@ -165,9 +167,9 @@ class ScenarioResult:
     description: str
     static_replicas: int
     oracle_peak: int
-    oracle_meets_slo: Optional[bool]
+    oracle_meets_slo: bool | None
     rows: list[Row]
-    timeline: Optional[dict[str, Any]] = None
+    timeline: dict[str, Any] | None = None
 
     def row(self, policy: str) -> Row:
         return next(r for r in self.rows if r.policy == policy)
@@ -218,7 +220,7 @@ def _run_worker(sc: Scenario) -> ScenarioResult:
     return run_scenario(sc, _CFG["cfg"])
 
 
-def run_suite(cfg: SuiteConfig, scenarios: Optional[Sequence[Scenario]] = None) -> list[ScenarioResult]:
+def run_suite(cfg: SuiteConfig, scenarios: Sequence[Scenario] | None = None) -> list[ScenarioResult]:
     todo = list(scenarios if scenarios is not None else cfg.scenarios())
     if any(s.cls == "trace" for s in todo):
         if not cfg.trace_path:
@@ -232,7 +234,7 @@ def run_suite(cfg: SuiteConfig, scenarios: Optional[Sequence[Scenario]] = None) 
         # the trace class is the largest: start it first
         order = sorted(range(len(todo)), key=lambda i: todo[i].cls != "trace")
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            done = dict(zip(order, pool.map(_run_worker, [todo[i] for i in order])))
+            done = dict(zip(order, pool.map(_run_worker, [todo[i] for i in order]), strict=False))
         _CFG.clear()
         return [done[i] for i in range(len(todo))]
     return [run_scenario(s, cfg) for s in todo]
@@ -245,9 +247,9 @@ class PolicySummary:
     scenarios: int
     worst_attainment: float
     median_attainment: float
-    median_cost_vs_oracle: Optional[float]
-    worst_cost_vs_oracle: Optional[float]
-    worst_peak_vs_oracle: Optional[float]
+    median_cost_vs_oracle: float | None
+    worst_cost_vs_oracle: float | None
+    worst_peak_vs_oracle: float | None
     dominated_in: int
 
 
@@ -330,13 +332,10 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
             "policies": [{**r_.__dict__, "dominated_by": r.dominators(r_.policy) if r_.policy != "oracle" else []}
                          for r_ in r.rows],
             "tritonscale_check": {"holds": v.holds, "failures": list(v.failures)},
-        } for r, v in zip(results, verdicts)],
+        } for r, v in zip(results, verdicts, strict=False)],
         "summary": [s.__dict__ for s in summarise_policies(results)],
         "check": {"scenarios": len(verdicts), "hold": sum(v.holds for v in verdicts),
                   "failing": [{"scenario": v.scenario, "failures": list(v.failures)} for v in verdicts if not v.holds]},
         "wall_time_s": round(wall_s, 1),
     }
 
-
-def with_defaults(cfg: SuiteConfig, quick: bool) -> SuiteConfig:
-    return replace(cfg, **QUICK) if quick else cfg

@@ -8,11 +8,20 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 from tritonscale.simulate import suite_report, traffic
 from tritonscale.simulate.replica import BatcherConfig
-from tritonscale.simulate.suite import COLD_STARTS, DEFAULT_TRACE, QUICK, SuiteConfig, check, run_suite, to_dict
+from tritonscale.simulate.suite import (
+    COLD_STARTS,
+    DEFAULT_TRACE,
+    QUICK_COLD_STARTS,
+    QUICK_SEEDS,
+    QUICK_SLOS,
+    SuiteConfig,
+    check,
+    run_suite,
+    to_dict,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -33,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--brief", action="store_true", help="print only the summary, not a table per scenario")
 
 
-def _list(text: Optional[str], what: str, conv=str) -> Optional[tuple]:
+def _list(text: str | None, what: str, conv=str) -> tuple | None:
     if text is None:
         return None
     try:
@@ -45,7 +54,7 @@ def _list(text: Optional[str], what: str, conv=str) -> Optional[tuple]:
     return items
 
 
-def _trace_path(args: argparse.Namespace) -> Optional[str]:
+def _trace_path(args: argparse.Namespace) -> str | None:
     if args.trace:
         return args.trace
     for base in (Path.cwd(), REPO):
@@ -71,9 +80,9 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
                             tuple(int(x) for x in args.preferred_batch_sizes.replace(" ", "").split(",") if x))
     return SuiteConfig(
         classes=classes,
-        cold_starts=_list(args.cold_starts, "cold-starts", float) or (QUICK["cold_starts"] if quick else COLD_STARTS),
-        slos=_list(args.slos, "slos") or (QUICK["slos"] if quick else ("tight", "loose")),
-        seeds=seeds or (QUICK["seeds"] if quick else (0, 1, 2)),
+        cold_starts=_list(args.cold_starts, "cold-starts", float) or (QUICK_COLD_STARTS if quick else COLD_STARTS),
+        slos=_list(args.slos, "slos") or (QUICK_SLOS if quick else ("tight", "loose")),
+        seeds=seeds or (QUICK_SEEDS if quick else (0, 1, 2)),
         duration_s=args.duration,
         peak_replicas=args.peak_replicas,
         min_replicas=args.min_replicas,

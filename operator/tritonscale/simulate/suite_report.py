@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
-from tritonscale.simulate.suite import (ROUTING, OURS, PolicySummary, ScenarioResult, SuiteConfig, Verdict,
-                                        check, summarise_policies)
+from tritonscale.simulate.suite import (
+    OURS,
+    ROUTING,
+    PolicySummary,
+    ScenarioResult,
+    SuiteConfig,
+    Verdict,
+    check,
+    summarise_policies,
+)
 
 
 def _table(head: Sequence[str], body: Sequence[Sequence[str]]) -> str:
@@ -13,13 +21,13 @@ def _table(head: Sequence[str], body: Sequence[Sequence[str]]) -> str:
 
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                 for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+                                 for i, (c, w) in enumerate(zip(cells, widths, strict=False))) + " |"
 
     sep = "|" + "|".join("-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)) + "|"
     return "\n".join([line(head), sep, *(line(r) for r in body)])
 
 
-def _x(v: Optional[float]) -> str:
+def _x(v: float | None) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
@@ -97,7 +105,7 @@ def plot(results: Sequence[ScenarioResult], path: str) -> None:
     policies = list(dict.fromkeys(("static" if r.policy.startswith("static:") else r.policy)
                                   for res in results for r in res.rows))
     colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(policies)}
-    for ax, cls in zip(axes.flat, classes):
+    for ax, cls in zip(axes.flat, classes, strict=False):
         for res in (r for r in results if r.scenario.cls == cls):
             for r in res.rows:
                 key = "static" if r.policy.startswith("static:") else r.policy
@@ -114,7 +122,7 @@ def plot(results: Sequence[ScenarioResult], path: str) -> None:
         ax.axis("off")
     handles, labels = [], []
     for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=False):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)

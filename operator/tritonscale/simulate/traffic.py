@@ -30,7 +30,7 @@ Classes (smooth ones change over minutes, bursty ones jump within a tick):
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

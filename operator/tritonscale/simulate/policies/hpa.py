@@ -23,8 +23,8 @@ the reason this baseline tends to sit at maxReplicas.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 import numpy as np
 
@@ -36,7 +36,7 @@ SCALE_DOWN_STABILIZATION_S = 300.0  # behavior.scaleDown.stabilizationWindowSeco
 SCALE_UP_PODS = 4  # behavior.scaleUp policies default: 4 pods or 100% per 15 s, whichever is more
 
 
-def plain_metric_replicas(usages: Sequence[Optional[float]], current: int, target: float,
+def plain_metric_replicas(usages: Sequence[float | None], current: int, target: float,
                           tolerance: float = TOLERANCE) -> tuple[int, str]:
     """HPA's recommendation from per-pod usages (None: pod has no metrics yet)."""
     have = [u for u in usages if u is not None]
@@ -83,7 +83,7 @@ class HpaPolicy:
     target_utilisation: float = 0.7
     min_replicas: int = 1
     max_replicas: int = 20
-    initial: Optional[int] = None
+    initial: int | None = None
     name: str = "hpa"
     recs: tuple[tuple[float, int], ...] = field(default=())
 

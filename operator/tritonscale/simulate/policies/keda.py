@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 
@@ -38,7 +37,7 @@ class KedaPolicy:
     threshold_rps: float
     min_replicas: int = 1
     max_replicas: int = 20
-    initial: Optional[int] = None
+    initial: int | None = None
     name: str = "keda"
     recs: tuple[tuple[float, int], ...] = field(default=())
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -36,7 +35,7 @@ MAX_SCALE_DOWN_RATE = 2.0
 
 @dataclass(frozen=True)
 class KpaState:
-    panic_since: Optional[float] = None  # time of the last over-threshold tick while panicking
+    panic_since: float | None = None  # time of the last over-threshold tick while panicking
     max_panic_pods: int = 0
 
 
@@ -64,7 +63,7 @@ class KpaPolicy:
     target_concurrency: float
     min_replicas: int = 1
     max_replicas: int = 20
-    initial: Optional[int] = None
+    initial: int | None = None
     name: str = "kpa"
     state: KpaState = KpaState()
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 
@@ -62,7 +61,7 @@ def window_needs(arrivals: np.ndarray, horizon: float, cluster: ClusterConfig, s
         span = min(w1, horizon) - w0
         guess = max(cluster.min_replicas, min(cluster.max_replicas, math.ceil((hi - start) / span / capacity_rps)))
 
-        def ok(n: int) -> bool:
+        def ok(n: int, lo: int = lo, start: int = start, hi: int = hi) -> bool:
             return _isolated_p95_ms(arrivals, lo, start, hi, n, cluster.batcher) <= slo_ms
 
         n = guess
@@ -119,7 +118,7 @@ class OracleSolution:
 
 def solve(arrivals: np.ndarray, horizon: float, cluster: ClusterConfig, slo_ms: float, capacity_rps: float,
           window_s: float = ATTAINMENT_WINDOW_S, rounds: int = VERIFY_ROUNDS,
-          needs: Optional[list[int]] = None) -> OracleSolution:
+          needs: list[int] | None = None) -> OracleSolution:
     needs = list(needs) if needs is not None else window_needs(arrivals, horizon, cluster, slo_ms, capacity_rps,
                                                                window_s)
     for k in range(1, rounds + 1):

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 
@@ -53,7 +52,7 @@ class SloRatioPolicy:
     slo_ms: float
     min_replicas: int = 1
     max_replicas: int = 20
-    initial: Optional[int] = None
+    initial: int | None = None
     name: str = "slo-ratio"
     samples: list[tuple[float, float]] = field(default_factory=list)  # (t, clamped s_raw)
     recs: list[tuple[float, int]] = field(default_factory=list)  # (t, d)

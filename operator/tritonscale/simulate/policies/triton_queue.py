@@ -17,13 +17,17 @@ measured on one replica at the shared headroom (80% of the capacity at the SLO).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 
 from tritonscale.simulate.engine import View
-from tritonscale.simulate.policies.hpa import (SCALE_DOWN_STABILIZATION_S, SYNC_PERIOD_S, limit_rate,
-                                               plain_metric_replicas, stabilize)
+from tritonscale.simulate.policies.hpa import (
+    SCALE_DOWN_STABILIZATION_S,
+    SYNC_PERIOD_S,
+    limit_rate,
+    plain_metric_replicas,
+    stabilize,
+)
 
 METRIC_WINDOW_S = 30.0
 
@@ -33,7 +37,7 @@ class TritonQueuePolicy:
     target_queue_ms: float
     min_replicas: int = 1
     max_replicas: int = 20
-    initial: Optional[int] = None
+    initial: int | None = None
     name: str = "triton-queue"
     recs: tuple[tuple[float, int], ...] = field(default=())
 

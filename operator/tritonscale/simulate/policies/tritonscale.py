@@ -14,7 +14,6 @@ operator reads them from the Deployment's pods.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 
@@ -26,10 +25,10 @@ from tritonscale.simulate.engine import View
 class TritonscalePolicy:
     policy: decider.Policy
     interval_s: float = 15.0
-    initial: Optional[int] = None
+    initial: int | None = None
     name: str = "tritonscale"
     state: decider.State = field(default_factory=decider.State)
-    last: Optional[decider.Decision] = None
+    last: decider.Decision | None = None
 
     def initial_replicas(self, default: int) -> int:
         return self.initial if self.initial is not None else default

@@ -1,0 +1,107 @@
+"""The autoscaling decision, as one pure function built from named steps.
+
+    decide(observation, replicas, policy, state, now) -> Decision(replicas, reason, message, state)
+
+The operator's per-object tick and the trace simulator (``tritonscale simulate``)
+both call this function; neither copies it. It imports nothing from tritonscale.
+
+The steps, in the order the Kubernetes HPA documents its own (metrics ->
+recommendation -> stabilization -> rate limits -> min/max), each a small pure
+function that returns its result and the reason for it:
+
+1. ``guard``      -- source failed, no target, no series, below the floor: hold or fall back.
+2. ``learn``      -- update the memory: batch cost samples, the rate history, the cold-start
+                     time, rises of the rate.
+3. ``demand``     -- arrival rate now (requests out of the queue plus the queue's growth) and
+                     the backlog.
+4. ``forecast``   -- the rate to plan for when a replica asked for now is ready: the current
+                     rate plus its trend over one cold start.
+5. ``recommend``  -- replicas = (planned rate + backlog / tick) / (capacity x utilisation);
+                     idle traffic goes back to the floor.
+6. ``breach``     -- a p95 breach with a queue behind it asks for one more replica than is
+                     running (bounded: "more", not "p95/target times more").
+7. ``tolerate``   -- the dead band: no scale-down for a load within the tolerance.
+8. ``stabilize``  -- scale-up/down look-back windows; the scale-down window defaults to the
+                     learned cold start, longer while the rate keeps jumping (burst memory).
+9. ``limit``      -- at most maxStep replicas up or down per tick.
+10. ``clamp``     -- [floor, maxReplicas]; never ask for more while pods are unschedulable.
+
+Constants (``constants.py``) were chosen with the scenario suite (``tritonscale simulate --suite``:
+traffic classes x cold starts x SLOs x seeds); their comments give the reason and the
+suite figure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from tritonscale.scaling.decider import constants
+from tritonscale.scaling.decider.capacity import add_batch_sample, batch_capacity, batch_cost, capacity
+from tritonscale.scaling.decider.constants import *  # noqa: F403 (read-only copies, for callers and tests)
+from tritonscale.scaling.decider.model import Decision, Observation, Policy, Replicas, SourceStatus, State, Step, _clamp
+from tritonscale.scaling.decider.signals import (
+    Demand,
+    cold_start,
+    demand,
+    forecast,
+    learn,
+    level,
+    noise,
+    surprise,
+    trend,
+)
+from tritonscale.scaling.decider.steps import (
+    breach,
+    burst_hold,
+    clamp,
+    guard,
+    limit,
+    recommend,
+    scale_down_window,
+    stabilize,
+    tolerate,
+)
+
+
+def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, now: float) -> Decision:
+    current = replicas.current
+    details: dict[str, Any] = {"current": current, "ready": replicas.ready, "floor": policy.floor,
+                               "max": policy.max_replicas}
+
+    def done(step: Step, st: State, ok: bool) -> Decision:
+        n = _clamp(step.replicas, policy.floor, policy.max_replicas)
+        if n != current:
+            st = replace(st, last_scale_time=now)
+        return Decision(n, step.reason, f"{step.why} -> {n} replicas", st, ok, details)
+
+    held, state, ok = guard(obs, replicas, policy, state)
+    if held is not None:
+        return done(held, state, ok)
+    target = float(policy.target_p95_ms or 0.0)
+    d = demand(obs, state, now)
+    state = learn(state, obs, replicas, policy, now, d.rate)
+    cap, source = capacity(state, policy, target)
+    planned, horizon = forecast(d, state, policy, now)
+    details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
+                   p95_ms=obs.p95_ms, capacity_rps=cap)
+    state = replace(state, rates=state.rates[:-1] + ((now, d.rate, planned),))
+    state = surprise(state, d, now)
+    demanded = recommend(d, planned, horizon, cap, source, current, policy)
+    step = breach(demanded, obs, replicas, cap, policy, d)
+    step = tolerate(step, planned, cap, current, policy)
+    details["recommendation"] = step.replicas
+    bare = math.ceil(level(d, state, now) / cap) if cap else current
+    step, state = stabilize(step, state, policy, current, now, max(demanded.replicas, step.replicas), bare)
+    step = limit(step, current, policy)
+    step = clamp(step, replicas, policy)
+    return done(step, state, True)
+
+
+__all__ = [
+    "Decision", "Demand", "Observation", "Policy", "Replicas", "SourceStatus", "State", "Step",
+    "add_batch_sample", "batch_capacity", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
+    "cold_start", "constants", "decide", "demand", "forecast", "guard", "learn", "level", "limit", "noise",
+    "recommend", "scale_down_window", "stabilize", "surprise", "tolerate", "trend",
+]

@@ -1,0 +1,106 @@
+"""Per-replica capacity at the latency target, from Triton's batch statistics (the batch cost
+a + b*n) or, without them, from p95."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from tritonscale.scaling.decider import constants as C
+from tritonscale.scaling.decider.model import Observation, Policy, State
+
+
+def _batch_bin(n: float) -> int:
+    return round(n) if n < 16 else 16 + round(math.log(n / 16) / math.log(17 / 16))
+
+
+def add_batch_sample(samples: tuple[tuple[float, float, float], ...], n: float, ms: float,
+                     now: float) -> tuple[tuple[float, float, float], ...]:
+    """Per batch-size bin keep the lowest time seen in the last BATCH_SAMPLE_TTL_S (see
+    MAX_BATCH_BINS): samples (size, ms, when), sorted by size."""
+    b = _batch_bin(n)
+    old = [e for e in samples if _batch_bin(e[0]) == b and now - e[2] <= C.BATCH_SAMPLE_TTL_S]
+    new = min(old + [(n, ms, now)], key=lambda e: e[1])
+    kept = [e for e in samples if _batch_bin(e[0]) != b] + [new]
+    kept.sort()
+    while len(kept) > C.MAX_BATCH_BINS:  # drop the middle bin: the ends carry the slope
+        kept.pop(len(kept) // 2)
+    return tuple(kept)
+
+
+def batch_cost(samples: tuple[tuple[float, ...], ...]) -> tuple[float, float] | None:
+    """Least-squares (a, b) of batch_ms = a + b*n over (size, ms, ...) samples, both >= 0;
+    None without samples."""
+    if not samples:
+        return None
+    ns = [e[0] for e in samples]
+    ts = [e[1] for e in samples]
+    n_mean, t_mean = sum(ns) / len(ns), sum(ts) / len(ts)
+    if max(ns) - min(ns) < C.MIN_BATCH_SPREAD:
+        return t_mean / 2, t_mean / (2 * n_mean)  # no spread: split fixed/per-item evenly
+    var = sum((n - n_mean) ** 2 for n in ns)
+    b = sum((n - n_mean) * (t - t_mean) for n, t in zip(ns, ts, strict=False)) / var
+    b = max(b, 0.0)
+    a = max(t_mean - b * n_mean, 0.0)
+    if a == 0.0 and b == 0.0:
+        return None
+    return a, b
+
+
+def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float) -> float:
+    """Requests per second one replica sustains: the largest batch n* <= max_batch with
+    2*(a + b*n*) <= target (a request may wait for the running batch, then runs in its
+    own), at n*/(a + b*n*) per ms. E.g. a=20, b=2, max 16, target 150: n*=16, 308 rps."""
+    a, b = cost
+    n_star = max_batch
+    while n_star > 1 and 2 * (a + b * n_star) > target_ms:
+        n_star -= 1
+    return 1000.0 * n_star / (a + b * n_star)
+
+
+def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: float, tolerance: float) -> State:
+    """Fallback without batch statistics: each tick with traffic estimates the rate a replica
+    serves with p95 at target, assuming p95 grows with the square root of per-replica load
+    near the target; only a breach lowers it (at once), otherwise it rises smoothed, capped by
+    the last breach's ceiling (relaxing 1% a tick), so flat p95 cannot run away."""
+    cap, ceiling = state.capacity_rps, state.capacity_ceiling_rps
+    if ceiling is not None:
+        ceiling *= C.BREACH_CEILING_RELAX
+    if obs.p95_ms is None or not obs.rps or ready <= 0 or obs.p95_ms <= 0 or obs.rps / ready < C.MIN_LEARNING_RPS:
+        return replace(state, capacity_ceiling_rps=ceiling)
+    per = obs.rps / ready
+    ratio = obs.p95_ms / target
+    est = per * min(ratio ** -C.CAPACITY_EXPONENT, C.MAX_EXTRAPOLATION)
+    if ratio > 1.0 + tolerance:
+        cap = est if cap is None else min(cap, est)
+        ceiling = est if ceiling is None else min(ceiling, est)
+    elif cap is None:
+        cap = est
+    elif est > cap:
+        cap += C.CAPACITY_ALPHA * (est - cap)
+    if ceiling is not None and cap is not None:
+        cap = min(cap, ceiling)
+    return replace(state, capacity_rps=cap, capacity_ceiling_rps=ceiling)
+
+
+def capacity(state: State, policy: Policy, target: float) -> tuple[float | None, str]:
+    """Per-replica requests per second at the target, and where the figure comes from; None while
+    the batch statistics cannot tell it yet. One batch size seen says nothing about the slope of
+    the cost: capacity is known once batch sizes spread (C.MIN_BATCH_SPREAD), or a batch near the
+    maximum was seen, or the model does not batch (maxBatchSize <= 1)."""
+    samples = state.batch_samples
+    cost = batch_cost(samples)
+    if cost is not None:
+        sizes = [e[0] for e in samples]
+        known = (policy.max_batch_size <= 1 or max(sizes) - min(sizes) >= C.MIN_BATCH_SPREAD
+                 or max(sizes) >= 0.9 * policy.max_batch_size)
+        if known:
+            return batch_capacity(cost, policy.max_batch_size, target), "batch cost"
+        if max(sizes) >= C.SINGLE_BATCH_MIN_SHARE * policy.max_batch_size:
+            # one batch size, already a good share of the maximum: the cost split half fixed, half
+            # per item there is a fair guess, and errs low (more replicas) for fixed-cost models
+            return batch_capacity(cost, policy.max_batch_size, target), "batch cost, one batch size"
+        # tiny batches only: replicas are far from full, and extrapolating their cost to large
+        # batches could be off by the batching gain itself
+        return None, "batch cost: only small batches seen so far"
+    return state.capacity_rps, "p95"

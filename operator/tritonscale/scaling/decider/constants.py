@@ -1,0 +1,66 @@
+"""The decider's constants, each with its reason (figures from the scenario suite,
+``tritonscale simulate --suite``). The steps read them as ``constants.NAME`` at call time."""
+
+# Share of a replica's capacity at the target the rate signal plans for. Capacity is
+# already "at the target" (the largest batch whose two batch times fit in it), so the
+# margin only covers rate noise within a tick and the error of the cost fit; growth
+# is planned for separately (forecast) and bursts by the burst memory.
+UTILISATION = 0.9
+# Before the first pod was seen starting, assume this cold start (s): the sandbox's
+# CPU model starts in ~2 s, a GPU model with a large image in minutes.
+DEFAULT_COLD_START_S = 60.0
+# The rate history kept for level, trend, noise and surprises: one sample per 10 s at most,
+# as far back as the longest of them looks (NOISE_S, or two horizons for long cold starts).
+RATE_SAMPLE_S = 10.0
+# Trend: fitted over the last two minutes at least (longer for longer cold starts).
+TREND_S = 120.0
+TREND_HORIZON_SHARE = 1.0
+# Rate noise: the rate's tick-to-tick variability (robust: median absolute difference of
+# consecutive samples over the last five minutes, as a standard deviation) is planned for at
+# the one-sided 95% normal quantile -- the objective is a p95. Poisson traffic at hundreds of
+# rps has ~1% noise per tick; the shared Azure trace's 10 s bursts show as ~10%.
+NOISE_S = 300.0
+NOISE_Z = 1.645
+# The level the plan starts from: the mean of the last minute, or the latest sample if higher.
+LEVEL_S = 60.0
+# Surprises: the rate exceeded, by more than its noise, what was planned a cold start ago --
+# a rise the plan did not foresee. A reactive scaler pays a whole cold start of misses for
+# each one. Once surprises recur (SURPRISES_FOR_MEMORY: a single one may be a one-off flash
+# crowd, and holding capacity after it would only cost), the peak need is held (burst memory)
+# for SURPRISE_HOLD_COLD_STARTS cold starts, so surprises cost at most ~1/10 of the time -- the
+# budget of a 90% window objective -- and at least twice the longest gap seen between them
+# (the next gap may be longer than the few seen), at most MAX_BURST_HOLD_S.
+SURPRISE_HOLD_COLD_STARTS = 10.0
+BURST_HOLD_GAPS = 2.0
+MAX_BURST_HOLD_S = 1800.0
+MAX_SURPRISES = 8
+SURPRISES_FOR_MEMORY = 2
+# Draining a backlog asks for at most this share more than the planned rate: round-robin gives
+# new replicas only new requests, so extra replicas drain the old queues only by taking new
+# traffic off them (drain rate = saturation - rate/replicas), which gains little beyond a quarter
+# more replicas; the queue timeout (2 x target by default) bounds a backlog anyway.
+BACKLOG_MAX_EXTRA = 0.25
+# Queue evidence for a breach: a queue of at least this many target-times of work per
+# ready replica means the replicas really are behind (the p95 summary lags by a minute).
+QUEUE_PRESSURE_TARGETS = 1.0
+# p95 learning, only without batch statistics (see _learn_p95_capacity).
+CAPACITY_EXPONENT = 0.5
+MAX_EXTRAPOLATION = 2.0
+CAPACITY_ALPHA = 0.3
+BREACH_CEILING_RELAX = 1.01
+MIN_LEARNING_RPS = 0.5
+# Batch-cost model: one (batch size, batch ms) sample per batch-size bin, so what was seen
+# at large batches during a burst is still known after an hour of steady traffic at small
+# ones; bins are 1 wide up to 16, then 1/16 of the size (<= ~64 bins). Triton's per-request
+# compute time weights each batch by its size, so a tick whose batch sizes vary (a load
+# change) reads high, never low: each bin keeps its lowest time (the lower envelope), and
+# forgets it after BATCH_SAMPLE_TTL_S so a slower model is learned again.
+MAX_BATCH_BINS = 64
+BATCH_SAMPLE_TTL_S = 1800.0
+# A tick whose mean batch size moved more than this from the last one mixes small and large
+# batches (a load change): its request-weighted time is biased high, so it is not a sample.
+BATCH_STEADY_CHANGE = 0.2
+# Scale-down window without a spec value: this many cold starts (learned).
+SCALE_DOWN_COLD_STARTS = 1.0
+MIN_BATCH_SPREAD = 1.0
+SINGLE_BATCH_MIN_SHARE = 0.25

@@ -1,0 +1,165 @@
+"""What the decider sees, remembers and answers: Observation, Replicas, Policy, State, Decision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SourceStatus = Literal["ok", "no_data", "failed"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the metric source saw for one InferenceService this tick."""
+
+    status: SourceStatus
+    p95_ms: float | None = None  # None: no value (idle model reports NaN)
+    rps: float | None = None  # successes per second over the window; None: no series; 0.0: idle
+    queue_ms: float | None = None
+    pending: float | None = None  # requests queued now (nv_inference_pending_request_count)
+    batch_size: float | None = None  # mean requests per model execution
+    batch_ms: float | None = None  # mean execution time of one batch
+    failed_rps: float | None = None  # requests rejected (queue policy) per second, over the window
+    recent_rps: float | None = None  # success + failure rate between the last two scrapes (irate)
+    recent_served_rps: float | None = None  # success rate between the last two scrapes (irate)
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Replicas:
+    current: int  # Deployment spec.replicas (includes replicas still starting)
+    ready: int  # replicas whose model is loaded and warm
+    # Pods the scheduler could not place (PodScheduled=False, reason Unschedulable, e.g.
+    # insufficient nvidia.com/gpu): asking for more would only add more Pending pods.
+    unschedulable: int = 0
+    # Seconds from creation to Ready of pods seen becoming ready since the last tick
+    # (the cold start: image pull, Triton start, model load and warmup).
+    startup_s: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Policy:
+    min_replicas: int = 1
+    max_replicas: int = 10
+    target_p95_ms: float | None = None
+    tolerance: float = 0.1
+    scale_up_stabilization_s: float = 0.0
+    scale_up_max_step: int = 4
+    scale_down_stabilization_s: float | None = None  # None: learned (cold start, burst memory)
+    scale_down_max_step: int = 1
+    warm_buffer: int = 0
+    fallback_replicas: int | None = None
+    failure_threshold: int = 3
+    max_batch_size: int = 1  # the model's maxBatchSize (0 in the spec means no batching: 1)
+    interval_s: float = 15.0
+
+    @property
+    def floor(self) -> int:
+        return min(self.min_replicas + self.warm_buffer, self.max_replicas)
+
+    @classmethod
+    def from_spec(cls, scaling: Any, max_batch_size: int = 1) -> Policy:
+        """Build from ``tritonscale.api.spec.ScalingSpec`` (and the model's maxBatchSize)."""
+        return cls(
+            max_batch_size=max(1, max_batch_size),
+            min_replicas=scaling.min_replicas,
+            max_replicas=scaling.max_replicas,
+            target_p95_ms=scaling.target_p95_milliseconds,
+            tolerance=scaling.tolerance,
+            scale_up_stabilization_s=scaling.scale_up.stabilization_seconds,
+            scale_up_max_step=scaling.scale_up.max_step,
+            scale_down_stabilization_s=scaling.scale_down.stabilization_seconds,
+            scale_down_max_step=scaling.scale_down.max_step,
+            warm_buffer=scaling.warm_buffer,
+            fallback_replicas=scaling.fallback_replicas,
+            failure_threshold=scaling.failure_threshold,
+            interval_s=float(scaling.interval_seconds),
+        )
+
+
+def _r(v: float | None, nd: int = 3) -> float | None:
+    return None if v is None else round(v, nd)
+
+
+@dataclass(frozen=True)
+class State:
+    """Autoscaler memory. Serialisable (``to_dict``) so it survives an operator restart."""
+
+    # (time, recommendation, bare need): the bare need is the peak rate at full capacity,
+    # without noise or trend headroom -- what the burst memory holds
+    recommendations: tuple[tuple[float, int, int], ...] = ()
+    failures: int = 0
+    capacity_rps: float | None = None  # p95-learned per-replica rate at target (fallback)
+    capacity_ceiling_rps: float | None = None  # upper bound set by the last breach, relaxing
+    batch_samples: tuple[tuple[float, float, float], ...] = ()  # (mean batch size, mean batch ms, when)
+    last_scale_time: float | None = None
+    rates: tuple[tuple[float, float, float], ...] = ()  # (time, arrival rate, rate planned for) history
+    cold_start_s: float | None = None  # learned creation-to-ready time
+    surprises: tuple[float, ...] = ()  # times demand outran the warm replicas unforeseen
+    last_pending: tuple[float, ...] | None = None  # (time, pending, ready replicas) at the last tick
+    last_batch_size: float | None = None  # mean batch size at the last tick
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recommendations": [[round(t, 3), r, b] for t, r, b in self.recommendations],
+            "failures": self.failures,
+            "capacityRps": _r(self.capacity_rps, 4),
+            "capacityCeilingRps": _r(self.capacity_ceiling_rps, 4),
+            "batchSamples": [[round(n, 3), round(t, 3), round(w, 1)] for n, t, w in self.batch_samples],
+            "lastScaleTime": self.last_scale_time,
+            "rates": [[round(t, 1), round(r, 2), round(p, 2)] for t, r, p in self.rates],
+            "coldStartSeconds": _r(self.cold_start_s, 1),
+            "surprises": [round(t, 1) for t in self.surprises],
+            "lastPending": None if self.last_pending is None else [round(v, 3) for v in self.last_pending],
+            "lastBatchSize": _r(self.last_batch_size),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> State:
+        if not d:
+            return cls()
+        try:
+            lp = d.get("lastPending")
+            return cls(
+                recommendations=tuple((float(e[0]), int(e[1]), int(e[-1]))
+                                      for e in d.get("recommendations") or ()),
+                failures=int(d.get("failures") or 0),
+                capacity_rps=d.get("capacityRps"),
+                capacity_ceiling_rps=d.get("capacityCeilingRps"),
+                batch_samples=tuple((float(e[0]), float(e[1]), float(e[2]) if len(e) > 2 else 0.0)
+                                    for e in d.get("batchSamples") or ()),
+                last_scale_time=d.get("lastScaleTime"),
+                rates=tuple((float(e[0]), float(e[1]), float(e[-1])) for e in d.get("rates") or ()),
+                cold_start_s=None if d.get("coldStartSeconds") is None else float(d["coldStartSeconds"]),
+                surprises=tuple(float(t) for t in d.get("surprises") or ()),
+                last_pending=None if not lp else tuple(float(v) for v in lp),
+                last_batch_size=None if d.get("lastBatchSize") is None else float(d["lastBatchSize"]),
+            )
+        except (TypeError, ValueError, IndexError):
+            return cls()  # corrupt memory: start fresh rather than crash the tick
+
+
+@dataclass(frozen=True)
+class Decision:
+    replicas: int
+    reason: str  # CamelCase, for the Scaling condition and Events
+    message: str  # human explanation with the numbers behind it
+    state: State
+    metrics_ok: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step's result: a replica count and why."""
+
+    replicas: int
+    reason: str
+    why: str
+
+
+def _clamp(n: int, lo: int, hi: int) -> int:
+    return max(lo, min(hi, n))
+
+
+# --- capacity --------------------------------------------------------------------------------

@@ -1,0 +1,154 @@
+"""Signals and memory: arrivals now (demand), what is learned each tick, the rate to plan for."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from tritonscale.scaling.decider import constants as C
+from tritonscale.scaling.decider.capacity import _learn_p95_capacity, add_batch_sample
+from tritonscale.scaling.decider.model import Observation, Policy, Replicas, State
+
+
+@dataclass(frozen=True)
+class Demand:
+    rate: float  # arrival rate now (requests per second)
+    window_rate: float  # over the rate window (lags)
+    backlog: float  # requests queued now
+    growth: float = 0.0  # the queue's change since the last tick, per second
+
+
+def demand(obs: Observation, state: State, now: float) -> Demand:
+    """Arrivals = requests leaving the queue (served or rejected) + the queue's growth.
+    The served rate alone caps at capacity in overload; the queue's growth is the rest."""
+    failed = obs.failed_rps or 0.0
+    window = (obs.rps or 0.0) + failed
+    exits = obs.recent_rps if obs.recent_rps is not None else window
+    pending = obs.pending or 0.0
+    growth = 0.0
+    if state.last_pending is not None and obs.pending is not None and now > state.last_pending[0]:
+        growth = (pending - state.last_pending[1]) / (now - state.last_pending[0])
+    return Demand(max(0.0, exits + growth), window, pending, growth)
+
+
+def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, now: float, rate: float) -> State:
+    """Update the memory: batch samples, p95 capacity (fallback), cold start, rate history, rises."""
+    target = float(policy.target_p95_ms or 0.0)
+    ready = min(replicas.ready, replicas.current) if replicas.current > 0 else replicas.ready
+    state = _learn_p95_capacity(state, obs, ready, target, policy.tolerance)
+    if obs.batch_size and obs.batch_ms and obs.batch_size > 0 and obs.batch_ms > 0:
+        prev = state.last_batch_size
+        steady = prev is not None and abs(obs.batch_size - prev) <= C.BATCH_STEADY_CHANGE * prev
+        full = obs.batch_size >= 0.9 * policy.max_batch_size  # full batches barely vary: no bias
+        if steady or full or not state.batch_samples:  # and the first sample is better than none
+            state = replace(state, batch_samples=add_batch_sample(state.batch_samples, obs.batch_size, obs.batch_ms,
+                                                                  now))
+        state = replace(state, last_batch_size=obs.batch_size)
+    ready = min(replicas.ready, replicas.current)
+    deep = ready * policy.max_batch_size
+    last = state.last_pending
+    if (obs.recent_served_rps and ready > 0 and policy.max_batch_size > 1 and (obs.pending or 0.0) >= deep
+            and last is not None and last[1] >= deep and len(last) > 2 and last[2] == ready):
+        # At least a full batch waited on every replica at both ends of the last interval: each ran
+        # full batches back to back, so the served rate per replica is the saturation rate -- a
+        # sample at maxBatchSize from the first overloaded ticks (the window's batch statistics lag
+        # by a whole window). A queue that filled up only within the interval would read low, and
+        # replicas that became ready within it would be counted for work they did not do.
+        full_ms = 1000.0 * policy.max_batch_size * ready / obs.recent_served_rps
+        state = replace(state, batch_samples=add_batch_sample(state.batch_samples, float(policy.max_batch_size),
+                                                              full_ms, now))
+    if replicas.startup_s:
+        seen = max(replicas.startup_s)
+        old = state.cold_start_s
+        # a longer start counts at once (plan for the slow case); shorter ones pull it down slowly
+        state = replace(state, cold_start_s=seen if old is None or seen > old else old + 0.3 * (seen - old))
+    memory = max(C.NOISE_S, 2 * (cold_start(state) + policy.interval_s))
+    rates = tuple(e for e in state.rates if now - e[0] <= memory)
+    if rates and now - rates[-1][0] < C.RATE_SAMPLE_S:
+        rates = rates[:-1]  # keep one sample per RATE_SAMPLE_S: replace the latest
+    rates += ((now, rate, rate),)  # the plan is filled in once made (see decide)
+    pending = (now, obs.pending, float(ready)) if obs.pending is not None else None
+    return replace(state, rates=rates, last_pending=pending)
+
+
+def surprise(state: State, d: Demand, now: float) -> State:
+    """Record a surprise: the rate now exceeds, by more than its noise, the rate planned for one
+    cold start ago -- what replicas asked for then were sized for. Whether or not capacity
+    happened to be there (the burst memory may have held it), a scaler that follows the plan
+    would have been short. Rising edge: at most one per cold start."""
+    horizon = cold_start(state)
+    past = [e for e in state.rates if now - e[0] >= horizon]
+    kept = tuple(t for t in state.surprises if now - t <= C.MAX_BURST_HOLD_S)
+    if past and d.rate - C.NOISE_Z * noise(state.rates, now) > past[-1][2] \
+            and (not kept or now - kept[-1] > horizon):
+        kept = (kept + (now,))[-C.MAX_SURPRISES:]
+    return replace(state, surprises=kept)
+
+
+def cold_start(state: State) -> float:
+    return state.cold_start_s if state.cold_start_s is not None else C.DEFAULT_COLD_START_S
+
+
+def _fit(pts: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares slope and its standard error (inf with fewer than 3 points)."""
+    n = len(pts)
+    if n < 3:
+        return 0.0, math.inf
+    tm = sum(t for t, _ in pts) / n
+    rm = sum(r for _, r in pts) / n
+    sxx = sum((t - tm) ** 2 for t, _ in pts)
+    if sxx <= 0:
+        return 0.0, math.inf
+    slope = sum((t - tm) * (r - rm) for t, r in pts) / sxx
+    res = sum((r - rm - slope * (t - tm)) ** 2 for t, r in pts)
+    return slope, math.sqrt(res / (n - 2) / sxx)
+
+
+def _slope2(pts: list[tuple[float, float]]) -> float:
+    """Least-squares slope of two or more points."""
+    tm = sum(t for t, _ in pts) / len(pts)
+    rm = sum(r for _, r in pts) / len(pts)
+    sxx = sum((t - tm) ** 2 for t, _ in pts)
+    return 0.0 if sxx <= 0 else sum((t - tm) * (r - rm) for t, r in pts) / sxx
+
+
+def trend(rates: tuple[tuple[float, float, float], ...], now: float, horizon: float) -> float:
+    """A rising trend (rps per second) worth extrapolating: the lower 95% confidence bound of
+    the least-squares slope over the last max(C.TREND_S, horizon) -- look back as far as the plan
+    looks ahead -- and no more than either half of that window rises (a ramp rises in both
+    halves; a step in one only, and is met by the rate itself, not extrapolated). 0 if none."""
+    span = max(C.TREND_S, C.TREND_HORIZON_SHARE * horizon)
+    pts = [(e[0], e[1]) for e in rates if now - e[0] <= span]
+    older = [(t, r) for t, r in pts if now - t > span / 2]
+    newer = [(t, r) for t, r in pts if now - t <= span / 2]
+    slope, se = _fit(pts)
+    halves = min(_slope2(older), _slope2(newer)) if len(older) >= 2 and len(newer) >= 2 else 0.0
+    return max(0.0, min(slope - C.NOISE_Z * se, halves))
+
+
+def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
+    """Standard deviation of the rate's tick-to-tick noise over the last NOISE_S, from the median
+    absolute deviation of consecutive differences (a steady trend or a single step barely moves it)."""
+    pts = [e[1] for e in rates if now - e[0] <= C.NOISE_S]
+    diffs = sorted(b - a for a, b in zip(pts, pts[1:], strict=False))
+    if len(diffs) < 3:
+        return 0.0
+    mid = diffs[len(diffs) // 2]  # a steady trend moves every difference alike: take it out
+    dev = sorted(abs(x - mid) for x in diffs)
+    # the difference of two iid normals has sd sigma*sqrt(2); its MAD is 0.6745 of that
+    return 1.4826 * dev[len(dev) // 2] / math.sqrt(2.0)
+
+
+def forecast(d: Demand, state: State, policy: Policy, now: float) -> tuple[float, float]:
+    """(rate to plan for, horizon): the rate when a replica asked for now is ready -- the
+    level (last minute's mean, or the latest sample if higher), plus a rising trend over the
+    horizon (cold start + one tick), plus the rate's noise at the 95% quantile."""
+    horizon = cold_start(state) + policy.interval_s
+    plan = level(d, state, now) + trend(state.rates, now, horizon) * horizon + C.NOISE_Z * noise(state.rates, now)
+    return plan, horizon
+
+
+def level(d: Demand, state: State, now: float) -> float:
+    """The rate now: the last minute's mean, or the latest sample if higher."""
+    recent = [e[1] for e in state.rates if now - e[0] <= C.LEVEL_S] or [d.rate]
+    return max(d.rate, sum(recent) / len(recent))

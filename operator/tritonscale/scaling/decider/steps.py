@@ -1,0 +1,194 @@
+"""The decision steps after the forecast: guard, recommend, breach, tolerate, stabilize, limit, clamp."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from tritonscale.scaling.decider import constants as C
+from tritonscale.scaling.decider.model import Observation, Policy, Replicas, State, Step, _clamp
+from tritonscale.scaling.decider.signals import Demand, cold_start
+
+
+def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) -> tuple[Step | None, State, bool]:
+    """Hold (or fall back) when there is nothing to decide on. Returns (step or None, state, metrics ok)."""
+    floor, current = policy.floor, replicas.current
+    if obs.status == "failed":
+        st = replace(state, failures=state.failures + 1)
+        if policy.fallback_replicas is not None and st.failures >= policy.failure_threshold:
+            n = _clamp(policy.fallback_replicas, floor, policy.max_replicas)
+            return Step(n, "FallbackAfterFailures",
+                        f"metrics failed {st.failures} times in a row (threshold {policy.failure_threshold}); "
+                        f"running fallbackReplicas={n}: {obs.message}"), st, False
+        n = max(current, floor)
+        return Step(n, "MetricsUnavailable", f"holding {n} replicas: metric source failed ({obs.message})"), st, False
+    state = replace(state, failures=0)
+    if current < floor:
+        return Step(floor, "BelowFloor", f"raising to the warm floor of {floor} replicas"), state, True
+    if policy.target_p95_ms is None:
+        return Step(current, "NoTarget", "no targetP95Milliseconds: holding between the floor and the ceiling"), \
+            state, True
+    if obs.status == "no_data" or obs.rps is None:
+        return Step(current, "NoData", f"holding {current} replicas: no series for this service yet "
+                                       f"({obs.message or 'no data'})"), state, False
+    return None, state, True
+
+
+def recommend(d: Demand, planned: float, horizon: float, cap: float | None, cap_source: str, current: int,
+              policy: Policy) -> Step:
+    """Replicas for the planned rate plus draining the backlog within the horizon (replicas
+    asked for now arrive after it, so nothing drains the backlog sooner), the drain bounded
+    by C.BACKLOG_MAX_EXTRA."""
+    if d.rate == 0.0 and d.window_rate == 0.0 and d.backlog == 0.0:
+        return Step(policy.floor, "Idle", "no requests: back to the warm floor")
+    if not cap:
+        return Step(current, "LearningCapacity",
+                    f"{d.rate:.1f} rps; no per-replica capacity yet ({cap_source}): holding, latency decides")
+    need_rps = planned + min(d.backlog / horizon, C.BACKLOG_MAX_EXTRA * planned)
+    n = math.ceil(need_rps / (cap * C.UTILISATION))
+    reason = "LoadIncreased" if n > current else ("LoadDecreased" if n < current else "Steady")
+    why = (f"{d.rate:.1f} rps now, planning {planned:.1f} rps"
+           + (f" + {d.backlog:.0f} queued" if d.backlog >= 1 else "")
+           + f" at ~{cap:.1f} rps per replica ({cap_source})")
+    return Step(n, reason, why)
+
+
+def breach(step: Step, obs: Observation, replicas: Replicas, cap: float | None, policy: Policy,
+           d: Demand | None = None) -> Step:
+    """A p95 breach with a queue behind it that the ready replicas are not draining: at least one
+    more replica than is running, unless replicas still starting will add capacity anyway."""
+    target = float(policy.target_p95_ms or 0.0)
+    p95 = obs.p95_ms
+    if p95 is None or p95 <= target * (1.0 + policy.tolerance):
+        return step
+    ready = min(replicas.ready, replicas.current)
+    pending = obs.pending or 0.0
+    queue_work = pending / max(ready, 1) / cap * 1000.0 if cap else math.inf  # ms of work queued per replica
+    # Without a queue the replicas are keeping up: either the p95 summary still remembers a backlog
+    # that is gone (it lags a minute), or the model's own latency misses the target -- neither is
+    # helped by more replicas. With no capacity estimate yet, latency is all there is to go by.
+    # A queue that shrinks while arrivals are below what the ready replicas serve drains by itself.
+    pressure = queue_work >= C.QUEUE_PRESSURE_TARGETS * target
+    draining = cap is not None and d is not None and d.growth < 0 and d.rate < ready * cap
+    why = step.why + f"; p95 {p95:.0f} ms > target {target:.0f} ms"
+    if not pressure:
+        return Step(step.replicas, step.reason, why + " with no queue behind it (the summary lags)")
+    if draining and ready >= replicas.current:
+        return Step(step.replicas, step.reason, why + f"; the {pending:.0f} queued drain: arrivals are below "
+                                                      f"what the {ready} ready replicas serve")
+    if ready < replicas.current:
+        if step.replicas <= replicas.current:
+            return Step(replicas.current, "WaitingForWarmup",
+                        why + f"; {replicas.current - ready} replica(s) still starting cover it")
+        return Step(step.replicas, "LatencyAboveTarget", why)
+    return Step(max(step.replicas, replicas.current + 1), "LatencyAboveTarget", why + ", queue building")
+
+
+def tolerate(step: Step, planned: float, cap: float | None, current: int, policy: Policy) -> Step:
+    """Hysteresis on the way down: scale down only to a count whose load stays below the plan by
+    the tolerance (otherwise a rate wobbling around a boundary flips the count each tick); none
+    at all while the current count's load is within the tolerance."""
+    if not cap or step.replicas >= current or current <= 0 or step.reason == "Idle":
+        return step
+    load = planned / (current * cap * C.UTILISATION)
+    if load >= 1.0 - policy.tolerance:
+        return Step(current, "WithinTolerance", step.why + f"; load {load:.0%} of plan is within tolerance")
+    down = min(current, max(step.replicas, math.ceil(planned / (cap * C.UTILISATION * (1.0 - policy.tolerance)))))
+    if down > step.replicas:
+        return Step(down, step.reason if down < current else "WithinTolerance",
+                    step.why + f"; {step.replicas} would run within {policy.tolerance:.0%} of full: {down}")
+    return step
+
+
+def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
+    """The scale-down look-back window and why: the spec's, or one cold start (a replica idle
+    for less than a cold start is cheaper kept than re-created)."""
+    if policy.scale_down_stabilization_s is not None:
+        return policy.scale_down_stabilization_s, "spec"
+    return max(C.SCALE_DOWN_COLD_STARTS * cold_start(state), 2 * policy.interval_s), "cold start"
+
+
+def burst_hold(state: State, now: float) -> float:
+    """How long the burst memory holds the peak need after the last surprise (0: no surprise)."""
+    if len(state.surprises) < C.SURPRISES_FOR_MEMORY:
+        return 0.0
+    hold = C.SURPRISE_HOLD_COLD_STARTS * cold_start(state)
+    gaps = [b - a for a, b in zip(state.surprises, state.surprises[1:], strict=False)]
+    if gaps:
+        hold = max(hold, C.BURST_HOLD_GAPS * max(gaps))
+    hold = min(hold, C.MAX_BURST_HOLD_S)
+    return hold if now - state.surprises[-1] <= hold else 0.0
+
+
+def _prune(hist: tuple[tuple[float, int, int], ...], before: float) -> tuple[tuple[float, int, int], ...]:
+    """Drop entries older than ``before`` that a later entry dominates (no lower recommendation,
+    no lower bare need): a window's maximum never needs them, so a steady service keeps one."""
+    out: list[tuple[float, int, int]] = []
+    best_r = best_b = -1
+    for e in reversed(hist):
+        if e[0] >= before or e[1] > best_r or e[2] > best_b:
+            out.append(e)
+        best_r, best_b = max(best_r, e[1]), max(best_b, e[2])
+    return tuple(reversed(out))
+
+
+def stabilize(step: Step, state: State, policy: Policy, current: int, now: float,
+              remember: int, bare: int) -> tuple[Step, State]:
+    """HPA-style look-back windows. ``remember`` goes into the history (a breach's extra replica
+    too, so it is held for a scale-down window instead of flapping away at the next tick).
+    Scale-down keeps the highest recommendation of the scale-down window and, while the burst
+    memory holds, the highest bare need (the rate at full capacity, no breach extra) since the
+    last surprise's hold began."""
+    window, source = scale_down_window(policy, state)
+    hold = burst_hold(state, now)
+    keep = max(policy.scale_up_stabilization_s, window, hold)
+    seed = (now - 0.001, current, current) if not state.recommendations else None
+    if seed is not None:
+        # No memory (a new object, lost status, a Deployment scaled by hand): assume the current
+        # size was recommended just now, as the HPA does, so the first low reading cannot scale
+        # down without a whole window. Stamped a millisecond back so a zero-length window does
+        # not see it; scale-up ignores it altogether.
+        state = replace(state, recommendations=(seed,))
+    hist = tuple(e for e in state.recommendations if now - e[0] <= keep) + ((now, remember, bare),)
+    state = replace(state, recommendations=_prune(hist, now - policy.scale_up_stabilization_s))
+    rec, desired, reason, why = step.replicas, current, step.reason, step.why
+    if rec > current:
+        up = [r for t, r, _ in hist[:-1] if (t, r, r) != seed and now - t <= policy.scale_up_stabilization_s]
+        desired = max(current, min(up + [rec]))
+        if desired < rec:
+            reason, why = "StabilizingScaleUp", why + f"; scale-up window holds {desired}"
+    elif rec < current:
+        held = max(r for t, r, _ in hist if now - t <= window)
+        burst = max((b for t, _, b in hist if now - t <= hold), default=0) if hold else 0
+        desired = min(current, max(held, burst, rec))
+        if desired > rec:
+            if burst >= held and burst > rec:
+                reason = "BurstMemory"
+                why += (f"; holding the peak need of {burst} for {hold:.0f}s after the rate outran the "
+                        f"replicas {now - state.surprises[-1]:.0f}s ago")
+            else:
+                reason = "StabilizingScaleDown"
+                why += f"; highest recommendation in the last {window:.0f}s ({source}) is {held}"
+    return Step(desired, reason, why), state
+
+
+def limit(step: Step, current: int, policy: Policy) -> Step:
+    if step.replicas > current + policy.scale_up_max_step:
+        return Step(current + policy.scale_up_max_step, step.reason,
+                    step.why + f"; limited to +{policy.scale_up_max_step} per tick")
+    if step.replicas < current - policy.scale_down_max_step:
+        return Step(current - policy.scale_down_max_step, step.reason,
+                    step.why + f"; limited to -{policy.scale_down_max_step} per tick")
+    return step
+
+
+def clamp(step: Step, replicas: Replicas, policy: Policy) -> Step:
+    n = _clamp(step.replicas, policy.floor, policy.max_replicas)
+    if replicas.unschedulable > 0 and n > replicas.current:
+        return Step(max(replicas.current, policy.floor), "Unschedulable",
+                    step.why + f"; {replicas.unschedulable} pod(s) cannot be scheduled "
+                               f"(no node has the resources): not asking for more")
+    if n == policy.max_replicas and step.replicas >= policy.max_replicas and n > replicas.current - 1 \
+            and step.reason in ("LoadIncreased", "LatencyAboveTarget"):
+        return Step(n, "AtMaxReplicas", step.why + f"; at maxReplicas={policy.max_replicas}")
+    return Step(n, step.reason, step.why)
