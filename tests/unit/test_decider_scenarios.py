@@ -1,0 +1,185 @@
+"""The pure decider over time: fake-clock scenarios (a ramp, a flash crowd, a burst train, outages,
+a lagging p95 summary) driven through ``decide`` as the operator drives it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from tritonscale.scaling import decider as D
+from tritonscale.scaling.decider import Observation, Policy, Replicas, State, decide
+
+POLICY = Policy(min_replicas=1, max_replicas=20, target_p95_ms=100.0, max_batch_size=16)
+A_MS, B_MS = 20.0, 2.0  # the fake model: a batch of n costs a + b*n ms (saturates at 16/52 ms = 308 rps)
+CAP = D.batch_capacity((A_MS, B_MS), 16, 100.0)  # 15 / 50 ms = 300 rps at the 100 ms target
+
+
+def ok(rate: float, p95: float | None = 50.0, pending: float = 0.0, batch: float | None = None,
+       failed: float = 0.0) -> Observation:
+    return Observation(status="ok", p95_ms=p95, rps=rate, recent_rps=rate + failed, failed_rps=failed,
+                       pending=pending, batch_size=batch, batch_ms=None if batch is None else A_MS + B_MS * batch)
+
+
+FAILED = Observation(status="failed", message="connection refused")
+NO_DATA = Observation(status="no_data", message="no series")
+
+
+def known_capacity(state: State | None = None, now: float = 0.0) -> State:
+    """Memory with batch samples at two sizes: the cost line a + b*n is known."""
+    state = state or State()
+    s = D.add_batch_sample(state.batch_samples, 4.0, A_MS + 4 * B_MS, now)
+    s = D.add_batch_sample(s, 12.0, A_MS + 12 * B_MS, now)
+    return replace(state, batch_samples=s)
+
+
+def rates(*pairs: tuple[float, float]) -> tuple[tuple[float, float, float], ...]:
+    return tuple((t, r, r) for t, r in pairs)
+
+
+# --- fake-clock scenarios ----------------------------------------------------------------------
+class Plant:
+    """Replicas of the fake model behind round-robin, observed the way the metric source would:
+    each tick sees the last interval's served rate, the queue, p95 and the batch statistics."""
+
+    def __init__(self, policy: Policy, replicas: int, cold_start: float, interval: float = 15.0):
+        self.policy, self.cold, self.dt = policy, cold_start, interval
+        self.now, self.state = 0.0, State()
+        self.started = [-1e9] * replicas
+        self.queue = 0.0
+        self.history: list[tuple[float, int, int, str]] = []
+
+    @property
+    def current(self) -> int:
+        return len(self.started)
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for t in self.started if self.now - t >= self.cold)
+
+    def tick(self, rate: float) -> D.Decision:
+        sat = self.ready * 16 / ((A_MS + 16 * B_MS) / 1000)
+        served = min(rate + self.queue / self.dt, sat)
+        self.queue = max(0.0, self.queue + (rate - served) * self.dt)
+        # the default queue policy: what waited longer than 2 x the target is rejected
+        limit = sat * 2 * self.policy.target_p95_ms / 1000
+        rejected = max(0.0, self.queue - limit) / self.dt
+        self.queue = min(self.queue, limit)
+        per = served / max(self.ready, 1) / 1000  # requests per ms per replica
+        batch = min(16.0, max(1.0, per * A_MS / max(1e-9, 1 - per * B_MS))) if per * B_MS < 1 else 16.0
+        load = rate / max(sat, 1e-9)
+        p95 = (2 * (A_MS + B_MS * batch)) * (1 + 3 * max(0.0, load - 0.9)) + self.queue / max(sat, 1) * 1000
+        startups = tuple(self.cold for t in self.started if 0 <= self.now - t - self.cold < self.dt)
+        obs = Observation(status="ok", p95_ms=p95 if served else None, rps=served, recent_rps=served + rejected,
+                          failed_rps=rejected, pending=self.queue, batch_size=batch if served else None,
+                          batch_ms=A_MS + B_MS * batch if served else None)
+        d = decide(obs, Replicas(self.current, self.ready, startup_s=startups), self.policy, self.state, self.now)
+        if d.replicas > self.current:
+            self.started += [self.now] * (d.replicas - self.current)
+        else:
+            self.started = self.started[: d.replicas]
+        self.state = d.state
+        self.history.append((self.now, d.replicas, self.ready, d.reason))
+        self.now += self.dt
+        return d
+
+    def need(self, rate: float) -> int:
+        return math.ceil(rate / CAP)
+
+
+def test_ramp_is_followed_ahead_of_the_load():
+    p = Plant(POLICY, replicas=2, cold_start=60.0)
+    for _ in range(10):
+        p.tick(400.0)
+    short = 0
+    for k in range(60):  # 400 -> 2,200 rps over 15 minutes
+        rate = 400.0 + 2.0 * k * 15
+        p.tick(rate)
+        short += p.ready * CAP < rate
+    replicas = [r for _, r, _, _ in p.history]
+    assert short <= 4  # only while the trend is being established
+    assert max(replicas) <= math.ceil(1.25 * p.need(2200.0))
+    assert all(b >= a for a, b in zip(replicas[10:], replicas[11:], strict=False))  # no flapping on the way up
+
+
+def test_flash_crowd_is_met_in_one_step_and_released():
+    p = Plant(POLICY, replicas=2, cold_start=60.0)
+    for _ in range(20):
+        p.tick(400.0)
+    for _ in range(20):  # 6x for 5 minutes
+        p.tick(2400.0)
+    up = [r for _, r, _, _ in p.history[20:24]]
+    assert max(up) >= p.need(2400.0)  # within the first ticks of the crowd, despite maxStep 4 a tick
+    assert max(r for _, r, _, _ in p.history) <= math.ceil(1.25 * p.need(2400.0))
+    for _ in range(80):  # 20 minutes back at the base rate
+        p.tick(400.0)
+    assert p.history[-1][1] <= p.need(400.0) + 1
+    assert min(r for _, r, _, _ in p.history) >= POLICY.floor
+
+
+def test_burst_train_is_held_across_the_gaps():
+    p = Plant(POLICY, replicas=2, cold_start=60.0)
+    for _ in range(8):
+        p.tick(300.0)
+    for _burst in range(5):  # 2-minute bursts every 6 minutes
+        for _ in range(8):
+            p.tick(1800.0)
+        for _ in range(16):
+            p.tick(300.0)
+    reasons = [why for _, _, _, why in p.history[40:]]
+    assert "BurstMemory" in reasons
+    late = p.history[60:]  # from the third burst on, capacity is there before each burst
+    assert all(ready * CAP >= 1800.0 * 0.9 for t, _, ready, _ in late)
+    changes = sum(1 for a, b in zip(p.history, p.history[1:], strict=False) if a[1] != b[1])
+    assert changes <= 12  # held, not flapping up and down every burst
+
+
+def test_outage_holds_then_fallback_after_threshold_then_recovers():
+    pol = replace(POLICY, fallback_replicas=5, failure_threshold=3)
+    st = known_capacity()
+    for k, expect in enumerate([2, 2, 5, 5]):
+        d = decide(FAILED, Replicas(2 if k < 2 else 5, 2), pol, st, float(k))
+        st = d.state
+        assert d.replicas == expect and not d.metrics_ok
+    d = decide(ok(100, batch=4.0), Replicas(5, 5), pol, st, 10.0)
+    assert d.metrics_ok and d.state.failures == 0
+
+
+def test_idle_returns_to_floor_but_no_data_does_not():
+    st = known_capacity()
+    d = decide(NO_DATA, Replicas(4, 4), POLICY, st, 0.0)
+    assert d.replicas == 4
+    for k in range(20):
+        d = decide(ok(0.0, p95=None), Replicas(d.replicas, d.replicas), POLICY, st, 15.0 * k)
+        st = d.state
+    assert d.replicas == POLICY.floor and d.reason == "Idle"
+
+
+def test_history_keeps_only_what_a_window_maximum_needs():
+    st = State()
+    for k in range(100):  # a steady service for 25 minutes
+        st = decide(ok(600, batch=8.0), Replicas(3, 3), POLICY, st, 15.0 * k).state
+    assert len(st.recommendations) <= 3
+    assert len(st.to_dict()["rates"]) <= max(D.NOISE_S, 2 * 75) / D.RATE_SAMPLE_S + 1
+
+
+def test_a_breach_adds_one_and_holds_it_while_the_summary_lags():
+    """p95 above target with a queue behind it: one more replica; the queue goes, the p95 summary
+    keeps reading high for a minute, and the replica count stays put (no 1-2-1-2 flapping)."""
+    pol = replace(POLICY, interval_s=2.0, scale_down_stabilization_s=10.0)
+    st, current, seen, fixed_at = known_capacity(), 1, [], None
+    for k in range(40):
+        if current >= 2 and fixed_at is None:
+            fixed_at = k
+        lagging = fixed_at is not None and k - fixed_at < 30  # 60 s of summary at 2 s ticks
+        obs = ok(20, p95=300 if (fixed_at is None or lagging) else 60, pending=200 if fixed_at is None else 0,
+                 batch=4.0)
+        d = decide(obs, Replicas(current, current), pol, st, 2.0 * k)
+        st, current = d.state, d.replicas
+        seen.append(current)
+    assert max(seen) == 2, seen
+    assert seen.index(2) == 0  # at once
+    assert all(n == 2 for n in seen[: seen.index(2) + 5])  # held for the 10 s window at least
+    changes = sum(1 for a, b in zip(seen, seen[1:], strict=False) if a != b)
+    assert changes <= 1, seen  # up once, and down at most once afterwards
+
+
