@@ -108,6 +108,19 @@ def test_kubectl_apply_install_yaml(fresh_plane):
         proc = subprocess.run([str(BIN / "kubectl"), "--kubeconfig", kubeconfig, "auth", "can-i", verb, resource,
                                "--as", sa, "-A"], capture_output=True, text=True, timeout=60)
         assert proc.stdout.strip() == "no", (verb, resource, proc.stdout)
+    # Leader election (two replicas): its own Lease in its own namespace, nothing more.
+    lease_checks = [("update", "leases.coordination.k8s.io/tritonscale", OPERATOR_NAMESPACE, "yes"),
+                    ("create", "leases.coordination.k8s.io", OPERATOR_NAMESPACE, "yes"),
+                    ("update", "leases.coordination.k8s.io/other", OPERATOR_NAMESPACE, "no"),
+                    ("list", "leases.coordination.k8s.io", OPERATOR_NAMESPACE, "no"),
+                    ("update", "leases.coordination.k8s.io/tritonscale", "kube-system", "no")]
+    for verb, resource, namespace, expected in lease_checks:
+        proc = subprocess.run([str(BIN / "kubectl"), "--kubeconfig", kubeconfig, "auth", "can-i", verb, resource,
+                               "--as", sa, "-n", namespace], capture_output=True, text=True, timeout=60)
+        assert proc.stdout.strip() == expected, (verb, resource, namespace, proc.stdout, proc.stderr)
+    assert apps.read_namespaced_deployment("tritonscale", OPERATOR_NAMESPACE).spec.replicas == 2
+    assert kubernetes.client.PolicyV1Api(client).read_namespaced_pod_disruption_budget(
+        "tritonscale", OPERATOR_NAMESPACE).spec.max_unavailable == 1
 
 
 def test_helm_install_succeeds(control_plane, operator_install, admin_client):
