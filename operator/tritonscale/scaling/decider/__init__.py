@@ -82,7 +82,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     target = float(policy.target_p95_ms or 0.0)
     d = demand(obs, state, now)
     state = learn(state, obs, replicas, policy, now, d.rate)
-    cap, source = capacity(state, policy, target)
+    cap, source = capacity(state, policy, target, obs)
     planned, horizon = forecast(d, state, policy, now)
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
                    p95_ms=obs.p95_ms, capacity_rps=cap)

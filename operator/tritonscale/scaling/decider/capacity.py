@@ -83,11 +83,14 @@ def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: floa
     return replace(state, capacity_rps=cap, capacity_ceiling_rps=ceiling)
 
 
-def capacity(state: State, policy: Policy, target: float) -> tuple[float | None, str]:
+def capacity(state: State, policy: Policy, target: float,
+             obs: Observation | None = None) -> tuple[float | None, str]:
     """Per-replica requests per second at the target, and where the figure comes from; None while
     the batch statistics cannot tell it yet. One batch size seen says nothing about the slope of
-    the cost: capacity is known once batch sizes spread (C.MIN_BATCH_SPREAD), or a batch near the
-    maximum was seen, or the model does not batch (maxBatchSize <= 1)."""
+    the cost: capacity is known once batch sizes spread (MIN_BATCH_SPREAD), or a batch near the
+    maximum was seen, or the model does not batch (maxBatchSize <= 1). Until then one batch size
+    that is a good share of the maximum (the remembered one, or this tick's while the load moves
+    too fast for a sample) gives a guess."""
     samples = state.batch_samples
     cost = batch_cost(samples)
     if cost is not None:
@@ -96,10 +99,16 @@ def capacity(state: State, policy: Policy, target: float) -> tuple[float | None,
                  or max(sizes) >= 0.9 * policy.max_batch_size)
         if known:
             return batch_capacity(cost, policy.max_batch_size, target), "batch cost"
-        if max(sizes) >= C.SINGLE_BATCH_MIN_SHARE * policy.max_batch_size:
-            # one batch size, already a good share of the maximum: the cost split half fixed, half
-            # per item there is a fair guess, and errs low (more replicas) for fixed-cost models
-            return batch_capacity(cost, policy.max_batch_size, target), "batch cost, one batch size"
+        # one batch size, already a good share of the maximum: the cost split half fixed, half
+        # per item there is a fair guess, and errs low (more replicas) for fixed-cost models
+        guesses = [(n, t) for n, t, *_ in samples]
+        if obs is not None and obs.batch_size and obs.batch_ms and obs.batch_size > max(sizes):
+            guesses.append((obs.batch_size, obs.batch_ms))  # the load moves: this tick's larger batches
+        n, t = max(guesses)
+        if n >= C.SINGLE_BATCH_MIN_SHARE * policy.max_batch_size:
+            guess = batch_cost(((n, t, 0.0),))
+            if guess is not None:
+                return batch_capacity(guess, policy.max_batch_size, target), "batch cost, one batch size"
         # tiny batches only: replicas are far from full, and extrapolating their cost to large
         # batches could be off by the batching gain itself
         return None, "batch cost: only small batches seen so far"

@@ -1,0 +1,130 @@
+"""The scenario suite: traffic classes, scaling to a static peak, honest scoring, dominance,
+the criteria, the CLI -- and the quick subset CI runs (one scenario per traffic class)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tritonscale.simulate import suite, traffic
+from tritonscale.simulate.command import main_simulate
+from tritonscale.simulate.replica import BatcherConfig, Replica
+from tritonscale.simulate.report import window_p95_ms
+from tritonscale.simulate.suite import Row, Scenario, ScenarioResult, SuiteConfig
+
+REPO = Path(__file__).resolve().parents[2]
+TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
+
+
+@pytest.mark.parametrize("cls", traffic.SYNTHETIC)
+def test_class_profiles_peak_at_one_and_differ_by_seed(cls):
+    a = traffic.profile(cls, 0, 1800.0)
+    assert len(a) == 1800 and a.min() > 0
+    per_minute = a[: len(a) // 60 * 60].reshape(-1, 60).mean(axis=1)
+    assert per_minute.max() == pytest.approx(1.0)
+    assert np.array_equal(a, traffic.profile(cls, 0, 1800.0))  # deterministic
+    assert not np.array_equal(a, traffic.profile(cls, 1, 1800.0))  # a seed is a new instance
+    assert np.all(a[: int(traffic.LEAD_IN_S)] == a[0])  # every instance opens flat
+
+
+def test_bursty_classes_jump_and_smooth_ones_do_not():
+    def biggest_step(cls):
+        return max(np.max(np.diff(traffic.profile(cls, s, 3600.0))) for s in range(3))
+
+    assert biggest_step("flash") > 0.5 and biggest_step("onoff") > 0.5 and biggest_step("steps") > 0.3
+    assert biggest_step("diurnal") < 0.01
+
+
+def test_scenarios_are_scaled_so_the_busiest_minute_needs_the_peak():
+    cfg = SuiteConfig(classes=("steps",), duration_s=1800.0)
+    arr, horizon, _ = suite.scenario_arrivals(Scenario("steps", 60.0, "tight", 0), cfg, capacity_rps=300.0)
+    per_minute = np.bincount((arr // 60).astype(int)) / 60.0
+    assert per_minute.max() == pytest.approx(cfg.peak_replicas * 300.0, rel=0.05)
+    assert horizon == 1800.0
+
+
+def test_slo_levels_are_relative_to_the_full_batch_time():
+    cfg = SuiteConfig(batcher=BatcherConfig(base_ms=10.0, per_item_ms=5.0, max_batch=8, preferred=(4, 8)))
+    assert cfg.slo_ms("tight") == pytest.approx(2 * 50.0) and cfg.slo_ms("loose") == pytest.approx(6 * 50.0)
+
+
+def test_rejected_requests_are_misses_so_shedding_cannot_raise_attainment():
+    r = Replica(0, 0.0, 0.0, BatcherConfig(base_ms=20, per_item_ms=2, max_batch=4, preferred=(4,),
+                                           queue_timeout_ms=100.0))
+    t = np.sort(np.random.default_rng(0).uniform(0, 60, 12000))  # 200 rps on a 143 rps replica
+    r.add(t)
+    r.advance(np.inf, np.inf)
+    lat = r.latencies()
+    assert np.isinf(lat).any()  # some were rejected
+    wp = window_p95_ms(t, lat, 60.0, 60.0)
+    assert np.isinf(wp[0]) or wp[0] > 100.0  # the window misses: rejects count as misses
+
+
+def _row(policy, att, hours, peak=4):
+    return Row(policy, att, 60, round((1 - att) * 60), hours, hours / 5.0, peak, peak / 4, 0, 0, 50.0)
+
+
+def _result(cls, rows):
+    return ScenarioResult(Scenario(cls, 60.0, "tight", 0), 100.0, 1000, "", 8, 4, True,
+                          [*rows, _row("oracle", 1.0, 5.0)])
+
+
+def test_dominance_and_the_criteria():
+    res = _result("steps", [_row("tritonscale", 0.95, 6.0), _row("keda", 0.95, 5.5), _row("static:8", 1.0, 8.0)])
+    assert res.dominators("tritonscale") == ["keda"]  # as good, cheaper
+    assert res.dominators("static:8") == []
+    v = suite.check(res)
+    assert not v.holds and any("dominated by keda" in f for f in v.failures)
+    ok = _result("steps", [_row("tritonscale", 0.95, 6.0), _row("keda", 0.90, 5.5), _row("static:8", 1.0, 8.0)])
+    assert suite.check(ok).holds  # bursty: >= 90%, no costlier than static, not dominated
+    costly = _result("steps", [_row("tritonscale", 0.97, 8.5), _row("static:8", 1.0, 8.0)])
+    assert any("static peak fleet" in f for f in suite.check(costly).failures)
+    smooth = _result("diurnal", [_row("tritonscale", 0.983, 6.0), _row("static:8", 1.0, 8.0)])
+    assert any("99%" in f for f in suite.check(smooth).failures)
+    peaky = _result("diurnal", [_row("tritonscale", 1.0, 6.0, peak=6), _row("static:8", 1.0, 8.0)])
+    assert any("peak 6 > ceil(1.25 x oracle peak 4) = 5" in f for f in suite.check(peaky).failures)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--suite", "--classes", "nope"], "unknown traffic class"),
+    (["--suite", "--slos", "medium"], "unknown SLO level"),
+    (["--suite", "--cold-starts", "x"], "--cold-starts"),
+    (["--suite", "--classes", "trace", "--trace", "/nonexistent/trace.csv"], "/nonexistent/trace.csv"),
+])
+def test_suite_bad_input_is_one_line(capsys, argv, message):
+    assert main_simulate(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+
+
+def test_quick_suite_in_ci(capsys, tmp_path):
+    """One scenario per traffic class (cold start 60 s, tight SLO, seed 0): every policy on the same
+    arrivals, the JSON carries the tables, summary and criteria, and tritonscale is on the frontier --
+    no other policy (the oracle aside) dominates it, its peak stays within ceil(1.25 x the oracle's),
+    and on bursty classes it meets >= 90% of windows at no more than the static peak fleet's cost."""
+    argv = ["--suite", "quick", "--json", "--plot", str(tmp_path / "suite.png")]
+    if TRACE.exists():
+        argv += ["--trace", str(TRACE)]
+    else:
+        argv += ["--classes", ",".join(traffic.SYNTHETIC)]
+    assert main_simulate(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (tmp_path / "suite.png").stat().st_size > 10_000
+    assert out["setup"]["routing"].startswith("round-robin")
+    assert "rejected" in out["setup"]["attainment"]
+    names = {s["class"] for s in out["scenarios"]}
+    assert names >= set(traffic.SYNTHETIC)
+    for s in out["scenarios"]:
+        policies = [p["policy"] for p in s["policies"]]
+        assert policies[:6] == ["tritonscale", "hpa", "keda", "kpa", "triton-queue", "slo-ratio"]
+        assert policies[6].startswith("static:") and policies[-1] == "oracle"
+        me = s["policies"][0]
+        assert me["dominated_by"] == [], (s["name"], me)
+        assert me["max_replicas"] <= -(-5 * s["oracle_peak"] // 4), (s["name"], me)
+        if s["class"] in traffic.BURSTY:
+            static = s["policies"][6]
+            assert me["window_attainment"] >= 0.9 and me["replica_hours"] <= static["replica_hours"], (s["name"], me)
+    assert {p["policy"] for p in out["summary"]} >= {"tritonscale", "hpa", "keda", "kpa", "static", "oracle"}
