@@ -109,14 +109,16 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         "pending": f"sum by ({g}) (nv_inference_pending_request_count{{{m}}})",
         "replicas": f"count by ({g}) ({success})",
         # Batch cost, for the decider's capacity model: mean requests per execution, and
-        # mean execution time (Triton adds a batch's compute time to each request in it).
+        # mean execution time (Triton adds a batch's compute time to each request in it),
+        # between the last two scrapes (irate): a whole window mixes the batch sizes of a
+        # changing load, and the request-weighted time then reads high.
         "batch_size": (
-            f"sum by ({g}) (rate(nv_inference_count{{{m}}}[{w}])) "
-            f"/ sum by ({g}) (rate(nv_inference_exec_count{{{m}}}[{w}]))"
+            f"sum by ({g}) (irate(nv_inference_count{{{m}}}[{w}])) "
+            f"/ sum by ({g}) (irate(nv_inference_exec_count{{{m}}}[{w}]))"
         ),
         "batch_ms": (
-            f"sum by ({g}) (rate(nv_inference_compute_infer_duration_us{{{m}}}[{w}])) / 1000 "
-            f"/ sum by ({g}) (rate({success}[{w}]))"
+            f"sum by ({g}) (irate(nv_inference_compute_infer_duration_us{{{m}}}[{w}])) / 1000 "
+            f"/ sum by ({g}) (irate({success}[{w}]))"
         ),
         # Requests the queue policy rejected (absent until Triton counts a failure: read as 0).
         "failed_rps": f"sum by ({g}) (rate(nv_inference_request_failure{{{m}}}[{w}]))",

@@ -24,10 +24,10 @@ t = 0). Only ready pods are scraped: a starting pod's Triton has no series yet a
 removed pod's series go stale.
 
 Batch statistics, for a decider that wants them: ``batch_size`` =
-``rate(nv_inference_count) / rate(nv_inference_exec_count)`` (requests per model
-execution) and ``batch_ms`` = ``rate(nv_inference_compute_infer_duration_us) /
-rate(nv_inference_request_success)`` (Triton charges each request the whole batch's
-compute time, so this is the request-weighted batch duration). They are passed
+``irate(nv_inference_count) / irate(nv_inference_exec_count)`` (requests per model
+execution) and ``batch_ms`` = ``irate(nv_inference_compute_infer_duration_us) /
+irate(nv_inference_request_success)`` (Triton charges each request the whole batch's
+compute time, so this is the request-weighted batch duration), between the last two scrapes. They are passed
 only if ``Observation`` declares fields of those names.
 
 HPA's utilisation (GPU duty cycle: share of wall time the instance executes a
@@ -146,14 +146,16 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
 
 
 def batch_stats(pods: Sequence[Replica], now: float, cfg: PromConfig) -> tuple[float | None, float | None]:
-    """(requests per execution, request-weighted batch compute ms) over the rate window."""
+    """(requests per execution, request-weighted batch compute ms) between the last two scrapes
+    (``irate``): a whole rate window mixes the batch sizes of a changing load, and Triton's
+    request-weighted compute time then reads high."""
     t = last_scrape(now, cfg.scrape_s)
     execs, reqs, weighted_s = 0, 0, 0.0
     for r in pods:
         r.sync()
-        span = _span(r, t, cfg)
-        if span <= 0:
+        if _span(r, t, cfg) <= 0:
             continue
+        span = cfg.scrape_s
         end, cum = r.batch_end.view, r.batch_size_cum.view
         i0 = int(np.searchsorted(end, t - span, side="right"))
         i1 = int(np.searchsorted(end, t, side="right"))
