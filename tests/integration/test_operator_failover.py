@@ -512,8 +512,9 @@ def test_a_stopped_leader_hands_the_lease_over(api_client, namespace, lease, rep
     wait_for(lambda: _holder(lease) == b.identity, 10, interval=0.05, what="the standby to take the Lease")
     acquired = _epoch(lease().spec.acquire_time)
     print(f"\nstandby acquired the released Lease {acquired - released_at:+.2f} s from the old leader's exit")
-    # Within a retry period of the release -- not a lease duration after the last renewal.
-    assert acquired - released_at <= RETRY_S + 0.5
+    # Within a retry period of the release (+1 s for the requests), where waiting out the
+    # lease would take at least lease - retry = 4 s: renewals go on until the release.
+    assert acquired - released_at <= RETRY_S + 1.0
     mark = audit_log.mark()
     wait_for(lambda: [c for c in b.writes(audit_log, mark) if c.resource == "inferenceservices/status"], 10,
              what="the new leader's autoscaler to write status")
