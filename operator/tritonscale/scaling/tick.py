@@ -129,6 +129,14 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         decision = decide(obs, replicas, Policy.from_spec(spec.scaling, spec.model.max_batch_size), state, now)
         _memory[uid] = decision.state
 
+        # The decider's memory goes to status before the replica count changes: an operator killed
+        # between the two writes then loses nothing (the next tick, or a new leader, re-applies the
+        # count from the same memory).
+        patch = st.status_patch(status, autoscaler_status(status, decision, obs, census, census_error, live_pods,
+                                                          now, body["metadata"].get("generation")))
+        if patch is not None:
+            kube.patch_inference_service_status(namespace, name, patch)
+
         if decision.replicas != current:
             kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
             verb = "up" if decision.replicas > current else "down"
@@ -137,11 +145,6 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             om.DECISIONS.labels(namespace, name, verb, decision.reason).inc()
         else:
             om.DECISIONS.labels(namespace, name, "none", decision.reason).inc()
-
-        patch = st.status_patch(status, autoscaler_status(status, decision, obs, census, census_error, live_pods,
-                                                          now, body["metadata"].get("generation")))
-        if patch is not None:
-            kube.patch_inference_service_status(namespace, name, patch)
 
         om.DESIRED.labels(namespace, name).set(decision.replicas)
         om.READY.labels(namespace, name).set(ready)
