@@ -144,7 +144,8 @@ def forecast(d: Demand, state: State, policy: Policy, now: float) -> tuple[float
     level (last minute's mean, or the latest sample if higher), plus a rising trend over the
     horizon (cold start + one tick), plus the rate's noise at the 95% quantile."""
     horizon = cold_start(state) + policy.interval_s
-    plan = level(d, state, now) + trend(state.rates, now, horizon) * min(horizon, C.TREND_MAX_HORIZON_S) + C.NOISE_Z * noise(state.rates, now)
+    rise = trend(state.rates, now, horizon) * min(horizon, C.TREND_MAX_HORIZON_S)
+    plan = level(d, state, now) + rise + C.NOISE_Z * noise(state.rates, now)
     return plan, horizon
 
 
