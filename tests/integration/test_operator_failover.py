@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import datetime
 import json
 import re
-import socket
 import threading
 import time
 import urllib.error
@@ -40,8 +38,9 @@ import kubernetes
 import pytest
 import yaml
 
-from support.audit_log import AuditLog
+from support.audit_log import WRITES, AuditLog, Request, epoch
 from support.cluster import OPERATOR_NAMESPACE, RELEASE, OperatorInstall, sample, wait_for
+from support.tcp_proxy import TcpProxy, free_port
 from support.triton_exporter import TritonExporter
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.cluster.control_plane import SERVICE_ACCOUNT_ISSUER
@@ -54,48 +53,12 @@ ELECT = ["--leader-elect", f"--leader-elect-resource-name={RELEASE}",
          f"--leader-elect-resource-namespace={OPERATOR_NAMESPACE}", f"--leader-elect-lease-duration={LEASE_S}",
          f"--leader-elect-renew-deadline={RENEW_S:g}", f"--leader-elect-retry-period={RETRY_S:g}"]
 NAME = "linear"
-WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 
 try:
     find_prometheus()
     HAVE_PROMETHEUS = True
 except Exception:  # noqa: BLE001
     HAVE_PROMETHEUS = False
-
-
-# ---- audit log, per token -------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Call:
-    credential: str  # "JTI=<the token's jti>"
-    at: float  # epoch seconds the API server received it
-    verb: str
-    resource: str
-    name: str
-    code: int
-
-
-def calls(audit: AuditLog, since: int = 0) -> list[Call]:
-    out = []
-    with open(audit.path, "rb") as f:
-        f.seek(since)
-        for line in f:
-            if not line.endswith(b"\n"):
-                break
-            e = json.loads(line)
-            ref = e.get("objectRef") or {}
-            resource = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource") else "")
-            cred = ((e.get("user") or {}).get("extra") or {}).get("authentication.kubernetes.io/credential-id")
-            out.append(Call(credential=(cred or [""])[0], at=_epoch(e["requestReceivedTimestamp"]),
-                            verb=e.get("verb", ""), resource=resource, name=ref.get("name", ""),
-                            code=int((e.get("responseStatus") or {}).get("code") or 0)))
-    return out
-
-
-def _epoch(rfc3339: str | datetime.datetime) -> float:
-    if isinstance(rfc3339, datetime.datetime):
-        return rfc3339.timestamp()
-    return datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
 # ---- replicas ---------------------------------------------------------------------------------
@@ -114,8 +77,8 @@ class Replica:
         m = re.search(r"leader election: candidate (\S+) for Lease", self.proc.output())
         return m.group(1) if m else ""
 
-    def writes(self, audit: AuditLog, since: int) -> list[Call]:
-        return [c for c in calls(audit, since) if c.credential == self.credential and c.verb in WRITES]
+    def writes(self, audit: AuditLog, since: int) -> list[Request]:
+        return [c for c in audit.requests(since) if c.credential == self.credential and c.verb in WRITES]
 
     def get(self, path: str, port: int) -> tuple[int, str]:
         try:
@@ -127,12 +90,6 @@ class Replica:
     def leader_gauge(self) -> float:
         _, text = self.get("/metrics", self.metrics_port)
         return float(re.search(r"^tritonscale_leader (\S+)$", text, re.M).group(1))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _token_kubeconfig(install: OperatorInstall, admin: kubernetes.client.ApiClient, path: Path,
@@ -190,7 +147,7 @@ def replicas(operator_install: OperatorInstall, admin_client: kubernetes.client.
         i = len(started)
         kubeconfig = tmp_path / f"replica-{i}.kubeconfig"
         credential = _token_kubeconfig(operator_install, admin_client, kubeconfig, server)
-        metrics, liveness = _free_port(), _free_port()
+        metrics, liveness = free_port(), free_port()
         proc = OperatorProcess(kubeconfig, tmp_path / f"replica-{i}.log",
                                [*ELECT, f"--metrics-port={metrics}", f"--liveness-port={liveness}", *args],
                                env={"POD_NAME": f"replica-{i}"}).start()
@@ -319,8 +276,8 @@ def test_failover_during_a_load_increase(api_client, namespace, models_claim, no
 
         took = lease()
         assert took.spec.holder_identity == b.identity
-        acquired = _epoch(took.spec.acquire_time)
-        log = calls(audit_log, mark)
+        acquired = epoch(took.spec.acquire_time)
+        log = list(audit_log.requests(mark))
         a_calls = [c for c in log if c.credential == a.credential]
         b_calls = [c for c in log if c.credential == b.credential]
         a_renewals = [c.at for c in a_calls if c.resource == "leases" and c.verb == "update" and c.code == 200]
@@ -370,73 +327,6 @@ def test_failover_during_a_load_increase(api_client, namespace, models_claim, no
 
 # ---- partition --------------------------------------------------------------------------------
 
-class TcpProxy:
-    """127.0.0.1:port -> target, one thread per direction. ``cut()`` closes the listener and
-    every connection (connections are refused from then on); ``heal()`` listens again."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.port = _free_port()
-        self._conns: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._listener: socket.socket | None = None
-
-    def heal(self) -> TcpProxy:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(64)
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-        return self
-
-    def cut(self) -> None:
-        with self._lock:
-            listener, self._listener = self._listener, None
-            conns, self._conns = self._conns, []
-        if listener:
-            listener.close()
-        for c in conns:
-            try:
-                c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            c.close()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                if self._listener is not listener:
-                    client.close()
-                    upstream.close()
-                    return
-                self._conns += [client, upstream]
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
-
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
 def _ticking_sample(namespace: str) -> dict[str, Any]:
     """An object whose autoscaler writes status every second: Prometheus is unreachable
     (port 9 discards), so each tick counts one more failure in scalingState."""
@@ -469,7 +359,7 @@ def test_a_partitioned_leader_stops_before_the_standby_takes_over(api_client, na
         wait_for(lambda: _holder(lease) == b.identity, LEASE_S + 4 * RETRY_S + 5, interval=0.05,
                  what="the standby to take the Lease")
         took = lease()
-        acquired = _epoch(took.spec.acquire_time)
+        acquired = epoch(took.spec.acquire_time)
         wait_for(lambda: a.exited_at, 5, what="the cut-off leader to exit")
         print(f"\nproxy stopped; the cut-off leader exited {a.exited_at - cut_at:.2f} s later "
               f"(renew deadline {RENEW_S:g} s), the standby acquired the Lease {acquired - cut_at:.2f} s later")
@@ -484,7 +374,7 @@ def test_a_partitioned_leader_stops_before_the_standby_takes_over(api_client, na
         b_status = lambda: [c for c in b.writes(audit_log, mark) if c.resource == "inferenceservices/status"]  # noqa: E731
         wait_for(lambda: len(b_status()) >= 3, 15, what="the new leader's autoscaler to write status")
         time.sleep(2)
-        a_after = [c for c in calls(audit_log, mark) if c.credential == a.credential and c.at > cut_at]
+        a_after = [c for c in list(audit_log.requests(mark)) if c.credential == a.credential and c.at > cut_at]
         assert a_after == [], a_after
         a_writes = a.writes(audit_log, mark)
         assert max(c.at for c in a_writes) < min(c.at for c in b.writes(audit_log, mark) if c.resource != "leases")
@@ -510,7 +400,7 @@ def test_a_stopped_leader_hands_the_lease_over(api_client, namespace, lease, rep
     assert a.proc.proc.returncode == 0, a.proc.output()[-2000:]
     assert "released Lease" in a.proc.output()
     wait_for(lambda: _holder(lease) == b.identity, 10, interval=0.05, what="the standby to take the Lease")
-    acquired = _epoch(lease().spec.acquire_time)
+    acquired = epoch(lease().spec.acquire_time)
     print(f"\nstandby acquired the released Lease {acquired - released_at:+.2f} s from the old leader's exit")
     # Within a retry period of the release (+1 s for the requests), where waiting out the
     # lease would take at least lease - retry = 4 s: renewals go on until the release.

@@ -8,10 +8,20 @@ admission gave it.
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+
+def epoch(rfc3339: str | datetime.datetime) -> float:
+    """Seconds since the epoch of an RFC 3339 time (or a datetime, as the client returns)."""
+    if isinstance(rfc3339, datetime.datetime):
+        return rfc3339.timestamp()
+    return datetime.datetime.fromisoformat(rfc3339.replace("Z", "+00:00")).timestamp()
 
 
 @dataclass(frozen=True)
@@ -25,6 +35,8 @@ class Request:
     code: int
     stage: str
     uri: str
+    credential: str = ""  # "JTI=<the token's jti>": which token made the request
+    at: float = 0.0  # epoch seconds the API server received it
 
     @property
     def triple(self) -> tuple[str, str, str]:
@@ -59,4 +71,7 @@ class AuditLog:
                 yield Request(user=who, verb=event.get("verb", ""), group=ref.get("apiGroup", ""),
                               resource=resource, namespace=ref.get("namespace", ""), name=ref.get("name", ""),
                               code=int((event.get("responseStatus") or {}).get("code") or 0),
-                              stage=event.get("stage", ""), uri=event.get("requestURI", ""))
+                              stage=event.get("stage", ""), uri=event.get("requestURI", ""),
+                              credential=(((event.get("user") or {}).get("extra") or {})
+                                          .get("authentication.kubernetes.io/credential-id") or [""])[0],
+                              at=epoch(event.get("requestReceivedTimestamp") or "1970-01-01T00:00:00Z"))
