@@ -128,10 +128,15 @@ def _schema_at_json_path(json_path: str) -> dict[str, Any] | None:
     ("P95", "number", ".status.p95Milliseconds"),
     ("Target", "number", ".spec.scaling.targetP95Milliseconds"),
     ("Age", "date", ".metadata.creationTimestamp"),
+    ("QueueDelay", "integer", ".status.batching.maxQueueDelayMicroseconds"),
 ])
 def test_printer_columns(name: str, type_: str, json_path: str) -> None:
     col = _column(name)
     assert (col["type"], col["jsonPath"]) == (type_, json_path)
+
+
+def test_queue_delay_in_force_shows_only_with_wide_output() -> None:
+    assert _column("QueueDelay")["priority"] == 1  # `kubectl get tis -o wide`
 
 
 @pytest.mark.parametrize("column", VERSION["additionalPrinterColumns"], ids=lambda c: c["name"])
@@ -335,7 +340,8 @@ def test_lists_iterated_by_cel_have_max_items(entry: tuple[str, dict[str, Any], 
 
 def test_list_macro_pattern_finds_the_iterated_lists() -> None:
     iterated = sorted(m.group(1) for _, _, v in _all_validations() for m in _LIST_MACRO.finditer(v["rule"]))
-    assert iterated == ["self.batching.preferredBatchSizes", "self.model.warmup.batchSizes"]
+    assert iterated == ["self.batching.autoTune.preferredBatchSizes", "self.batching.preferredBatchSizes",
+                        "self.model.warmup.batchSizes"]
 
 
 # --- the API server and the operator agree ------------------------------------------------------------

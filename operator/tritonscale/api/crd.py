@@ -126,6 +126,8 @@ PRINTER_COLUMNS = [
     {"name": "Target(ms)", "type": "number", "jsonPath": ".spec.scaling.targetP95Milliseconds"},
     {"name": "Scaling", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Scaling")].reason'},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {"name": "QueueDelay(us)", "type": "integer", "priority": 1,
+     "jsonPath": ".status.batching.maxQueueDelayMicroseconds"},
     {"name": "Message", "type": "string", "priority": 1,
      "jsonPath": '.status.conditions[?(@.type=="Scaling")].message'},
 ]

@@ -39,6 +39,18 @@ def _preferred_within_max(spec: InferenceServiceSpec) -> bool:
     return all(s <= spec.model.max_batch_size for s in b.preferred_batch_sizes)
 
 
+def _tuner_preferred_within_max(spec: InferenceServiceSpec) -> bool:
+    b = spec.batching
+    if b is None or b.auto_tune is None:
+        return True
+    return all(s <= spec.model.max_batch_size for s in b.auto_tune.preferred_batch_sizes)
+
+
+def _tuner_needs_batching(spec: InferenceServiceSpec) -> bool:
+    b = spec.batching
+    return b is None or b.auto_tune is None or not b.auto_tune.enabled or b.enabled
+
+
 def _batching_needs_batch_dim(spec: InferenceServiceSpec) -> bool:
     b = spec.batching
     return b is None or not b.enabled or spec.model.max_batch_size > 0
@@ -94,6 +106,23 @@ SPEC_RULES: tuple[Rule, ...] = (
         message="every batching.preferredBatchSizes entry must be <= model.maxBatchSize",
         field="batching.preferredBatchSizes",
         holds=_preferred_within_max,
+    ),
+    Rule(
+        scope="",
+        cel="!has(self.batching) || !has(self.batching.autoTune) || "
+        "!has(self.batching.autoTune.preferredBatchSizes) || "
+        "self.batching.autoTune.preferredBatchSizes.all(s, s <= self.model.maxBatchSize)",
+        message="every batching.autoTune.preferredBatchSizes entry must be <= model.maxBatchSize",
+        field="batching.autoTune.preferredBatchSizes",
+        holds=_tuner_preferred_within_max,
+    ),
+    Rule(
+        scope="",
+        cel="!has(self.batching) || !has(self.batching.autoTune) || !has(self.batching.autoTune.enabled) || "
+        "!self.batching.autoTune.enabled || !has(self.batching.enabled) || self.batching.enabled",
+        message="batching.autoTune.enabled needs batching.enabled: there is no batcher to tune",
+        field="batching.autoTune.enabled",
+        holds=_tuner_needs_batching,
     ),
     Rule(
         scope="",

@@ -147,6 +147,33 @@ class ModelSpec(_Model):
         return v
 
 
+class AutoTuneSpec(_Model):
+    enabled: bool = Field(
+        default=False,
+        description="Let the autoscaler tune maxQueueDelayMicroseconds and preferredBatchSizes while traffic "
+        "runs (from the learned batch cost and the arrival rate per replica, against "
+        "scaling.targetP95Milliseconds). The settings in force are in status.batching; the spec's own values "
+        "are where tuning starts.",
+    )
+    max_queue_delay_microseconds: int | None = Field(
+        default=None, ge=0, le=10_000_000,
+        description="The largest queue delay the tuner may use. Unset: what the p95 target leaves after "
+        "the model's full-batch time.",
+    )
+    preferred_batch_sizes: list[int] = Field(
+        default_factory=list, max_length=16, json_schema_extra={"items": {"type": "integer", "minimum": 1}},
+        description="The preferred batch sizes the tuner may choose from; each <= model.maxBatchSize. "
+        "Empty: any size up to model.maxBatchSize.",
+    )
+
+    @field_validator("preferred_batch_sizes")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if any(s < 1 for s in v):
+            raise ValueError("preferred batch sizes must be >= 1")
+        return v
+
+
 class BatchingSpec(_Model):
     enabled: bool = Field(default=True, description="Render a dynamic_batching block.")
     max_queue_delay_microseconds: int = Field(
@@ -168,6 +195,10 @@ class BatchingSpec(_Model):
     )
     timeout_action: Literal["REJECT", "DELAY"] = Field(
         default="REJECT", description="What happens to a request whose queue timeout expires.",
+    )
+    auto_tune: AutoTuneSpec | None = Field(
+        default=None, description="Online tuning of the queue delay and preferred batch sizes; omit to keep "
+        "the values above.",
     )
 
     @field_validator("preferred_batch_sizes")

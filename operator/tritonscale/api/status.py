@@ -45,6 +45,26 @@ class Endpoints(_Model):
     grpc: str | None = Field(default=None, description="In-cluster gRPC endpoint.")
 
 
+class BatchingStatus(_Model):
+    """The dynamic-batching settings in force while ``spec.batching.autoTune`` is enabled: what
+    config.pbtxt carries (the reconciler renders these two values instead of the spec's)."""
+
+    max_queue_delay_microseconds: int = Field(description="Queue delay in force (config.pbtxt).")
+    preferred_batch_sizes: list[int] = Field(
+        default_factory=list, description="Preferred batch sizes in force (config.pbtxt); empty: none.",
+    )
+    source: Literal["spec", "tuner"] = Field(
+        description="spec: the spec's own values (the tuner has not changed them); tuner: chosen by the tuner.",
+    )
+    last_change_time: str | None = Field(default=None, description="When the settings in force last changed.")
+    reason: str = Field(default="", description="Why these settings (CamelCase), e.g. MoreCapacity.")
+    message: str = Field(default="", description="The numbers behind the reason.")
+    tuner_state: dict[str, Any] | None = Field(
+        default=None, description="Tuner memory (candidate and since when), so a restart loses nothing.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
 class InferenceServiceStatus(_Model):
     observed_generation: int | None = None
     model: str | None = Field(default=None, description="Resolved Triton model name.")
@@ -56,6 +76,9 @@ class InferenceServiceStatus(_Model):
     last_scale_time: str | None = Field(default=None, description="When the autoscaler last changed replicas.")
     endpoints: Endpoints | None = None
     conditions: list[Condition] = Field(default_factory=list)
+    batching: BatchingStatus | None = Field(
+        default=None, description="Batcher settings in force, while spec.batching.autoTune is enabled.",
+    )
     scaling_state: dict[str, Any] | None = Field(
         default=None,
         description="Autoscaler memory (recommendation history, failure count) so a restart loses nothing.",
@@ -80,6 +103,7 @@ FIELD_OWNERS: dict[str, str] = {
     "requestsPerSecond": AUTOSCALER,
     "lastScaleTime": AUTOSCALER,
     "scalingState": AUTOSCALER,
+    "batching": AUTOSCALER,  # the tuner runs in the autoscaler's tick; the reconciler only reads it
 }
 # `conditions` is one list that both write: each merges its own types into the freshest list
 # under kube.object_lock, because a merge patch replaces a list whole.
