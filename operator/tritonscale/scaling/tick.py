@@ -23,6 +23,7 @@ from tritonscale.api.spec import model_name
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import Kube
 from tritonscale.kube.object_lock import object_lock
+from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide
 from tritonscale.scaling.pod_census import PodCensus, take_census
@@ -126,16 +127,26 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         replicas = Replicas(current=current, ready=ready,
                             unschedulable=census.unschedulable if census else 0,
                             startup_s=census.startup_s if census else ())
-        decision = decide(obs, replicas, Policy.from_spec(spec.scaling, spec.model.max_batch_size), state, now)
+        # The decider plans with the batcher settings in force; the tuner may change them after it
+        # (spec.batching.autoTune), from what the decider learned this tick.
+        settings, _ = bs.in_force(spec, status)
+        policy = bs.with_settings(Policy.from_spec(spec.scaling, spec.model.max_batch_size), settings)
+        decision = decide(obs, replicas, policy, state, now)
         _memory[uid] = decision.state
+        tuning = bs.tune_tick(spec, status, obs, decision, policy, min(ready, current), deployment, now)
 
         # The decider's memory goes to status before the replica count changes: an operator killed
         # between the two writes then loses nothing (the next tick, or a new leader, re-applies the
         # count from the same memory).
-        patch = st.status_patch(status, autoscaler_status(status, decision, obs, census, census_error, live_pods,
-                                                          now, body["metadata"].get("generation")))
+        new_status = autoscaler_status(status, decision, obs, census, census_error, live_pods, now,
+                                       body["metadata"].get("generation"))
+        if tuning is not None or "batching" in status:  # written while tuning, removed after
+            new_status.batching = bs.batching_status(spec, status, tuning, now)
+        patch = st.status_patch(status, new_status)
         if patch is not None:
             kube.patch_inference_service_status(namespace, name, patch)
+        if tuning is not None and tuning.changed:
+            event(body, "Normal", "BatchingTuned", f"{tuning.reason}: {tuning.message}"[:1000])
 
         if decision.replicas != current:
             kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})

@@ -7,6 +7,7 @@ import math
 from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
+from tritonscale.scaling.decider.batcher_model import capacity_at_target
 from tritonscale.scaling.decider.model import Observation, Policy, State
 
 
@@ -47,14 +48,23 @@ def batch_cost(samples: tuple[tuple[float, ...], ...]) -> tuple[float, float] | 
     return a, b
 
 
-def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float) -> float:
+def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, delay_ms: float = 0.0,
+                   preferred: tuple[int, ...] = ()) -> float:
     """Requests per second one replica sustains: the largest batch n* <= max_batch with
     2*(a + b*n*) <= target (a request may wait for the running batch, then runs in its
-    own), at n*/(a + b*n*) per ms. E.g. a=20, b=2, max 16, target 150: n*=16, 308 rps."""
+    own), at n*/(a + b*n*) per ms. E.g. a=20, b=2, max 16, target 150: n*=16, 308 rps.
+
+    That holds for the batcher settings in force as long as the queue delay is no longer than
+    the batch time at n* (the delay has expired whenever the instance frees, so batches are
+    "whatever is queued"); a longer delay holds batches back, and the capacity is the batcher
+    model's (``batcher_model.capacity_at_target``): a tuned delay changes what the decider plans
+    with at once, while the learned cost a + b*n -- the model's, not the settings' -- stays."""
     a, b = cost
     n_star = max_batch
     while n_star > 1 and 2 * (a + b * n_star) > target_ms:
         n_star -= 1
+    if delay_ms > a + b * n_star:
+        return capacity_at_target(cost, max_batch, target_ms, delay_ms, preferred)
     return 1000.0 * n_star / (a + b * n_star)
 
 
@@ -98,7 +108,8 @@ def capacity(state: State, policy: Policy, target: float,
         known = (policy.max_batch_size <= 1 or max(sizes) - min(sizes) >= C.MIN_BATCH_SPREAD
                  or max(sizes) >= 0.9 * policy.max_batch_size)
         if known:
-            return batch_capacity(cost, policy.max_batch_size, target), "batch cost"
+            return batch_capacity(cost, policy.max_batch_size, target, policy.queue_delay_ms,
+                                  policy.preferred_batch_sizes), "batch cost"
         # one batch size, already a good share of the maximum: the cost split half fixed, half
         # per item there is a fair guess, and errs low (more replicas) for fixed-cost models
         guesses = [(n, t) for n, t, *_ in samples]
@@ -108,7 +119,8 @@ def capacity(state: State, policy: Policy, target: float,
         if n >= C.SINGLE_BATCH_MIN_SHARE * policy.max_batch_size:
             guess = batch_cost(((n, t, 0.0),))
             if guess is not None:
-                return batch_capacity(guess, policy.max_batch_size, target), "batch cost, one batch size"
+                return batch_capacity(guess, policy.max_batch_size, target, policy.queue_delay_ms,
+                                      policy.preferred_batch_sizes), "batch cost, one batch size"
         # tiny batches only: replicas are far from full, and extrapolating their cost to large
         # batches could be off by the batching gain itself
         return None, "batch cost: only small batches seen so far"

@@ -52,6 +52,10 @@ class Policy:
     failure_threshold: int = 3
     max_batch_size: int = 1  # the model's maxBatchSize (0 in the spec means no batching: 1)
     interval_s: float = 15.0
+    # The batcher settings in force (status.batching while the tuner runs, else the spec's): the
+    # capacity at the target follows them (capacity.batch_capacity).
+    queue_delay_ms: float = 0.0
+    preferred_batch_sizes: tuple[int, ...] = ()
 
     @property
     def floor(self) -> int:

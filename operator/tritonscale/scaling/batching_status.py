@@ -1,0 +1,111 @@
+"""The batching tuner's part of an autoscaler tick: the settings in force, and ``status.batching``.
+
+While ``spec.batching.autoTune.enabled`` the settings in force are ``status.batching``'s (the
+reconciler renders config.pbtxt from them); until the tuner first changes them they follow the
+spec (``source: spec``). Without autoTune the spec's are in force and ``status.batching`` is
+removed. The decider plans with the settings in force (``decider.Policy.queue_delay_ms``), the
+tuner (``batching_tuner.tune``, pure) may change them, and this module turns its answer into the
+status the tick writes -- only the fields that changed reach the API (``status_patch``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from tritonscale.api import status as st
+from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.scaling import batching_tuner as bt
+from tritonscale.scaling.decider import Decision, Observation, Policy, batch_cost
+
+
+def tuning_enabled(spec: InferenceServiceSpec) -> bool:
+    b = spec.batching
+    return b is not None and b.enabled and b.auto_tune is not None and b.auto_tune.enabled
+
+
+def spec_settings(spec: InferenceServiceSpec) -> bt.Settings:
+    b = spec.batching
+    if b is None or not b.enabled:
+        return bt.Settings()
+    return bt.Settings(b.max_queue_delay_microseconds, tuple(b.preferred_batch_sizes))
+
+
+def in_force(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) -> tuple[bt.Settings, str]:
+    """(settings in force, source): the tuner's from status.batching while it tunes, else the spec's."""
+    live = (status or {}).get("batching")
+    if tuning_enabled(spec) and isinstance(live, Mapping) and live.get("source") == "tuner":
+        try:
+            return bt.Settings(int(live["maxQueueDelayMicroseconds"]),
+                               tuple(int(p) for p in live.get("preferredBatchSizes") or ())), "tuner"
+        except (KeyError, TypeError, ValueError):
+            pass  # hand-edited or corrupt: start again from the spec
+    return spec_settings(spec), "spec"
+
+
+def with_settings(policy: Policy, settings: bt.Settings) -> Policy:
+    """The decider's policy planning with these batcher settings (its capacity follows them)."""
+    return replace(policy, queue_delay_ms=settings.delay_ms, preferred_batch_sizes=settings.preferred)
+
+
+def bounds(spec: InferenceServiceSpec) -> bt.Bounds:
+    tune = spec.batching.auto_tune if spec.batching is not None else None
+    return bt.Bounds(max(1, spec.model.max_batch_size), tune.max_queue_delay_microseconds if tune else None,
+                     tuple(tune.preferred_batch_sizes) if tune else ())
+
+
+def rollout_in_progress(deployment: Mapping[str, Any]) -> bool:
+    """Pods not all updated and ready: a new template rolling out, or replicas still starting."""
+    meta, spec, status = (deployment.get(k) or {} for k in ("metadata", "spec", "status"))
+    want = int(spec.get("replicas") or 0)
+    if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
+        return True
+    updated, total, ready = (int(status.get(k) or 0) for k in ("updatedReplicas", "replicas", "readyReplicas"))
+    return updated < want or total > updated or ready < want
+
+
+def tuner_observation(obs: Observation, decision: Decision, policy: Policy, ready: int,
+                      rollout: bool) -> bt.TunerObservation:
+    """What the decider learned this tick, per replica: the cost fit and the arrival rate."""
+    rate = decision.details.get("rate")
+    per = float(rate) / ready if isinstance(rate, (int, float)) and ready > 0 else None
+    return bt.TunerObservation(batch_cost(decision.state.batch_samples), per, policy.target_p95_ms,
+                               obs.p95_ms, rollout)
+
+
+def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, tuning: bt.Tuning | None,
+                    now: float) -> st.BatchingStatus | None:
+    """status.batching after this tick; None (removed) without autoTune."""
+    if not tuning_enabled(spec) or tuning is None:
+        return None
+    live = (status or {}).get("batching") if isinstance((status or {}).get("batching"), Mapping) else None
+    settings, source = in_force(spec, status)
+    state = {**tuning.state.to_dict(), "verdict": tuning.reason, "verdictMessage": tuning.message[:1000]}
+    if tuning.changed:
+        return st.BatchingStatus(
+            max_queue_delay_microseconds=tuning.settings.delay_us,
+            preferred_batch_sizes=list(tuning.settings.preferred), source="tuner",
+            last_change_time=st.rfc3339(now), reason=tuning.reason, message=tuning.message[:1000],
+            tuner_state=state)
+    if source == "tuner" and live is not None:
+        return st.BatchingStatus(
+            max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
+            source="tuner", last_change_time=live.get("lastChangeTime"), reason=str(live.get("reason") or ""),
+            message=str(live.get("message") or ""), tuner_state=state)
+    return st.BatchingStatus(
+        max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
+        source="spec", last_change_time=None, reason="SpecValues",
+        message="spec.batching's values; the tuner has not changed them", tuner_state=state)
+
+
+def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs: Observation, decision: Decision,
+              policy: Policy, ready: int, deployment: Mapping[str, Any], now: float) -> bt.Tuning | None:
+    """One tuner call for this tick (None without autoTune)."""
+    if not tuning_enabled(spec):
+        return None
+    settings, _ = in_force(spec, status)
+    live = (status or {}).get("batching")
+    state = bt.TunerState.from_dict(live.get("tunerState") if isinstance(live, Mapping) else None)
+    tobs = tuner_observation(obs, decision, policy, ready, rollout_in_progress(deployment))
+    return bt.tune(tobs, settings, bounds(spec), state, now)

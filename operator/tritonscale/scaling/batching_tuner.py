@@ -1,0 +1,250 @@
+"""The online dynamic-batching tuner, as one pure function.
+
+    tune(observation, settings in force, bounds, state, now) -> Tuning(settings, reason, message, state)
+
+The operator's tick (``scaling/tick.py``, while ``spec.batching.autoTune.enabled``) and the
+simulator (``tritonscale simulate --batching-tuner``) both call it. It imports nothing from
+tritonscale but the decider's batcher model (``decider/batcher_model.py``), so the capacity it
+tunes for is the capacity the decider then plans with.
+
+What it optimises: replicas = rate / capacity per replica, so the settings that give one replica
+the most capacity at the p95 target -- the largest arrival rate whose predicted p95 stays under
+the target -- and, among settings within CAPACITY_TIE of that, the lowest predicted p95 at the
+rate each replica sees now (the most headroom). In the batcher model, with batch cost a + b*n and
+one model instance, a delay longer than the batch time only holds batches back (p95 ~ delay +
+a + b*lambda*delay), and a delay no longer than it has expired whenever the instance frees
+(batches are "whatever is queued"): the capacity at the target is (1 - 2a/T)/b whatever the
+delay up to ~T/2, and the tuner's gain is taking an oversized delay or a preferred size that
+cuts batches short back to that. Example (a=20 ms, b=2 ms, max batch 16, T=104 ms): a 100 ms
+delay predicts p95 >= 122 ms at every rate -- no rate meets the target -- against 308 rps at
+the target with no delay.
+
+When it may change (reasons in CamelCase, for status.batching.reason):
+
+* never while a rollout runs (``rollout``: pods not all updated and ready) -- Rollout;
+* never without the cost fit, the target or a rate -- LearningCost / NoTarget / Idle;
+* out-of-bounds settings (the spec's bounds narrowed) are brought within them at once -- Bounds;
+* while p95 breaches the target only to settings predicted to lower p95 at the rate now, and then
+  at once -- BreachRelief;
+* otherwise only for at least MIN_CAPACITY_GAIN more capacity or MIN_HEADROOM_GAIN x target
+  less predicted p95 (hysteresis: smaller gains are within the fit's error), proposed by the
+  same candidate for CONFIRM_S, and no sooner than MIN_CHANGE_INTERVAL_S after the last change
+  (each change reloads the model on every replica) -- MoreCapacity / MoreHeadroom.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from tritonscale.scaling.decider.batcher_model import capacity_at_target, predicted_p95_ms
+
+# Delays tried (ms), up to the bound: a geometric ladder; the batch time of typical models
+# (a few ms to ~100 ms) sits inside it, and the model says finer steps change nothing.
+DELAY_LADDER_MS = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0)
+# Capacities within 2% count as equal: the cost fit's error is larger (suite: b is fitted
+# within ~5% on steady ticks), so chasing a 2% gain would change settings on noise.
+CAPACITY_TIE = 0.02
+# Hysteresis: a change must buy this much (capacity 5% = one replica in 20; headroom 10% of target).
+MIN_CAPACITY_GAIN = 0.05
+MIN_HEADROOM_GAIN = 0.10
+# The same candidate must win for this long before it is applied (four 15 s ticks: a minute of
+# one per-replica rate, not a single tick's noise) ...
+CONFIRM_S = 60.0
+# ... and changes are at least this far apart: a change reloads the model on every replica
+# (seconds of pause each), and the cost fit needs a few minutes of the new batches.
+MIN_CHANGE_INTERVAL_S = 600.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Triton dynamic_batching settings: max_queue_delay_microseconds and preferred_batch_size."""
+
+    delay_us: int = 0
+    preferred: tuple[int, ...] = ()
+
+    @property
+    def delay_ms(self) -> float:
+        return self.delay_us / 1000.0
+
+    def describe(self) -> str:
+        prefs = ",".join(str(p) for p in self.preferred) or "none"
+        return f"delay {self.delay_us} us, preferred [{prefs}]"
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the tuner may use (spec.batching.autoTune)."""
+
+    max_batch: int
+    max_delay_us: int | None = None  # None: what the target leaves after a full batch
+    preferred: tuple[int, ...] = ()  # sizes it may prefer; empty: any up to max_batch
+
+    def delay_limit_us(self, cost: tuple[float, float] | None, target_ms: float | None) -> int:
+        if self.max_delay_us is not None:
+            return self.max_delay_us
+        if cost is None or not target_ms:
+            return 0
+        a, b = cost
+        return max(0, round(1000.0 * (target_ms - (a + b * self.max_batch))))
+
+    def allowed_sizes(self) -> tuple[int, ...]:
+        if self.preferred:
+            return tuple(sorted({p for p in self.preferred if 1 <= p <= self.max_batch}))
+        sizes = {self.max_batch}
+        p = 1
+        while p < self.max_batch:
+            sizes.add(p)
+            p *= 2
+        return tuple(sorted(sizes))
+
+    def within(self, s: Settings, cost: tuple[float, float] | None, target_ms: float | None) -> Settings:
+        """``s`` within the spec's explicit bounds: the delay capped at maxQueueDelayMicroseconds, preferred
+        sizes not in preferredBatchSizes dropped. (The implied delay bound only limits the candidates.)"""
+        delay = s.delay_us if self.max_delay_us is None else min(s.delay_us, self.max_delay_us)
+        allowed = set(self.allowed_sizes())
+        return Settings(delay, tuple(p for p in s.preferred if p in allowed))
+
+
+@dataclass(frozen=True)
+class TunerObservation:
+    cost: tuple[float, float] | None  # batch ms = a + b*n (the decider's lower-envelope fit)
+    rate_per_replica: float | None  # arrival rate per ready replica (rps)
+    target_ms: float | None  # p95 target
+    p95_ms: float | None = None  # observed p95 (None: idle / unknown)
+    rollout: bool = False  # pods not all updated and ready: a change now would stack reloads
+
+
+@dataclass(frozen=True)
+class TunerState:
+    candidate: Settings | None = None
+    candidate_since: float | None = None
+    last_change: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.candidate
+        return {"candidate": None if c is None else {"delayUs": c.delay_us, "preferred": list(c.preferred)},
+                "candidateSince": self.candidate_since, "lastChange": self.last_change}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> TunerState:
+        if not isinstance(d, dict):
+            return cls()
+        try:
+            c = d.get("candidate")
+            cand = None if not c else Settings(int(c["delayUs"]), tuple(int(p) for p in c.get("preferred") or ()))
+            since, last = d.get("candidateSince"), d.get("lastChange")
+            return cls(cand, None if since is None else float(since), None if last is None else float(last))
+        except (TypeError, ValueError, KeyError):
+            return cls()  # corrupt memory: start fresh rather than crash the tick
+
+
+@dataclass(frozen=True)
+class Tuning:
+    settings: Settings  # to be in force after this call
+    reason: str
+    message: str
+    state: TunerState
+    changed: bool
+
+
+@dataclass(frozen=True)
+class Score:
+    capacity_rps: float  # per replica, p95 at the target
+    p95_now_ms: float  # predicted at the rate per replica now
+
+
+@lru_cache(maxsize=4096)
+def _capacity(cost: tuple[float, float], max_batch: int, target_ms: float, s: Settings) -> float:
+    return capacity_at_target(cost, max_batch, target_ms, s.delay_ms, s.preferred, best_effort=False)
+
+
+def score(s: Settings, cost: tuple[float, float], max_batch: int, target_ms: float, rate: float) -> Score:
+    """Capacity at the target (0: no rate meets it) and p95 now. The capacity depends on the cost
+    only, cached on the cost rounded to 0.1 ms / 0.01 ms per item (finer than the fit's error)."""
+    key = (round(cost[0], 1), round(cost[1], 2))
+    return Score(_capacity(key, max_batch, target_ms, s), predicted_p95_ms(cost, max_batch, s.delay_ms,
+                                                                          s.preferred, rate))
+
+
+def candidates(current: Settings, bounds: Bounds, cost: tuple[float, float], target_ms: float) -> list[Settings]:
+    """Delays on the ladder up to the bound (and the bound itself) x no preferred size, each
+    allowed size alone, all allowed sizes; and the settings in force."""
+    limit = bounds.delay_limit_us(cost, target_ms)
+    delays = sorted({round(d * 1000) for d in DELAY_LADDER_MS if d * 1000 <= limit} | {limit})
+    sizes = bounds.allowed_sizes()
+    prefs: list[tuple[int, ...]] = [()] + [(p,) for p in sizes] + ([sizes] if len(sizes) > 1 else [])
+    out = [Settings(d, p) for d in delays for p in prefs]
+    return out + ([current] if current not in out else [])
+
+
+def best(cands: list[Settings], scores: dict[Settings, Score]) -> Settings:
+    """The most capacity; within CAPACITY_TIE of it, the lowest p95 now, then the shortest delay
+    and the fewest preferred sizes (the plainest config)."""
+    top = max(scores[c].capacity_rps for c in cands)
+    tied = [c for c in cands if scores[c].capacity_rps >= top * (1.0 - CAPACITY_TIE)]
+    return min(tied, key=lambda c: (round(scores[c].p95_now_ms, 1), c.delay_us, len(c.preferred), c.preferred))
+
+
+def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerState, now: float) -> Tuning:
+    def hold(reason: str, why: str, st: TunerState = state) -> Tuning:
+        return Tuning(current, reason, why, st, False)
+
+    def change(to: Settings, reason: str, why: str) -> Tuning:
+        return Tuning(to, reason, f"{current.describe()} -> {to.describe()}: {why}",
+                      TunerState(None, None, now), True)
+
+    if obs.rollout:
+        return hold("Rollout", "pods are not all updated and ready: no change until the rollout ends")
+    fitted = bounds.within(current, obs.cost, obs.target_ms)
+    if fitted != current:
+        return change(fitted, "Bounds", "the settings in force were outside spec.batching.autoTune's bounds")
+    if not obs.target_ms:
+        return hold("NoTarget", "no scaling.targetP95Milliseconds to tune against")
+    if obs.cost is None:
+        return hold("LearningCost", "no batch cost a + b*n fitted yet from Triton's batch statistics")
+    if not obs.rate_per_replica or obs.rate_per_replica <= 0:
+        return hold("Idle", "no traffic: nothing to tune for")
+    cost, target, rate = obs.cost, obs.target_ms, obs.rate_per_replica
+    cands = candidates(current, bounds, cost, target)
+    scores = {c: score(c, cost, bounds.max_batch, target, rate) for c in cands}
+    pick, mine = best(cands, scores), scores[current]
+    theirs = scores[pick]
+    numbers = (f"a={cost[0]:.1f} ms, b={cost[1]:.2f} ms/item, {rate:.1f} rps per replica, target {target:.0f} ms: "
+               f"capacity {mine.capacity_rps:.0f} -> {theirs.capacity_rps:.0f} rps per replica, predicted p95 "
+               f"{_ms(mine.p95_now_ms)} -> {_ms(theirs.p95_now_ms)}")
+    breaching = obs.p95_ms is not None and obs.p95_ms > target
+    if pick == current:
+        return hold("Optimal", f"the settings in force are the best predicted ({numbers})", TunerState(
+            None, None, state.last_change))
+    if breaching:
+        if theirs.p95_now_ms < mine.p95_now_ms:
+            return change(pick, "BreachRelief", f"p95 {obs.p95_ms:.0f} ms > target; {numbers}")
+        return hold("Breach", f"p95 {obs.p95_ms:.0f} ms > target and no change is predicted to lower it ({numbers})",
+                    TunerState(None, None, state.last_change))
+    gain = theirs.capacity_rps >= mine.capacity_rps * (1.0 + MIN_CAPACITY_GAIN)
+    headroom = mine.p95_now_ms - theirs.p95_now_ms >= MIN_HEADROOM_GAIN * target \
+        and theirs.capacity_rps >= mine.capacity_rps * (1.0 - CAPACITY_TIE)
+    if not (gain or headroom):
+        return hold("WithinHysteresis", f"the best gain is too small to reload the model for ({numbers})",
+                    TunerState(None, None, state.last_change))
+    since = state.candidate_since if state.candidate == pick and state.candidate_since is not None else now
+    proposing = TunerState(pick, since, state.last_change)
+    if now - since < CONFIRM_S:
+        return hold("Confirming", f"{pick.describe()} proposed {now - since:.0f}s ago, applied after "
+                                  f"{CONFIRM_S:.0f}s ({numbers})", proposing)
+    if state.last_change is not None and now - state.last_change < MIN_CHANGE_INTERVAL_S:
+        return hold("TooSoon", f"last change {now - state.last_change:.0f}s ago (at least "
+                               f"{MIN_CHANGE_INTERVAL_S:.0f}s apart); proposing {pick.describe()} ({numbers})",
+                    proposing)
+    return change(pick, "MoreCapacity" if gain else "MoreHeadroom", numbers)
+
+
+def _ms(v: float) -> str:
+    return "overloaded" if math.isinf(v) else f"{v:.0f} ms"
+
+
+__all__ = ["Bounds", "Score", "Settings", "TunerObservation", "TunerState", "Tuning", "best", "candidates",
+           "score", "tune"]

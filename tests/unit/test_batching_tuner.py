@@ -1,0 +1,229 @@
+"""The batcher model, the pure tuner and its status: tables with a fake clock."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.scaling import batching_status as bs
+from tritonscale.scaling.batching_tuner import (
+    CONFIRM_S,
+    MIN_CHANGE_INTERVAL_S,
+    Bounds,
+    Settings,
+    TunerObservation,
+    TunerState,
+    candidates,
+    tune,
+)
+from tritonscale.scaling.decider import Decision, Observation, Policy, State, batch_capacity
+from tritonscale.scaling.decider.batcher_model import capacity_at_target, predicted_p95_ms, steady_state
+
+COST = (20.0, 2.0)  # the simulator's and the sandbox's model: 20 ms + 2 ms per item, max batch 16
+TIGHT, LOOSE = 104.0, 312.0  # the suite's SLOs: 2x and 6x the full-batch time
+
+
+# ---- the batcher model -----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("delay_ms", "prefs", "rate", "p95", "batch"), [
+    # greedy: n = lambda*a / (1 - lambda*b), p95 = 2 (a + b n); the simulator's replica measures 54 ms at 100 rps
+    (0.0, (), 100.0, 50.0, 2.5),
+    (2.0, (4, 8, 16), 100.0, 50.0, 2.5),  # a 2 ms delay has expired when the instance frees
+    (0.0, (), 250.0, 80.0, 10.0),
+    # a 100 ms delay holds the batch: p95 ~ 100 + (20 + 2 x 10) (simulator: 143 ms)
+    (100.0, (), 100.0, 140.0, 10.0),
+    # ... until a full batch is there first: 80 ms to gather 16 at 200 rps, p95 ~ 80 + 52 (simulator: 134 ms)
+    (100.0, (), 200.0, 132.0, 16.0),
+    (100.0, (16,), 200.0, 132.0, 16.0),
+])
+def test_steady_state_matches_closed_forms(delay_ms: float, prefs: tuple[int, ...], rate: float, p95: float,
+                                           batch: float) -> None:
+    ss = steady_state(COST, 16, delay_ms, prefs, rate)
+    assert ss.p95_ms == pytest.approx(p95, rel=0.02)
+    assert ss.batch == pytest.approx(batch, rel=0.02)
+
+
+def test_beyond_full_batches_back_to_back_is_overloaded() -> None:
+    assert math.isinf(predicted_p95_ms(COST, 16, 0.0, (), 16 / 0.052 * 1.01))
+
+
+def test_a_small_preferred_size_with_a_long_delay_cuts_batches_and_queues() -> None:
+    # preferred [2] within a 50 ms delay: batches of 2 (24 ms) serve 83 rps; at 150 rps the queue grows to 16
+    assert predicted_p95_ms(COST, 16, 50.0, (2,), 150.0) > predicted_p95_ms(COST, 16, 0.0, (), 150.0) + 30
+
+
+@pytest.mark.parametrize("target", [TIGHT, LOOSE, 80.0, 60.0])
+def test_greedy_capacity_is_the_deciders_original_rule(target: float) -> None:
+    # (1 - 2a/T) / b per ms, or saturation; the decider's n*/(a + b n*) rounds n* down to a whole batch
+    closed = min(1000.0 * (1 - 2 * COST[0] / target) / COST[1], 16 / 0.052)
+    assert capacity_at_target(COST, 16, target) == pytest.approx(closed, rel=0.01)
+    assert batch_capacity(COST, 16, target) == pytest.approx(closed, rel=0.1)
+
+
+def test_decider_capacity_follows_the_delay_in_force() -> None:
+    assert batch_capacity(COST, 16, LOOSE, delay_ms=2.0) == batch_capacity(COST, 16, LOOSE)
+    # 100 ms: p95 ~ 100 + a + b*lambda*100 <= 312 up to saturation, but the tight target is met at no rate:
+    # the decider then plans at the rate with the lowest p95 (busier replicas fill batches sooner)
+    assert capacity_at_target(COST, 16, TIGHT, 100.0, best_effort=False) == 0.0
+    assert capacity_at_target(COST, 16, TIGHT, 100.0) > 250.0
+    # 60 ms, just over the full-batch time: at 200 rps batches of 12 held 60 ms, p95 ~ 60 + 44 = 104 ms;
+    # more and the held batches (~60 + 50 at 250 rps) miss it: the decider plans with 200 rps, not 308
+    assert batch_capacity(COST, 16, TIGHT, delay_ms=60.0) == pytest.approx(200.0, rel=0.01)
+    # 280 ms with a loose target: held batches at 50 rps miss it (280 + 48 ms); full ones from 62 rps make it
+    assert predicted_p95_ms(COST, 16, 280.0, (), 50.0) > LOOSE > predicted_p95_ms(COST, 16, 280.0, (), 100.0)
+    assert capacity_at_target(COST, 16, LOOSE, 280.0) == pytest.approx(16 / 0.052, rel=0.01)
+
+
+# ---- the tuner -------------------------------------------------------------------------------
+
+B16 = Bounds(16)
+GREEDY, OVERSIZED, DEFAULT = Settings(0, ()), Settings(100_000, ()), Settings(2000, (4, 8, 16))
+
+
+def _obs(rate: float = 150.0, target: float | None = TIGHT, **kw: Any) -> TunerObservation:
+    return TunerObservation(kw.pop("cost", COST), rate, target, **kw)
+
+
+@pytest.mark.parametrize(("obs", "current", "reason"), [
+    (_obs(rollout=True), OVERSIZED, "Rollout"),
+    (_obs(target=None), OVERSIZED, "NoTarget"),
+    (_obs(cost=None), OVERSIZED, "LearningCost"),
+    (_obs(rate=0.0), OVERSIZED, "Idle"),
+    (_obs(), GREEDY, "Optimal"),
+    (_obs(), DEFAULT, "WithinHysteresis"),  # the same capacity and p95: not worth a reload
+    (_obs(), OVERSIZED, "Confirming"),  # first proposal
+    (_obs(p95_ms=130.0), OVERSIZED, "BreachRelief"),  # breaching, and no delay lowers p95: at once
+    (_obs(p95_ms=130.0), GREEDY, "Optimal"),
+])
+def test_first_call(obs: TunerObservation, current: Settings, reason: str) -> None:
+    out = tune(obs, current, B16, TunerState(), 1000.0)
+    assert out.reason == reason, out.message
+    assert out.changed == (reason == "BreachRelief")
+    if not out.changed:
+        assert out.settings == current
+
+
+def test_breach_relief_goes_to_greedy_batching() -> None:
+    out = tune(_obs(p95_ms=130.0), OVERSIZED, B16, TunerState(), 1000.0)
+    assert out.settings == GREEDY and out.state.last_change == 1000.0
+    assert "capacity 0 -> 308 rps" in out.message
+
+
+def test_a_breach_the_settings_cannot_help_changes_nothing() -> None:
+    # a long delay is in force but the rate is near saturation: all candidates predict the same p95 there?
+    # No -- here: greedy in force, overloaded replicas; nothing lowers p95, so nothing changes
+    out = tune(_obs(rate=300.0, p95_ms=400.0), GREEDY, B16, TunerState(), 1000.0)
+    assert not out.changed and out.reason == "Optimal"
+
+
+def test_change_needs_the_same_candidate_for_confirm_s_then_waits_out_the_interval() -> None:
+    t = 1000.0
+    out = tune(_obs(), OVERSIZED, B16, TunerState(), t)
+    assert out.reason == "Confirming" and out.state.candidate == GREEDY
+    out = tune(_obs(), OVERSIZED, B16, out.state, t + CONFIRM_S - 1)
+    assert out.reason == "Confirming"
+    out = tune(_obs(), OVERSIZED, B16, out.state, t + CONFIRM_S)
+    assert out.changed and out.reason == "MoreCapacity" and out.settings == GREEDY
+    # another change right after: too soon, even once confirmed
+    later = tune(_obs(), Settings(50_000, ()), B16, TunerState(None, None, t + CONFIRM_S), t + 2 * CONFIRM_S + 1)
+    later = tune(_obs(), Settings(50_000, ()), B16, later.state, t + 3 * CONFIRM_S + 2)
+    assert later.reason == "TooSoon" and not later.changed
+    ok = tune(_obs(), Settings(50_000, ()), B16, later.state, t + CONFIRM_S + MIN_CHANGE_INTERVAL_S)
+    assert ok.changed
+
+
+def test_a_rollout_holds_even_a_breach_relief() -> None:
+    out = tune(_obs(p95_ms=200.0, rollout=True), OVERSIZED, B16, TunerState(), 1000.0)
+    assert not out.changed and out.reason == "Rollout"
+
+
+def test_bounds_narrowed_apply_at_once_and_candidates_stay_within_them() -> None:
+    bounds = Bounds(16, max_delay_us=5000, preferred=(8, 16))
+    out = tune(_obs(), Settings(20_000, (4, 8)), bounds, TunerState(), 1000.0)
+    assert out.changed and out.reason == "Bounds" and out.settings == Settings(5000, (8,))
+    for c in candidates(GREEDY, bounds, COST, TIGHT):
+        assert c.delay_us <= 5000 and set(c.preferred) <= {8, 16}
+
+
+def test_implied_delay_bound_is_what_the_target_leaves_after_a_full_batch() -> None:
+    assert max(c.delay_us for c in candidates(GREEDY, B16, COST, TIGHT)) == 52_000  # 104 - 52 ms
+
+
+def test_state_survives_a_round_trip_and_corrupt_memory_starts_fresh() -> None:
+    st = TunerState(Settings(5000, (8, 16)), 12.5, 3.0)
+    assert TunerState.from_dict(st.to_dict()) == st
+    assert TunerState.from_dict({"candidate": {"delayUs": "x"}}) == TunerState()
+    assert TunerState.from_dict(None) == TunerState()
+
+
+# ---- status.batching and the tick's inputs ----------------------------------------------------
+
+def _spec(auto: dict[str, Any] | None, **batching: Any) -> InferenceServiceSpec:
+    b: dict[str, Any] = {"maxQueueDelayMicroseconds": 100_000, **batching}
+    if auto is not None:
+        b["autoTune"] = auto
+    return InferenceServiceSpec.model_validate({
+        "model": {"storageUri": "s3://b/m", "backend": "python", "maxBatchSize": 16}, "batching": b,
+        "scaling": {"targetP95Milliseconds": TIGHT}})
+
+
+def _decision(rate: float) -> Decision:
+    samples = ((1.0, 22.0, 0.0), (16.0, 52.0, 0.0))
+    return Decision(2, "Steady", "m", State(batch_samples=samples), True, {"rate": rate})
+
+
+DEPLOY_DONE = {"metadata": {"generation": 2}, "spec": {"replicas": 2},
+               "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2}}
+
+
+@pytest.mark.parametrize(("status", "rolling"), [
+    ({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2}, False),
+    ({"observedGeneration": 1, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 2}, True),
+    ({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 1, "readyReplicas": 2}, True),  # old pods left
+    ({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "readyReplicas": 1}, True),  # one starting
+])
+def test_rollout_in_progress(status: dict[str, Any], rolling: bool) -> None:
+    assert bs.rollout_in_progress({**DEPLOY_DONE, "status": status}) is rolling
+
+
+def test_without_autotune_the_spec_is_in_force_and_status_batching_is_removed() -> None:
+    spec = _spec(None)
+    assert bs.in_force(spec, {"batching": {"source": "tuner", "maxQueueDelayMicroseconds": 0}}) == \
+        (Settings(100_000, ()), "spec")
+    assert bs.tune_tick(spec, {}, Observation("ok"), _decision(100.0), Policy(), 2, DEPLOY_DONE, 0.0) is None
+    assert bs.batching_status(spec, {"batching": {}}, None, 0.0) is None
+
+
+def test_tick_writes_the_spec_values_first_then_the_tuners_change() -> None:
+    spec = _spec({"enabled": True})
+    policy = bs.with_settings(Policy(target_p95_ms=TIGHT, max_batch_size=16), Settings(100_000, ()))
+    assert policy.queue_delay_ms == 100.0
+    obs = Observation("ok", p95_ms=140.0, rps=200.0)
+    tuning = bs.tune_tick(spec, {}, obs, _decision(200.0), policy, 2, DEPLOY_DONE, 1000.0)
+    assert tuning is not None and tuning.changed and tuning.reason == "BreachRelief"
+    new = bs.batching_status(spec, {}, tuning, 1000.0)
+    assert new is not None
+    dumped = new.model_dump(by_alias=True, exclude_none=True)
+    assert {k: dumped[k] for k in ("maxQueueDelayMicroseconds", "preferredBatchSizes", "source", "reason")} == \
+        {"maxQueueDelayMicroseconds": 0, "preferredBatchSizes": [], "source": "tuner", "reason": "BreachRelief"}
+    assert dumped["lastChangeTime"] == "1970-01-01T00:16:40Z"
+    # the next tick reads the tuner's settings back from status, and keeps when and why they changed
+    live = {"batching": dumped}
+    assert bs.in_force(spec, live) == (Settings(0, ()), "tuner")
+    again = bs.tune_tick(spec, live, obs, _decision(200.0), policy, 2, DEPLOY_DONE, 1015.0)
+    kept = bs.batching_status(spec, live, again, 1015.0)
+    assert kept is not None and (kept.reason, kept.last_change_time, kept.source) == \
+        ("BreachRelief", "1970-01-01T00:16:40Z", "tuner")
+
+
+def test_before_any_change_status_shows_the_spec_values() -> None:
+    spec = _spec({"enabled": True})
+    obs = Observation("ok", p95_ms=None, rps=0.0)
+    tuning = bs.tune_tick(spec, {}, obs, _decision(0.0), Policy(target_p95_ms=TIGHT), 2, DEPLOY_DONE, 0.0)
+    new = bs.batching_status(spec, {}, tuning, 0.0)
+    assert new is not None and (new.source, new.max_queue_delay_microseconds, new.reason) == \
+        ("spec", 100_000, "SpecValues")
+    assert new.tuner_state is not None and new.tuner_state["verdict"] == "Idle"
