@@ -20,7 +20,7 @@ import shlex
 from typing import Any
 
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, KIND, LABEL, VERSION, InferenceServiceSpec, model_name
-from tritonscale.render.triton_config import render_config_pbtxt
+from tritonscale.render.triton_config import BatcherInForce, render_config_pbtxt
 
 MODEL_REPOSITORY = "/models"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
@@ -80,13 +80,31 @@ def config_hash(config_pbtxt: str) -> str:
     return hashlib.sha256(config_pbtxt.encode()).hexdigest()[:16]
 
 
+def batcher_in_force(spec: InferenceServiceSpec, owner: dict[str, Any]) -> BatcherInForce | None:
+    """The tuner's settings from ``status.batching`` while ``batching.autoTune`` is enabled, else
+    None (the spec's own values are rendered: without autoTune nothing changes)."""
+    b = spec.batching
+    if b is None or not b.enabled or b.auto_tune is None or not b.auto_tune.enabled:
+        return None
+    status = (owner.get("status") or {}).get("batching")
+    if not isinstance(status, dict) or "maxQueueDelayMicroseconds" not in status:
+        return None
+    return BatcherInForce(int(status["maxQueueDelayMicroseconds"]),
+                          tuple(int(s) for s in status.get("preferredBatchSizes") or ()))
+
+
+def rendered_config(spec: InferenceServiceSpec, owner: dict[str, Any]) -> str:
+    """config.pbtxt with the batcher settings in force."""
+    return render_config_pbtxt(spec, owner["metadata"]["name"], batcher_in_force(spec, owner))
+
+
 def build_configmap(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[str, Any]:
     name = owner["metadata"]["name"]
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(child_names(name)["ConfigMap"], owner, name),
-        "data": {"config.pbtxt": render_config_pbtxt(spec, name)},
+        "data": {"config.pbtxt": rendered_config(spec, owner)},
     }
 
 
@@ -162,7 +180,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
     afterwards the autoscaler owns that field and the reconciler never patches it."""
     name = owner["metadata"]["name"]
     model = model_name(spec, name)
-    config = render_config_pbtxt(spec, name)
+    config = rendered_config(spec, owner)
     fetch, source_volumes, source_mounts = _fetch_container(spec, model)
     ready_probe = {"httpGet": {"path": f"/v2/models/{model}/ready", "port": "http"}}
     pod_labels = labels(name)

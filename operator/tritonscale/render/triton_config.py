@@ -7,6 +7,7 @@ order) because its hash rolls the pods when it changes.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from tritonscale.api.spec import InferenceServiceSpec, TensorSpec, effective_queue_timeout_us, model_name
 
@@ -67,14 +68,24 @@ def _accelerator(spec: InferenceServiceSpec) -> list[str]:
     ]
 
 
-def _dynamic_batching(spec: InferenceServiceSpec) -> list[str]:
+@dataclass(frozen=True)
+class BatcherInForce:
+    """The tuner's queue delay and preferred sizes (``status.batching``), rendered instead of the spec's."""
+
+    max_queue_delay_microseconds: int
+    preferred_batch_sizes: tuple[int, ...]
+
+
+def _dynamic_batching(spec: InferenceServiceSpec, tuned: BatcherInForce | None) -> list[str]:
     b = spec.batching
     if b is None or not b.enabled:
         return []
+    delay = tuned.max_queue_delay_microseconds if tuned else b.max_queue_delay_microseconds
+    preferred = list(tuned.preferred_batch_sizes) if tuned else b.preferred_batch_sizes
     lines = []
-    if b.preferred_batch_sizes:
-        lines.append(f"  preferred_batch_size: {_dims(b.preferred_batch_sizes)}")
-    lines.append(f"  max_queue_delay_microseconds: {b.max_queue_delay_microseconds}")
+    if preferred:
+        lines.append(f"  preferred_batch_size: {_dims(preferred)}")
+    lines.append(f"  max_queue_delay_microseconds: {delay}")
     if b.preserve_ordering:
         lines.append("  preserve_ordering: true")
     timeout_us = effective_queue_timeout_us(spec)
@@ -110,8 +121,9 @@ def _parameters(spec: InferenceServiceSpec) -> list[str]:
     ]
 
 
-def render_config_pbtxt(spec: InferenceServiceSpec, object_name: str) -> str:
-    """The complete config.pbtxt for the InferenceService named ``object_name``."""
+def render_config_pbtxt(spec: InferenceServiceSpec, object_name: str, tuned: BatcherInForce | None = None) -> str:
+    """The complete config.pbtxt for the InferenceService named ``object_name``; ``tuned``: the
+    batcher settings in force while ``batching.autoTune`` is on (None: the spec's)."""
     m = spec.model
     key, value = _BACKEND_LINE[m.backend]
     kind = "KIND_GPU" if spec.runtime.gpus > 0 else "KIND_CPU"
@@ -123,7 +135,7 @@ def render_config_pbtxt(spec: InferenceServiceSpec, object_name: str) -> str:
     ]
     if m.version_policy_latest:
         blocks.append(f"version_policy: {{ latest: {{ num_versions: {m.version_policy_latest} }} }}")
-    blocks += _dynamic_batching(spec)
+    blocks += _dynamic_batching(spec, tuned)
     if m.response_cache:
         blocks.append("response_cache {\n  enable: true\n}")
     blocks += _accelerator(spec)

@@ -1,0 +1,94 @@
+"""render/: with batching.autoTune on, config.pbtxt carries status.batching's settings in force;
+without it, status.batching changes nothing (the goldens in tests/unit/golden hold the rest)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tritonscale.api.spec import HASH_ANNOTATION, InferenceServiceSpec
+from tritonscale.reconcile.model_control import BatcherSettings, settings_of, with_settings
+from tritonscale.render.kubernetes_objects import batcher_in_force, build_children, config_hash
+from tritonscale.render.triton_config import BatcherInForce, render_config_pbtxt
+
+SAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "samples" / "python-cpu.yaml"
+IN_FORCE = {"maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [16], "source": "tuner",
+            "reason": "MoreCapacity"}
+
+
+def owner(auto_tune: dict[str, Any] | None, status_batching: dict[str, Any] | None) -> dict[str, Any]:
+    doc = yaml.safe_load(SAMPLE.read_text())
+    doc["metadata"]["uid"] = "6f1c9a2e-3b7d-4f55-9e0a-1c2d3e4f5a6b"
+    if auto_tune is not None:
+        doc["spec"]["batching"]["autoTune"] = auto_tune
+    if status_batching is not None:
+        doc["status"] = {"batching": status_batching}
+    return doc
+
+
+def rendered(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    spec = InferenceServiceSpec.model_validate(doc["spec"])
+    return {c["kind"]: c for c in build_children(spec, doc)}
+
+
+def batching_block(config: str) -> str:
+    return config.split("dynamic_batching {\n", 1)[1].split("\n  default_queue_policy", 1)[0]
+
+
+def test_without_auto_tune_status_batching_changes_nothing() -> None:
+    plain = rendered(owner(None, None))
+    with_status = rendered(owner(None, IN_FORCE))
+    disabled = rendered(owner({"enabled": False}, IN_FORCE))
+    assert plain == with_status == disabled
+    assert batching_block(plain["ConfigMap"]["data"]["config.pbtxt"]) == (
+        "  preferred_batch_size: [ 4, 8, 16 ]\n  max_queue_delay_microseconds: 2000")
+
+
+def test_auto_tune_renders_the_settings_in_force_and_rolls_the_hash() -> None:
+    spec_values = rendered(owner({"enabled": True}, None))  # the tuner has written nothing yet
+    tuned = rendered(owner({"enabled": True}, IN_FORCE))
+    config = tuned["ConfigMap"]["data"]["config.pbtxt"]
+    assert batching_block(config) == "  preferred_batch_size: [ 16 ]\n  max_queue_delay_microseconds: 500"
+    # Only the two tuned lines differ from the spec's rendering.
+    before = spec_values["ConfigMap"]["data"]["config.pbtxt"]
+    diff = {line for line in set(config.splitlines()) ^ set(before.splitlines())}
+    assert diff == {"  preferred_batch_size: [ 16 ]", "  max_queue_delay_microseconds: 500",
+                    "  preferred_batch_size: [ 4, 8, 16 ]", "  max_queue_delay_microseconds: 2000"}
+    annotations = tuned["Deployment"]["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[HASH_ANNOTATION] == config_hash(config) != config_hash(before)
+
+
+def test_no_preferred_sizes_in_force_renders_none() -> None:
+    doc = owner({"enabled": True}, {**IN_FORCE, "preferredBatchSizes": [], "maxQueueDelayMicroseconds": 0})
+    config = rendered(doc)["ConfigMap"]["data"]["config.pbtxt"]
+    assert batching_block(config) == "  max_queue_delay_microseconds: 0"
+
+
+def test_batcher_in_force_reads_status_only_with_auto_tune() -> None:
+    doc = owner({"enabled": True}, IN_FORCE)
+    spec = InferenceServiceSpec.model_validate(doc["spec"])
+    assert batcher_in_force(spec, doc) == BatcherInForce(500, (16,))
+    off = copy.deepcopy(doc)
+    off["spec"]["batching"]["enabled"] = False
+    assert batcher_in_force(InferenceServiceSpec.model_validate({**off["spec"], "batching": {
+        "enabled": False}}), off) is None
+    assert render_config_pbtxt(spec, "linear") == render_config_pbtxt(spec, "linear", None)
+
+
+def test_model_control_override_replaces_only_the_batcher_fields() -> None:
+    live = {"name": "linear", "max_batch_size": 16,
+            "dynamic_batching": {"preferred_batch_size": [4, 8, 16], "max_queue_delay_microseconds": 2000,
+                                 "default_queue_policy": {"timeout_action": "REJECT",
+                                                          "default_timeout_microseconds": 300000}},
+            "instance_group": [{"count": 1, "kind": "KIND_CPU"}]}
+    assert settings_of(live) == BatcherSettings(2000, (4, 8, 16))
+    new = with_settings(live, BatcherSettings(500, (16,)))
+    assert settings_of(new) == BatcherSettings(500, (16,))
+    assert new["dynamic_batching"]["default_queue_policy"] == live["dynamic_batching"]["default_queue_policy"]
+    assert {k: v for k, v in new.items() if k != "dynamic_batching"} == {
+        k: v for k, v in live.items() if k != "dynamic_batching"}
+    assert live["dynamic_batching"]["max_queue_delay_microseconds"] == 2000  # the input is not changed
+    assert settings_of({"name": "linear"}) is None
