@@ -28,6 +28,7 @@ import numpy as np
 
 from tritonscale.api.spec import ScaleDownPolicy, ScalingSpec
 from tritonscale.scaling import decider
+from tritonscale.scaling.batching_tuner import Bounds
 from tritonscale.simulate.capacity import Calibration, capacity_at_slo
 from tritonscale.simulate.engine import ClusterConfig, RunResult, TickRecord, simulate
 from tritonscale.simulate.policies import parse_static, validate_name
@@ -57,6 +58,7 @@ class Options:
     with_oracle: bool = True  # needed for cost_vs_oracle
     jobs: int = 1
     seed: int = 0
+    batching_tuner: bool = False  # tritonscale tunes the batcher (spec.batching.autoTune, default bounds)
 
     def __post_init__(self) -> None:
         if not self.slo_ms > 0:
@@ -133,9 +135,14 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
         return StaticPolicy(static_n)
     if name == "tritonscale":
         spec = scaling_spec(opts)
-        pol = decider.Policy.from_spec(spec, c.batcher.max_batch)
-        return TritonscalePolicy(pol, interval_s=float(spec.interval_seconds), initial=initial,
+        # the decider plans with the batcher settings in force, as the operator's tick does
+        pol = replace(decider.Policy.from_spec(spec, c.batcher.max_batch),
+                      queue_delay_ms=c.batcher.max_queue_delay_ms, preferred_batch_sizes=tuple(c.batcher.preferred))
+        ours = TritonscalePolicy(pol, interval_s=float(spec.interval_seconds), initial=initial,
                                  state=decider.State(recommendations=((0.0, initial, initial),)))
+        if opts.batching_tuner:
+            ours.batcher, ours.bounds, ours.reload_pause_s = c.batcher, Bounds(c.batcher.max_batch), c.reload_pause_s
+        return ours
     if name == "hpa":
         return HpaPolicy(opts.hpa_target, c.min_replicas, c.max_replicas, initial, recs=seeded)
     if name == "keda":

@@ -22,7 +22,7 @@ from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
 from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, fair_start, run_benchmark, scaling_spec
-from tritonscale.simulate.engine import ClusterConfig
+from tritonscale.simulate.engine import RELOAD_PAUSE_S, ClusterConfig
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import validate_name
 from tritonscale.simulate.replica import BatcherConfig
@@ -56,6 +56,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--queue-timeout-us", type=float,
                    help="Triton queue timeout (REJECT); default: the operator's, twice --slo-ms; 0: none")
     m.add_argument("--cold-start-s", type=float, default=60.0, help="pod creation to ready (default 60)")
+    m.add_argument("--batching-tuner", action="store_true",
+                   help="tritonscale also tunes the queue delay and preferred sizes (spec.batching.autoTune); "
+                        "with --suite: replica-hours with and without it from poor starts, and the best static "
+                        "config of a grid")
+    m.add_argument("--reload-pause-s", type=float, default=RELOAD_PAUSE_S,
+                   help=f"a batcher change pauses each replica this long, one after the other (model reload; "
+                        f"default {RELOAD_PAUSE_S:g})")
 
     c = p.add_argument_group("cluster, metrics and policies")
     c.add_argument("--min-replicas", type=int, default=1)
@@ -97,14 +104,14 @@ def options_from_args(args: argparse.Namespace) -> Options:
                             args.max_queue_delay_us / 1000.0, _preferred(args.preferred_batch_sizes),
                             timeout_us / 1000.0 if timeout_us > 0 else None)
     cluster = ClusterConfig(batcher, args.cold_start_s, args.min_replicas, args.max_replicas,
-                            PromConfig(args.scrape_s, args.window_s))
+                            PromConfig(args.scrape_s, args.window_s), args.reload_pause_s)
     if args.initial_replicas is not None and not args.min_replicas <= args.initial_replicas <= args.max_replicas:
         raise ValueError("--initial-replicas must be within --min-replicas..--max-replicas")
     if args.jobs < 1:
         raise ValueError("--jobs must be >= 1")
     return Options(args.slo_ms, cluster, args.interval_s, args.scale_down_stabilization_s, args.headroom,
                    args.hpa_target, args.initial_replicas, args.static_replicas, not args.no_oracle, args.jobs,
-                   args.seed)
+                   args.seed, args.batching_tuner)
 
 
 def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:

@@ -35,6 +35,13 @@ from tritonscale.simulate import metrics_view
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.replica import BatcherConfig, Replica
 
+# A batcher change reaches a running Triton through a model reload (model-control API) or a
+# rollout; the simulator models the reload: each replica's instance pauses this long, one replica
+# after the other (a rolling reload, so at most one replica's share of the traffic waits at a
+# time). 2 s is the sandbox CPU model's load time (TESTING.md: cold start to ready ~1.5-2 s).
+# Triton keeps serving the loaded version while a new one loads, so this is the pessimistic case.
+RELOAD_PAUSE_S = 2.0
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -43,10 +50,13 @@ class ClusterConfig:
     min_replicas: int = 1
     max_replicas: int = 20
     prom: PromConfig = field(default_factory=PromConfig)
+    reload_pause_s: float = RELOAD_PAUSE_S
 
     def __post_init__(self) -> None:
         if self.cold_start_s < 0:
             raise ValueError("cold start must be >= 0 s")
+        if self.reload_pause_s < 0:
+            raise ValueError("reload pause must be >= 0 s")
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise ValueError("need 1 <= min replicas <= max replicas")
 
@@ -89,6 +99,13 @@ class Autoscaler(Protocol):
     def tick_times(self, horizon: float) -> np.ndarray: ...
 
     def step(self, view: View) -> tuple[int, str]: ...
+
+
+class BatcherTuning(Protocol):
+    """An autoscaler that also sets the batcher (``tritonscale --batching-tuner``): after each
+    step the engine applies ``batcher`` to every replica (reload pause) and to new ones."""
+
+    batcher: BatcherConfig
 
 
 @dataclass(frozen=True)
@@ -143,8 +160,10 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     pending_ready: list[tuple[float, int]] = []  # heap of (ready_at, rid)
     by_id: dict[int, Replica] = {}
 
+    batcher = getattr(scaler, "batcher", None) or cfg.batcher  # a tuning scaler starts from its own settings
+
     def create(t: float, warm: bool) -> None:
-        r = Replica(len(all_pods), t, t if warm else t + cold, cfg.batcher)
+        r = Replica(len(all_pods), t, t if warm else t + cold, batcher)
         all_pods.append(r)
         by_id[r.rid] = r
         alive.append(r)
@@ -200,6 +219,12 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             view = View(t_next, current, len(routed), tuple(routed), cfg.prom, tuple(startups))
             startups.clear()
             desired, reason = scaler.step(view)
+            tuned = getattr(scaler, "batcher", None)
+            if tuned is not None and tuned != batcher:
+                batcher = tuned
+                for i, r in enumerate(alive):  # rolling reload: one replica after the other
+                    r.advance(t_next, t_next)
+                    r.reconfigure(t_next + i * cfg.reload_pause_s, tuned, cfg.reload_pause_s)
             desired = min(max(int(desired), cfg.min_replicas), cfg.max_replicas)
             records.append(TickRecord(t_next, current, len(routed), desired, reason))
             if desired != current:

@@ -144,6 +144,17 @@ class Replica:
         self.batch_busy_cum = _Grow(256)
         self.batch_size_cum = _Grow(256)
 
+    def reconfigure(self, t: float, cfg: BatcherConfig, pause_s: float) -> None:
+        """New batcher settings from ``t`` (the batches formed before it stay as they were): the
+        model reload that applies them holds the instance for ``pause_s`` after any running batch;
+        what arrives meanwhile queues (and may time out). Call after ``advance(t, t)``."""
+        self.cfg = cfg
+        self._delay = cfg.max_queue_delay_ms / 1000.0
+        prefs = sorted(set(cfg.preferred))
+        self._pref = [max([p for p in prefs if p <= q], default=0) for q in range(cfg.max_batch + 1)]
+        self._pmin = prefs[0] if prefs else cfg.max_batch
+        self._free = max(self._free, t) + pause_s
+
     # -- traffic ------------------------------------------------------------------------
     def add(self, times: np.ndarray) -> None:
         """Route arrivals (sorted, all later than anything routed before) to this replica."""

@@ -41,7 +41,7 @@ from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import traffic
 from tritonscale.simulate.benchmark import Options, peak_replicas_scale, run_benchmark
 from tritonscale.simulate.capacity import Calibration, capacity_at_slo
-from tritonscale.simulate.engine import ClusterConfig
+from tritonscale.simulate.engine import RELOAD_PAUSE_S, ClusterConfig
 from tritonscale.simulate.replica import BatcherConfig
 
 ROUTING = ("round-robin over ready pods in the order they became ready (kube-proxy IPVS rr); "
@@ -89,6 +89,7 @@ class SuiteConfig:
     # Triton queue timeout as a multiple of the scenario's SLO; the default is what the operator
     # renders when batching.queueTimeoutMicroseconds is unset; 0: no timeout
     queue_timeout_targets: float = QUEUE_TIMEOUT_TARGETS
+    reload_pause_s: float = RELOAD_PAUSE_S  # a batcher change pauses each replica (--batching-tuner)
 
     def __post_init__(self) -> None:
         bad = [c for c in self.classes if c not in traffic.CLASSES]
@@ -189,7 +190,8 @@ def _cluster(cfg: SuiteConfig, sc: Scenario) -> ClusterConfig:
     batcher = cfg.batcher
     if cfg.queue_timeout_targets > 0:
         batcher = replace(batcher, queue_timeout_ms=cfg.queue_timeout_targets * cfg.slo_ms(sc.slo))
-    return ClusterConfig(batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas)
+    return ClusterConfig(batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas,
+                         reload_pause_s=cfg.reload_pause_s)
 
 
 def run_scenario(sc: Scenario, cfg: SuiteConfig, keep_timeline: bool = False) -> ScenarioResult:

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from tritonscale.simulate import suite_report, traffic
+from tritonscale.simulate import suite_report, traffic, tuner_suite
 from tritonscale.simulate.replica import BatcherConfig
 from tritonscale.simulate.suite import (
     COLD_STARTS,
@@ -90,13 +90,29 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         batcher=batcher,
         trace_path=trace,
         jobs=args.jobs,
+        reload_pause_s=args.reload_pause_s,
     )
+
+
+def run_tuner(args: argparse.Namespace, cfg: SuiteConfig, started: float) -> int:
+    """--suite --batching-tuner: the tuner's evaluation (``tuner_suite.py``) instead of the policies'."""
+    results = tuner_suite.run_tuner_suite(cfg, quick=args.suite == "quick")
+    if args.json:
+        print(json.dumps(tuner_suite.to_dict(results), indent=1))
+    else:
+        print(tuner_suite.text(results, per_scenario=not args.brief))
+        print(f"\nwall time: {time.perf_counter() - started:.1f} s on {os.cpu_count()} CPU(s), {cfg.jobs} worker(s)")
+    if args.check and not all(ok for r in results for _, ok, _ in r.verdicts()):
+        return 2
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
         cfg = config_from_args(args)
+        if args.batching_tuner:
+            return run_tuner(args, cfg, started)
         results = run_suite(cfg)
         if args.plot:
             suite_report.plot(results, args.plot)

@@ -13,12 +13,14 @@ operator reads them from the Deployment's pods.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling import decider
 from tritonscale.simulate.engine import View
+from tritonscale.simulate.replica import BatcherConfig
 
 
 @dataclass
@@ -36,10 +38,40 @@ class TritonscalePolicy:
     def tick_times(self, horizon: float) -> np.ndarray:
         return np.arange(self.interval_s, horizon, self.interval_s)
 
+    # --batching-tuner: the batcher settings in force (None: the cluster's, never changed) and the
+    # tuner's bounds and memory; the engine applies ``batcher`` to the replicas after each step
+    batcher: BatcherConfig | None = None
+    bounds: bt.Bounds | None = None
+    tuner_state: bt.TunerState = field(default_factory=bt.TunerState)
+    tunings: list[tuple[float, str, str]] = field(default_factory=list)  # (time, reason, settings) of changes
+    reload_until: float = 0.0  # the rolling reload of the last change ends then (a rollout: no change)
+    reload_pause_s: float = 0.0
+
     def step(self, view: View) -> tuple[int, str]:
         obs = view.observe()
         d = decider.decide(obs, decider.Replicas(current=view.current, ready=view.ready, startup_s=view.startups),
                            self.policy, self.state, view.now)
         self.state = d.state
         self.last = d
+        if self.batcher is not None and self.bounds is not None:
+            self._tune(view, obs, d)
         return d.replicas, f"{d.reason}: {d.message}"
+
+    def _tune(self, view: View, obs: decider.Observation, d: decider.Decision) -> None:
+        """The operator's tuner call (scaling/batching_status.py does the same from the tick)."""
+        assert self.batcher is not None and self.bounds is not None
+        now = bt.Settings(round(self.batcher.max_queue_delay_ms * 1000), tuple(self.batcher.preferred))
+        rate = d.details.get("rate")
+        ready = min(view.ready, view.current)
+        tobs = bt.TunerObservation(decider.batch_cost(d.state.batch_samples),
+                                   float(rate) / ready if isinstance(rate, (int, float)) and ready else None,
+                                   self.policy.target_p95_ms, obs.p95_ms,
+                                   rollout=view.ready < view.current or view.now < self.reload_until)
+        out = bt.tune(tobs, now, self.bounds, self.tuner_state, view.now)
+        self.tuner_state = out.state
+        if out.changed:
+            s = out.settings
+            self.batcher = replace(self.batcher, max_queue_delay_ms=s.delay_ms, preferred=s.preferred)
+            self.policy = replace(self.policy, queue_delay_ms=s.delay_ms, preferred_batch_sizes=s.preferred)
+            self.tunings.append((view.now, out.reason, s.describe()))
+            self.reload_until = view.now + view.current * self.reload_pause_s

@@ -1,0 +1,54 @@
+#!/usr/bin/env python
+"""The batching tuner's evaluation in the simulator (issue 13's done-when), printed as figures.
+
+For every scenario -- traffic class x SLO (tight, loose) x seed at one cold start -- tritonscale runs
+from two poor batcher configs (no queue delay and no preferred sizes; a delay as long as the p95
+target) with and without the tuner, and with every static config of the grid (delays 0-100 ms x
+preferred sizes none, [4,8,16], [16]); see ``tritonscale.simulate.tuner_suite``. Same as
+``tritonscale simulate --suite --batching-tuner`` on this matrix; kept out of CI (the full grid is
+~25 runs per scenario: ~8 min for the default matrix on 2 cores).
+
+    .venv/bin/python e2e/bench_batching_tuner.py [--seeds 0,1] [--cold-start 60] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))  # run from a checkout
+
+from tritonscale.simulate import traffic, tuner_suite  # noqa: E402
+from tritonscale.simulate.suite import DEFAULT_TRACE, SuiteConfig  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", default="0,1", help="comma list (default 0,1)")
+    p.add_argument("--slos", default="tight,loose")
+    p.add_argument("--cold-start", type=float, default=60.0)
+    p.add_argument("--classes", default=",".join(traffic.CLASSES))
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--json", metavar="FILE", help="also write every run as JSON")
+    args = p.parse_args()
+    trace = REPO / DEFAULT_TRACE
+    classes = tuple(c for c in args.classes.split(",") if c and (c != "trace" or trace.exists()))
+    cfg = SuiteConfig(classes=classes, cold_starts=(args.cold_start,), slos=tuple(args.slos.split(",")),
+                      seeds=tuple(int(s) for s in args.seeds.split(",")), trace_path=str(trace), jobs=args.jobs)
+    started = time.perf_counter()
+    results = tuner_suite.run_tuner_suite(cfg)
+    print(tuner_suite.text(results))
+    print(f"\nwall time: {time.perf_counter() - started:.0f} s on {os.cpu_count()} CPU(s), {cfg.jobs} worker(s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(tuner_suite.to_dict(results), indent=1))
+    return 0 if all(ok for r in results for _, ok, _ in r.verdicts()) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

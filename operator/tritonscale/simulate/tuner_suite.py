@@ -1,0 +1,174 @@
+"""The batching tuner in the scenario suite (``tritonscale simulate --suite --batching-tuner``).
+
+Per scenario (the suite's traffic classes x cold starts x SLOs x seeds, ``suite.py``), tritonscale
+at the CRD defaults runs:
+
+* from each poor start (``POOR_STARTS``: no queue delay and no preferred sizes; a delay as long
+  as the p95 target) without the tuner and with it (``spec.batching.autoTune`` at its default
+  bounds: delays up to what the target leaves after a full batch, any preferred size);
+* with every static batcher config of a brute-force grid (``GRID_DELAYS_MS`` x
+  ``GRID_PREFERRED``), the tuner off. The *best static* config is the cheapest (replica-hours)
+  of those whose window attainment is at least min(99%, the best attainment in the grid).
+
+Done-when (issue 13): from each poor start the tuner reaches at least the best static config's
+attainment, or 99% if that is lower, within 1.1x its replica-hours. "Reaches" is judged on the
+windows after ``SETTLE_S`` -- the first windows belong to the poor start itself (a target-long
+delay misses every window until the first tick can act) -- and both figures are reported.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from tritonscale.simulate.benchmark import Options, build, fair_start
+from tritonscale.simulate.engine import simulate
+from tritonscale.simulate.policies.oracle import window_needs
+from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, summarise, window_p95_ms
+from tritonscale.simulate.suite import Scenario, SuiteConfig, _calibration, _cluster, scenario_arrivals
+
+GRID_DELAYS_MS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+GRID_PREFERRED: tuple[tuple[int, ...], ...] = ((), (4, 8, 16), (16,))
+QUICK_GRID_DELAYS_MS = (0.0, 2.0, 20.0, 100.0)
+QUICK_GRID_PREFERRED: tuple[tuple[int, ...], ...] = ((), (4, 8, 16))
+# (name, delay as a share of the p95 target, preferred sizes)
+POOR_STARTS: tuple[tuple[str, float, tuple[int, ...]], ...] = (("no-delay", 0.0, ()), ("oversized", 1.0, ()))
+SETTLE_S = 300.0  # five windows: the poor start's own, and the tuner's first change and reload
+ATTAINMENT_FLOOR, COST_LIMIT = 0.99, 1.1
+
+
+@dataclass(frozen=True)
+class Run:
+    label: str  # "no-delay", "no-delay+tuner", "static 2ms [4,8,16]"...
+    delay_ms: float
+    preferred: tuple[int, ...]
+    tuner: bool
+    attainment: float  # all windows
+    settled_attainment: float  # windows from SETTLE_S on
+    replica_hours: float
+    rejected: int
+    changes: tuple[tuple[float, str, str], ...] = ()  # the tuner's (time, reason, settings)
+
+
+@dataclass
+class TunerScenario:
+    scenario: Scenario
+    slo_ms: float
+    runs: list[Run]
+
+    def run(self, label: str) -> Run:
+        return next(r for r in self.runs if r.label == label)
+
+    def best_static(self) -> Run:
+        grid = [r for r in self.runs if r.label.startswith("static")]
+        bar = min(ATTAINMENT_FLOOR, max(r.settled_attainment for r in grid))
+        return min((r for r in grid if r.settled_attainment >= bar), key=lambda r: (r.replica_hours, r.delay_ms))
+
+    def verdicts(self) -> list[tuple[str, bool, str]]:
+        """(start, holds, why) per poor start, with the tuner on."""
+        best = self.best_static()
+        bar = min(ATTAINMENT_FLOOR, best.settled_attainment)
+        out = []
+        for name, *_ in POOR_STARTS:
+            r = self.run(f"{name}+tuner")
+            cost = r.replica_hours / best.replica_hours if best.replica_hours else math.inf
+            ok = r.settled_attainment >= bar and cost <= COST_LIMIT
+            out.append((name, ok, f"attainment {r.settled_attainment:.1%} (bar {bar:.1%}), "
+                                  f"{cost:.2f}x the best static's replica-hours"))
+        return out
+
+
+def _label(delay_ms: float, prefs: tuple[int, ...]) -> str:
+    return f"static {delay_ms:g}ms [{','.join(map(str, prefs))}]"
+
+
+def configs(slo_ms: float, quick: bool) -> list[tuple[str, float, tuple[int, ...], bool]]:
+    out = []
+    for name, share, prefs in POOR_STARTS:
+        out += [(name, share * slo_ms, prefs, False), (f"{name}+tuner", share * slo_ms, prefs, True)]
+    delays, prefs_grid = (QUICK_GRID_DELAYS_MS, QUICK_GRID_PREFERRED) if quick else (GRID_DELAYS_MS, GRID_PREFERRED)
+    return out + [(_label(d, p), d, p, False) for d in delays for p in prefs_grid]
+
+
+def run_scenario(sc: Scenario, cfg: SuiteConfig, quick: bool = False) -> TunerScenario:
+    slo = cfg.slo_ms(sc.slo)
+    cal = _calibration(cfg.batcher, slo)
+    arr, horizon, _ = scenario_arrivals(sc, cfg, cal.capacity_rps)
+    base = _cluster(cfg, sc)
+    needs = window_needs(arr, horizon, base, slo, cal.capacity_rps, only_first=True)
+    runs = []
+    for label, delay, prefs, tuner in configs(slo, quick):
+        cl = replace(base, batcher=replace(base.batcher, max_queue_delay_ms=delay, preferred=prefs))
+        opts = Options(slo, cl, seed=sc.seed, batching_tuner=tuner)
+        policy = build("tritonscale", opts, cal, fair_start(needs, opts))
+        result = simulate(arr, policy, cl, horizon)
+        s = summarise(result, slo)
+        wp = window_p95_ms(result.arrival, result.latency, ATTAINMENT_WINDOW_S, result.horizon)
+        late = wp[int(SETTLE_S // ATTAINMENT_WINDOW_S):]
+        late = late[~np.isnan(late)]
+        settled = float(np.mean(late <= slo)) if len(late) else 1.0
+        runs.append(Run(label, delay, prefs, tuner, s.window_attainment, settled, s.replica_hours, s.rejected,
+                        tuple(getattr(policy, "tunings", ()))))
+    return TunerScenario(sc, slo, runs)
+
+
+_CFG: dict[str, Any] = {}
+
+
+def _worker(sc: Scenario) -> TunerScenario:
+    return run_scenario(sc, _CFG["cfg"], _CFG["quick"])
+
+
+def run_tuner_suite(cfg: SuiteConfig, scenarios: Sequence[Scenario] | None = None,
+                    quick: bool = False) -> list[TunerScenario]:
+    todo = list(scenarios if scenarios is not None else cfg.scenarios())
+    for level in {s.slo for s in todo}:
+        _calibration(cfg.batcher, cfg.slo_ms(level))  # once, inherited by the workers
+    jobs = max(1, min(cfg.jobs, len(todo)))
+    if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
+        _CFG.update(cfg=cfg, quick=quick)
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            out = list(pool.map(_worker, todo))
+        _CFG.clear()
+        return out
+    return [run_scenario(s, cfg, quick) for s in todo]
+
+
+def text(results: Sequence[TunerScenario], per_scenario: bool = True) -> str:
+    lines = ["Batching tuner: tritonscale's replica-hours and window attainment (all windows / after "
+             f"{SETTLE_S:g} s), from poor starts with and without the tuner, and the best static batcher config "
+             "of the grid (cheapest with attainment >= min(99%, the grid's best))."]
+    held = 0
+    total = 0
+    for res in results:
+        best = res.best_static()
+        rows = [res.run(f"{n}{t}") for n, *_ in POOR_STARTS for t in ("", "+tuner")] + [best]
+        if per_scenario:
+            lines += ["", f"{res.scenario.name} (SLO {res.slo_ms:.0f} ms)",
+                      f"  {'config':<28} {'replica-h':>9} {'attain':>7} {'settled':>7} {'rejected':>8}  tuner changes"]
+            for r in rows:
+                name = ("best " + r.label) if r is best else r.label
+                ch = "; ".join(f"{t:.0f}s {why}: {what}" for t, why, what in r.changes[:3])
+                lines.append(f"  {name:<28} {r.replica_hours:>9.2f} {r.attainment:>7.1%} {r.settled_attainment:>7.1%} "
+                             f"{r.rejected:>8}  {ch}")
+        for start, ok, why in res.verdicts():
+            total += 1
+            held += ok
+            if per_scenario or not ok:
+                lines.append(f"  {'holds' if ok else 'FAILS'}: from {start}: {why}")
+    lines += ["", f"done-when holds in {held}/{total} (scenario, poor start) pairs"]
+    return "\n".join(lines)
+
+
+def to_dict(results: Sequence[TunerScenario]) -> dict[str, Any]:
+    return {"scenarios": [{
+        "name": r.scenario.name, "slo_ms": r.slo_ms, "best_static": r.best_static().label,
+        "runs": [{**run.__dict__, "changes": [list(c) for c in run.changes]} for run in r.runs],
+        "verdicts": [{"start": s, "holds": ok, "why": why} for s, ok, why in r.verdicts()],
+    } for r in results]}

@@ -1,0 +1,77 @@
+"""The simulator with the batching tuner: replicas take new settings after a reload pause, the
+tritonscale policy tunes from a poor start, and the tuner's suite (quick grid) reports and judges."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tritonscale.simulate import tuner_suite
+from tritonscale.simulate.benchmark import Options, build
+from tritonscale.simulate.command import main_simulate
+from tritonscale.simulate.engine import ClusterConfig, simulate
+from tritonscale.simulate.replica import BatcherConfig, Replica
+from tritonscale.simulate.suite import Scenario, SuiteConfig
+
+
+def _served(r: Replica) -> tuple[np.ndarray, np.ndarray]:
+    r.advance(math.inf, math.inf)
+    r.sync()
+    return r.req_start.view.copy(), r.req_end.view.copy()
+
+
+def test_reconfigure_applies_new_settings_after_the_reload_pause() -> None:
+    r = Replica(0, 0.0, 0.0, BatcherConfig(max_queue_delay_ms=100.0, preferred=()))
+    r.add(np.array([0.0]))
+    r.advance(1.0, 1.0)  # held 100 ms, then run alone: 22 ms
+    r.reconfigure(1.0, BatcherConfig(max_queue_delay_ms=0.0, preferred=()), pause_s=2.0)
+    r.add(np.array([1.5, 4.0]))
+    start, end = _served(r)
+    assert start[0] == pytest.approx(0.1)  # the old delay
+    assert start[1] == pytest.approx(3.0)  # waited out the reload (1 s + 2 s)
+    assert start[2] == pytest.approx(4.0)  # the new delay: none
+    assert end[2] - start[2] == pytest.approx(0.022)
+
+
+def test_tritonscale_leaves_an_oversized_delay_at_the_first_breach_and_the_replicas_follow() -> None:
+    rng = np.random.default_rng(0)
+    arrivals = np.cumsum(rng.exponential(1 / 400.0, 400 * 600))
+    arrivals = arrivals[arrivals < 600.0]
+    cluster = ClusterConfig(BatcherConfig(max_queue_delay_ms=104.0, preferred=(), queue_timeout_ms=208.0),
+                            cold_start_s=15.0, max_replicas=8)
+    policy = build("tritonscale", Options(104.0, cluster, batching_tuner=True), None, 2)  # type: ignore[arg-type]
+    run = simulate(arrivals, policy, cluster, 600.0)
+    assert [why for _, why, _ in policy.tunings] == ["BreachRelief"]
+    assert policy.batcher is not None and policy.batcher.max_queue_delay_ms == 0.0
+    assert policy.policy.queue_delay_ms == 0.0  # the decider plans with the settings in force
+    late = run.latency[run.arrival > 120.0]
+    assert np.quantile(late, 0.95) * 1000.0 < 104.0
+
+
+def test_without_the_flag_the_settings_never_change() -> None:
+    cluster = ClusterConfig(BatcherConfig(max_queue_delay_ms=104.0, preferred=()), cold_start_s=15.0)
+    policy = build("tritonscale", Options(104.0, cluster), None, 1)  # type: ignore[arg-type]
+    assert policy.batcher is None and policy.policy.queue_delay_ms == 104.0
+
+
+def test_quick_tuner_suite_judges_both_poor_starts_against_the_best_static_config() -> None:
+    cfg = SuiteConfig(classes=("diurnal",), duration_s=900.0, peak_replicas=4)
+    (res,) = tuner_suite.run_tuner_suite(cfg, [Scenario("diurnal", 60.0, "tight", 0)], quick=True)
+    labels = {r.label for r in res.runs}
+    assert {"no-delay", "no-delay+tuner", "oversized", "oversized+tuner"} <= labels
+    assert sum(label.startswith("static") for label in labels) == 8
+    assert res.run("oversized").settled_attainment == 0.0  # a target-long delay misses every window
+    assert res.run("oversized+tuner").changes[0][1] == "BreachRelief"
+    best = res.best_static()
+    assert best.settled_attainment >= 0.99
+    assert [(start, ok) for start, ok, _ in res.verdicts()] == [("no-delay", True), ("oversized", True)]
+    text = tuner_suite.text([res])
+    assert "best static" in text and "done-when holds in 2/2" in text
+
+
+def test_cli_rejects_a_negative_reload_pause(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main_simulate(["--shape", "poisson", "--duration", "60", "--slo-ms", "100", "--policy", "tritonscale",
+                          "--batching-tuner", "--reload-pause-s", "-1"]) == 1
+    assert "reload pause must be >= 0 s" in capsys.readouterr().err
