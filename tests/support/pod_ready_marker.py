@@ -176,4 +176,12 @@ def bind_models_claim(api_client: kubernetes.client.ApiClient, namespace: str, c
         "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": pv_name,
                  "resources": {"requests": {"storage": "1Gi"}}},
     })
+    # Wait for the PV controller to mark the pair Bound: the scheduler refuses pods whose claim
+    # is not Bound yet ("unbound immediate PersistentVolumeClaims") and retries only after a
+    # backoff, so a test that starts before the controller's first sync would wait that out.
+    deadline = time.monotonic() + 60
+    while core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase != "Bound":
+        if time.monotonic() > deadline:
+            raise AssertionError(f"claim {namespace}/{claim} not Bound to {pv_name} after 60 s")
+        time.sleep(0.1)
     return pv_name
