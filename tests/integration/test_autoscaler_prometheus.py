@@ -10,43 +10,20 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import kubernetes
-import pytest
 
 from support.cluster import sample, wait_for
+from support.deployment_watch import ReplicaRecorder, needs_prometheus
 from support.triton_exporter import TritonExporter
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.sandbox.prometheus_server import PrometheusServer, find_prometheus
+from tritonscale.sandbox.prometheus_server import PrometheusServer
 from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector
 
 NAME = "linear"
 
-try:
-    find_prometheus()
-    HAVE_PROMETHEUS = True
-except Exception:  # noqa: BLE001
-    HAVE_PROMETHEUS = False
-
-
-class ReplicaRecorder(threading.Thread):
-    """Record the replica counts the operator asks for (Deployment spec.replicas)."""
-
-    def __init__(self, apps: kubernetes.client.AppsV1Api, namespace: str):
-        super().__init__(daemon=True)
-        self.apps, self.ns, self.stop_flag, self.seen = apps, namespace, threading.Event(), []
-
-    def run(self) -> None:
-        while not self.stop_flag.is_set():
-            try:
-                d = self.apps.read_namespaced_deployment(NAME, self.ns)
-                self.seen.append((time.monotonic(), d.spec.replicas or 0))
-            except kubernetes.client.ApiException:
-                pass
-            self.stop_flag.wait(0.2)
 
 
 def _status(custom, ns: str) -> dict:
@@ -61,7 +38,7 @@ def _replicas(apps, ns: str) -> int:
     return apps.read_namespaced_deployment(NAME, ns).spec.replicas
 
 
-@pytest.mark.skipif(not HAVE_PROMETHEUS, reason="prometheus binary missing: apt-get install -y prometheus")
+@needs_prometheus
 def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane, api_client, namespace,
                                                                    models_claim, node, start_operator, tmp_path):
     NS = namespace
@@ -96,7 +73,7 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
         }
         custom.create_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, body)
         wait_for(lambda: _replicas(apps, NS) == 1, 5, what="Deployment at the warm floor")
-        recorder = ReplicaRecorder(apps, NS)
+        recorder = ReplicaRecorder(apps, NS, NAME, interval=0.2)
         recorder.start()
 
         # Metrics flow: status shows p95 and MetricsAvailable=True.
@@ -130,7 +107,9 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
         t_low = time.monotonic()
         wait_for(lambda: _replicas(apps, NS) == 1, 90, interval=0.2,
                  what=f"scale-down to minReplicas (Scaling condition: {_cond(custom, NS, 'Scaling')})")
-        first_down = next(t for t, n in recorder.seen if t > t_low and n < peak)
+        # The recorder samples every 0.2 s: it may see the drop just after wait_for did.
+        first_down = wait_for(lambda: next((t for t, n in recorder.seen if t > t_low and n < peak), None), 5,
+                              what="the recorder to see the scale-down")
         print(f"first scale-down {first_down - t_low:.1f} s after p95 fell (stabilization 10 s)")
         # The window is measured from the last high recommendation, which a tick may have
         # made up to one interval (2 s) before the test lowered p95.

@@ -40,12 +40,13 @@ import yaml
 
 from support.audit_log import WRITES, AuditLog, Request, epoch
 from support.cluster import OPERATOR_NAMESPACE, RELEASE, OperatorInstall, sample, wait_for
+from support.deployment_watch import ReplicaRecorder, needs_prometheus
 from support.tcp_proxy import TcpProxy, free_port
 from support.triton_exporter import TritonExporter
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.cluster.control_plane import SERVICE_ACCOUNT_ISSUER
 from tritonscale.sandbox.operator_process import OperatorProcess
-from tritonscale.sandbox.prometheus_server import PrometheusServer, find_prometheus
+from tritonscale.sandbox.prometheus_server import PrometheusServer
 
 LEASE_S, RENEW_S, RETRY_S = 5, 3.0, 1.0
 # The chart's flags (the Role grants get/update on this Lease name only), shorter timings.
@@ -54,11 +55,6 @@ ELECT = ["--leader-elect", f"--leader-elect-resource-name={RELEASE}",
          f"--leader-elect-renew-deadline={RENEW_S:g}", f"--leader-elect-retry-period={RETRY_S:g}"]
 NAME = "linear"
 
-try:
-    find_prometheus()
-    HAVE_PROMETHEUS = True
-except Exception:  # noqa: BLE001
-    HAVE_PROMETHEUS = False
 
 
 # ---- replicas ---------------------------------------------------------------------------------
@@ -174,32 +170,9 @@ def _holder(lease: Callable[[], Any]) -> str:
     return (current.spec.holder_identity or "") if current else ""
 
 
-class ReplicaRecorder(threading.Thread):
-    """Deployment spec.replicas every 0.1 s, with the time."""
-
-    def __init__(self, apps: kubernetes.client.AppsV1Api, namespace: str) -> None:
-        super().__init__(daemon=True)
-        self.apps, self.ns, self.stop_flag, self.seen = apps, namespace, threading.Event(), []
-
-    def run(self) -> None:
-        while not self.stop_flag.is_set():
-            try:
-                self.seen.append((time.time(), self.apps.read_namespaced_deployment(NAME, self.ns).spec.replicas))
-            except kubernetes.client.ApiException:
-                pass
-            self.stop_flag.wait(0.1)
-
-    def values(self) -> list[int]:
-        out: list[int] = []
-        for _, n in self.seen:
-            if not out or out[-1] != n:
-                out.append(n)
-        return out
-
-
 # ---- failover ---------------------------------------------------------------------------------
 
-@pytest.mark.skipif(not HAVE_PROMETHEUS, reason="prometheus binary missing: apt-get install -y prometheus")
+@needs_prometheus
 def test_failover_during_a_load_increase(api_client, namespace, models_claim, node, lease, replicas, audit_log,
                                          tmp_path):
     NS = namespace
@@ -250,7 +223,7 @@ def test_failover_during_a_load_increase(api_client, namespace, models_claim, no
         wait_for(lambda: (apps.read_namespaced_deployment(NAME, NS).status.ready_replicas or 0) == floor, 30,
                  what="the floor, ready (the models claim binds first)")
         wait_for(lambda: status().get("requestsPerSecond"), 20, what="the rate in status")
-        recorder = ReplicaRecorder(apps, NS)
+        recorder = ReplicaRecorder(apps, NS, NAME, clock=time.time)
         recorder.start()
 
         # The load rises by 60 rps a second; the leader dies once the autoscaler has

@@ -14,20 +14,15 @@ import threading
 import time
 
 import kubernetes
-import pytest
 
 from support.cluster import sample, wait_for
+from support.deployment_watch import needs_prometheus
 from support.triton_exporter import TritonExporter
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, LABEL, PLURAL, VERSION
-from tritonscale.sandbox.prometheus_server import PrometheusServer, find_prometheus
+from tritonscale.sandbox.prometheus_server import PrometheusServer
 
 NAME = "linear"
 
-try:
-    find_prometheus()
-    HAVE_PROMETHEUS = True
-except Exception:  # noqa: BLE001
-    HAVE_PROMETHEUS = False
 
 
 def _pods(core: kubernetes.client.CoreV1Api, ns: str) -> list:
@@ -110,7 +105,7 @@ def test_config_change_rolls_pods_without_dipping_below_the_floor(api_client, na
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
 
 
-@pytest.mark.skipif(not HAVE_PROMETHEUS, reason="prometheus binary missing: apt-get install -y prometheus")
+@needs_prometheus
 def test_scaling_beyond_the_nodes_gpus_leaves_pods_pending_and_stops_asking(api_client, namespace, models_claim,
                                                                               node, start_operator, tmp_path):
     ns = namespace

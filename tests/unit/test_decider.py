@@ -8,34 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from support.decider_cases import CAP, FAILED, NO_DATA, POLICY, ok, rates
 from tritonscale.scaling import decider as D
-from tritonscale.scaling.decider import Observation, Policy, Replicas, State, Step
-
-POLICY = Policy(min_replicas=1, max_replicas=20, target_p95_ms=100.0, max_batch_size=16)
-A_MS, B_MS = 20.0, 2.0  # the fake model: a batch of n costs a + b*n ms (saturates at 16/52 ms = 308 rps)
-CAP = D.batch_capacity((A_MS, B_MS), 16, 100.0)  # 15 / 50 ms = 300 rps at the 100 ms target
-
-
-def ok(rate: float, p95: float | None = 50.0, pending: float = 0.0, batch: float | None = None,
-       failed: float = 0.0) -> Observation:
-    return Observation(status="ok", p95_ms=p95, rps=rate, recent_rps=rate + failed, failed_rps=failed,
-                       pending=pending, batch_size=batch, batch_ms=None if batch is None else A_MS + B_MS * batch)
-
-
-FAILED = Observation(status="failed", message="connection refused")
-NO_DATA = Observation(status="no_data", message="no series")
-
-
-def known_capacity(state: State | None = None, now: float = 0.0) -> State:
-    """Memory with batch samples at two sizes: the cost line a + b*n is known."""
-    state = state or State()
-    s = D.add_batch_sample(state.batch_samples, 4.0, A_MS + 4 * B_MS, now)
-    s = D.add_batch_sample(s, 12.0, A_MS + 12 * B_MS, now)
-    return replace(state, batch_samples=s)
-
-
-def rates(*pairs: tuple[float, float]) -> tuple[tuple[float, float, float], ...]:
-    return tuple((t, r, r) for t, r in pairs)
+from tritonscale.scaling.decider import Observation, Replicas, State, Step
 
 
 # --- step: guard -------------------------------------------------------------------------------

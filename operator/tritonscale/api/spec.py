@@ -147,6 +147,12 @@ class ModelSpec(_Model):
         return v
 
 
+def _positive_batch_sizes(v: list[int]) -> list[int]:
+    if any(s < 1 for s in v):
+        raise ValueError("preferred batch sizes must be >= 1")
+    return v
+
+
 class AutoTuneSpec(_Model):
     enabled: bool = Field(
         default=False,
@@ -166,12 +172,7 @@ class AutoTuneSpec(_Model):
         "Empty: any size up to model.maxBatchSize.",
     )
 
-    @field_validator("preferred_batch_sizes")
-    @classmethod
-    def _positive(cls, v: list[int]) -> list[int]:
-        if any(s < 1 for s in v):
-            raise ValueError("preferred batch sizes must be >= 1")
-        return v
+    _positive = field_validator("preferred_batch_sizes")(_positive_batch_sizes)
 
 
 class BatchingSpec(_Model):
@@ -201,12 +202,7 @@ class BatchingSpec(_Model):
         "the values above.",
     )
 
-    @field_validator("preferred_batch_sizes")
-    @classmethod
-    def _positive(cls, v: list[int]) -> list[int]:
-        if any(s < 1 for s in v):
-            raise ValueError("preferred batch sizes must be >= 1")
-        return v
+    _positive = field_validator("preferred_batch_sizes")(_positive_batch_sizes)
 
 
 class RuntimeSpec(_Model):

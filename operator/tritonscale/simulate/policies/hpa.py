@@ -78,6 +78,20 @@ def limit_rate(desired: int, current: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, min(desired, up_limit)))
 
 
+def pods_metric_step(values: list[float | None], view: View, target: float, lo: int, hi: int,
+                     recs: tuple[tuple[float, int], ...]) -> tuple[int, str, int, float, tuple[tuple[float, int], ...]]:
+    """One HPA sync on a Pods metric (None: a pod without the metric yet): recommendation,
+    clamp, stabilisation, rate limit. Returns (replicas, reason, recommendation, mean value,
+    kept history) -- shared by every HPA-based baseline, whatever its metric."""
+    values = values + [None] * (view.current - len(values))  # starting pods: no metrics
+    rec, why = plain_metric_replicas(values, view.current, target)
+    rec = max(lo, min(hi, rec))
+    out, recs = stabilize(recs, view.now, view.current, rec, SCALE_DOWN_STABILIZATION_S)
+    out = limit_rate(out, view.current, lo, hi)
+    have = [v for v in values if v is not None]
+    return out, why, rec, (sum(have) / len(have) if have else float("nan")), recs
+
+
 @dataclass
 class HpaPolicy:
     target_utilisation: float = 0.7
@@ -94,12 +108,6 @@ class HpaPolicy:
         return np.arange(SYNC_PERIOD_S, horizon, SYNC_PERIOD_S)
 
     def step(self, view: View) -> tuple[int, str]:
-        usages = view.utilisation()
-        usages = usages + [None] * (view.current - len(usages))  # starting pods: no metrics
-        rec, why = plain_metric_replicas(usages, view.current, self.target_utilisation)
-        rec = max(self.min_replicas, min(self.max_replicas, rec))
-        out, self.recs = stabilize(self.recs, view.now, view.current, rec, SCALE_DOWN_STABILIZATION_S)
-        out = limit_rate(out, view.current, self.min_replicas, self.max_replicas)
-        have = [u for u in usages if u is not None]
-        mean = sum(have) / len(have) if have else float("nan")
+        out, why, rec, mean, self.recs = pods_metric_step(
+            list(view.utilisation()), view, self.target_utilisation, self.min_replicas, self.max_replicas, self.recs)
         return out, f"{why}: utilisation {mean:.0%} vs {self.target_utilisation:.0%}, rec {rec}"

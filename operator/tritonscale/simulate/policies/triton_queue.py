@@ -21,13 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tritonscale.simulate.engine import View
-from tritonscale.simulate.policies.hpa import (
-    SCALE_DOWN_STABILIZATION_S,
-    SYNC_PERIOD_S,
-    limit_rate,
-    plain_metric_replicas,
-    stabilize,
-)
+from tritonscale.simulate.policies.hpa import SYNC_PERIOD_S, pods_metric_step
 
 METRIC_WINDOW_S = 30.0
 
@@ -48,12 +42,7 @@ class TritonQueuePolicy:
         return np.arange(SYNC_PERIOD_S, horizon, SYNC_PERIOD_S)
 
     def step(self, view: View) -> tuple[int, str]:
-        values = view.queue_ms(METRIC_WINDOW_S)
-        values = values + [None] * (view.current - len(values))  # starting pods: no metrics
-        rec, why = plain_metric_replicas(values, view.current, self.target_queue_ms)
-        rec = max(self.min_replicas, min(self.max_replicas, rec))
-        out, self.recs = stabilize(self.recs, view.now, view.current, rec, SCALE_DOWN_STABILIZATION_S)
-        out = limit_rate(out, view.current, self.min_replicas, self.max_replicas)
-        have = [v for v in values if v is not None]
-        mean = sum(have) / len(have) if have else float("nan")
+        out, why, rec, mean, self.recs = pods_metric_step(
+            list(view.queue_ms(METRIC_WINDOW_S)), view, self.target_queue_ms, self.min_replicas, self.max_replicas,
+            self.recs)
         return out, f"{why}: queue {mean:.1f} ms/request vs {self.target_queue_ms:.1f}, rec {rec}"
