@@ -76,10 +76,11 @@ def perf_analyzer_env() -> tuple[Path, dict[str, str]]:
     return binary, env
 
 
-def perf_analyzer_args(args: argparse.Namespace, address: str, csv_path: Path) -> list[str]:
+def perf_analyzer_args(args: argparse.Namespace, name: str, address: str, csv_path: Path) -> list[str]:
     return [
         "-m", MODEL, "-u", address, "-i", "http", "--async",
-        "--request-rate-range", args.rates, "--binary-search", "--request-distribution", "poisson",
+        "--request-rate-range", args.rates_off if name == "off" else args.rates, "--binary-search",
+        "--request-distribution", "poisson",
         "--percentile", "95", "--latency-threshold", f"{args.target_ms:g}",
         "--measurement-interval", str(args.window_ms), "--stability-percentage", "20", "--max-trials", "8",
         "-f", str(csv_path),
@@ -95,7 +96,7 @@ def run_one(name: str, args: argparse.Namespace, workdir: Path) -> list[dict[str
         if not proc.wait_ready_blocking(MODEL, timeout=60):
             raise SystemExit(f"tritonserver did not become ready:\n{proc.read_log()[-3000:]}")
         csv_path = workdir / "perf.csv"
-        argv = perf_analyzer_args(args, proc.http_address, csv_path)
+        argv = perf_analyzer_args(args, name, proc.http_address, csv_path)
         print(f"[{name}] perf_analyzer {shlex.join(argv)}", flush=True)
         out = subprocess.run([str(binary), *argv], env=env, capture_output=True, text=True,
                              timeout=args.timeout_s)
@@ -117,6 +118,9 @@ def main() -> None:
     ap.add_argument("--configs", default="off,sample,tuned", help="comma-separated: off, sample, tuned")
     ap.add_argument("--target-ms", type=float, default=None, help="p95 target (default: the sample's)")
     ap.add_argument("--rates", default="20:400:5", help="perf_analyzer --request-rate-range start:end:precision")
+    # Unbatched, one instance serves 1000 / (20 + 2) = 45 rps: a search up to 400 rps would
+    # leave minutes of backlog (no queue timeout) behind each overloaded level.
+    ap.add_argument("--rates-off", default="10:100:2", help="the same for the off config")
     ap.add_argument("--window-ms", type=int, default=8000, help="perf_analyzer --measurement-interval")
     ap.add_argument("--tuned-delay-us", type=int, default=0, help="the tuned config's maxQueueDelayMicroseconds")
     ap.add_argument("--tuned-preferred", type=lambda s: [int(x) for x in s.split(",") if x], default=[],

@@ -71,10 +71,13 @@ def test_batcher_in_force_reads_status_only_with_auto_tune() -> None:
     doc = owner({"enabled": True}, IN_FORCE)
     spec = InferenceServiceSpec.model_validate(doc["spec"])
     assert batcher_in_force(spec, doc) == BatcherInForce(500, (16,))
-    off = copy.deepcopy(doc)
-    off["spec"]["batching"]["enabled"] = False
-    assert batcher_in_force(InferenceServiceSpec.model_validate({**off["spec"], "batching": {
-        "enabled": False}}), off) is None
+    # Until the tuner changes them (source: spec) and when status.batching is unreadable, the
+    # spec's values are rendered, as the tuner itself reads them (scaling.batching_status.in_force).
+    for status in ({**IN_FORCE, "source": "spec"}, {**IN_FORCE, "maxQueueDelayMicroseconds": "soon"},
+                   {"source": "tuner"}):
+        other = copy.deepcopy(doc)
+        other["status"]["batching"] = status
+        assert batcher_in_force(spec, other) is None
     assert render_config_pbtxt(spec, "linear") == render_config_pbtxt(spec, "linear", None)
 
 
@@ -85,10 +88,13 @@ def test_model_control_override_replaces_only_the_batcher_fields() -> None:
                                                           "default_timeout_microseconds": 300000}},
             "instance_group": [{"count": 1, "kind": "KIND_CPU"}]}
     assert settings_of(live) == BatcherSettings(2000, (4, 8, 16))
-    new = with_settings(live, BatcherSettings(500, (16,)))
-    assert settings_of(new) == BatcherSettings(500, (16,))
+    new = with_settings(live, BatcherSettings(500, (8,)))
+    assert settings_of(new) == BatcherSettings(500, (8,))
     assert new["dynamic_batching"]["default_queue_policy"] == live["dynamic_batching"]["default_queue_policy"]
     assert {k: v for k, v in new.items() if k != "dynamic_batching"} == {
         k: v for k, v in live.items() if k != "dynamic_batching"}
     assert live["dynamic_batching"]["max_queue_delay_microseconds"] == 2000  # the input is not changed
     assert settings_of({"name": "linear"}) is None
+    # Triton completes "no preferred sizes" as [max_batch_size]: read back as none.
+    completed = {**live, "dynamic_batching": {"preferred_batch_size": [16], "max_queue_delay_microseconds": 0}}
+    assert settings_of(completed) == BatcherSettings(0, ())

@@ -35,12 +35,17 @@ def explicit_args(model: str) -> list[str]:
 
 
 def settings_of(config: dict[str, Any]) -> BatcherSettings | None:
-    """The batcher settings in a model config as Triton reports it (JSON); None without a batcher."""
+    """The batcher settings in a model config as Triton reports it (JSON); None without a batcher.
+
+    Triton completes a batcher without preferred sizes with ``preferred_batch_size: [max_batch_size]``
+    (2.51 reports that), which batches the same way: read back, that is "none"."""
     batching = config.get("dynamic_batching")
     if not isinstance(batching, dict):
         return None
-    return BatcherSettings(int(batching.get("max_queue_delay_microseconds") or 0),
-                           tuple(int(s) for s in batching.get("preferred_batch_size") or ()))
+    preferred = tuple(int(s) for s in batching.get("preferred_batch_size") or ())
+    if preferred == (int(config.get("max_batch_size") or 0),):
+        preferred = ()
+    return BatcherSettings(int(batching.get("max_queue_delay_microseconds") or 0), preferred)
 
 
 def with_settings(config: dict[str, Any], settings: BatcherSettings) -> dict[str, Any]:

@@ -81,16 +81,20 @@ def config_hash(config_pbtxt: str) -> str:
 
 
 def batcher_in_force(spec: InferenceServiceSpec, owner: dict[str, Any]) -> BatcherInForce | None:
-    """The tuner's settings from ``status.batching`` while ``batching.autoTune`` is enabled, else
-    None (the spec's own values are rendered: without autoTune nothing changes)."""
+    """The tuner's settings from ``status.batching`` while ``batching.autoTune`` is enabled and the
+    tuner has chosen them (``source: tuner``, as ``scaling.batching_status.in_force`` reads it), else
+    None: the spec's own values are rendered, so without autoTune nothing changes."""
     b = spec.batching
     if b is None or not b.enabled or b.auto_tune is None or not b.auto_tune.enabled:
         return None
     status = (owner.get("status") or {}).get("batching")
-    if not isinstance(status, dict) or "maxQueueDelayMicroseconds" not in status:
+    if not isinstance(status, dict) or status.get("source") != "tuner":
         return None
-    return BatcherInForce(int(status["maxQueueDelayMicroseconds"]),
-                          tuple(int(s) for s in status.get("preferredBatchSizes") or ()))
+    try:
+        return BatcherInForce(int(status["maxQueueDelayMicroseconds"]),
+                              tuple(int(s) for s in status.get("preferredBatchSizes") or ()))
+    except (KeyError, TypeError, ValueError):
+        return None  # hand-edited or corrupt: the spec's values, as the tuner then starts from them
 
 
 def rendered_config(spec: InferenceServiceSpec, owner: dict[str, Any]) -> str:
