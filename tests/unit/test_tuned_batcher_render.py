@@ -10,7 +10,6 @@ from typing import Any
 import yaml
 
 from tritonscale.api.spec import HASH_ANNOTATION, InferenceServiceSpec
-from tritonscale.reconcile.model_control import BatcherSettings, settings_of, with_settings
 from tritonscale.render.kubernetes_objects import batcher_in_force, build_children, config_hash
 from tritonscale.render.triton_config import BatcherInForce, render_config_pbtxt
 
@@ -79,22 +78,3 @@ def test_batcher_in_force_reads_status_only_with_auto_tune() -> None:
         other["status"]["batching"] = status
         assert batcher_in_force(spec, other) is None
     assert render_config_pbtxt(spec, "linear") == render_config_pbtxt(spec, "linear", None)
-
-
-def test_model_control_override_replaces_only_the_batcher_fields() -> None:
-    live = {"name": "linear", "max_batch_size": 16,
-            "dynamic_batching": {"preferred_batch_size": [4, 8, 16], "max_queue_delay_microseconds": 2000,
-                                 "default_queue_policy": {"timeout_action": "REJECT",
-                                                          "default_timeout_microseconds": 300000}},
-            "instance_group": [{"count": 1, "kind": "KIND_CPU"}]}
-    assert settings_of(live) == BatcherSettings(2000, (4, 8, 16))
-    new = with_settings(live, BatcherSettings(500, (8,)))
-    assert settings_of(new) == BatcherSettings(500, (8,))
-    assert new["dynamic_batching"]["default_queue_policy"] == live["dynamic_batching"]["default_queue_policy"]
-    assert {k: v for k, v in new.items() if k != "dynamic_batching"} == {
-        k: v for k, v in live.items() if k != "dynamic_batching"}
-    assert live["dynamic_batching"]["max_queue_delay_microseconds"] == 2000  # the input is not changed
-    assert settings_of({"name": "linear"}) is None
-    # Triton completes "no preferred sizes" as [max_batch_size]: read back as none.
-    completed = {**live, "dynamic_batching": {"preferred_batch_size": [16], "max_queue_delay_microseconds": 0}}
-    assert settings_of(completed) == BatcherSettings(0, ())
