@@ -51,8 +51,11 @@ def _events_for(body: Any) -> Any:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 # The batching tuner (in the autoscaler's tick) writes the settings in force to status.batching;
-# the reconciler renders them into config.pbtxt and applies them to the pods.
-@kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching")
+# the reconciler renders them into config.pbtxt, which rolls the pods. Only these three fields:
+# status.batching.tunerState changes every tick and must not reconcile every tick.
+@kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.maxQueueDelayMicroseconds")
+@kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.preferredBatchSizes")
+@kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.source")
 def reconcile_inference_service(body: kopf.Body, **_: Any) -> None:
     reconcile(_kube(), dict(body), _events_for(body))
 

@@ -95,6 +95,19 @@ def test_defaulted_live_object_needs_no_patch(sample: Path, kind: str) -> None:
     assert plan_patch(desired, live) is None
 
 
+def test_empty_env_the_api_server_omits_needs_no_patch() -> None:
+    """The sandbox sample has no runtime.env: its containers render env: [], which the API server
+    drops; the Deployment was patched (and an Updated Event posted) on every reconcile."""
+    desired = desired_children(yaml.safe_load((REPO / "manifests" / "samples" / "python-cpu.yaml").read_text()))
+    deployment = desired["Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    assert [c["env"] for c in pod["initContainers"] + pod["containers"]] == [[], []]
+    live = api_server_view(deployment)
+    for c in live["spec"]["template"]["spec"]["initContainers"] + live["spec"]["template"]["spec"]["containers"]:
+        del c["env"]
+    assert plan_patch(deployment, live) is None
+
+
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.stem for s in SAMPLES])
 def test_replicas_never_patched_even_when_they_differ(sample: Path) -> None:
     desired = desired_children(yaml.safe_load(sample.read_text()))["Deployment"]
@@ -157,6 +170,11 @@ def test_replicas_in_stale_last_applied_is_not_nulled() -> None:
     ({"a": True}, {"a": False}, False),
     ({"a": None}, {"a": None}, True),
     ("whole", "whole", True),
+    # The API server omits empty lists and maps (omitempty): env: [] comes back as no env.
+    ({}, {"a": []}, True),
+    ({}, {"a": {}}, True),
+    ({"a": [1]}, {"a": []}, False),
+    ({}, {"a": [1]}, False),
 ])
 def test_contains_table(live: Any, desired: Any, expected: bool) -> None:
     assert contains(live, desired) is expected

@@ -22,7 +22,10 @@ LAST_APPLIED = "tritonscale.io/last-applied"
 
 def contains(live: Any, desired: Any) -> bool:
     if isinstance(desired, dict):
-        return isinstance(live, dict) and all(k in live and contains(live[k], v) for k, v in desired.items())
+        # An empty list or map is omitted by the API server (``omitempty``): a Deployment
+        # rendered with ``env: []`` comes back without ``env``, and was patched on every reconcile.
+        return isinstance(live, dict) and all(
+            contains(live[k], v) if k in live else v in ([], {}) for k, v in desired.items())
     if isinstance(desired, list):
         return isinstance(live, list) and len(live) == len(desired) and all(
             contains(lv, dv) for lv, dv in zip(live, desired, strict=True)
