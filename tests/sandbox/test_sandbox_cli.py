@@ -89,6 +89,16 @@ def test_the_sized_sample_asks_one_gpu_per_replica_and_serves_from_its_claim():
     assert model_store(body) == ("models", "linear")
 
 
+def test_batching_tuner_from_turns_auto_tune_on_from_a_poor_start(capsys):
+    scenario = command.scenario_from(_args("--batching-tuner-from", "150000"))
+    batching = load_service(scenario)["spec"]["batching"]
+    assert batching["autoTune"] == {"enabled": True}
+    assert (batching["maxQueueDelayMicroseconds"], batching["preferredBatchSizes"]) == (150000, [])
+    assert "autoTune" not in load_service(Scenario())["spec"]["batching"]
+    assert command.run(_args("--batching-tuner-from", "-1")) == 1
+    assert capsys.readouterr().err.strip() == "tritonscale sandbox: --batching-tuner-from must be >= 0"
+
+
 def test_a_service_the_sandbox_cannot_serve_is_refused_with_the_reason(tmp_path):
     body = yaml.safe_load(SAMPLE.read_text())
     body["spec"]["model"]["storageUri"] = "s3://bucket/linear"

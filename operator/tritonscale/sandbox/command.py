@@ -3,6 +3,7 @@
     tritonscale sandbox [--duration 150] [--load step|burst|trace[:FILE]] [--rate-scale X]
                         [--summary FILE.json] [--plot FILE.png] [--kill-at SECONDS]
                         [--service FILE] [--kubeconfig FILE] [--nodes N] [--gpus N]
+                        [--batching-tuner-from DELAY_US]
 
 A real Kubernetes control plane, the operator, kubelets whose pods are real
 ``tritonserver`` processes, a real Prometheus and an open-loop load (see
@@ -65,6 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, metavar="N",
                    help="nvidia.com/gpu each Node advertises, i.e. how many tritonservers it runs "
                         "(default: 2 per core of the Node's share)")
+    p.add_argument("--batching-tuner-from", type=int, metavar="DELAY_US",
+                   help="turn the batching tuner on (batching.autoTune) and start it from this queue delay "
+                        "with no preferred sizes; its changes roll the pods (kubectl get tis -o wide: QueueDelay)")
     p.add_argument("--workdir", type=Path, metavar="DIR",
                    help="keep logs, the control plane, model repositories and Prometheus data here (default: a "
                         "temporary directory, removed after a clean run)")
@@ -82,11 +86,14 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
         raise ValueError("--nodes must be >= 1")
     if args.gpus is not None and args.gpus < 0:
         raise ValueError("--gpus must be >= 0")
+    if args.batching_tuner_from is not None and args.batching_tuner_from < 0:
+        raise ValueError("--batching-tuner-from must be >= 0")
     if args.kubeconfig is not None and not args.kubeconfig.is_file():
         raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
     return Scenario(duration_s=args.duration, load=args.load, rate_scale=args.rate_scale, seed=args.seed,
                     service_file=args.service, kill_at_s=args.kill_at, workdir=args.workdir,
-                    kubeconfig=args.kubeconfig, nodes=args.nodes, gpus_per_node=args.gpus)
+                    kubeconfig=args.kubeconfig, nodes=args.nodes, gpus_per_node=args.gpus,
+                    tuner_from_delay_us=args.batching_tuner_from)
 
 
 def report(summary: dict[str, Any], out: Any) -> None:

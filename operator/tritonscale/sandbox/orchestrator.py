@@ -153,15 +153,17 @@ class ClusterReader:
                                            (p.get("status") or {}).get("containerStatuses") or [])
                 for p in pods}
 
-    def read(self) -> tuple[int | None, int, float | None, list[tuple[str, str]]]:
-        """(spec.replicas, status.readyReplicas, the operator's p95, the Scaled Events as (uid, message))."""
+    def read(self) -> tuple[int | None, int, float | None, list[tuple[str, str, str]]]:
+        """(spec.replicas, status.readyReplicas, the operator's p95, the Scaled and BatchingTuned Events
+        as (uid, reason, message))."""
         dep = self.deployment() or {}
         desired = (dep.get("spec") or {}).get("replicas")
         ready = int((dep.get("status") or {}).get("readyReplicas") or 0)
         obj = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name)
         p95 = (obj.get("status") or {}).get("p95Milliseconds")
         items = json.loads(self.core.list_namespaced_event(self.namespace, _preload_content=False).data)["items"]
-        scaled = [(e["metadata"]["uid"], e.get("message") or "") for e in items if e.get("reason") == "Scaled"
+        scaled = [(e["metadata"]["uid"], e["reason"], e.get("message") or "") for e in items
+                  if e.get("reason") in ("Scaled", "BatchingTuned")
                   and (e.get("involvedObject") or {}).get("name") == self.name]
         return desired, ready, p95, scaled
 
@@ -327,13 +329,19 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         async def record() -> None:
             desired, ready, p95 = config["floor"], 0, None
             restarts: dict[str, int] = {}
+            tuned: set[str] = set()
             tick = 1
             while True:
                 await asyncio.sleep(max(0.0, t0 + tick - time.perf_counter()))
                 try:
                     got, ready, p95, scaled = await asyncio.to_thread(reader.read)
                     desired = got if got is not None else desired
-                    for uid, message in scaled:
+                    for uid, reason, message in scaled:
+                        if reason == "BatchingTuned":  # the tuner's change, rolled out to the pods
+                            if uid not in tuned:
+                                tuned.add(uid)
+                                view.note(recorder.add_mark(load_t(), "batchingTuned", message).text)
+                            continue
                         ev = recorder.add_scale_event(uid, load_t(), message)
                         if ev is not None:
                             view.note(ev.text)

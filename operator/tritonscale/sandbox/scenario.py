@@ -89,6 +89,9 @@ class Scenario:
     kubeconfig: Path | None = None  # None: start a control plane; else use that cluster
     nodes: int = 1  # sandbox kubelets (Nodes), sharing this machine
     gpus_per_node: int | None = None  # None: node_registration.GPUS_PER_CORE per core of each Node
+    # Turn the batching tuner on (batching.autoTune) and start it from this queue delay with no
+    # preferred sizes: a poor start shows a tuning change reaching the live tritonservers.
+    tuner_from_delay_us: int | None = None
 
 
 @dataclass
@@ -148,6 +151,10 @@ def load_service(scenario: Scenario) -> dict[str, Any]:
         raise SandboxError(f"{path}: no InferenceService document")
     if scenario.service_file is None:
         body["spec"] = merge_patch(body["spec"], SANDBOX_SIZING)
+    if scenario.tuner_from_delay_us is not None:
+        body["spec"] = merge_patch(body["spec"], {"batching": {
+            "maxQueueDelayMicroseconds": scenario.tuner_from_delay_us, "preferredBatchSizes": [],
+            "autoTune": {"enabled": True}}})
     body.setdefault("metadata", {})["namespace"] = NAMESPACE
     spec, problems = validate_body(body)
     if spec is None or problems:
