@@ -131,4 +131,9 @@ async def test_status_batching_change_reaches_the_live_tritonserver(
         assert row[at:].split()[0] == "500", wide.stdout
     finally:
         await kubelet.stop()
+        # Remove the Node and its Lease, as the test stand-in kubelet does: a later test's pods
+        # must not be scheduled onto a Node nothing runs.
+        await asyncio.to_thread(core.delete_node, node)
+        await asyncio.to_thread(kubernetes.client.CoordinationV1Api(api_client).delete_namespaced_lease, node,
+                                "kube-node-lease")
         await asyncio.to_thread(core.delete_persistent_volume, pv)
