@@ -15,6 +15,8 @@ Service's EndpointSlices. Modules, by job:
   ``pod_status``, ``pod_volumes``, ``pod_network``, ``probes``, ``containers``,
   ``service_routing``;
 * what runs in the pods and around them: ``tritonserver``, ``model/``,
-  ``prometheus_server``, ``loadgen``;
+  ``prometheus_server``, ``loadgen``, ``model_control`` (batcher settings read back from a
+  live tritonserver, or reloaded: the way e2e/bench_batching_apply.py measured and the
+  operator does not use);
 * what the user sees: ``live_view``, ``summary``.
 """
