@@ -114,8 +114,11 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
 
     # 2. Ready follows the Deployment's ready replicas: a Node appears, the scheduler
     # binds the pod, the stand-in marks it Ready, the Deployment controller counts it.
+    # The pod has failed to schedule while there was no Node: the scheduler retries it after
+    # its backoff (up to podMaxBackoffSeconds, 10 s, once earlier tests' Node events have
+    # retried it a few times), then the stand-in, the Deployment controller and the operator.
     node()
-    wait_for(lambda: (k.condition("linear", "Ready") or {}).get("status") == "True", 15, what="Ready=True")
+    wait_for(lambda: (k.condition("linear", "Ready") or {}).get("status") == "True", 30, what="Ready=True")
     assert k.get("linear")["status"]["readyReplicas"] == 1
 
     # The autoscaler owns spec.replicas: scale the Deployment behind the reconciler's back ...
