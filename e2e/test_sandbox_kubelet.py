@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import json
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 import httpx
 import pytest
 
+from support.cluster import until
 from tritonscale.api.spec import HASH_ANNOTATION, LABEL
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import client_for
@@ -99,15 +101,11 @@ def test_kubelet_runs_the_controllers_pods_as_tritonservers(plane, tmp_path: Pat
                                                     _preload_content=False).data)["items"]
         return [p for p in items if include_deleting or not p["metadata"].get("deletionTimestamp")]
 
-    async def until(predicate, timeout: float, what: str) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = await asyncio.to_thread(predicate)
-            if value:
-                return value
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"timed out after {timeout} s: {what}; pods: "
-                             f"{[(p['metadata']['name'], (p.get('status') or {}).get('phase')) for p in pods()]}")
+    def pod_phases() -> str:
+        return f"pods: {[(p['metadata']['name'], (p.get('status') or {}).get('phase')) for p in pods()]}"
+
+    wait = functools.partial(until, detail=pod_phases)
+
 
     async def scenario() -> None:
         network = PodNetwork()
@@ -125,7 +123,7 @@ def test_kubelet_runs_the_controllers_pods_as_tritonservers(plane, tmp_path: Pat
             first_renewal = lease.spec.renew_time
 
             # Two pods, Running and Ready, with a full status.
-            await until(lambda: len([p for p in pods() if _ready(p)]) == 2, 90, "2 ready pods")
+            await wait(lambda: len([p for p in pods() if _ready(p)]) == 2, 90, "2 ready pods")
             for pod in pods():
                 status = pod["status"]
                 assert status["phase"] == "Running" and pod["spec"]["nodeName"] == NODE
@@ -148,7 +146,7 @@ def test_kubelet_runs_the_controllers_pods_as_tritonservers(plane, tmp_path: Pat
 
             # EndpointSlices list both pod IPs on 8000; each resolves to a tritonserver that answers.
             ips = {p["status"]["podIP"] for p in pods()}
-            await until(lambda: {ip for ip, _ in router.endpoints()} == ips, 30, "both pods in the EndpointSlice")
+            await wait(lambda: {ip for ip, _ in router.endpoints()} == ips, 30, "both pods in the EndpointSlice")
             assert {port for _, port in router.endpoints()} == {8000}
             backends = router.backends()
             assert len(backends) == 2
@@ -160,10 +158,10 @@ def test_kubelet_runs_the_controllers_pods_as_tritonservers(plane, tmp_path: Pat
 
             # A crash: the kubelet restarts the container; the API shows it.
             victim = kubelet.kill(NS, NAME)
-            unready_seen = await until(lambda: any(p["metadata"]["name"] == victim and not _ready(p) for p in pods()),
+            unready_seen = await wait(lambda: any(p["metadata"]["name"] == victim and not _ready(p) for p in pods()),
                                        10, "the killed pod turns unready")
             assert unready_seen
-            restarted = await until(lambda: next((p for p in pods() if p["metadata"]["name"] == victim
+            restarted = await wait(lambda: next((p for p in pods() if p["metadata"]["name"] == victim
                                                   and _ready(p)), None), 40, "the killed pod Ready again")
             cs = restarted["status"]["containerStatuses"][0]
             assert cs["restartCount"] == 1
@@ -196,22 +194,22 @@ def test_kubelet_runs_the_controllers_pods_as_tritonservers(plane, tmp_path: Pat
                 if w.running:
                     repo = w.dir / "volumes" / "model-repository" / "linear" / "config.pbtxt"
                     assert repo.read_text() == new_config
-            await until(lambda: not [p for p in old_pids if group_alive(p)], 30, "the old tritonservers exited")
+            await wait(lambda: not [p for p in old_pids if group_alive(p)], 30, "the old tritonservers exited")
 
             # More replicas than the Node has GPUs: the extra one stays Pending, Unschedulable.
             apps.patch_namespaced_deployment(NAME, NS, {"spec": {"replicas": GPUS + 1}})
-            pending = await until(lambda: next((p for p in pods() if next(
+            pending = await wait(lambda: next((p for p in pods() if next(
                 (c for c in (p.get("status") or {}).get("conditions") or [] if c["type"] == "PodScheduled"
                  and c.get("reason") == "Unschedulable"), None)), None), 60, "an unschedulable pod")
             scheduled = next(c for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
             assert "nvidia.com/gpu" in scheduled["message"], scheduled
-            await until(lambda: len([p for p in pods() if _ready(p)]) == GPUS, 60, f"{GPUS} ready pods")
+            await wait(lambda: len([p for p in pods() if _ready(p)]) == GPUS, 60, f"{GPUS} ready pods")
             assert pending["status"]["phase"] == "Pending" and not pending["spec"].get("nodeName")
 
             # Scale down: the kubelet stops the pods it is told to delete and removes them.
             running_pids = {w.name: w.process.pid for w in kubelet.workers.values() if w.running}
             apps.patch_namespaced_deployment(NAME, NS, {"spec": {"replicas": 1}})
-            await until(lambda: len(pods()) == 1, 60, "one pod left")
+            await wait(lambda: len(pods()) == 1, 60, "one pod left")
             survivor = pods()[0]["metadata"]["name"]
             gone = [pid for name, pid in running_pids.items() if name != survivor]
             assert gone and not [p for p in gone if group_alive(p)]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +22,7 @@ import httpx
 import kubernetes
 import pytest
 
-from support.cluster import run_tool
+from support.cluster import run_tool, until
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.cluster import ControlPlane
 from tritonscale.kube.client import client_for
@@ -46,16 +45,6 @@ def service(namespace: str, node: str) -> dict[str, Any]:
     body["spec"]["runtime"]["nodeSelector"] = {"kubernetes.io/hostname": node}  # this test's kubelet
     body["spec"]["scaling"].update({"minReplicas": 1, "maxReplicas": 2, "intervalSeconds": 2})
     return body
-
-
-async def until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await asyncio.to_thread(predicate)
-        if value:
-            return value
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout} s: {what}")
 
 
 def batcher_of(address: str) -> tuple[int, list[int]] | None:

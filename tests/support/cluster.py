@@ -5,6 +5,7 @@ poll for a condition. ``tests/conftest.py`` builds its fixtures from these.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -60,6 +61,19 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+async def until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2,
+                detail: Callable[[], str] | None = None) -> Any:
+    """``wait_for`` for async tests: ``predicate`` runs in a thread (it may block on the API);
+    the failure names ``what`` and, if given, ``detail()`` (the state worth seeing)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = await asyncio.to_thread(predicate)
+        if value:
+            return value
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s: {what}" + (f"; {detail()}" if detail else ""))
 
 
 def exists(read: Callable[..., Any], *args: Any) -> bool:
