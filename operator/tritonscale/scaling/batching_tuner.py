@@ -53,8 +53,9 @@ MIN_HEADROOM_GAIN = 0.10
 # The same candidate must win for this long before it is applied (four 15 s ticks: a minute of
 # one per-replica rate, not a single tick's noise) ...
 CONFIRM_S = 60.0
-# ... and changes are at least this far apart: a change reloads the model on every replica
-# (seconds of pause each), and the cost fit needs a few minutes of the new batches.
+# ... and changes are at least this far apart: the operator applies a change by rolling every
+# replica (one cold start each, one surge pod at a time; README "Applying a batcher change"),
+# and the cost fit needs a few minutes of the new batches.
 MIN_CHANGE_INTERVAL_S = 600.0
 
 

@@ -35,11 +35,13 @@ from tritonscale.simulate import metrics_view
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.replica import BatcherConfig, Replica
 
-# A batcher change reaches a running Triton through a model reload (model-control API) or a
-# rollout; the simulator models the reload: each replica's instance pauses this long, one replica
-# after the other (a rolling reload, so at most one replica's share of the traffic waits at a
-# time). 2 s is the sandbox CPU model's load time (TESTING.md: cold start to ready ~1.5-2 s).
-# Triton keeps serving the loaded version while a new one loads, so this is the pessimistic case.
+# A batcher change reaches the replicas by a rollout in the operator (the config hash; chosen
+# over a model-control reload by e2e/bench_batching_apply.py). The simulator models a rolling
+# reload instead: each replica's instance pauses this long, one replica after the other. That
+# is an approximation: it leaves out the rollout's surge pod (one extra replica for a cold start
+# per replica) and applies the change sooner than a rollout would (a pause, not a cold start,
+# per replica), so the tuner's figures from the simulator understate a change's cost. 2 s is the
+# sandbox CPU model's load time (TESTING.md: cold start to ready ~1.5-2 s).
 RELOAD_PAUSE_S = 2.0
 
 
