@@ -199,12 +199,15 @@ def test_step_load_scales_up_and_back_down_and_survives_a_killed_replica(sandbox
           f"errors {summary['errors']} of {summary['requests']}: {summary['error_kinds']}")
     # Rejections by Triton's queue policy (the operator's default timeout, twice the target) are
     # deliberate misses while the load outruns the replicas: only at the step up, before the
-    # added replicas are warm, or on the killed pod's queue. Anything else stays rare.
+    # added replicas are warm, on the killed pod's queue, or around a scale-down (the remaining
+    # replicas take the removed one's share at once, and the stopping pod's queue drains).
+    downs = [e.t for e in result.scale_events if e.to_replicas < e.from_replicas]
     rejected = [r for r in result.recorder.records if r.error.startswith("rejected")]
     stray = [r.send_time for r in rejected
-             if not (HIGH_START <= r.send_time < HIGH_START + 25 or marks["killed"].t - 5 <= r.send_time
-                     < marks["killed"].t + 15)]
-    assert not stray, stray[:10]
+             if not (HIGH_START <= r.send_time < HIGH_START + 25
+                     or marks["killed"].t - 5 <= r.send_time < marks["killed"].t + 15
+                     or any(t - 5 <= r.send_time < t + 10 for t in downs))]
+    assert not stray, (stray[:10], [e.to_dict() for e in result.scale_events])
     assert summary["errors"] - len(rejected) <= 0.02 * summary["requests"], summary["error_kinds"]
     after = [r for r in result.recorder.records if r.send_time >= marks["killed"].t + 10]
     assert after and all(r.ok for r in after), [r for r in after if not r.ok][:5]
