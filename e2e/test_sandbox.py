@@ -192,11 +192,15 @@ def test_step_load_scales_up_and_back_down_and_survives_a_killed_replica(sandbox
     counted = [m for m in result.recorder.marks if m.kind == "restartCount" and m.text.startswith(killed_pod)]
     assert counted and counted[0].text == f"{killed_pod} restartCount 1 in its status", result.recorder.marks
     assert summary["restarts"] >= 1
-    readies_after = [m for m in result.recorder.marks if m.kind == "ready" and m.t > marks["killed"].t
-                     and m.text.startswith(killed_pod)]
-    assert readies_after, result.recorder.marks
-    print(f"killed pod Ready again {readies_after[0].t - marks['killed'].t:.1f} s after the kill; "
-          f"errors {summary['errors']} of {summary['requests']}: {summary['error_kinds']}")
+    after_kill = [m for m in result.recorder.marks if m.t > marks["killed"].t and m.text.startswith(killed_pod)]
+    readies_after = [m for m in after_kill if m.kind == "ready"]
+    # ... unless the low phase's scale-down took it first: the ReplicaSet controller deletes a
+    # pod that is not ready before the ready ones, as it should.
+    removed = [m for m in after_kill if m.kind == "stopping"]
+    assert readies_after or removed, result.recorder.marks
+    fate = (f"Ready again {readies_after[0].t - marks['killed'].t:.1f} s after the kill" if readies_after
+            else f"removed by a scale-down {removed[0].t - marks['killed'].t:.1f} s after the kill")
+    print(f"killed pod {fate}; errors {summary['errors']} of {summary['requests']}: {summary['error_kinds']}")
     # Rejections by Triton's queue policy (the operator's default timeout, twice the target) are
     # deliberate misses while the load outruns the replicas: only at the step up, before the
     # added replicas are warm, on the killed pod's queue, or around a scale-down (the remaining

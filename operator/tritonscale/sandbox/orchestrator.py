@@ -215,7 +215,7 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         if t0 is None:
             view.say(f"sandbox: {text}")
             return
-        if ev.kind in ("crashed", "restarted", "ready", "backoff", "unhealthy"):
+        if ev.kind in ("crashed", "restarted", "ready", "backoff", "unhealthy", "stopping"):
             recorder.add_mark(load_t(), ev.kind, ev.message)
         view.note(text)
 
