@@ -7,7 +7,6 @@ Settings from the issue: intervalSeconds 2 and a 1 s scrape.
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import time
@@ -17,9 +16,8 @@ import kubernetes
 
 from support.cluster import sample, wait_for
 from support.deployment_watch import ReplicaRecorder, needs_prometheus
-from support.triton_exporter import TritonExporter
+from support.triton_exporter import scraped_exporter
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.sandbox.prometheus_server import PrometheusServer
 from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector
 
 NAME = "linear"
@@ -43,13 +41,9 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
                                                                    models_claim, node, start_operator, tmp_path):
     NS = namespace
     node()  # pods become Ready 0.5 s after the scheduler binds them
-    exporter = TritonExporter(["linear"]).start()
-    prom = PrometheusServer(tmp_path / "prom", scrape_interval_s=1.0).start()
+    exporter, prom = scraped_exporter(tmp_path / "prom", NS, NAME)
     recorder = None
     try:
-        prom.write_targets([(exporter.address, {"namespace": NS, "inferenceservice": NAME, "pod": "linear-0"})])
-        assert asyncio.run(prom.wait_ready()), prom.read_log()
-        assert asyncio.run(prom.wait_target_up(exporter.address, timeout=30)), prom.read_log()
         exporter.set("linear", rps=20.0, p95_ms=40.0, queue_ms=2.0)
 
         # Names cannot inject PromQL: the real parser takes the payload as one literal

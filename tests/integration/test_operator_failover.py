@@ -21,7 +21,6 @@ attributed to the replica that made it, with the time the API server received it
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import re
@@ -42,11 +41,10 @@ from support.audit_log import WRITES, AuditLog, Request, epoch
 from support.cluster import OPERATOR_NAMESPACE, RELEASE, OperatorInstall, sample, wait_for
 from support.deployment_watch import ReplicaRecorder, needs_prometheus
 from support.tcp_proxy import TcpProxy, free_port
-from support.triton_exporter import TritonExporter
+from support.triton_exporter import scraped_exporter
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.cluster.control_plane import SERVICE_ACCOUNT_ISSUER
 from tritonscale.sandbox.operator_process import OperatorProcess
-from tritonscale.sandbox.prometheus_server import PrometheusServer
 
 LEASE_S, RENEW_S, RETRY_S = 5, 3.0, 1.0
 # The chart's flags (the Role grants get/update on this Lease name only), shorter timings.
@@ -183,13 +181,9 @@ def test_failover_during_a_load_increase(api_client, namespace, models_claim, no
     def status(name: str = NAME) -> dict[str, Any]:
         return custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name).get("status") or {}
 
-    exporter = TritonExporter([NAME]).start()
-    prom = PrometheusServer(tmp_path / "prom", scrape_interval_s=1.0).start()
+    exporter, prom = scraped_exporter(tmp_path / "prom", NS, NAME)
     recorder = None
     try:
-        prom.write_targets([(exporter.address, {"namespace": NS, "inferenceservice": NAME, "pod": "linear-0"})])
-        assert asyncio.run(prom.wait_ready()), prom.read_log()
-        assert asyncio.run(prom.wait_target_up(exporter.address, timeout=30)), prom.read_log()
         # Full batches of 16 in 52 ms: ~300 rps per replica at saturation.
         load = dict(p95_ms=60.0, queue_ms=5.0, pending=2.0, batch_size=16.0, batch_ms=52.0)
         rps = 300.0

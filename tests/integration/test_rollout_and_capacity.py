@@ -9,7 +9,6 @@ kubelet: nothing runs), ``ready_after_s`` after the scheduler binds them.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 
@@ -17,9 +16,8 @@ import kubernetes
 
 from support.cluster import sample, wait_for
 from support.deployment_watch import needs_prometheus
-from support.triton_exporter import TritonExporter
+from support.triton_exporter import scraped_exporter
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, LABEL, PLURAL, VERSION
-from tritonscale.sandbox.prometheus_server import PrometheusServer
 
 NAME = "linear"
 
@@ -112,12 +110,8 @@ def test_scaling_beyond_the_nodes_gpus_leaves_pods_pending_and_stops_asking(api_
     core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
     custom = kubernetes.client.CustomObjectsApi(api_client)
     node(gpus=2)  # room for two 1-GPU replicas
-    exporter = TritonExporter([NAME]).start()
-    prom = PrometheusServer(tmp_path / "prom", scrape_interval_s=1.0).start()
+    exporter, prom = scraped_exporter(tmp_path / "prom", ns, NAME)
     try:
-        prom.write_targets([(exporter.address, {"namespace": ns, "inferenceservice": NAME, "pod": f"{NAME}-0"})])
-        assert asyncio.run(prom.wait_ready()), prom.read_log()
-        assert asyncio.run(prom.wait_target_up(exporter.address, timeout=30)), prom.read_log()
         # Far more load than two replicas serve: p95 3x the target with a queue behind it.
         exporter.set(NAME, rps=200.0, p95_ms=300.0, queue_ms=200.0, pending=50.0, batch_size=8.0, batch_ms=40.0)
 

@@ -10,11 +10,15 @@ Prometheus' rate() sees that rate.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from tritonscale.sandbox.prometheus_server import PrometheusServer
 
 
 @dataclass
@@ -105,3 +109,23 @@ class TritonExporter:
                 lines.append(f'nv_inference_request_summary_us{{model="{m}",version="1",quantile="0.95"}} {v}')
                 lines.append(f'nv_inference_request_summary_us_count{{model="{m}",version="1"}} {s.success:.0f}')
             return "\n".join(lines) + "\n"
+
+
+def scraped_exporter(workdir: Path, namespace: str, name: str) -> tuple[TritonExporter, PrometheusServer]:
+    """A TritonExporter for model ``name`` and Debian's Prometheus scraping it every second, with
+    the labels the chart's relabelling gives a pod of InferenceService ``name``, once the target
+    is up. The caller stops both (Prometheus first); if set-up fails, both are stopped here."""
+    exporter = TritonExporter([name]).start()
+    prom = None
+    try:
+        prom = PrometheusServer(workdir, scrape_interval_s=1.0).start()
+        prom.write_targets([(exporter.address, {"namespace": namespace, "inferenceservice": name,
+                                                "pod": f"{name}-0"})])
+        assert asyncio.run(prom.wait_ready()), prom.read_log()
+        assert asyncio.run(prom.wait_target_up(exporter.address, timeout=30)), prom.read_log()
+    except BaseException:
+        if prom is not None:
+            prom.stop()
+        exporter.stop()
+        raise
+    return exporter, prom
