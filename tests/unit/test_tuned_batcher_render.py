@@ -78,3 +78,27 @@ def test_batcher_in_force_reads_status_only_with_auto_tune() -> None:
         other["status"]["batching"] = status
         assert batcher_in_force(spec, other) is None
     assert render_config_pbtxt(spec, "linear") == render_config_pbtxt(spec, "linear", None)
+
+
+def test_renderer_and_autoscaler_read_status_batching_alike() -> None:
+    """config.pbtxt and the decider's capacity plan follow the same settings in force, whatever
+    status.batching holds: both read it through api.status.tuned_batcher."""
+    from tritonscale.scaling.batching_status import in_force, spec_settings
+
+    statuses: list[dict[str, Any] | None] = [
+        None, IN_FORCE, {**IN_FORCE, "source": "spec"}, {**IN_FORCE, "preferredBatchSizes": None},
+        {**IN_FORCE, "maxQueueDelayMicroseconds": "soon"}, {"source": "tuner"}, {**IN_FORCE, "source": None}]
+    for auto_tune in ({"enabled": True}, {"enabled": False}, None):
+        for status in statuses:
+            doc = owner(auto_tune, status)
+            spec = InferenceServiceSpec.model_validate(doc["spec"])
+            rendered_settings = batcher_in_force(spec, doc)
+            settings, source = in_force(spec, doc.get("status"))
+            if rendered_settings is None:
+                assert (settings, source) == (spec_settings(spec), "spec")
+            else:
+                assert source == "tuner"
+                assert (settings.delay_us, settings.preferred) == (
+                    rendered_settings.max_queue_delay_microseconds, rendered_settings.preferred_batch_sizes)
+    assert batcher_in_force(InferenceServiceSpec.model_validate(owner({"enabled": True}, IN_FORCE)["spec"]),
+                            owner({"enabled": True}, IN_FORCE)) == BatcherInForce(500, (16,))

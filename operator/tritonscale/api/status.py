@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tritonscale.api.merge_patch import merge_patch
+from tritonscale.api.spec import InferenceServiceSpec
 
 # Condition types.
 READY = "Ready"
@@ -63,6 +64,26 @@ class BatchingStatus(_Model):
         default=None, description="Tuner memory (candidate and since when), so a restart loses nothing.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+
+
+def auto_tune_enabled(spec: InferenceServiceSpec) -> bool:
+    """The batching tuner owns the queue delay and preferred sizes (``batching.autoTune.enabled``)."""
+    b = spec.batching
+    return b is not None and b.enabled and b.auto_tune is not None and b.auto_tune.enabled
+
+
+def tuned_batcher(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) -> tuple[int, tuple[int, ...]] | None:
+    """(queue delay in us, preferred sizes) the tuner chose, from ``status.batching``, while
+    ``batching.autoTune`` is enabled and the tuner has chosen them (``source: tuner``); else None:
+    the spec's own values are in force. The one reading of status.batching: the reconciler renders
+    config.pbtxt from it and the autoscaler tick plans capacity from it, so the two cannot disagree."""
+    live = (status or {}).get("batching")
+    if not auto_tune_enabled(spec) or not isinstance(live, Mapping) or live.get("source") != "tuner":
+        return None
+    try:
+        return int(live["maxQueueDelayMicroseconds"]), tuple(int(p) for p in live.get("preferredBatchSizes") or ())
+    except (KeyError, TypeError, ValueError):
+        return None  # hand-edited or corrupt: the spec's values, and the tuner starts again from them
 
 
 class InferenceServiceStatus(_Model):

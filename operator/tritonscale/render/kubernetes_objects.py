@@ -26,6 +26,7 @@ import shlex
 from typing import Any
 
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, KIND, LABEL, VERSION, InferenceServiceSpec, model_name
+from tritonscale.api.status import tuned_batcher
 from tritonscale.render.triton_config import BatcherInForce, render_config_pbtxt
 
 MODEL_REPOSITORY = "/models"
@@ -87,20 +88,10 @@ def config_hash(config_pbtxt: str) -> str:
 
 
 def batcher_in_force(spec: InferenceServiceSpec, owner: dict[str, Any]) -> BatcherInForce | None:
-    """The tuner's settings from ``status.batching`` while ``batching.autoTune`` is enabled and the
-    tuner has chosen them (``source: tuner``, as ``scaling.batching_status.in_force`` reads it), else
-    None: the spec's own values are rendered, so without autoTune nothing changes."""
-    b = spec.batching
-    if b is None or not b.enabled or b.auto_tune is None or not b.auto_tune.enabled:
-        return None
-    status = (owner.get("status") or {}).get("batching")
-    if not isinstance(status, dict) or status.get("source") != "tuner":
-        return None
-    try:
-        return BatcherInForce(int(status["maxQueueDelayMicroseconds"]),
-                              tuple(int(s) for s in status.get("preferredBatchSizes") or ()))
-    except (KeyError, TypeError, ValueError):
-        return None  # hand-edited or corrupt: the spec's values, as the tuner then starts from them
+    """The tuner's settings from ``status.batching`` (``api.status.tuned_batcher``), else None: the
+    spec's own values are rendered, so without autoTune nothing changes."""
+    tuned = tuned_batcher(spec, owner.get("status"))
+    return BatcherInForce(*tuned) if tuned is not None else None
 
 
 def rendered_config(spec: InferenceServiceSpec, owner: dict[str, Any]) -> str:

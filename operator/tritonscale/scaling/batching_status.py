@@ -16,13 +16,9 @@ from typing import Any
 
 from tritonscale.api import status as st
 from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.api.status import auto_tune_enabled, tuned_batcher
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling.decider import Decision, Observation, Policy, batch_cost
-
-
-def tuning_enabled(spec: InferenceServiceSpec) -> bool:
-    b = spec.batching
-    return b is not None and b.enabled and b.auto_tune is not None and b.auto_tune.enabled
 
 
 def spec_settings(spec: InferenceServiceSpec) -> bt.Settings:
@@ -33,14 +29,11 @@ def spec_settings(spec: InferenceServiceSpec) -> bt.Settings:
 
 
 def in_force(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) -> tuple[bt.Settings, str]:
-    """(settings in force, source): the tuner's from status.batching while it tunes, else the spec's."""
-    live = (status or {}).get("batching")
-    if tuning_enabled(spec) and isinstance(live, Mapping) and live.get("source") == "tuner":
-        try:
-            return bt.Settings(int(live["maxQueueDelayMicroseconds"]),
-                               tuple(int(p) for p in live.get("preferredBatchSizes") or ())), "tuner"
-        except (KeyError, TypeError, ValueError):
-            pass  # hand-edited or corrupt: start again from the spec
+    """(settings in force, source): the tuner's from status.batching while it tunes, else the spec's
+    (read as the reconciler renders config.pbtxt: ``api.status.tuned_batcher``)."""
+    tuned = tuned_batcher(spec, status)
+    if tuned is not None:
+        return bt.Settings(*tuned), "tuner"
     return spec_settings(spec), "spec"
 
 
@@ -77,7 +70,7 @@ def tuner_observation(obs: Observation, decision: Decision, policy: Policy, read
 def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, tuning: bt.Tuning | None,
                     now: float) -> st.BatchingStatus | None:
     """status.batching after this tick; None (removed) without autoTune."""
-    if not tuning_enabled(spec) or tuning is None:
+    if not auto_tune_enabled(spec) or tuning is None:
         return None
     live = (status or {}).get("batching") if isinstance((status or {}).get("batching"), Mapping) else None
     settings, source = in_force(spec, status)
@@ -102,7 +95,7 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
 def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs: Observation, decision: Decision,
               policy: Policy, ready: int, deployment: Mapping[str, Any], now: float) -> bt.Tuning | None:
     """One tuner call for this tick (None without autoTune)."""
-    if not tuning_enabled(spec):
+    if not auto_tune_enabled(spec):
         return None
     settings, _ = in_force(spec, status)
     live = (status or {}).get("batching")
