@@ -71,6 +71,27 @@ def test_quick_tuner_suite_judges_both_poor_starts_against_the_best_static_confi
     assert "best static" in text and "done-when holds in 2/2" in text
 
 
+def test_dominators_are_static_configs_at_least_as_good_on_both_axes() -> None:
+    def run(label: str, att: float, rh: float) -> tuner_suite.Run:
+        return tuner_suite.Run(label, 0.0, (), label.endswith("+tuner"), att, att, rh, 0)
+
+    res = tuner_suite.TunerScenario(Scenario("steps", 60.0, "tight", 0), 104.0, [
+        run("no-delay", 0.93, 6.0), run("oversized", 0.0, 5.8),
+        run("no-delay+tuner", 0.93, 6.0), run("oversized+tuner", 0.90, 6.5),
+        run("static 100ms [4,8,16]", 0.96, 12.0),  # better attainment at twice the cost: not dominating
+        run("static 0ms []", 0.93, 6.0),  # a tie on both axes (the config the tuner settled on) does not
+        run("static 0ms [16]", 0.94, 6.0),  # better attainment at the same cost does
+        run("static 2ms []", 0.92, 5.0),  # cheaper but lower
+    ])
+    assert [r.label for r in res.dominators("no-delay")] == ["static 0ms [16]"]
+    assert [r.label for r in res.dominators("oversized")] == ["static 0ms []", "static 0ms [16]", "static 2ms []"]
+    # The done-when's "best" is the 100 ms config (highest attainment): both pairs fail it.
+    assert res.best_static().label == "static 100ms [4,8,16]"
+    assert [ok for _, ok, _ in res.verdicts()] == [False, False]
+    text = tuner_suite.text([res])
+    assert "dominates the tuner (better on attainment or replica-hours, worse on neither) in 2/2" in text
+
+
 def test_cli_rejects_a_negative_reload_pause(capsys: pytest.CaptureFixture[str]) -> None:
     assert main_simulate(["--shape", "poisson", "--duration", "60", "--slo-ms", "100", "--policy", "tritonscale",
                           "--batching-tuner", "--reload-pause-s", "-1"]) == 1

@@ -70,6 +70,17 @@ class TunerScenario:
         bar = min(ATTAINMENT_FLOOR, max(r.settled_attainment for r in grid))
         return min((r for r in grid if r.settled_attainment >= bar), key=lambda r: (r.replica_hours, r.delay_ms))
 
+    def dominators(self, start: str) -> list[Run]:
+        """Static grid configs better than the tuner from ``start`` on one axis and no worse on the
+        other (settled attainment, replica-hours; a tie -- the tuner settled on that very config --
+        is not dominance): reported beside the
+        done-when, which compares against one "best" config and so cannot tell a cheaper,
+        slightly lower trade-off from a worse one."""
+        me = self.run(f"{start}+tuner")
+        return [r for r in self.runs if r.label.startswith("static")
+                and r.settled_attainment >= me.settled_attainment and r.replica_hours <= me.replica_hours
+                and (r.settled_attainment, -r.replica_hours) != (me.settled_attainment, -me.replica_hours)]
+
     def verdicts(self) -> list[tuple[str, bool, str]]:
         """(start, holds, why) per poor start, with the tuner on."""
         best = self.best_static()
@@ -144,8 +155,7 @@ def text(results: Sequence[TunerScenario], per_scenario: bool = True) -> str:
     lines = ["Batching tuner: tritonscale's replica-hours and window attainment (all windows / after "
              f"{SETTLE_S:g} s), from poor starts with and without the tuner, and the best static batcher config "
              "of the grid (cheapest with attainment >= min(99%, the grid's best))."]
-    held = 0
-    total = 0
+    held = total = dominated = 0
     for res in results:
         best = res.best_static()
         rows = [res.run(f"{n}{t}") for n, *_ in POOR_STARTS for t in ("", "+tuner")] + [best]
@@ -160,9 +170,15 @@ def text(results: Sequence[TunerScenario], per_scenario: bool = True) -> str:
         for start, ok, why in res.verdicts():
             total += 1
             held += ok
+            dom = res.dominators(start)
+            dominated += bool(dom)
             if per_scenario or not ok:
-                lines.append(f"  {'holds' if ok else 'FAILS'}: from {start}: {why}")
-    lines += ["", f"done-when holds in {held}/{total} (scenario, poor start) pairs"]
+                lines.append(f"  {'holds' if ok else 'FAILS'}: from {start}: {why}; "
+                             + (f"dominated by {', '.join(r.label for r in dom[:3])}" if dom
+                                else "no static config dominates it"))
+    lines += ["", f"done-when holds in {held}/{total} (scenario, poor start) pairs",
+              f"a static grid config dominates the tuner (better on attainment or replica-hours, worse on neither) "
+              f"in {dominated}/{total}"]
     return "\n".join(lines)
 
 
@@ -170,5 +186,6 @@ def to_dict(results: Sequence[TunerScenario]) -> dict[str, Any]:
     return {"scenarios": [{
         "name": r.scenario.name, "slo_ms": r.slo_ms, "best_static": r.best_static().label,
         "runs": [{**run.__dict__, "changes": [list(c) for c in run.changes]} for run in r.runs],
-        "verdicts": [{"start": s, "holds": ok, "why": why} for s, ok, why in r.verdicts()],
+        "verdicts": [{"start": s, "holds": ok, "why": why, "dominated_by": [d.label for d in r.dominators(s)]}
+                     for s, ok, why in r.verdicts()],
     } for r in results]}
