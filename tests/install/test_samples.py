@@ -51,6 +51,8 @@ def validator() -> jsonschema.Draft4Validator:
     crd = yaml.safe_load(CRD.read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v["storage"]]
     schema = to_draft4(version["schema"]["openAPIV3Schema"])
+    # The API server validates metadata as ObjectMeta; the CRD only adds a rule on metadata.name.
+    schema["properties"]["metadata"].pop("additionalProperties", None)
     jsonschema.Draft4Validator.check_schema(schema)
     return jsonschema.Draft4Validator(schema)
 

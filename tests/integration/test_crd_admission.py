@@ -85,9 +85,10 @@ def test_samples_are_admitted(api_client, module_namespace, path):
     assert _dry_run_create(api_client, module_namespace, body["spec"], body["metadata"]["name"]) is None
 
 
-def test_name_length_rule_on_the_object_root(api_client, module_namespace):
+def test_name_length_rule_names_metadata_name(api_client, module_namespace):
     ok = _dry_run_create(api_client, module_namespace, table.base_spec(), name="a" * 56)
     assert ok is None, ok and ok.body
     refused = _dry_run_create(api_client, module_namespace, table.base_spec(), name="a" * 57)
     assert refused is not None and refused.status == 422
     assert "metadata.name must be at most 56 characters" in json.loads(refused.body)["message"]
+    assert _fields(refused) == ["metadata.name"], refused.body  # the error names the field

@@ -301,8 +301,13 @@ def test_scope_nodes_hold_exactly_their_rules(scope: str) -> None:
     assert [v["rule"] for v in node["x-kubernetes-validations"]] == [r.cel for r in ALL_RULES if r.scope == scope]
 
 
-def test_root_holds_only_the_name_rule() -> None:
-    assert [v["rule"] for v in ROOT["x-kubernetes-validations"]] == ["size(self.metadata.name) <= 56"]
+def test_the_name_rule_sits_on_metadata_name_and_the_root_has_none() -> None:
+    """A CRD may constrain only metadata.name and generateName; on the field, the API server's
+    error names it (tests/integration/test_crd_admission.py checks that on kube-apiserver)."""
+    assert "x-kubernetes-validations" not in ROOT
+    metadata = ROOT["properties"]["metadata"]
+    assert set(metadata["properties"]) == {"name"}
+    assert [v["rule"] for v in metadata["properties"]["name"]["x-kubernetes-validations"]] == ["size(self) <= 56"]
 
 
 def _resolve_field_path(node: dict[str, Any], field_path: str) -> dict[str, Any] | None:

@@ -104,14 +104,19 @@ def openapi_schema() -> dict[str, Any]:
     return {
         "type": "object",
         "required": ["spec"],
-        "x-kubernetes-validations": [{
-            "rule": f"size(self.metadata.name) <= {NAME_MAX}",
-            "message": f"metadata.name must be at most {NAME_MAX} characters: it names the Service and ConfigMap",
-        }],
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            # A CRD may constrain metadata.name (and generateName) only. The rule sits on the
+            # field itself, so the API server's error names it ("metadata.name: Invalid value").
+            "metadata": {"type": "object", "properties": {"name": {
+                "type": "string",
+                "x-kubernetes-validations": [{
+                    "rule": f"size(self) <= {NAME_MAX}",
+                    "message": f"metadata.name must be at most {NAME_MAX} characters: it names the Service "
+                               "and ConfigMap",
+                }],
+            }}},
             "spec": spec_schema,
             "status": status_schema,
         },
