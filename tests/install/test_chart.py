@@ -173,8 +173,8 @@ def test_operator_deployment_defaults(rendered):
     assert c["env"] == [POD_NAME_ENV]  # no Prometheus by default
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 8080, "healthz": 8081}
-    assert c["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"},
-                              "limits": {"cpu": "500m", "memory": "256Mi"}}
+    assert c["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"},
+                              "limits": {"cpu": "500m", "memory": "1Gi"}}
     sc = c["securityContext"]
     assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 65532
     assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
