@@ -93,6 +93,8 @@ def test_dominance_and_the_criteria():
     (["--suite", "--slos", "medium"], "unknown SLO level"),
     (["--suite", "--cold-starts", "x"], "--cold-starts"),
     (["--suite", "--classes", "trace", "--trace", "/nonexistent/trace.csv"], "/nonexistent/trace.csv"),
+    (["--suite", "quick", "--jobs", "0"], "--jobs must be >= 1"),
+    (["--suite", "quick", "--batching-tuner", "--jobs", "-1"], "--jobs must be >= 1"),
 ])
 def test_suite_bad_input_is_one_line(capsys, argv, message):
     assert main_simulate(argv) == 1

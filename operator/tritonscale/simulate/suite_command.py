@@ -66,6 +66,8 @@ def _trace_path(args: argparse.Namespace) -> str | None:
 
 def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     quick = args.suite == "quick"
+    if args.jobs < 1:
+        raise ValueError("--jobs must be >= 1")
     seeds = _list(args.seeds, "seeds", int)
     if seeds is not None and len(seeds) == 1 and args.seeds.strip().isdigit() and "," not in args.seeds:
         seeds = tuple(range(seeds[0]))
