@@ -10,8 +10,9 @@ from typing import Any
 import yaml
 
 from tritonscale.api.spec import HASH_ANNOTATION, InferenceServiceSpec
+from tritonscale.api.status import BatcherInForce
 from tritonscale.render.kubernetes_objects import batcher_in_force, build_children, config_hash
-from tritonscale.render.triton_config import BatcherInForce, render_config_pbtxt
+from tritonscale.render.triton_config import render_config_pbtxt
 
 SAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "samples" / "python-cpu.yaml"
 IN_FORCE = {"maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [16], "source": "tuner",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -72,8 +73,16 @@ def auto_tune_enabled(spec: InferenceServiceSpec) -> bool:
     return b is not None and b.enabled and b.auto_tune is not None and b.auto_tune.enabled
 
 
-def tuned_batcher(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) -> tuple[int, tuple[int, ...]] | None:
-    """(queue delay in us, preferred sizes) the tuner chose, from ``status.batching``, while
+@dataclass(frozen=True)
+class BatcherInForce:
+    """The tuner's queue delay and preferred sizes (``status.batching``), in force instead of the spec's."""
+
+    max_queue_delay_microseconds: int
+    preferred_batch_sizes: tuple[int, ...]
+
+
+def tuned_batcher(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) -> BatcherInForce | None:
+    """The queue delay and preferred sizes the tuner chose, from ``status.batching``, while
     ``batching.autoTune`` is enabled and the tuner has chosen them (``source: tuner``); else None:
     the spec's own values are in force. The one reading of status.batching: the reconciler renders
     config.pbtxt from it and the autoscaler tick plans capacity from it, so the two cannot disagree."""
@@ -81,7 +90,8 @@ def tuned_batcher(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) 
     if not auto_tune_enabled(spec) or not isinstance(live, Mapping) or live.get("source") != "tuner":
         return None
     try:
-        return int(live["maxQueueDelayMicroseconds"]), tuple(int(p) for p in live.get("preferredBatchSizes") or ())
+        return BatcherInForce(int(live["maxQueueDelayMicroseconds"]),
+                              tuple(int(p) for p in live.get("preferredBatchSizes") or ()))
     except (KeyError, TypeError, ValueError):
         return None  # hand-edited or corrupt: the spec's values, and the tuner starts again from them
 

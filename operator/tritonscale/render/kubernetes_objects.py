@@ -26,8 +26,8 @@ import shlex
 from typing import Any
 
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, KIND, LABEL, VERSION, InferenceServiceSpec, model_name
-from tritonscale.api.status import tuned_batcher
-from tritonscale.render.triton_config import BatcherInForce, render_config_pbtxt
+from tritonscale.api.status import BatcherInForce, tuned_batcher
+from tritonscale.render.triton_config import render_config_pbtxt
 
 MODEL_REPOSITORY = "/models"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
@@ -90,8 +90,7 @@ def config_hash(config_pbtxt: str) -> str:
 def batcher_in_force(spec: InferenceServiceSpec, owner: dict[str, Any]) -> BatcherInForce | None:
     """The tuner's settings from ``status.batching`` (``api.status.tuned_batcher``), else None: the
     spec's own values are rendered, so without autoTune nothing changes."""
-    tuned = tuned_batcher(spec, owner.get("status"))
-    return BatcherInForce(*tuned) if tuned is not None else None
+    return tuned_batcher(spec, owner.get("status"))
 
 
 def rendered_config(spec: InferenceServiceSpec, owner: dict[str, Any]) -> str:

@@ -7,9 +7,9 @@ order) because its hash rolls the pods when it changes.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from tritonscale.api.spec import InferenceServiceSpec, TensorSpec, effective_queue_timeout_us, model_name
+from tritonscale.api.status import BatcherInForce
 
 # backend -> (config key, value). Triton selects the PyTorch/TensorFlow/TensorRT
 # runtimes through `platform`; ONNX Runtime and Python through `backend`.
@@ -66,14 +66,6 @@ def _accelerator(spec: InferenceServiceSpec) -> list[str]:
         "  }\n"
         "}"
     ]
-
-
-@dataclass(frozen=True)
-class BatcherInForce:
-    """The tuner's queue delay and preferred sizes (``status.batching``), rendered instead of the spec's."""
-
-    max_queue_delay_microseconds: int
-    preferred_batch_sizes: tuple[int, ...]
 
 
 def _dynamic_batching(spec: InferenceServiceSpec, tuned: BatcherInForce | None) -> list[str]:

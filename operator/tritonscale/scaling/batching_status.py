@@ -33,7 +33,7 @@ def in_force(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) -> tu
     (read as the reconciler renders config.pbtxt: ``api.status.tuned_batcher``)."""
     tuned = tuned_batcher(spec, status)
     if tuned is not None:
-        return bt.Settings(*tuned), "tuner"
+        return bt.Settings(tuned.max_queue_delay_microseconds, tuned.preferred_batch_sizes), "tuner"
     return spec_settings(spec), "spec"
 
 
