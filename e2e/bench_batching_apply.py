@@ -140,12 +140,12 @@ async def run_way(way: str, args: argparse.Namespace, plane: Any, workdir: Path)
         started = time.time()
         await asyncio.sleep(args.change_at)
         t_change = time.time() - started
+        # Both ways keep the ConfigMap in step, so pods started later load the new settings.
+        core.patch_namespaced_config_map(f"{NAME}-config", NS, {"data": {"config.pbtxt": new_config}})
         if way == "model-control":
-            core.patch_namespaced_config_map(f"{NAME}-config", NS, {"data": {"config.pbtxt": new_config}})
             for b in router.backends():
                 await asyncio.to_thread(model_control.apply_settings, f"http://{b}", NAME, target)
         else:
-            core.patch_namespaced_config_map(f"{NAME}-config", NS, {"data": {"config.pbtxt": new_config}})
             apps.patch_namespaced_deployment(NAME, NS, {"spec": {"template": {"metadata": {"annotations": {
                 HASH_ANNOTATION: config_hash(new_config)}}}}})
         while not await asyncio.to_thread(serving_new):

@@ -106,7 +106,6 @@ def test_kubelet_runs_the_controllers_pods_as_tritonservers(plane, tmp_path: Pat
 
     wait = functools.partial(until, detail=pod_phases)
 
-
     async def scenario() -> None:
         network = PodNetwork()
         kubelet = Kubelet(node_identity, tmp_path / "kubelet", node_name=NODE,

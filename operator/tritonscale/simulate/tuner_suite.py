@@ -73,9 +73,8 @@ class TunerScenario:
     def dominators(self, start: str) -> list[Run]:
         """Static grid configs better than the tuner from ``start`` on one axis and no worse on the
         other (settled attainment, replica-hours; a tie -- the tuner settled on that very config --
-        is not dominance): reported beside the
-        done-when, which compares against one "best" config and so cannot tell a cheaper,
-        slightly lower trade-off from a worse one."""
+        is not dominance): reported beside the done-when, which compares against one "best" config
+        and so cannot tell a cheaper, slightly lower trade-off from a worse one."""
         me = self.run(f"{start}+tuner")
         return [r for r in self.runs if r.label.startswith("static")
                 and r.settled_attainment >= me.settled_attainment and r.replica_hours <= me.replica_hours
