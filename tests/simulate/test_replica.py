@@ -113,3 +113,26 @@ def test_bad_config() -> None:
         BatcherConfig(preferred=(32,))
     with pytest.raises(ValueError, match="max batch"):
         BatcherConfig(max_batch=0)
+
+
+@pytest.mark.parametrize(("a", "b", "k", "targets"), [
+    (20.0, 2.0, 16, 2.0),  # the suite's model, its tight target
+    (20.0, 2.0, 16, 6.0),  # ... and its loose one
+    (4.0, 3.0, 16, 2.0),  # per-item cost dominates: batch sizes vary most
+    (40.0, 1.0, 16, 2.0),  # fixed cost dominates
+    (20.0, 5.0, 4, 3.0),  # small batches
+    (12.5, 12.5, 1, 4.0),  # no batching: an M/D/1 queue
+])
+def test_deciders_p95_capacity_agrees_with_the_simulated_replica(a, b, k, targets):
+    """The decider's p95 capacity under greedy batching (``batcher_model.greedy_p95_capacity``)
+    against the rate at which the simulated replica's p95 reaches the target (Poisson arrivals, no
+    queue delay): never more than a few percent above it (that would plan too few replicas), and
+    not far below it (too many)."""
+    from tritonscale.scaling.decider.batcher_model import greedy_p95_capacity
+    from tritonscale.simulate.capacity import capacity_at_slo
+
+    target = targets * (a + b * k)
+    measured = capacity_at_slo(BatcherConfig(base_ms=a, per_item_ms=b, max_batch=k, max_queue_delay_ms=0.0,
+                                             preferred=()), target, requests=40_000).capacity_rps
+    model, _ = greedy_p95_capacity((a, b), k, target)
+    assert 0.85 * measured <= model <= 1.03 * measured

@@ -70,6 +70,21 @@ def test_batch_bins_keep_the_lower_envelope_and_forget_it_after_the_ttl():
     assert [round(e[0]) for e in s] == [8, 14]
 
 
+def test_learn_bounds_the_request_weighted_batch_time_by_the_time_between_batches():
+    # 2 busy replicas at 200 rps in batches of 2: a batch starts every 2 * 2 / 200 s = 20 ms on each,
+    # so a batch takes at most 20 ms, whatever the request-weighted compute time (26 ms) says
+    busy = replace(ok(200, pending=1.0), batch_size=2.0, batch_ms=26.0, recent_served_rps=200.0)
+    s = D.learn(State(), busy, Replicas(2, 2), POLICY, 0.0, 200.0)
+    assert s.batch_samples[0][1] == 26.0  # no earlier tick: whether the ready count held is unknown
+    s = D.learn(replace(s, batch_samples=()), busy, Replicas(2, 2), POLICY, 15.0, 200.0)
+    assert s.batch_samples[0][1] == pytest.approx(20.0)
+    idle = replace(busy, recent_served_rps=50.0)  # mostly idle replicas: the compute time is the tighter
+    s = D.learn(replace(s, batch_samples=()), idle, Replicas(2, 2), POLICY, 30.0, 50.0)
+    assert s.batch_samples[0][1] == 26.0
+    s = D.learn(replace(s, batch_samples=()), busy, Replicas(3, 3), POLICY, 45.0, 200.0)  # a replica came
+    assert s.batch_samples[0][1] == 26.0
+
+
 def test_learn_skips_batch_samples_of_a_load_change():
     s = D.learn(State(), ok(100, batch=4.0), Replicas(2, 2), POLICY, 0.0, 100.0)
     assert len(s.batch_samples) == 1  # the first sample is taken
@@ -93,7 +108,9 @@ def test_rate_history_is_bounded():
     (((15.0, 50.0, 0.0),), 16, pytest.approx(300.0, rel=0.2)),  # one size near the max: known
     (((6.0, 32.0, 0.0),), 16, "guess"),  # one mid size: a half-fixed, half-per-item guess
     (((1.5, 23.0, 0.0),), 16, None),  # tiny batches only: unknown
-    (((1.0, 25.0, 0.0),), 1, 40.0),  # no batching: 1 / 25 ms
+    # no batching (an M/D/1 queue at 25 ms): planned below the 40 rps saturation, at the p95 capacity
+    # the simulated replica measures, 24.7 rps (simulate.capacity.capacity_at_slo)
+    (((1.0, 25.0, 0.0),), 1, pytest.approx(24.7 / D.UTILISATION, rel=0.1)),
 ])
 def test_capacity_from_batch_cost(samples, max_batch, expect):
     cap, _ = D.capacity(State(batch_samples=samples), replace(POLICY, max_batch_size=max_batch), 100.0)
@@ -106,8 +123,16 @@ def test_capacity_from_batch_cost(samples, max_batch, expect):
 
 
 def test_batch_capacity_respects_a_tight_target():
+    # plans (capacity x UTILISATION) at the p95 capacity, never above UTILISATION of saturation
+    assert D.batch_capacity((20.0, 2.0), 16, 312.0) == pytest.approx(16000 / 52)
     assert D.batch_capacity((20.0, 2.0), 16, 150.0) == pytest.approx(16000 / 52)
-    assert D.batch_capacity((20.0, 2.0), 16, 60.0) == pytest.approx(5000 / 30)  # n* = 5: 2*(20+10) <= 60
+    tight = D.batch_capacity((20.0, 2.0), 16, 104.0) * D.UTILISATION
+    assert 0.85 * 267 < tight < 267  # the simulated replica's p95 capacity at 104 ms: 267 rps
+    # the same target with smaller batches: far less, and less than the mean-value rule's 166 rps
+    # (2 * (20 + 2*5) <= 60), which ignored that batch sizes vary; the simulated replica: 136 rps
+    assert 0.8 * 136 < D.batch_capacity((20.0, 2.0), 16, 60.0) * D.UTILISATION < 136
+    # a target that even a batch of one misses (2 x 22 ms > 30): plan with batches of one, never 0
+    assert D.batch_capacity((20.0, 2.0), 16, 30.0) == pytest.approx(1000 / 22)
 
 
 # --- step: forecast (trend, noise, level) ------------------------------------------------------

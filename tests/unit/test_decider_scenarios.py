@@ -104,8 +104,12 @@ def test_burst_train_is_held_across_the_gaps():
     assert "BurstMemory" in reasons
     late = p.history[60:]  # from the third burst on, capacity is there before each burst
     assert all(ready * CAP >= 1800.0 * 0.9 for t, _, ready, _ in late)
-    changes = sum(1 for a, b in zip(p.history, p.history[1:], strict=False) if a[1] != b[1])
-    assert changes <= 12  # held, not flapping up and down every burst
+    # held, not released between bursts: the memory keeps the bursts' bare need (their rate at full
+    # capacity, ceil(1800 / CAP) = 7) through every gap; only the plan's margin above it (one replica
+    # here) comes and goes with each burst
+    held = [r for _, r, _, _ in p.history[60:]]
+    bare = math.ceil(1800.0 / CAP)
+    assert min(held) >= bare and max(held) - min(held) <= 1
 
 
 def test_outage_holds_then_fallback_after_threshold_then_recovers():

@@ -7,7 +7,7 @@ import math
 from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
-from tritonscale.scaling.decider.batcher_model import capacity_at_target
+from tritonscale.scaling.decider.batcher_model import capacity_at_target, greedy_p95_capacity
 from tritonscale.scaling.decider.model import Observation, Policy, State
 
 
@@ -50,22 +50,27 @@ def batch_cost(samples: tuple[tuple[float, ...], ...]) -> tuple[float, float] | 
 
 def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, delay_ms: float = 0.0,
                    preferred: tuple[int, ...] = ()) -> float:
-    """Requests per second one replica sustains: the largest batch n* <= max_batch with
-    2*(a + b*n*) <= target (a request may wait for the running batch, then runs in its
-    own), at n*/(a + b*n*) per ms. E.g. a=20, b=2, max 16, target 150: n*=16, 308 rps.
+    """Requests per second per replica that the decider plans at UTILISATION of: with greedy
+    batching (the queue delay no longer than the batch time at capacity, so it has expired
+    whenever the instance frees) the p95 capacity of ``batcher_model.greedy_p95_capacity`` -- the
+    queueing of random batch sizes is in it, so the plan lands on it, never above UTILISATION of
+    saturation (rate noise near saturation): min(p95 capacity / UTILISATION, saturation). E.g.
+    a=20, b=2, max 16: 308 rps (saturation) at a 312 ms target, planned at 277; 294 at 104 ms,
+    planned at 265 (the simulated replica: 267). A target that even batches of one cannot meet
+    gets the rate of batches of one, 1 / (a + b): the lowest latency there is.
 
-    That holds for the batcher settings in force as long as the queue delay is no longer than
-    the batch time at n* (the delay has expired whenever the instance frees, so batches are
-    "whatever is queued"); a longer delay holds batches back, and the capacity is the batcher
-    model's (``batcher_model.capacity_at_target``): a tuned delay changes what the decider plans
-    with at once, while the learned cost a + b*n -- the model's, not the settings' -- stays."""
+    A longer delay holds batches back, and the capacity is the fluid batcher model's
+    (``batcher_model.capacity_at_target``): a tuned delay changes what the decider plans with at
+    once, while the learned cost a + b*n -- the model's, not the settings' -- stays."""
     a, b = cost
-    n_star = max_batch
-    while n_star > 1 and 2 * (a + b * n_star) > target_ms:
-        n_star -= 1
-    if delay_ms > a + b * n_star:
-        return capacity_at_target(cost, max_batch, target_ms, delay_ms, preferred)
-    return 1000.0 * n_star / (a + b * n_star)
+    big = max(1, max_batch)
+    rate, n = greedy_p95_capacity(cost, big, target_ms)
+    if delay_ms > a + b * max(n, 1.0):
+        return capacity_at_target(cost, big, target_ms, delay_ms, preferred)
+    if rate <= 0.0:
+        return 1000.0 / (a + b)
+    saturation = 1000.0 * big / (a + b * big)
+    return min(rate / C.UTILISATION, saturation)
 
 
 def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: float, tolerance: float) -> State:

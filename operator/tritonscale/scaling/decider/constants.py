@@ -1,12 +1,14 @@
 """The decider's constants, each with its reason (figures from the scenario suite,
 ``tritonscale simulate --suite``). The steps read them as ``constants.NAME`` at call time."""
 
-# Share of a replica's capacity at the target the rate signal plans for. Capacity is
-# already "at the target" (the largest batch whose two batch times fit in it), so the
-# margin only covers rate noise within a tick and the error of the cost fit; growth
-# is planned for separately (forecast) and bursts by the burst memory. Suite, seed-0
-# matrix (7 classes x 3 cold starts x 2 SLOs): 0.93 and 0.95 met the criteria in fewer
-# scenarios than 0.9.
+# Share of a replica's capacity the rate signal plans for. With batch statistics the capacity
+# is the p95 capacity (batcher_model.greedy_p95_capacity: the queueing of random batch sizes is
+# in it) divided by this share, no more than saturation -- the plan lands on the p95 capacity and
+# never above this share of saturation, where rate noise within a tick would build a queue; from
+# p95 alone (no batch statistics) the share covers the estimate's error. Growth is planned for
+# separately (forecast) and bursts by the burst memory. Suite, seed-0 matrix (7 classes x 3 cold
+# starts x 2 SLOs): 0.93 and 0.95 met the criteria in fewer scenarios than 0.9 (measured with the
+# mean-value capacity rule this replaced).
 UTILISATION = 0.9
 # Before the first pod was seen starting, assume this cold start (s): the sandbox's
 # CPU model starts in ~2 s, a GPU model with a large image in minutes.
