@@ -51,8 +51,9 @@ def batch_cost(samples: tuple[tuple[float, ...], ...]) -> tuple[float, float] | 
 def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, delay_ms: float = 0.0,
                    preferred: tuple[int, ...] = ()) -> float:
     """Requests per second per replica that the decider plans at UTILISATION of: with greedy
-    batching (the queue delay no longer than the batch time at capacity, so it has expired
-    whenever the instance frees) the p95 capacity of ``batcher_model.greedy_p95_capacity`` -- the
+    batching (the queue delay no longer than the batch time n* of the fluid model, the largest
+    batch whose two batch times fit in the target, so it has expired whenever the instance
+    frees) the p95 capacity of ``batcher_model.greedy_p95_capacity`` -- the
     queueing of random batch sizes is in it, so the plan lands on it, never above UTILISATION of
     saturation (rate noise near saturation): min(p95 capacity / UTILISATION, saturation). E.g.
     a=20, b=2, max 16: 308 rps (saturation) at a 312 ms target, planned at 277; 294 at 104 ms,
@@ -64,9 +65,12 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     once, while the learned cost a + b*n -- the model's, not the settings' -- stays."""
     a, b = cost
     big = max(1, max_batch)
-    rate, n = greedy_p95_capacity(cost, big, target_ms)
-    if delay_ms > a + b * max(n, 1.0):
+    n_star = big  # the fluid model's batch at the target: the largest whose two batch times fit
+    while n_star > 1 and 2 * (a + b * n_star) > target_ms:
+        n_star -= 1
+    if delay_ms > a + b * n_star:
         return capacity_at_target(cost, big, target_ms, delay_ms, preferred)
+    rate, _ = greedy_p95_capacity(cost, big, target_ms)
     if rate <= 0.0:
         return 1000.0 / (a + b)
     saturation = 1000.0 * big / (a + b * big)
