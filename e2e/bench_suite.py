@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from dataclasses import replace
@@ -28,6 +29,31 @@ from tritonscale.simulate.benchmark import default_jobs  # noqa: E402
 from tritonscale.simulate.suite import QUICK_COLD_STARTS, QUICK_SEEDS, QUICK_SLOS, SuiteConfig, run_suite, to_dict  # noqa: E402
 
 TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
+
+
+def per_class_table(d: dict) -> str:
+    """tritonscale per traffic class and cold start, from the suite's JSON (the README's table)."""
+    failing = {f["scenario"] for f in d["check"]["failing"]}
+    rows = ["| class | cold start | meets criteria | tritonscale windows met (worst / median) | x oracle (median) "
+            "| static peak fleet x oracle (median) | KEDA windows met (worst) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    classes = list(dict.fromkeys(s["class"] for s in d["scenarios"]))
+    colds = sorted({s["cold_start_s"] for s in d["scenarios"]})
+    for c in classes:
+        for cold in colds:
+            sc = [s for s in d["scenarios"] if s["class"] == c and s["cold_start_s"] == cold]
+            if not sc:
+                continue
+
+            def pol(s: dict, name: str) -> dict:
+                return next(p for p in s["policies"] if p["policy"] == name or p["policy"].startswith(name + ":"))
+            me, static, keda = ([pol(s, n) for s in sc] for n in ("tritonscale", "static", "keda"))
+            att = [p["window_attainment"] for p in me]
+            rows.append(f"| {c} | {cold:.0f} s | {sum(s['name'] not in failing for s in sc)}/{len(sc)} "
+                        f"| {100 * min(att):.1f}% / {100 * statistics.median(att):.1f}% "
+                        f"| {statistics.median(p['cost_vs_oracle'] for p in me):.2f} "
+                        f"| {statistics.median(p['cost_vs_oracle'] for p in static):.2f} "
+                        f"| {100 * min(p['window_attainment'] for p in keda):.1f}% |")
+    return "\n".join(rows)
 
 
 def main() -> int:
@@ -48,8 +74,10 @@ def main() -> int:
     wall = time.perf_counter() - started
     text = (suite_report.text(cfg, results)
             + f"\n\nwall time: {wall:.1f} s on {os.cpu_count()} CPU(s), {cfg.jobs} worker(s)\n")
+    as_json = to_dict(cfg, results, wall)
+    text += "\n## tritonscale per class and cold start\n" + per_class_table(as_json) + "\n"
     (out / "suite.txt").write_text(text)
-    (out / "suite.json").write_text(json.dumps(to_dict(cfg, results, wall), indent=1))
+    (out / "suite.json").write_text(json.dumps(as_json, indent=1))
     suite_report.plot(results, str(out / "suite.png"))
     summary = text[text.index("## Summary"):]
     print(summary)
