@@ -134,5 +134,5 @@ def test_deciders_p95_capacity_agrees_with_the_simulated_replica(a, b, k, target
     target = targets * (a + b * k)
     measured = capacity_at_slo(BatcherConfig(base_ms=a, per_item_ms=b, max_batch=k, max_queue_delay_ms=0.0,
                                              preferred=()), target, requests=40_000).capacity_rps
-    model, _ = greedy_p95_capacity((a, b), k, target)
+    model = greedy_p95_capacity((a, b), k, target)
     assert 0.85 * measured <= model <= 1.03 * measured

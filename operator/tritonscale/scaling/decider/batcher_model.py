@@ -99,11 +99,11 @@ def steady_state(cost: tuple[float, float], max_batch: int, delay_ms: float, pre
     return SteadyState(n, cycle, cycle + s)
 
 
-def greedy_p95_capacity(cost: tuple[float, float], max_batch: int, target_ms: float) -> tuple[float, float]:
-    """(rate in rps, mean batch at it): the most one replica serves with p95 within ``target_ms``
+def greedy_p95_capacity(cost: tuple[float, float], max_batch: int, target_ms: float) -> float:
+    """Requests per second: the most one replica serves with p95 within ``target_ms``
     under greedy batching (no queue delay, or one shorter than the batch time), with the
     randomness the fluid model leaves out -- Poisson arrivals make batch sizes vary, and a batch
-    that overflows maxBatchSize leaves a queue; (0, 0) if no rate meets the target. The larger of
+    that overflows maxBatchSize leaves a queue; 0 if no rate meets the target. The larger of
     two regimes:
 
     * batches that rarely overflow: at a mean batch n, the next batch holds what arrived during
@@ -134,19 +134,18 @@ def greedy_p95_capacity(cost: tuple[float, float], max_batch: int, target_ms: fl
         overflow = sd * tail / n  # E[(N - K)+] / E[N], N normal: the share of requests past a full batch
         return overflow <= _OVERFLOW_SHARE and 2.0 * s(n) + _Z95 * b * sd * math.sqrt(2.0) <= target_ms
 
-    best = (0.0, 0.0)
+    best = 0.0
     if fits(1.0):  # a batch holds at least one request
         lo, hi = 1.0, float(big)
         for _ in range(50):
             n = 0.5 * (lo + hi)
             lo, hi = (n, hi) if fits(n) else (lo, n)
-        best = (1000.0 * lo / s(lo), lo)
+        best = 1000.0 * lo / s(lo)
     full = s(big)
     room = big * (target_ms - 2.0 * full) / full  # requests that may queue ahead beyond two batch times
     if room > 0:
         x = big * room / (_LN20 / 2.0 + room)  # ln(20) x / (2 (K - x)) = room
-        if 1000.0 * x / full > best[0]:
-            best = (1000.0 * x / full, float(big))
+        best = max(best, 1000.0 * x / full)
     return best
 
 

@@ -70,7 +70,7 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
         n_star -= 1
     if delay_ms > a + b * n_star:
         return capacity_at_target(cost, big, target_ms, delay_ms, preferred)
-    rate, _ = greedy_p95_capacity(cost, big, target_ms)
+    rate = greedy_p95_capacity(cost, big, target_ms)
     if rate <= 0.0:
         return 1000.0 / (a + b)
     saturation = 1000.0 * big / (a + b * big)
