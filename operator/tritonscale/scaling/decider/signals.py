@@ -31,6 +31,12 @@ def demand(obs: Observation, state: State, now: float) -> Demand:
     return Demand(max(0.0, exits + growth), window, pending, growth)
 
 
+def _ready_held(state: State, ready: int) -> bool:
+    """The last tick saw the same number of ready replicas: the interval's rates were served by them."""
+    last = state.last_pending
+    return last is not None and len(last) > 2 and last[2] == ready
+
+
 def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, now: float, rate: float) -> State:
     """Update the memory: batch samples, p95 capacity (fallback), cold start, rate history, rises."""
     target = float(policy.target_p95_ms or 0.0)
@@ -44,9 +50,7 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
         # busy, where the variance is largest. The tighter of the two, while the ready count held
         # (replicas that came or went within the interval would be counted wrongly).
         batch_ms = obs.batch_ms
-        last = state.last_pending
-        if obs.recent_served_rps and ready > 0 and last is not None and len(last) > 2 \
-                and last[2] == ready:
+        if obs.recent_served_rps and ready > 0 and _ready_held(state, ready):
             batch_ms = min(batch_ms, 1000.0 * obs.batch_size * ready / obs.recent_served_rps)
         prev = state.last_batch_size
         steady = prev is not None and abs(obs.batch_size - prev) <= C.BATCH_STEADY_CHANGE * prev
@@ -59,7 +63,7 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     deep = ready * policy.max_batch_size
     last = state.last_pending
     if (obs.recent_served_rps and ready > 0 and policy.max_batch_size > 1 and (obs.pending or 0.0) >= deep
-            and last is not None and last[1] >= deep and len(last) > 2 and last[2] == ready):
+            and last is not None and last[1] >= deep and _ready_held(state, ready)):
         # At least a full batch waited on every replica at both ends of the last interval: each ran
         # full batches back to back, so the served rate per replica is the saturation rate -- a
         # sample at maxBatchSize from the first overloaded ticks (the window's batch statistics lag
