@@ -31,6 +31,11 @@ from tritonscale.simulate.suite import QUICK_COLD_STARTS, QUICK_SEEDS, QUICK_SLO
 TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
 
 
+def _policy(scenario: dict, name: str) -> dict:
+    """One policy's row of a scenario in the suite's JSON ("static" matches "static:8")."""
+    return next(p for p in scenario["policies"] if p["policy"] == name or p["policy"].startswith(name + ":"))
+
+
 def per_class_table(d: dict) -> str:
     """tritonscale per traffic class and cold start, from the suite's JSON (the README's table)."""
     failing = {f["scenario"] for f in d["check"]["failing"]}
@@ -43,10 +48,7 @@ def per_class_table(d: dict) -> str:
             sc = [s for s in d["scenarios"] if s["class"] == c and s["cold_start_s"] == cold]
             if not sc:
                 continue
-
-            def pol(s: dict, name: str) -> dict:
-                return next(p for p in s["policies"] if p["policy"] == name or p["policy"].startswith(name + ":"))
-            me, static, keda = ([pol(s, n) for s in sc] for n in ("tritonscale", "static", "keda"))
+            me, static, keda = ([_policy(s, n) for s in sc] for n in ("tritonscale", "static", "keda"))
             att = [p["window_attainment"] for p in me]
             rows.append(f"| {c} | {cold:.0f} s | {sum(s['name'] not in failing for s in sc)}/{len(sc)} "
                         f"| {100 * min(att):.1f}% / {100 * statistics.median(att):.1f}% "
