@@ -120,7 +120,12 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                 logger.warning(f"autoscaler tick failed, holding replicas: {type(exc).__name__}: {exc}")
             finally:
                 om.TICK_SECONDS.observe(time.monotonic() - started)
-            await stopped.wait(max(0.5, interval - (time.monotonic() - started)))
+            # A plain sleep, not `await stopped.wait(t)`: Kopf stops an async daemon by setting
+            # `stopped` and then cancelling it (cancellation_backoff is unset), which ends this
+            # sleep at once. `stopped.wait(t)` spawns a helper task that ends with TimeoutError
+            # each time t passes; one still pending when the operator exits is re-raised by
+            # Kopf's shutdown, and the process exits 1 on a plain SIGTERM.
+            await asyncio.sleep(max(0.5, interval - (time.monotonic() - started)))
     finally:
         if stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason:
             autoscaler.forget(uid)

@@ -1,0 +1,76 @@
+"""The autoscaler daemon's loop, driven the way Kopf drives it, with the tick stubbed out.
+
+Kopf's shutdown waits for every task still pending after its root tasks stop and re-raises
+any that fails. So the daemon must leave behind no helper task that ends in an exception
+(an `await stopped.wait(t)` did: its timer task ends with TimeoutError, which turned a
+plain SIGTERM into exit code 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+import pytest
+from kopf._cogs.aiokits.aioenums import AsyncFlagWaiter, FlagSetter
+
+from tritonscale import handlers
+
+
+def _run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def ticks(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    seen: list[float] = []
+    monkeypatch.setattr(handlers.autoscaler, "run_tick", lambda *args: seen.append(args[4]))
+    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
+    monkeypatch.setattr(handlers, "KUBE", object())
+    return seen
+
+
+async def _start(spec: dict[str, Any]) -> tuple[asyncio.Task[None], FlagSetter[Any]]:
+    setter: FlagSetter[Any] = FlagSetter()
+    stopped = AsyncFlagWaiter(setter)
+    task = asyncio.create_task(handlers.autoscale(
+        stopped=stopped, namespace="ns", name="svc", uid="u1", spec=spec,
+        logger=logging.getLogger("test")))
+    return task, setter
+
+
+def test_the_daemon_leaves_no_failing_task_for_kopfs_shutdown(ticks: list[float]) -> None:
+    async def scenario() -> list[str]:
+        task, setter = await _start({"scaling": {"intervalSeconds": 1}})
+        while not ticks:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # into the wait between ticks
+        # What Kopf's run_tasks does on exit: snapshot the pending tasks, wait, re-raise failures.
+        others = asyncio.all_tasks() - {asyncio.current_task(), task}
+        await asyncio.sleep(1.5)  # past the wait's deadline and into the next tick
+        failed = [f"{t.get_name()}: {t.exception()!r}" for t in others
+                  if t.done() and not t.cancelled() and t.exception() is not None]
+        setter.set(reason=kopf.DaemonStoppingReason.OPERATOR_EXITING)
+        task.cancel()
+        await asyncio.wait([task], timeout=1)
+        assert task.done()
+        return failed
+
+    assert _run(scenario()) == []
+    assert len(ticks) >= 2  # it did wait and tick again
+
+
+def test_cancelling_the_daemon_ends_its_wait_at_once(ticks: list[float]) -> None:
+    async def scenario() -> bool:
+        task, setter = await _start({"scaling": {"intervalSeconds": 600}})
+        while not ticks:
+            await asyncio.sleep(0.01)
+        setter.set(reason=kopf.DaemonStoppingReason.OPERATOR_EXITING)
+        task.cancel()  # Kopf: the flag, then (no cancellation_backoff) the cancellation
+        await asyncio.wait([task], timeout=5)  # against a 600 s wait
+        return task.done()
+
+    assert _run(scenario())
+    assert len(ticks) == 1
