@@ -32,6 +32,11 @@ def test_azure_csv_timestamp_column_anywhere_and_unsorted() -> None:
     assert parse_trace_text(text) == pytest.approx([0.0, 4.0])
 
 
+def test_a_single_timestamp_column_with_its_header() -> None:
+    text = "TIMESTAMP\n2023-11-16 18:15:46.6805900\n2023-11-16 18:15:47.1805900\n"
+    assert parse_trace_text(text) == pytest.approx([0.0, 0.5])
+
+
 @pytest.mark.parametrize("text, expected", [
     ("0.5\n1\n\n# comment\n2.25\n", [0.5, 1.0, 2.25]),
     ("3\n1\n2\n", [1.0, 2.0, 3.0]),  # sorted

@@ -58,6 +58,14 @@ def test_trace_file(capsys, tmp_path) -> None:
     assert out["requests"] == 12_000 and out["window_attainment"] == 1.0
 
 
+def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
+    trace = tmp_path / "one.csv"
+    trace.write_text("TIMESTAMP\n2023-11-16 18:15:46.6805900\n")
+    assert main_simulate(["--trace", str(trace), "--slo-ms", "150"]) == 1
+    err = capsys.readouterr().err
+    assert "all 1 arrival(s) at one instant" in err and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--slo-ms", "150", "--policy", "hpa"], "give --trace FILE or --shape NAME"),
     (["--shape", "poisson", "--slo-ms", "150", "--policy", "magic"], "unknown policy 'magic'"),
@@ -67,6 +75,10 @@ def test_trace_file(capsys, tmp_path) -> None:
     (["--shape", "poisson", "--slo-ms", "abc"], "argument --slo-ms: invalid float value"),
     (["--shape", "poisson"], "--slo-ms is required"),
     (["--shape", "poisson", "--slo-ms", "150", "--preferred-batch-sizes", "4,32"], "outside 1..16"),
+    (["--shape", "poisson", "--slo-ms", "150", "--scale-down-stabilization-s", "-1"],
+     "--scale-down-stabilization-s: Input should be greater than or equal to 0"),
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "all", "--static-replicas", "0"],
+     "--static-replicas must be within --min-replicas..--max-replicas"),
 ])
 def test_bad_input_exits_1_with_one_line(capsys, argv, message) -> None:
     assert main_simulate(argv) == 1

@@ -92,7 +92,7 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
     if first is None:
         raise TraceError(f"{path}: no arrivals")
     header = lines[first]
-    if "," in header and any(c.strip().strip('"').upper() == "TIMESTAMP" for c in header.split(",")):
+    if any(c.strip().strip('"').upper() == "TIMESTAMP" for c in header.split(",")):  # one column or many
         reader = csv.reader(io.StringIO("\n".join(lines[first:])))
         cols = [c.strip().upper() for c in next(reader)]
         col = cols.index("TIMESTAMP")

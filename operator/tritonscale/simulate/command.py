@@ -17,8 +17,9 @@ import time
 from collections.abc import Sequence
 
 import numpy as np
+from pydantic import ValidationError
 
-from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS
+from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS, ScaleDownPolicy
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
 from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, fair_start, run_benchmark, scaling_spec
@@ -109,6 +110,13 @@ def options_from_args(args: argparse.Namespace) -> Options:
         raise ValueError("--initial-replicas must be within --min-replicas..--max-replicas")
     if args.jobs < 1:
         raise ValueError("--jobs must be >= 1")
+    if args.static_replicas is not None and not args.min_replicas <= args.static_replicas <= args.max_replicas:
+        raise ValueError("--static-replicas must be within --min-replicas..--max-replicas")
+    if args.scale_down_stabilization_s is not None:
+        try:  # the CRD's own bounds, from the API model
+            ScaleDownPolicy(stabilization_seconds=round(args.scale_down_stabilization_s))
+        except ValidationError as exc:
+            raise ValueError(f"--scale-down-stabilization-s: {exc.errors()[0]['msg']}") from None
     return Options(args.slo_ms, cluster, args.interval_s, args.scale_down_stabilization_s, args.headroom,
                    args.hpa_target, args.initial_replicas, args.static_replicas, not args.no_oracle, args.jobs,
                    args.seed, args.batching_tuner)
@@ -123,6 +131,8 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
         t = arrivals_mod.rate_scale(raw, args.rate_scale, args.rate_bin_s, args.seed)
         what = f"{args.trace}" + (f" x{args.rate_scale:g} (Poisson per {args.rate_bin_s:g} s, seed {args.seed})"
                                   if args.rate_scale != 1 else "")
+        if float(raw[-1]) <= 0.0:
+            raise ValueError(f"{args.trace}: all {len(raw)} arrival(s) at one instant: a trace must span some time")
         return t, float(raw[-1]), what
     if args.shape:
         t = arrivals_mod.shape_arrivals(args.shape, args.rate * args.rate_scale, args.duration, args.seed)
