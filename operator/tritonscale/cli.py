@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -123,6 +124,54 @@ def _run(args: argparse.Namespace) -> int:
     ))
 
 
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _namespace(text: str) -> str:
+    if len(text) > 63 or not _DNS1123_LABEL.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name (a DNS-1123 label: lower-case "
+                                         "letters, digits and '-', at most 63 characters)")
+    return text
+
+
+def _optional_namespace(text: str) -> str:
+    return _namespace(text) if text else text
+
+
+def _lease_name(text: str) -> str:
+    if len(text) > 253 or not _DNS1123_SUBDOMAIN.match(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Lease name (a DNS-1123 subdomain)")
+    return text
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0..65535 (0 disables), got {text!r}")
+    return port
+
+
+def _http_url(text: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    if not text:
+        return None  # as unset (the chart's "empty: none")
+
+    try:
+        url = urlsplit(text)
+        ok = url.scheme in ("http", "https") and bool(url.hostname)
+        url.port  # noqa: B018  (raises ValueError on a bad port)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"expected an http(s):// URL with a host, got {text!r}")
+    return text
+
+
 def _label_pair(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name:
@@ -138,13 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("run", help="run the operator (in-cluster credentials or KUBECONFIG)")
-    p.add_argument("--namespace", "-n", action="append", metavar="NS",
+    p.add_argument("--namespace", "-n", action="append", metavar="NS", type=_namespace,
                    help="watch only this namespace (repeatable); default: cluster-wide")
-    p.add_argument("--prometheus-url", default=os.environ.get("TRITONSCALE_PROMETHEUS_URL"),
+    p.add_argument("--prometheus-url", default=os.environ.get("TRITONSCALE_PROMETHEUS_URL"), type=_http_url,
                    help="Prometheus base URL (env TRITONSCALE_PROMETHEUS_URL)")
-    p.add_argument("--metrics-port", type=int, default=int(os.environ.get("TRITONSCALE_METRICS_PORT", "8080")),
+    # String defaults from the environment go through `type` too: a bad value is a usage error.
+    p.add_argument("--metrics-port", type=_port, default=os.environ.get("TRITONSCALE_METRICS_PORT", "8080"),
                    help="port of the operator's own /metrics (0 disables; default 8080)")
-    p.add_argument("--liveness-port", type=int, default=int(os.environ.get("TRITONSCALE_LIVENESS_PORT", "8081")),
+    p.add_argument("--liveness-port", type=_port, default=os.environ.get("TRITONSCALE_LIVENESS_PORT", "8081"),
                    help="port of /healthz (0 disables; default 8081)")
     p.add_argument("--series-label", action="append", type=_label_pair, metavar="NAME=VALUE",
                    help="extra label matcher for Triton's series, e.g. job=triton (repeatable; values are escaped)")
@@ -155,9 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "Defaults are client-go's.")
     g.add_argument("--leader-elect", action="store_true",
                    help="act only while holding the Lease (default: act at once, as the only replica)")
-    g.add_argument("--leader-elect-resource-name", default="tritonscale", metavar="NAME",
+    g.add_argument("--leader-elect-resource-name", default="tritonscale", metavar="NAME", type=_lease_name,
                    help="name of the Lease (default tritonscale)")
-    g.add_argument("--leader-elect-resource-namespace", default="", metavar="NS",
+    g.add_argument("--leader-elect-resource-namespace", default="", metavar="NS", type=_optional_namespace,
                    help="namespace of the Lease (default: env POD_NAMESPACE, else the ServiceAccount's)")
     g.add_argument("--leader-elect-lease-duration", type=int, default=15, metavar="SECONDS",
                    help="how long a standby waits after the last renewal it saw before taking over (default 15)")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import kopf
+from kubernetes.config import ConfigException
 
 from tritonscale.leader_election import ElectionSettings
 
@@ -53,7 +56,13 @@ def run(options: OperatorOptions) -> int:
     from tritonscale import handlers  # noqa: F401  (registers the handlers)
     from tritonscale.kube.client import load_credentials
 
-    load_credentials()
+    try:
+        load_credentials()
+    except ConfigException as exc:  # no in-cluster account and no usable kubeconfig
+        where = os.environ.get("KUBECONFIG") or "~/.kube/config"
+        print(f"tritonscale run: no Kubernetes credentials (not in a Pod; kubeconfig {where}): {exc}",
+              file=sys.stderr)
+        return 1
     handlers.configure(options)
     if options.leader_election is not None:
         return _run_elected(options, options.leader_election)

@@ -263,6 +263,11 @@ def test_render_keeps_going_after_a_bad_document_to_report_all(tmp_path: Path,
     (["render"], "-f/--file"),
     ([], "usage: tritonscale"),
     (["frobnicate"], "invalid choice"),
+    (["run", "--metrics-port", "70000"], "argument --metrics-port: expected a port 0..65535"),
+    (["run", "--liveness-port", "-1"], "argument --liveness-port: expected a port 0..65535"),
+    (["run", "--prometheus-url", "prometheus:9090"], "argument --prometheus-url: expected an http(s):// URL"),
+    (["run", "--namespace", "Team_A"], "argument --namespace/-n: 'Team_A' is not a namespace name"),
+    (["run", "--leader-elect", "--leader-elect-resource-name", "a_b"], "'a_b' is not a Lease name"),
 ])
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], expected: str) -> None:
     with pytest.raises(SystemExit) as exit_info:
@@ -295,3 +300,28 @@ def test_render_help_documents_stdin(capsys: pytest.CaptureFixture[str]) -> None
         cli.main(["render", "--help"])
     assert exit_info.value.code == 0
     assert "or - for stdin" in capsys.readouterr().out
+
+
+def test_a_bad_port_in_the_environment_is_a_usage_error_of_run_only(monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("TRITONSCALE_METRICS_PORT", "http")
+    assert cli.main(["crd"]) == 0  # other commands do not read it
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run"])
+    assert exit_info.value.code == 2
+    assert "argument --metrics-port: expected a port 0..65535 (0 disables), got 'http'" in capsys.readouterr().err
+
+
+def test_an_empty_prometheus_url_in_the_environment_means_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITONSCALE_PROMETHEUS_URL", "")
+    assert cli.build_parser().parse_args(["run"]).prometheus_url is None
+
+
+def test_run_without_credentials_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    assert cli.main(["run", "--metrics-port", "0", "--liveness-port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tritonscale run: no Kubernetes credentials") and err.count("\n") == 1, err
