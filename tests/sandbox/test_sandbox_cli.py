@@ -63,10 +63,15 @@ def test_preflight_names_a_control_plane_it_cannot_build_unless_a_cluster_is_giv
 
 
 def test_bad_options_are_one_line_errors(capsys, tmp_path):
+    under_file = tmp_path / "file"
+    under_file.write_text("a file where a folder is asked for")
     for argv, message in [
         (("--load", "sine"), "--load must be step, burst or trace[:FILE], not 'sine'"),
         (("--nodes", "0"), "--nodes must be >= 1"),
         (("--kubeconfig", str(tmp_path / "nope")), f"--kubeconfig {tmp_path / 'nope'}: no such file"),
+        (("--kill-at", "150"), "--kill-at must be within 0..--duration (150 s)"),
+        (("--workdir", str(under_file / "w")), f"--workdir: cannot create {under_file / 'w'}: Not a directory"),
+        (("--summary", str(under_file / "s.json")), f"--summary: cannot create {under_file}: File exists"),
     ]:
         assert command.run(_args(*argv)) == 1
         assert capsys.readouterr().err.strip() == f"tritonscale sandbox: {message}"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -90,6 +91,8 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
         raise ValueError("--batching-tuner-from must be >= 0")
     if args.kubeconfig is not None and not args.kubeconfig.is_file():
         raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
+    if args.kill_at is not None and not 0 <= args.kill_at < args.duration:
+        raise ValueError(f"--kill-at must be within 0..--duration ({args.duration:g} s)")
     return Scenario(duration_s=args.duration, load=args.load, rate_scale=args.rate_scale, seed=args.seed,
                     service_file=args.service, kill_at_s=args.kill_at, workdir=args.workdir,
                     kubeconfig=args.kubeconfig, nodes=args.nodes, gpus_per_node=args.gpus,
@@ -108,6 +111,7 @@ def report(summary: dict[str, Any], out: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         scenario = scenario_from(args)
+        _check_writable(args)
     except ValueError as exc:
         print(f"tritonscale sandbox: {exc}", file=sys.stderr)
         return 1
@@ -123,6 +127,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"tritonscale sandbox: {exc}", file=sys.stderr)
         return 1
     return asyncio.run(_main(scenario, args))
+
+
+def _check_writable(args: argparse.Namespace) -> None:
+    """Before minutes of running: the work directory and the folders of --summary and --plot
+    exist (made here if need be) and take files, so what ran is not lost at the end."""
+    dirs = [("--workdir", args.workdir)] if args.workdir is not None else []
+    dirs += [(flag, Path(path).parent) for flag, path in (("--summary", args.summary), ("--plot", args.plot)) if path]
+    for flag, folder in dirs:
+        try:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"{flag}: cannot create {folder}: {exc.strerror}") from None
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ValueError(f"{flag}: cannot write in {folder}")
 
 
 async def _main(scenario: Scenario, args: argparse.Namespace) -> int:
