@@ -71,7 +71,7 @@ def test_bad_options_are_one_line_errors(capsys, tmp_path):
         (("--kubeconfig", str(tmp_path / "nope")), f"--kubeconfig {tmp_path / 'nope'}: no such file"),
         (("--kill-at", "150"), "--kill-at must be within 0..--duration (150 s)"),
         (("--workdir", str(under_file / "w")), f"--workdir: cannot create {under_file / 'w'}: Not a directory"),
-        (("--summary", str(under_file / "s.json")), f"--summary: cannot create {under_file}: File exists"),
+        (("--summary", str(under_file / "s.json")), f"--summary: {under_file} is a file, not a folder"),
     ]:
         assert command.run(_args(*argv)) == 1
         assert capsys.readouterr().err.strip() == f"tritonscale sandbox: {message}"

@@ -135,6 +135,8 @@ def _check_writable(args: argparse.Namespace) -> None:
     dirs = [("--workdir", args.workdir)] if args.workdir is not None else []
     dirs += [(flag, Path(path).parent) for flag, path in (("--summary", args.summary), ("--plot", args.plot)) if path]
     for flag, folder in dirs:
+        if Path(folder).exists() and not Path(folder).is_dir():
+            raise ValueError(f"{flag}: {folder} is a file, not a folder")
         try:
             Path(folder).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
