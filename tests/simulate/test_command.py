@@ -77,6 +77,9 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "poisson", "--slo-ms", "150", "--preferred-batch-sizes", "4,32"], "outside 1..16"),
     (["--shape", "poisson", "--slo-ms", "150", "--scale-down-stabilization-s", "-1"],
      "--scale-down-stabilization-s: Input should be greater than or equal to 0"),
+    (["--shape", "poisson", "--slo-ms", "150", "--plot", "/dev/null/p.png"], "--plot: /dev/null is a file, not a folder"),
+    (["--suite", "quick", "--plot", "/dev/null/p.png"], "--plot: /dev/null is a file, not a folder"),
+    (["--suite", "quick", "--seeds", "0,-1"], "--seeds: seeds must be >= 0"),
     (["--shape", "poisson", "--slo-ms", "150", "--policy", "all", "--static-replicas", "0"],
      "--static-replicas must be within --min-replicas..--max-replicas"),
 ])

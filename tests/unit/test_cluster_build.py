@@ -81,7 +81,7 @@ def test_cluster_up_refuses_a_dir_it_cannot_use_before_starting_anything(tmp_pat
     command.add_arguments(parser)
     a_file = tmp_path / "state"
     a_file.write_text("not a folder")
-    for path, message in [(a_file, f"--dir {a_file} is a file, not a folder"),
+    for path, message in [(a_file, f"--dir: {a_file} is a file, not a folder"),
                           (a_file / "sub", f"--dir: cannot create {a_file / 'sub'}: Not a directory")]:
         assert command.run(parser.parse_args(["up", "--dir", str(path)])) == 1
         assert capsys.readouterr().err.strip() == f"tritonscale cluster: {message}"

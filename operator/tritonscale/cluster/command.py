@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 import time
@@ -13,6 +12,7 @@ from types import FrameType
 
 from tritonscale.cluster.build import ClusterError, ensure_binaries
 from tritonscale.cluster.control_plane import ControlPlane
+from tritonscale.output_paths import ensure_folder
 
 
 class _Stop(Exception):
@@ -37,23 +37,11 @@ def run(args: argparse.Namespace) -> int:
         if args.cluster_command == "build":
             print(ensure_binaries(_progress))
             return 0
-        _check_dir(args.dir)
+        ensure_folder("--dir", args.dir)
         return _up(args.dir)
-    except ClusterError as exc:
+    except (ClusterError, ValueError) as exc:
         print(f"tritonscale cluster: {exc}", file=sys.stderr)
         return 1
-
-
-def _check_dir(directory: Path) -> None:
-    """--dir exists (made here if need be) and takes files: before anything starts."""
-    if directory.exists() and not directory.is_dir():
-        raise ClusterError(f"--dir {directory} is a file, not a folder")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ClusterError(f"--dir: cannot create {directory}: {exc.strerror}") from None
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise ClusterError(f"--dir: cannot write in {directory}")
 
 
 def _up(directory: Path) -> int:

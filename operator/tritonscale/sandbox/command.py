@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
+from tritonscale.output_paths import ensure_folder, ensure_parent
 from tritonscale.sandbox.live_view import LiveView
 from tritonscale.sandbox.preflight import format_missing, preflight
 from tritonscale.sandbox.scenario import (
@@ -130,19 +130,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_writable(args: argparse.Namespace) -> None:
-    """Before minutes of running: the work directory and the folders of --summary and --plot
-    exist (made here if need be) and take files, so what ran is not lost at the end."""
-    dirs = [("--workdir", args.workdir)] if args.workdir is not None else []
-    dirs += [(flag, Path(path).parent) for flag, path in (("--summary", args.summary), ("--plot", args.plot)) if path]
-    for flag, folder in dirs:
-        if Path(folder).exists() and not Path(folder).is_dir():
-            raise ValueError(f"{flag}: {folder} is a file, not a folder")
-        try:
-            Path(folder).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ValueError(f"{flag}: cannot create {folder}: {exc.strerror}") from None
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise ValueError(f"{flag}: cannot write in {folder}")
+    """Before minutes of running: the work directory and the folders of --summary and --plot."""
+    if args.workdir is not None:
+        ensure_folder("--workdir", args.workdir)
+    ensure_parent("--summary", args.summary)
+    ensure_parent("--plot", args.plot)
 
 
 async def _main(scenario: Scenario, args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS, ScaleDownPolicy
+from tritonscale.output_paths import ensure_parent
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
 from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, fair_start, run_benchmark, scaling_spec
@@ -182,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
         if args.slo_ms is None:
             raise ValueError("--slo-ms is required (or run --suite)")
         validate_name(args.policy)
+        ensure_parent("--plot", args.plot)
+        ensure_parent("--decisions", args.decisions)
         opts = options_from_args(args)
         arrivals, horizon, what = load_arrivals(args)
         bench = run_benchmark(arrivals, horizon, args.policy, opts)

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from tritonscale.output_paths import ensure_parent
 from tritonscale.simulate import suite_report, traffic, tuner_suite
 from tritonscale.simulate.replica import BatcherConfig
 from tritonscale.simulate.suite import (
@@ -68,7 +69,10 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     quick = args.suite == "quick"
     if args.jobs < 1:
         raise ValueError("--jobs must be >= 1")
+    ensure_parent("--plot", args.plot)
     seeds = _list(args.seeds, "seeds", int)
+    if seeds is not None and min(seeds) < 0:
+        raise ValueError("--seeds: seeds must be >= 0")
     if seeds is not None and len(seeds) == 1 and args.seeds.strip().isdigit() and "," not in args.seeds:
         seeds = tuple(range(seeds[0]))
     classes = _list(args.classes, "classes") or traffic.CLASSES
