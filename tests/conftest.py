@@ -11,6 +11,7 @@ import them from there, never from this file).
 
 from __future__ import annotations
 
+import signal
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,6 +36,13 @@ from support.pod_ready_marker import PodReadyMarker, bind_models_claim
 from tritonscale.api.spec import PLURAL
 from tritonscale.cluster import ClusterError, ControlPlane
 from tritonscale.sandbox.operator_process import OperatorProcess
+
+def pytest_configure(config: pytest.Config) -> None:
+    # SIGTERM (a CI time limit, `kill`) stops the run as Ctrl-C does: pytest then tears the
+    # fixtures down, so the control plane, tritonservers and operators they started do not
+    # outlive it (SIGTERM's default action would skip every finaliser and atexit hook).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
 
 # ---- the control plane, with the chart installed by helm --------------------------------
 
