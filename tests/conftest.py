@@ -37,6 +37,7 @@ from tritonscale.api.spec import PLURAL
 from tritonscale.cluster import ClusterError, ControlPlane
 from tritonscale.sandbox.operator_process import OperatorProcess
 
+
 def pytest_configure(config: pytest.Config) -> None:
     # SIGTERM (a CI time limit, `kill`) stops the run as Ctrl-C does: pytest then tears the
     # fixtures down, so the control plane, tritonservers and operators they started do not
