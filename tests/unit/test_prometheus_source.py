@@ -105,3 +105,34 @@ async def test_snapshot_cache_shares_one_fetch_between_concurrent_ticks():
     assert source.calls == 2
     await cache.get("http://p", 30, max_age_s=15)  # another window is another query set
     assert source.calls == 3
+
+
+async def test_a_cancelled_tick_does_not_cancel_the_fetch_the_others_wait_for():
+    # One InferenceService deleted (its daemon cancelled) mid-fetch: the others' ticks go on.
+    source = CountingSource()
+    cache = SnapshotCache(lambda url: source, clock=lambda: clock[0] + 100)
+    first = asyncio.create_task(cache.get("http://p", 60, max_age_s=15))
+    await asyncio.sleep(0.01)
+    others = [asyncio.create_task(cache.get("http://p", 60, max_age_s=15)) for _ in range(3)]
+    await asyncio.sleep(0.01)
+    first.cancel()
+    results = await asyncio.gather(first, *others, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert all(isinstance(r, Snapshot) and r.ok for r in results[1:]), results
+    assert source.calls == 1
+
+
+async def test_a_fetch_that_raises_is_a_failed_snapshot_and_is_not_cached():
+    calls = []
+
+    class Broken:
+        def fetch(self, window_s: int) -> Snapshot:
+            calls.append(window_s)
+            raise RuntimeError("boom")
+
+    cache = SnapshotCache(lambda url: Broken(), clock=lambda: clock[0])
+    snap = await cache.get("http://p", 60, max_age_s=15)
+    assert not snap.ok and snap.error == "RuntimeError: boom"
+    assert snap.observation("ns", "svc", "m").status == "failed"
+    await cache.get("http://p", 60, max_age_s=15)
+    assert len(calls) == 2  # the next tick tries again

@@ -24,28 +24,34 @@ class SnapshotCache:
         self._clock = clock
         self._sources: dict[str, MetricSource] = {}
         self._cache: dict[tuple[str, int], Snapshot] = {}
-        self._inflight: dict[tuple[str, int], asyncio.Future[Snapshot]] = {}
+        self._inflight: dict[tuple[str, int], asyncio.Task[Snapshot]] = {}
 
     async def get(self, url: str, window_s: int, max_age_s: float) -> Snapshot:
         key = (url, window_s)
         cached = self._cache.get(key)
         if cached is not None and self._clock() - cached.taken_at < max_age_s:
             return cached
-        if key in self._inflight:
-            return await asyncio.shield(self._inflight[key])
-        fut: asyncio.Future[Snapshot] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = fut
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._fetch(key, url, window_s),
+                                                          name=f"Prometheus queries {url} {window_s}s")
+            self._inflight[key] = task
+        # The fetch is a task of its own, not the first caller's: a caller cancelled while it waits
+        # (its InferenceService deleted, its daemon stopped) must not cancel the others' fetch.
+        return await asyncio.shield(task)
+
+    async def _fetch(self, key: tuple[str, int], url: str, window_s: int) -> Snapshot:
+        """Never raises: a task that ends in an exception nobody awaits any more is re-raised by
+        Kopf when the operator stops. A failure is a failed snapshot, which the tick handles
+        (hold, count it towards fallbackReplicas) and which is not cached."""
         try:
             source = self._sources.get(url)
             if source is None:
                 source = self._sources[url] = self._factory(url)
             snap = await asyncio.to_thread(source.fetch, window_s)
             self._cache[key] = snap
-            fut.set_result(snap)
             return snap
-        except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()  # mark retrieved: waiters re-raise it themselves
-            raise
+        except Exception as exc:  # noqa: BLE001
+            return Snapshot(taken_at=self._clock(), ok=False, error=f"{type(exc).__name__}: {exc}")
         finally:
             del self._inflight[key]
