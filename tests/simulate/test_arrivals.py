@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,19 @@ def test_bad_traces_name_the_line(text: str, message: str) -> None:
 def test_load_trace_missing_file(tmp_path) -> None:
     with pytest.raises(TraceError, match="cannot read"):
         load_trace(str(tmp_path / "nope.csv"))
+
+
+def test_load_trace_reads_gzip_by_its_magic_bytes(tmp_path) -> None:
+    (tmp_path / "t.csv.gz").write_bytes(gzip.compress(AZURE.encode()))
+    (tmp_path / "no-suffix").write_bytes(gzip.compress(("\ufeff" + AZURE.replace("\n", "\r\n")).encode()))
+    for name in ("t.csv.gz", "no-suffix"):  # BOM and CRLF too
+        assert load_trace(str(tmp_path / name)) == pytest.approx([0.0, 4.314579, 4.541877], abs=1e-6)
+    (tmp_path / "cut.gz").write_bytes(gzip.compress(AZURE.encode())[:20])
+    with pytest.raises(TraceError, match="a truncated gzip file"):
+        load_trace(str(tmp_path / "cut.gz"))
+    (tmp_path / "bin").write_bytes(b"\xff\xfe\x00\x81")
+    with pytest.raises(TraceError, match="not a text file"):
+        load_trace(str(tmp_path / "bin"))
 
 
 def test_rate_scale_keeps_shape_and_is_deterministic() -> None:

@@ -13,6 +13,8 @@ Trace files
   (``12.5``) or an ISO-8601 timestamp (``2023-11-16T18:15:46.68Z``). Blank lines and
   ``#`` comments are skipped.
 
+Either may be gzip-compressed (``.csv.gz``).
+
 Timestamps are made relative to the first arrival; float seconds are kept as given.
 
 Rate scaling
@@ -29,6 +31,7 @@ invent bursts that 200 times more users would average out.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 from collections.abc import Callable, Sequence
@@ -135,11 +138,17 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
 
 
 def load_trace(path: str) -> np.ndarray:
+    """A trace file, plain or gzip-compressed (told by its first bytes, whatever its name)."""
     try:
-        with open(path, encoding="utf-8-sig") as f:
-            text = f.read()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read: {exc.strerror}") from None
+        with open(path, "rb") as f:
+            raw = f.read()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        text = raw.decode("utf-8-sig")
+    except OSError as exc:  # gzip.BadGzipFile is an OSError with no strerror
+        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except EOFError:
+        raise TraceError(f"{path}: a truncated gzip file") from None
     except UnicodeDecodeError:
         raise TraceError(f"{path}: not a text file") from None
     return parse_trace_text(text, path)
