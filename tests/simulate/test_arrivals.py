@@ -34,6 +34,12 @@ def test_azure_csv_timestamp_column_anywhere_and_unsorted() -> None:
     assert parse_trace_text(text) == pytest.approx([0.0, 4.0])
 
 
+def test_a_timestamp_column_of_seconds() -> None:
+    text = "Timestamp,Model,Request tokens\n5,ChatGPT,100\n45.5,GPT-4,30\n12.5,ChatGPT,3\n"
+    assert parse_trace_text(text) == pytest.approx([0.0, 7.5, 40.5])
+    assert parse_trace_text("TIMESTAMP\n1700000000.5\n1700000001.0\n") == pytest.approx([0.0, 0.5])
+
+
 def test_a_single_timestamp_column_with_its_header() -> None:
     text = "TIMESTAMP\n2023-11-16 18:15:46.6805900\n2023-11-16 18:15:47.1805900\n"
     assert parse_trace_text(text) == pytest.approx([0.0, 0.5])

@@ -7,8 +7,9 @@ inputs and seed give the same arrivals.
 Trace files
 -----------
 * Azure CSV (the Azure Public Dataset LLM traces): a header line naming a
-  ``TIMESTAMP`` column; values like ``2023-11-16 18:15:46.6805900`` (7 fractional
-  digits, no zone). Other columns are ignored.
+  ``TIMESTAMP`` column (any case); values like ``2023-11-16 18:15:46.6805900`` (7
+  fractional digits, no zone), or plain numbers of seconds (BurstGPT's ``Timestamp``,
+  Unix time). Other columns are ignored.
 * Plain text: one arrival per line, either seconds from the start as a float
   (``12.5``) or an ISO-8601 timestamp (``2023-11-16T18:15:46.68Z``). Blank lines and
   ``#`` comments are skipped.
@@ -47,6 +48,15 @@ class TraceError(ValueError):
 
 
 # -- trace files ----------------------------------------------------------------------------
+def _seconds(values: Sequence[str]) -> np.ndarray | None:
+    """A TIMESTAMP column of plain numbers (seconds, e.g. BurstGPT's, or Unix time), else None."""
+    try:
+        t = np.array([float(v) for v in values])
+    except ValueError:
+        return None
+    return t if np.isfinite(t).all() else None
+
+
 def _parse_timestamps(values: Sequence[str], path: str, first_line: int) -> np.ndarray:
     """ISO timestamps -> seconds since the epoch (float64). Fast path through numpy."""
     clean = [v.strip() for v in values]
@@ -108,7 +118,9 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
             values.append(row[col])
         if not values:
             raise TraceError(f"{path}: no arrivals after the header")
-        t = _parse_timestamps(values, path, first + 2)
+        t = _seconds(values)
+        if t is None:
+            t = _parse_timestamps(values, path, first + 2)
         t = np.sort(t - t.min())
         return t
     kept = [(i + 1, ln.strip()) for i, ln in enumerate(lines)
