@@ -102,6 +102,15 @@ def test_suite_bad_input_is_one_line(capsys, argv, message):
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
 
 
+def test_a_trace_too_short_to_score_is_refused_before_any_scenario_runs(capsys, tmp_path):
+    trace = tmp_path / "short.txt"
+    trace.write_text("\n".join(f"{i * 0.5:.1f}" for i in range(200)))  # 99.5 s
+    assert main_simulate(["--suite", "quick", "--classes", "steps,trace", "--trace", str(trace)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tritonscale simulate: {trace}: its arrivals span 99.5 s; the suite scores 60 s windows "
+                   "and needs a trace of at least 300 s"]
+
+
 def test_quick_suite_in_ci(capsys, tmp_path):
     """One scenario per traffic class (cold start 60 s, tight SLO, seed 0): every policy on the same
     arrivals, the JSON carries the tables, summary and criteria, and tritonscale is on the frontier --

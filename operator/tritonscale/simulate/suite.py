@@ -43,6 +43,7 @@ from tritonscale.simulate.benchmark import Options, peak_replicas_scale, run_ben
 from tritonscale.simulate.capacity import Calibration, capacity_at_slo
 from tritonscale.simulate.engine import RELOAD_PAUSE_S, ClusterConfig
 from tritonscale.simulate.replica import BatcherConfig
+from tritonscale.simulate.report import ATTAINMENT_WINDOW_S
 
 ROUTING = ("round-robin over ready pods in the order they became ready (kube-proxy IPVS rr); "
            "queues are not rebalanced, a new pod gets only new requests")
@@ -50,6 +51,8 @@ SLO_FACTORS = {"tight": 2.0, "loose": 6.0}  # x the full-batch time
 COLD_STARTS = (15.0, 60.0, 180.0)
 DEFAULT_TRACE = "../shared/data/azure-llm-conv-2023.csv"  # relative to the repo root
 TRACE_BIN_S = 10.0
+# A trace shorter than a few windows scores nothing meaningful (one window is all or nothing).
+MIN_TRACE_S = 5 * ATTAINMENT_WINDOW_S
 OURS = "tritonscale"
 # Done-when thresholds of the suite (issue 9), per class group
 SMOOTH_ATTAINMENT, SMOOTH_COST_VS_ORACLE = 0.99, 1.3
@@ -129,12 +132,21 @@ def _trace(path: str) -> np.ndarray:
     return arrivals_mod.load_trace(path)
 
 
+def checked_trace(path: str) -> np.ndarray:
+    """The trace class's arrivals, refused (ValueError) when too short to score."""
+    raw = _trace(path)
+    if raw[-1] < MIN_TRACE_S:
+        raise ValueError(f"{path}: its arrivals span {raw[-1]:.1f} s; the suite scores "
+                         f"{ATTAINMENT_WINDOW_S:g} s windows and needs a trace of at least {MIN_TRACE_S:g} s")
+    return raw
+
+
 def scenario_arrivals(sc: Scenario, cfg: SuiteConfig, capacity_rps: float) -> tuple[np.ndarray, float, str]:
     """(arrivals, horizon, description) with the busiest minute at ``peak_replicas`` x capacity."""
     if sc.cls == "trace":
         if not cfg.trace_path:
             raise ValueError("the trace class needs a trace file (--trace)")
-        raw = _trace(cfg.trace_path)
+        raw = checked_trace(cfg.trace_path)
         scale = peak_replicas_scale(raw, capacity_rps, cfg.peak_replicas)
         t = arrivals_mod.rate_scale(raw, scale, TRACE_BIN_S, sc.seed)
         return t, float(raw[-1]), f"{Path(cfg.trace_path).name} x{scale:.0f}"

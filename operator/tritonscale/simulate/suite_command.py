@@ -20,6 +20,7 @@ from tritonscale.simulate.suite import (
     QUICK_SLOS,
     SuiteConfig,
     check,
+    checked_trace,
     run_suite,
     to_dict,
 )
@@ -82,6 +83,8 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
             raise ValueError(f"the trace class needs the real trace: pass --trace FILE (looked for {DEFAULT_TRACE})")
         classes = tuple(c for c in classes if c != "trace")
         print(f"suite: no {DEFAULT_TRACE} here and no --trace: the trace class is left out", file=sys.stderr)
+    if "trace" in classes and trace is not None:
+        checked_trace(trace)  # before any scenario runs
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch, args.max_queue_delay_us / 1000.0,
                             tuple(int(x) for x in args.preferred_batch_sizes.replace(" ", "").split(",") if x))
     return SuiteConfig(
