@@ -102,6 +102,15 @@ def test_suite_bad_input_is_one_line(capsys, argv, message):
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
 
 
+def test_the_trace_class_replays_the_first_duration_seconds_of_a_long_trace(tmp_path):
+    trace = tmp_path / "long.txt"
+    trace.write_text("\n".join(f"{i * 0.5:.1f}" for i in range(8000)))  # 2 rps for 4000 s
+    cfg = SuiteConfig(classes=("trace",), duration_s=900.0, trace_path=str(trace))
+    arr, horizon, _ = suite.scenario_arrivals(Scenario("trace", 60.0, "tight", 0), cfg, capacity_rps=300.0)
+    assert horizon == 900.0 and arr.max() < 910.0
+    assert len(arr) == pytest.approx(900 * 8 * 300.0, rel=0.05)  # still scaled: the busiest minute needs 8
+
+
 def test_a_trace_too_short_to_score_is_refused_before_any_scenario_runs(capsys, tmp_path):
     trace = tmp_path / "short.txt"
     trace.write_text("\n".join(f"{i * 0.5:.1f}" for i in range(200)))  # 99.5 s

@@ -38,7 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="Azure CSV (TIMESTAMP column) or one arrival per line (seconds or ISO time)")
     one.add_argument("--shape", choices=arrivals_mod.SHAPES, help="built-in arrival shape")
     src.add_argument("--rate", type=float, default=200.0, help="--shape: base rate in rps (default 200)")
-    src.add_argument("--duration", type=float, default=3600.0, help="--shape: seconds (default 3600)")
+    src.add_argument("--duration", type=float, default=3600.0,
+                     help="--shape and the suite's classes: seconds (default 3600); the suite's trace class "
+                          "replays the trace's first --duration s")
     src.add_argument("--rate-scale", type=float, default=1.0, metavar="X",
                      help="multiply the rate: Poisson at X times the trace's rate per --rate-bin-s slice "
                           "(default 1: replay the trace as is)")

@@ -147,6 +147,8 @@ def scenario_arrivals(sc: Scenario, cfg: SuiteConfig, capacity_rps: float) -> tu
         if not cfg.trace_path:
             raise ValueError("the trace class needs a trace file (--trace)")
         raw = checked_trace(cfg.trace_path)
+        if raw[-1] > cfg.duration_s:  # a day-long trace would take a day's simulation per policy
+            raw = raw[raw <= cfg.duration_s]
         scale = peak_replicas_scale(raw, capacity_rps, cfg.peak_replicas)
         t = arrivals_mod.rate_scale(raw, scale, TRACE_BIN_S, sc.seed)
         return t, float(raw[-1]), f"{Path(cfg.trace_path).name} x{scale:.0f}"
