@@ -16,13 +16,10 @@ records ``(send_time, latency_ms, ok)`` per request.
 from __future__ import annotations
 
 import asyncio
-import csv
 import inspect
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +29,6 @@ __all__ = [
     "step_schedule",
     "burst_schedule",
     "trace_schedule",
-    "parse_timestamp",
     "RequestRecord",
     "LoadResult",
     "run_load",
@@ -89,65 +85,20 @@ def burst_schedule(
     return step_schedule(phases, seed)
 
 
-_TS_RE = re.compile(
-    r"^\s*(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?\s*(Z|[+-]\d{2}:?\d{2})?\s*$"
-)
-
-
-def parse_timestamp(text: str) -> float:
-    """Parse ``YYYY-MM-DD[ T]HH:MM:SS[.fffffff...][Z|+HH:MM]`` to POSIX seconds.
-
-    Any number of fractional digits is accepted (the Azure trace has 7); a timestamp
-    without zone is taken as UTC (only differences matter for arrival times).
-    """
-    m = _TS_RE.match(text)
-    if not m:
-        raise ValueError(f"not a timestamp: {text!r}")
-    y, mo, d, h, mi, s, frac, tz = m.groups()
-    tzinfo = timezone.utc
-    if tz and tz != "Z":
-        sign = 1 if tz[0] == "+" else -1
-        digits = tz[1:].replace(":", "")
-        tzinfo = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
-    base = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), tzinfo=tzinfo).timestamp()
-    return base + (float("0." + frac) if frac else 0.0)
-
-
-def _parse_point(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return parse_timestamp(text)
-
-
-def _read_trace_times(path: Path) -> np.ndarray:
-    with open(path, newline="") as f:
-        lines = [ln for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
-    if not lines:
-        return np.empty(0)
-    first = lines[0]
-    header = [c.strip().lower() for c in next(csv.reader([first]))]
-    if "timestamp" in header:
-        col = header.index("timestamp")
-        rows = csv.reader(lines[1:])
-        times = [_parse_point(r[col]) for r in rows if len(r) > col and r[col].strip()]
-    else:
-        times = [_parse_point(ln.strip().split(",")[0]) for ln in lines]
-    return np.asarray(times, dtype=float)
-
-
 def trace_schedule(path: Path | str, rate_scale: float = 1.0, duration_s: float | None = None) -> np.ndarray:
     """Arrival times from a recorded trace, relative to its first arrival.
 
-    Formats: a CSV with a ``TIMESTAMP`` column (the Azure LLM inference trace:
-    ``2023-11-16 18:15:46.6805900``), or plain text with one arrival per line (float
-    seconds or an ISO timestamp; ``#`` comments and blank lines ignored).
+    Read by the simulator's parser (``simulate.arrivals.load_trace``: a CSV with a
+    ``TIMESTAMP`` column, or one arrival per line; gzip allowed), so both take the same
+    files and reject bad ones with the same one-line errors (a ValueError naming the line).
     ``rate_scale`` > 1 compresses time (``rate_scale`` times the rps); ``duration_s``
     keeps only arrivals before that many seconds (after scaling).
     """
+    from tritonscale.simulate.arrivals import load_trace
+
     if rate_scale <= 0:
         raise ValueError("rate_scale must be > 0")
-    times = np.sort(_read_trace_times(Path(path)))
+    times = load_trace(str(path))
     if times.size == 0:
         return times
     out = (times - times[0]) / float(rate_scale)
