@@ -2,11 +2,11 @@
 """The scenario suite, once, written three ways: the text report (a table per scenario, the
 summary and the criteria), the JSON and the attainment-against-cost PNG.
 
-    .venv/bin/python e2e/bench_suite.py [--out DIR] [--quick] [--jobs N]
+    .venv/bin/python e2e/bench_suite.py [--out DIR] [--quick] [--jobs N] [--trace FILE]
 
 The same as ``tritonscale simulate --suite`` (with ``--json`` / ``--plot``), in one run instead
 of three. The real trace is ``../shared/data/azure-llm-conv-2023.csv`` beside the repository
-(Azure LLM inference trace 2023, CC-BY 4.0; Patel et al., "Splitwise", ISCA 2024). A benchmark,
+(Azure LLM inference trace 2023, CC-BY 4.0; Patel et al., "Splitwise", ISCA 2024), or --trace. A benchmark,
 not a test: it prints figures and asserts nothing.
 """
 
@@ -26,7 +26,15 @@ sys.path.insert(0, str(REPO / "operator"))  # run from a checkout
 
 from tritonscale.simulate import suite_report  # noqa: E402
 from tritonscale.simulate.benchmark import default_jobs  # noqa: E402
-from tritonscale.simulate.suite import QUICK_COLD_STARTS, QUICK_SEEDS, QUICK_SLOS, SuiteConfig, run_suite, to_dict  # noqa: E402
+from tritonscale.simulate.suite import (  # noqa: E402
+    QUICK_COLD_STARTS,
+    QUICK_SEEDS,
+    QUICK_SLOS,
+    SuiteConfig,
+    checked_trace,
+    run_suite,
+    to_dict,
+)
 
 TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
 
@@ -63,10 +71,22 @@ def main() -> int:
     p.add_argument("--out", default="out/suite", help="directory for suite.txt, suite.json, suite.png")
     p.add_argument("--quick", action="store_true", help="one scenario per class (what CI runs)")
     p.add_argument("--jobs", type=int, default=default_jobs())
+    p.add_argument("--trace", type=Path, default=TRACE,
+                   help="the trace class's real trace (default ../shared/data/azure-llm-conv-2023.csv)")
     args = p.parse_args()
-    cfg = SuiteConfig(trace_path=str(TRACE) if TRACE.exists() else None, jobs=args.jobs)
-    if not TRACE.exists():
+    trace = args.trace if args.trace.exists() else None
+    if trace is None and args.trace != TRACE:
+        print(f"bench_suite: --trace {args.trace}: no such file", file=sys.stderr)
+        return 1
+    cfg = SuiteConfig(trace_path=str(trace) if trace else None, jobs=args.jobs)
+    if trace is None:
         cfg = replace(cfg, classes=tuple(c for c in cfg.classes if c != "trace"))
+    else:
+        try:
+            checked_trace(str(trace))
+        except ValueError as exc:
+            print(f"bench_suite: {exc}", file=sys.stderr)
+            return 1
     if args.quick:
         cfg = replace(cfg, cold_starts=QUICK_COLD_STARTS, slos=QUICK_SLOS, seeds=QUICK_SEEDS)
     out = Path(args.out)
