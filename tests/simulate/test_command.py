@@ -88,3 +88,14 @@ def test_bad_input_exits_1_with_one_line(capsys, argv, message) -> None:
     assert main_simulate(argv) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_default_preferred_sizes_follow_max_batch(capsys) -> None:
+    argv = ["--shape", "poisson", "--rate", "50", "--duration", "120", "--slo-ms", "60", "--policy", "tritonscale",
+            "--no-oracle", "--jobs", "1", "--batch-base-ms", "10", "--batch-item-ms", "0"]
+    assert main_simulate([*argv, "--max-batch", "1"]) == 0  # [4,8,16] would not fit: none
+    assert "max batch 1, queue delay 2000 us, preferred []" in capsys.readouterr().out
+    assert main_simulate([*argv, "--max-batch", "8"]) == 0
+    assert "preferred [4, 8]" in capsys.readouterr().out
+    assert main_simulate([*argv, "--max-batch", "8", "--preferred-batch-sizes", "16"]) == 1  # given: checked
+    assert "preferred batch sizes [16] are outside 1..8" in capsys.readouterr().err

@@ -29,6 +29,7 @@ from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import validate_name
 from tritonscale.simulate.replica import BatcherConfig
 from tritonscale.simulate.report import plot, table, to_json
+from tritonscale.simulate.suite_command import preferred_sizes
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--batch-item-ms", type=float, default=2.0, help="b (default 2)")
     m.add_argument("--max-batch", type=int, default=16, help="max_batch_size (default 16)")
     m.add_argument("--max-queue-delay-us", type=float, default=2000.0, help="default 2000")
-    m.add_argument("--preferred-batch-sizes", default="4,8,16", help="comma list, '' for none (default 4,8,16)")
+    m.add_argument("--preferred-batch-sizes",
+                   help="comma list, '' for none (default: those of 4,8,16 within --max-batch)")
     m.add_argument("--queue-timeout-us", type=float,
                    help="Triton queue timeout (REJECT); default: the operator's, twice --slo-ms; 0: none")
     m.add_argument("--cold-start-s", type=float, default=60.0, help="pod creation to ready (default 60)")
@@ -92,20 +94,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     suite_command.add_arguments(p)
 
 
-def _preferred(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
-    except ValueError:
-        raise ValueError(f"--preferred-batch-sizes: expected a comma list of integers, got {text!r}") from None
-
-
 def options_from_args(args: argparse.Namespace) -> Options:
     if args.queue_timeout_us is not None and args.queue_timeout_us < 0:
         raise ValueError("--queue-timeout-us must be >= 0")
     timeout_us = (QUEUE_TIMEOUT_TARGETS * args.slo_ms * 1000.0 if args.queue_timeout_us is None
                   else args.queue_timeout_us)
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch,
-                            args.max_queue_delay_us / 1000.0, _preferred(args.preferred_batch_sizes),
+                            args.max_queue_delay_us / 1000.0,
+                            preferred_sizes(args.preferred_batch_sizes, args.max_batch),
                             timeout_us / 1000.0 if timeout_us > 0 else None)
     cluster = ClusterConfig(batcher, args.cold_start_s, args.min_replicas, args.max_replicas,
                             PromConfig(args.scrape_s, args.window_s), args.reload_pause_s)

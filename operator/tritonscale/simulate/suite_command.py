@@ -56,6 +56,20 @@ def _list(text: str | None, what: str, conv=str) -> tuple | None:
     return items
 
 
+DEFAULT_PREFERRED = (4, 8, 16)
+
+
+def preferred_sizes(text: str | None, max_batch: int) -> tuple[int, ...]:
+    """--preferred-batch-sizes: a comma list ('' for none); unset, the default sizes that
+    fit --max-batch (so --max-batch 1 or 8 needs no second flag)."""
+    if text is None:
+        return tuple(n for n in DEFAULT_PREFERRED if n <= max_batch)
+    try:
+        return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        raise ValueError(f"--preferred-batch-sizes: expected a comma list of integers, got {text!r}") from None
+
+
 def _trace_path(args: argparse.Namespace) -> str | None:
     if args.trace:
         return args.trace
@@ -86,7 +100,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     if "trace" in classes and trace is not None:
         checked_trace(trace)  # before any scenario runs
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch, args.max_queue_delay_us / 1000.0,
-                            tuple(int(x) for x in args.preferred_batch_sizes.replace(" ", "").split(",") if x))
+                            preferred_sizes(args.preferred_batch_sizes, args.max_batch))
     return SuiteConfig(
         classes=classes,
         cold_starts=_list(args.cold_starts, "cold-starts", float) or (QUICK_COLD_STARTS if quick else COLD_STARTS),
