@@ -122,6 +122,8 @@ def test_bad_config() -> None:
     (40.0, 1.0, 16, 2.0),  # fixed cost dominates
     (20.0, 5.0, 4, 3.0),  # small batches
     (12.5, 12.5, 1, 4.0),  # no batching: an M/D/1 queue
+    (10.0, 0.0, 1, 2.0),  # ... at two service times (the regimes alone gave ~0: twenty replicas)
+    (20.0, 2.0, 1, 3.0),
 ])
 def test_deciders_p95_capacity_agrees_with_the_simulated_replica(a, b, k, targets):
     """The decider's p95 capacity under greedy batching (``batcher_model.greedy_p95_capacity``)
@@ -136,3 +138,30 @@ def test_deciders_p95_capacity_agrees_with_the_simulated_replica(a, b, k, target
                                              preferred=()), target, requests=40_000).capacity_rps
     model = greedy_p95_capacity((a, b), k, target)
     assert 0.85 * measured <= model <= 1.03 * measured
+
+
+def test_small_batches_at_two_batch_times_keep_the_one_at_a_time_floor():
+    """maxBatchSize 2 at a target of two full-batch times: the regimes alone left ~0 rps (every
+    request charged a whole running batch); the M/D/1 floor of single requests keeps a capacity,
+    below the simulated replica's (conservative: more replicas, not a missed target)."""
+    from tritonscale.scaling.decider.batcher_model import greedy_p95_capacity, md1_p95_capacity
+    from tritonscale.simulate.capacity import capacity_at_slo
+
+    for a, b in ((10.0, 0.0), (20.0, 2.0), (5.0, 5.0)):
+        target = 2 * (a + 2 * b)
+        measured = capacity_at_slo(BatcherConfig(base_ms=a, per_item_ms=b, max_batch=2, max_queue_delay_ms=0.0,
+                                                 preferred=()), target, requests=40_000).capacity_rps
+        model = greedy_p95_capacity((a, b), 2, target)
+        assert model == pytest.approx(md1_p95_capacity(a + b, target))
+        assert 0.35 * measured <= model <= measured
+
+
+def test_md1_p95_capacity_matches_erlangs_formula():
+    from tritonscale.scaling.decider.batcher_model import md1_p95_capacity, md1_wait_cdf
+
+    # two service times of sojourn: P(W <= s) = (1 - rho) e^rho = 0.95 (the simulated replica: 28.5 rps)
+    rho = md1_p95_capacity(10.0, 20.0) * 10.0 / 1000.0
+    assert (1 - rho) * math.exp(rho) == pytest.approx(0.95, abs=1e-6) and 0.28 < rho < 0.29
+    assert md1_wait_cdf(0.02, 10.0, 10.0) == pytest.approx(0.8 * math.exp(0.2))
+    assert md1_p95_capacity(10.0, 9.0) == 0.0  # the service alone misses the target
+    assert md1_p95_capacity(10.0, 10.0) == pytest.approx(5.0)  # no wait allowed: P(W = 0) = 1 - rho = 0.95

@@ -11,6 +11,7 @@ import pytest
 from support.decider_cases import CAP, FAILED, NO_DATA, POLICY, ok, rates
 from tritonscale.scaling import decider as D
 from tritonscale.scaling.decider import Observation, Replicas, State, Step
+from tritonscale.scaling.decider.batcher_model import md1_p95_capacity
 
 
 # --- step: guard -------------------------------------------------------------------------------
@@ -131,8 +132,13 @@ def test_batch_capacity_respects_a_tight_target():
     # the same target with smaller batches: far less, and less than the mean-value rule's 166 rps
     # (2 * (20 + 2*5) <= 60), which ignored that batch sizes vary; the simulated replica: 136 rps
     assert 0.8 * 136 < D.batch_capacity((20.0, 2.0), 16, 60.0) * D.UTILISATION < 136
-    # a target that even a batch of one misses (2 x 22 ms > 30): plan with batches of one, never 0
-    assert D.batch_capacity((20.0, 2.0), 16, 30.0) == pytest.approx(1000 / 22)
+    # a target within two batches of one (2 x 22 ms > 30): only a lightly loaded replica meets it,
+    # one request at a time -- the M/D/1 queue's p95 capacity (waits of at most 8 ms: ~8% busy)
+    light = D.batch_capacity((20.0, 2.0), 16, 30.0)
+    assert light == pytest.approx(md1_p95_capacity(22.0, 30.0) / D.UTILISATION)
+    assert 0.05 * 1000 / 22 < light * D.UTILISATION < 0.1 * 1000 / 22
+    # a target below even one batch of one (22 ms > 20): plan with batches of one, never 0
+    assert D.batch_capacity((20.0, 2.0), 16, 20.0) == pytest.approx(1000 / 22)
 
 
 # --- step: forecast (trend, noise, level) ------------------------------------------------------

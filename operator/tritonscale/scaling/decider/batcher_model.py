@@ -146,7 +146,44 @@ def greedy_p95_capacity(cost: tuple[float, float], max_batch: int, target_ms: fl
     if room > 0:
         x = big * room / (_LN20 / 2.0 + room)  # ln(20) x / (2 (K - x)) = room
         best = max(best, 1000.0 * x / full)
-    return best
+    # Never below serving one request at a time (an M/D/1 queue, exact): the two regimes charge a
+    # whole running batch to every request, which a lightly loaded replica rarely has -- with no
+    # batching (K = 1) or K = 2 at a target of two batch times they leave no capacity at all.
+    return max(best, md1_p95_capacity(s(1.0), target_ms))
+
+
+# Erlang's M/D/1 waiting-time sum alternates in sign; within this many service times of wait it
+# keeps ~7 significant digits in doubles. Longer targets are the heavy-traffic regime's anyway.
+_MD1_MAX_SERVICES = 12
+
+
+def md1_wait_cdf(rate_per_ms: float, service_ms: float, wait_ms: float) -> float:
+    """P(W <= wait_ms) in an M/D/1 queue (Poisson arrivals, constant service): Erlang's formula
+    (1 - rho) sum_{k <= t/s} (lambda (k s - t))^k / k! exp(-lambda (k s - t))."""
+    rho = rate_per_ms * service_ms
+    if wait_ms < 0.0:
+        return 0.0
+    if rho >= 1.0:
+        return 0.0
+    total = 0.0
+    for k in range(int(wait_ms // service_ms) + 1):
+        u = rate_per_ms * (k * service_ms - wait_ms)
+        total += u ** k / math.factorial(k) * math.exp(-u)
+    return min(1.0, max(0.0, (1.0 - rho) * total))
+
+
+def md1_p95_capacity(service_ms: float, target_ms: float) -> float:
+    """Requests per second an M/D/1 queue serves with its 95th-percentile sojourn (wait + service)
+    within ``target_ms`` (0 when the service alone exceeds it, or the target is beyond the exact
+    formula's reach). E.g. at a target of two service times: rho = 0.285."""
+    wait = target_ms - service_ms
+    if service_ms <= 0.0 or wait < 0.0 or wait > _MD1_MAX_SERVICES * service_ms:
+        return 0.0
+    lo, hi = 0.0, 1.0 / service_ms  # per ms
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if md1_wait_cdf(mid, service_ms, wait) >= 0.95 else (lo, mid)
+    return 1000.0 * lo
 
 
 def predicted_p95_ms(cost: tuple[float, float], max_batch: int, delay_ms: float, preferred: tuple[int, ...],

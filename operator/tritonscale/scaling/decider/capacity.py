@@ -57,8 +57,10 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     queueing of random batch sizes is in it, so the plan lands on it, never above UTILISATION of
     saturation (rate noise near saturation): min(p95 capacity / UTILISATION, saturation). E.g.
     a=20, b=2, max 16: 308 rps (saturation) at a 312 ms target, planned at 277; 294 at 104 ms,
-    planned at 265 (the simulated replica: 267). A target that even batches of one cannot meet
-    gets the rate of batches of one, 1 / (a + b): the lowest latency there is.
+    planned at 265 (the simulated replica: 267). A target within two batches of one is met only
+    by a lightly loaded replica, one request at a time (the M/D/1 floor of greedy_p95_capacity);
+    one that even a batch of one cannot meet gets the rate of batches of one, 1 / (a + b): the
+    lowest latency there is.
 
     A longer delay holds batches back, and the capacity is the fluid batcher model's
     (``batcher_model.capacity_at_target``): a tuned delay changes what the decider plans with at
