@@ -98,9 +98,7 @@ def trace_schedule(path: Path | str, rate_scale: float = 1.0, duration_s: float 
 
     if rate_scale <= 0:
         raise ValueError("rate_scale must be > 0")
-    times = load_trace(str(path))
-    if times.size == 0:
-        return times
+    times = load_trace(str(path))  # sorted, never empty (no arrivals is a TraceError)
     out = (times - times[0]) / float(rate_scale)
     if duration_s is not None:
         out = out[out < duration_s]

@@ -127,11 +127,11 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
         raise ValueError("--rate-scale must be > 0")
     if args.trace:
         raw = arrivals_mod.load_trace(args.trace)
+        if float(raw[-1]) <= 0.0:
+            raise ValueError(f"{args.trace}: all {len(raw)} arrival(s) at one instant: a trace must span some time")
         t = arrivals_mod.rate_scale(raw, args.rate_scale, args.rate_bin_s, args.seed)
         what = f"{args.trace}" + (f" x{args.rate_scale:g} (Poisson per {args.rate_bin_s:g} s, seed {args.seed})"
                                   if args.rate_scale != 1 else "")
-        if float(raw[-1]) <= 0.0:
-            raise ValueError(f"{args.trace}: all {len(raw)} arrival(s) at one instant: a trace must span some time")
         return t, float(raw[-1]), what
     if args.shape:
         t = arrivals_mod.shape_arrivals(args.shape, args.rate * args.rate_scale, args.duration, args.seed)

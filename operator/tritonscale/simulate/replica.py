@@ -39,6 +39,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# Triton's preferred_batch_sizes in the simulated replica unless given (the sample's).
+DEFAULT_PREFERRED = (4, 8, 16)
+
 
 @dataclass(frozen=True)
 class BatcherConfig:
@@ -48,7 +51,7 @@ class BatcherConfig:
     per_item_ms: float = 2.0  # b: extra cost per request in the batch
     max_batch: int = 16
     max_queue_delay_ms: float = 2.0  # Triton max_queue_delay_microseconds = 2000
-    preferred: tuple[int, ...] = (4, 8, 16)
+    preferred: tuple[int, ...] = DEFAULT_PREFERRED
     # Triton's default_queue_policy: a request still queued this long is rejected
     # (timeout_action REJECT) when the batcher next looks at the queue. None: no timeout.
     queue_timeout_ms: float | None = None

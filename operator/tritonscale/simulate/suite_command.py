@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tritonscale.output_paths import ensure_parent
 from tritonscale.simulate import suite_report, traffic, tuner_suite
-from tritonscale.simulate.replica import BatcherConfig
+from tritonscale.simulate.replica import DEFAULT_PREFERRED, BatcherConfig
 from tritonscale.simulate.suite import (
     COLD_STARTS,
     DEFAULT_TRACE,
@@ -54,9 +54,6 @@ def _list(text: str | None, what: str, conv=str) -> tuple | None:
     if not items:
         raise ValueError(f"--{what}: empty list")
     return items
-
-
-DEFAULT_PREFERRED = (4, 8, 16)
 
 
 def preferred_sizes(text: str | None, max_batch: int) -> tuple[int, ...]:

@@ -148,7 +148,10 @@ def greedy_p95_capacity(cost: tuple[float, float], max_batch: int, target_ms: fl
         best = max(best, 1000.0 * x / full)
     # Never below serving one request at a time (an M/D/1 queue, exact): the two regimes charge a
     # whole running batch to every request, which a lightly loaded replica rarely has -- with no
-    # batching (K = 1) or K = 2 at a target of two batch times they leave no capacity at all.
+    # batching (K = 1) or K = 2 at a target of two batch times they leave no capacity at all. The
+    # queue serves less than its saturation 1/s(1), so once best reaches that it cannot matter.
+    if best >= 1000.0 / s(1.0):
+        return best
     return max(best, md1_p95_capacity(s(1.0), target_ms))
 
 
@@ -161,9 +164,7 @@ def md1_wait_cdf(rate_per_ms: float, service_ms: float, wait_ms: float) -> float
     """P(W <= wait_ms) in an M/D/1 queue (Poisson arrivals, constant service): Erlang's formula
     (1 - rho) sum_{k <= t/s} (lambda (k s - t))^k / k! exp(-lambda (k s - t))."""
     rho = rate_per_ms * service_ms
-    if wait_ms < 0.0:
-        return 0.0
-    if rho >= 1.0:
+    if wait_ms < 0.0 or rho >= 1.0:
         return 0.0
     total = 0.0
     for k in range(int(wait_ms // service_ms) + 1):
