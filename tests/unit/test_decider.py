@@ -247,6 +247,21 @@ def test_burst_hold_needs_recurring_surprises_and_grows_with_their_gaps():
     assert D.burst_hold(State(), 0.0) == 0.0
 
 
+@pytest.mark.parametrize(("cold_start_s", "interval_s", "needed"), [
+    (15.0, 15.0, 2),  # a surprise costs ~30 s of misses: a single one may be a one-off
+    (60.0, 15.0, 2),  # ~75 s: two fit the budget (10% of 1800 s = 180 s)
+    (75.0, 15.0, 2),  # ~90 s: two still fit
+    (90.0, 15.0, 1),  # ~105 s: a second would not
+    (180.0, 15.0, 1),  # ~195 s: one already spends the budget
+    (600.0, 30.0, 1),
+])
+def test_surprises_for_memory_follows_what_a_surprise_costs(cold_start_s, interval_s, needed):
+    st = State(cold_start_s=cold_start_s)
+    assert D.surprises_for_memory(st, interval_s) == needed
+    one = replace(st, surprises=(100.0,))
+    assert (D.burst_hold(one, 150.0, interval_s) > 0.0) == (needed == 1)
+
+
 def test_stabilize_holds_the_window_maximum_and_the_burst_memory():
     st = State(cold_start_s=60.0, recommendations=((0.0, 8, 7), (50.0, 6, 5)))
     step, _ = D.stabilize(Step(3, "LoadDecreased", ""), st, POLICY, 8, 100.0, remember=3, bare=3)

@@ -61,6 +61,7 @@ from tritonscale.scaling.decider.steps import (
     recommend,
     scale_down_window,
     stabilize,
+    surprises_for_memory,
     tolerate,
 )
 
@@ -103,5 +104,5 @@ __all__ = [
     "Decision", "Demand", "Observation", "Policy", "Replicas", "SourceStatus", "State", "Step",
     "add_batch_sample", "batch_capacity", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
     "cold_start", "constants", "decide", "demand", "forecast", "guard", "learn", "level", "limit", "noise",
-    "recommend", "scale_down_window", "stabilize", "surprise", "tolerate", "trend",
+    "recommend", "scale_down_window", "stabilize", "surprise", "surprises_for_memory", "tolerate", "trend",
 ]

@@ -48,6 +48,14 @@ BURST_HOLD_GAPS = 2.0
 MAX_BURST_HOLD_S = 1800.0
 MAX_SURPRISES = 8
 SURPRISES_FOR_MEMORY = 2
+# ... unless one surprise already spends the budget: each costs about one horizon (cold start +
+# tick) of missed windows, and SURPRISE_BUDGET of MAX_BURST_HOLD_S is the 90% objective's share,
+# so with cold starts over ~75 s the memory engages at the first (steps.surprises_for_memory). Suite, cold
+# start 180 s, 7 classes x 2 SLOs x seeds 0-4: 31/70 scenarios met the criteria after the
+# second surprise, 37/70 with this rule (steps 3 -> 7 of 10, flash crowds 6 -> 8, random walk
+# 2 -> 3; the Azure trace 4 -> 3: held peaks cost 2% more in one seed). Cold starts up to 75 s
+# are unchanged.
+SURPRISE_BUDGET = 0.1
 # Draining a backlog asks for at most this share more than the planned rate: round-robin gives
 # new replicas only new requests, so extra replicas drain the old queues only by taking new
 # traffic off them (drain rate = saturation - rate/replicas), which gains little beyond a quarter

@@ -108,9 +108,19 @@ def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
     return max(C.SCALE_DOWN_COLD_STARTS * cold_start(state), 2 * policy.interval_s), "cold start"
 
 
-def burst_hold(state: State, now: float) -> float:
+def surprises_for_memory(state: State, interval_s: float) -> int:
+    """How many surprises engage the burst memory: SURPRISES_FOR_MEMORY (a single one may be a
+    one-off), or the first already when one more would take the shortfall past the window budget
+    -- each surprise costs about one horizon (cold start + tick) of missed time, and the budget
+    is SURPRISE_BUDGET of the memory's span (a long cold start spends it in one surprise)."""
+    cost = cold_start(state) + interval_s
+    affordable = int(C.SURPRISE_BUDGET * C.MAX_BURST_HOLD_S // cost)  # surprises within budget
+    return max(1, min(int(C.SURPRISES_FOR_MEMORY), affordable))
+
+
+def burst_hold(state: State, now: float, interval_s: float = 15.0) -> float:
     """How long the burst memory holds the peak need after the last surprise (0: no surprise)."""
-    if len(state.surprises) < C.SURPRISES_FOR_MEMORY:
+    if not state.surprises or len(state.surprises) < surprises_for_memory(state, interval_s):
         return 0.0
     hold = C.SURPRISE_HOLD_COLD_STARTS * cold_start(state)
     gaps = [b - a for a, b in zip(state.surprises, state.surprises[1:], strict=False)]
@@ -140,7 +150,7 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
     memory holds, the highest bare need (the rate at full capacity, no breach extra) since the
     last surprise's hold began."""
     window, source = scale_down_window(policy, state)
-    hold = burst_hold(state, now)
+    hold = burst_hold(state, now, policy.interval_s)
     keep = max(policy.scale_up_stabilization_s, window, hold)
     seed = (now - 0.001, current, current) if not state.recommendations else None
     if seed is not None:
