@@ -1,5 +1,6 @@
-"""The simulator with the batching tuner: replicas take new settings after a reload pause, the
-tritonscale policy tunes from a poor start, and the tuner's suite (quick grid) reports and judges."""
+"""The simulator with the batching tuner: a change rolls out as the operator's Deployment does (or,
+modelled as a reload, pauses the replicas), the tritonscale policy tunes from a poor start, and the
+tuner's suite (quick grid) reports and judges."""
 
 from __future__ import annotations
 
@@ -33,6 +34,76 @@ def test_reconfigure_applies_new_settings_after_the_reload_pause() -> None:
     assert start[1] == pytest.approx(3.0)  # waited out the reload (1 s + 2 s)
     assert start[2] == pytest.approx(4.0)  # the new delay: none
     assert end[2] - start[2] == pytest.approx(0.022)
+
+
+class _Changer:
+    """Holds ``replicas`` (``down`` from ``down_at``) and switches to ``new`` settings at ``at``."""
+
+    name = "changer"
+
+    def __init__(self, replicas: int, old: BatcherConfig, new: BatcherConfig, at: float,
+                 down: int | None = None, down_at: float = math.inf) -> None:
+        self.replicas, self.batcher, self.new, self.at = replicas, old, new, at
+        self.down, self.down_at = down, down_at
+        self.seen: list[tuple[float, int, int, bool]] = []
+
+    def initial_replicas(self, default: int) -> int:
+        return self.replicas
+
+    def tick_times(self, horizon: float) -> np.ndarray:
+        return np.arange(5.0, horizon, 5.0)
+
+    def step(self, view):  # type: ignore[no-untyped-def]
+        self.seen.append((view.now, view.current, view.ready, view.rolling))
+        if view.now >= self.at:
+            self.batcher = self.new
+        if self.down is not None and view.now >= self.down_at:
+            return self.down, "down"
+        return self.replicas, "hold"
+
+
+OLD = BatcherConfig(max_queue_delay_ms=100.0, preferred=())
+NEW = BatcherConfig(max_queue_delay_ms=0.0, preferred=())
+
+
+def _alive(run, t: float) -> int:  # type: ignore[no-untyped-def]
+    return int(run.replicas_over_time(np.array([t]))[0])
+
+
+def test_a_change_rolls_out_like_a_deployment_one_extra_pod_at_a_time() -> None:
+    arrivals = np.arange(0.0, 120.0, 0.01)  # 100 rps
+    cluster = ClusterConfig(OLD, cold_start_s=10.0, max_replicas=8)
+    scaler = _Changer(3, OLD, NEW, at=30.0)
+    run = simulate(arrivals, scaler, cluster, 120.0)
+    created = sorted(c for c, _, _, _ in run.pods)
+    assert created == [0.0, 0.0, 0.0, 30.0, 40.0, 50.0]  # the next extra pod once one is ready
+    removed = sorted(r for _, _, _, r in run.pods if r is not None)
+    assert removed == [40.0, 50.0, 60.0]  # an old pod goes as each new one is ready
+    assert max(_alive(run, t) for t in np.arange(0.5, 120.0, 1.0)) == 4  # maxSurge 1
+    assert {cur for _, cur, _, _ in scaler.seen} == {3}  # spec.replicas: the extra pod is not counted
+    rolling = [t for t, _, _, r in scaler.seen if r]
+    assert rolling[0] == 35.0 and rolling[-1] == 60.0 - 5.0  # from the change until the last old pod went
+    assert np.all(np.isfinite(run.latency))  # nothing paused, nothing timed out
+
+
+def test_a_scale_down_during_a_rollout_takes_the_old_pods_first() -> None:
+    arrivals = np.arange(0.0, 120.0, 0.01)
+    cluster = ClusterConfig(OLD, cold_start_s=10.0, max_replicas=8)
+    scaler = _Changer(3, OLD, NEW, at=30.0, down=1, down_at=35.0)
+    run = simulate(arrivals, scaler, cluster, 120.0)
+    # at 35 s two old pods go (the extra pod keeps starting); at 40 s it replaces the last one
+    assert sorted(r for _, _, _, r in run.pods if r is not None) == [35.0, 35.0, 40.0]
+    assert sorted(c for c, _, _, _ in run.pods) == [0.0, 0.0, 0.0, 30.0]
+    assert _alive(run, 100.0) == 1
+
+
+def test_a_reload_pauses_the_replicas_instead_of_replacing_them() -> None:
+    arrivals = np.arange(0.0, 120.0, 0.01)
+    cluster = ClusterConfig(OLD, cold_start_s=10.0, max_replicas=8, batching_apply="reload", reload_pause_s=2.0)
+    run = simulate(arrivals, _Changer(3, OLD, NEW, at=30.0), cluster, 120.0)
+    assert len(run.pods) == 3  # no pod replaced
+    waited = run.latency[(run.arrival > 30.0) & (run.arrival < 36.0)]
+    assert waited.max() > 1.0  # requests queued behind a reload pause
 
 
 def test_tritonscale_leaves_an_oversized_delay_at_the_first_breach_and_the_replicas_follow() -> None:

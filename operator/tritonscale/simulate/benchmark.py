@@ -141,7 +141,8 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
         ours = TritonscalePolicy(pol, interval_s=float(spec.interval_seconds), initial=initial,
                                  state=decider.State(recommendations=((0.0, initial, initial),)))
         if opts.batching_tuner:
-            ours.batcher, ours.bounds, ours.reload_pause_s = c.batcher, Bounds(c.batcher.max_batch), c.reload_pause_s
+            ours.batcher, ours.bounds = c.batcher, Bounds(c.batcher.max_batch)
+            ours.reload_pause_s = c.reload_pause_s if c.batching_apply == "reload" else 0.0  # a rollout: view.rolling
         return ours
     if name == "hpa":
         return HpaPolicy(opts.hpa_target, c.min_replicas, c.max_replicas, initial, recs=seeded)

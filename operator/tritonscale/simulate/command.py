@@ -24,7 +24,7 @@ from tritonscale.output_paths import ensure_parent
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
 from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, fair_start, run_benchmark, scaling_spec
-from tritonscale.simulate.engine import RELOAD_PAUSE_S, ClusterConfig
+from tritonscale.simulate.engine import BATCHING_APPLY, RELOAD_PAUSE_S, ClusterConfig
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import validate_name
 from tritonscale.simulate.replica import BatcherConfig
@@ -66,9 +66,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="tritonscale also tunes the queue delay and preferred sizes (spec.batching.autoTune); "
                         "with --suite: replica-hours with and without it from poor starts, and the best static "
                         "config of a grid")
+    m.add_argument("--batching-apply", choices=BATCHING_APPLY, default="rollout",
+                   help="how a tuned batcher reaches the replicas: 'rollout' (the operator's way: one extra pod "
+                        "with the new settings at a time, a cold start each) or 'reload' (Triton's model-control "
+                        "reload, a pause per replica; default rollout)")
     m.add_argument("--reload-pause-s", type=float, default=RELOAD_PAUSE_S,
-                   help=f"a batcher change pauses each replica this long, one after the other (model reload; "
-                        f"default {RELOAD_PAUSE_S:g})")
+                   help=f"with --batching-apply reload: each replica pauses this long, one after the other "
+                        f"(default {RELOAD_PAUSE_S:g})")
 
     c = p.add_argument_group("cluster, metrics and policies")
     c.add_argument("--min-replicas", type=int, default=1)
@@ -104,7 +108,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
                             preferred_sizes(args.preferred_batch_sizes, args.max_batch),
                             timeout_us / 1000.0 if timeout_us > 0 else None)
     cluster = ClusterConfig(batcher, args.cold_start_s, args.min_replicas, args.max_replicas,
-                            PromConfig(args.scrape_s, args.window_s), args.reload_pause_s)
+                            PromConfig(args.scrape_s, args.window_s), args.reload_pause_s, args.batching_apply)
     if args.initial_replicas is not None and not args.min_replicas <= args.initial_replicas <= args.max_replicas:
         raise ValueError("--initial-replicas must be within --min-replicas..--max-replicas")
     if args.jobs < 1:

@@ -36,13 +36,15 @@ from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.replica import BatcherConfig, Replica
 
 # A batcher change reaches the replicas by a rollout in the operator (the config hash; chosen
-# over a model-control reload by e2e/bench_batching_apply.py). The simulator models a rolling
-# reload instead: each replica's instance pauses this long, one replica after the other. That
-# is an approximation: it leaves out the rollout's surge pod (one extra replica for a cold start
-# per replica) and applies the change sooner than a rollout would (a pause, not a cold start,
-# per replica), so the tuner's figures from the simulator understate a change's cost. 2 s is the
-# sandbox CPU model's load time (TESTING.md: cold start to ready ~1.5-2 s).
+# over a model-control reload by e2e/bench_batching_apply.py), and the simulator does the same
+# by default ("rollout"): like a Deployment with maxSurge 1 and maxUnavailable 0, one extra pod
+# with the new settings starts (a cold start), and once it is ready one old pod drains and goes,
+# until none is left; the extra pod is not in the replica count the autoscaler sees
+# (spec.replicas). "reload" models Triton's model-control reload instead: each replica's
+# instance pauses RELOAD_PAUSE_S, one replica after the other (2 s is the sandbox CPU model's
+# load time; TESTING.md: cold start to ready ~1.5-2 s).
 RELOAD_PAUSE_S = 2.0
+BATCHING_APPLY = ("rollout", "reload")
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,11 @@ class ClusterConfig:
     max_replicas: int = 20
     prom: PromConfig = field(default_factory=PromConfig)
     reload_pause_s: float = RELOAD_PAUSE_S
+    batching_apply: str = "rollout"  # how a tuned batcher reaches the replicas (BATCHING_APPLY)
 
     def __post_init__(self) -> None:
+        if self.batching_apply not in BATCHING_APPLY:
+            raise ValueError(f"batching apply must be one of {', '.join(BATCHING_APPLY)}")
         if self.cold_start_s < 0:
             raise ValueError("cold start must be >= 0 s")
         if self.reload_pause_s < 0:
@@ -73,6 +78,7 @@ class View:
     pods: Sequence[Replica]  # ready pods (scraped by Prometheus)
     prom: PromConfig
     startups: tuple[float, ...] = ()  # creation-to-ready seconds of pods ready since the last tick
+    rolling: bool = False  # a batcher change is still rolling out (pods with old settings remain)
 
     def observe(self) -> Observation:
         return metrics_view.observe(self.pods, self.now, self.prom)
@@ -105,7 +111,7 @@ class Autoscaler(Protocol):
 
 class BatcherTuning(Protocol):
     """An autoscaler that also sets the batcher (``tritonscale --batching-tuner``): after each
-    step the engine applies ``batcher`` to every replica (reload pause) and to new ones."""
+    step the engine applies a changed ``batcher`` (a rollout or a reload, ``ClusterConfig``)."""
 
     batcher: BatcherConfig
 
@@ -164,7 +170,10 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
 
     batcher = getattr(scaler, "batcher", None) or cfg.batcher  # a tuning scaler starts from its own settings
 
-    def create(t: float, warm: bool) -> None:
+    old: list[Replica] = []  # a rollout's pods with the settings from before it, still to replace
+    surge: list[Replica] = []  # the rollout's extra pod while it starts (maxSurge 1)
+
+    def create(t: float, warm: bool) -> Replica:
         r = Replica(len(all_pods), t, t if warm else t + cold, batcher)
         all_pods.append(r)
         by_id[r.rid] = r
@@ -173,6 +182,25 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             routed.append(r)
         else:
             heapq.heappush(pending_ready, (r.ready_at, r.rid))
+        return r
+
+    def remove(victim: Replica, t: float) -> None:
+        alive.remove(victim)
+        victim.removed = t
+        if victim in old:
+            old.remove(victim)
+        if victim in routed:
+            routed.remove(victim)
+            victim.advance(math.inf, math.inf)  # drain: no new arrivals will come
+        if surge and not old:  # nothing left to replace: the extra pod is not needed
+            extra = surge.pop()
+            if extra is not victim:
+                remove(extra, t)
+
+    def roll(t: float) -> None:
+        """Next step of a rollout: the ready extra pod replaces an old one, then the next starts."""
+        if old and not surge:
+            surge.append(create(t, warm=False))
 
     n0 = min(max(scaler.initial_replicas(cfg.min_replicas), 1), cfg.max_replicas)
     for _ in range(n0):
@@ -215,18 +243,31 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             if r.removed is None:
                 routed.append(r)
                 startups.append(r.ready_at - r.created)
+                if surge and surge[0] is r:
+                    surge.clear()
+                    if old:
+                        remove(old[0], t_next)
+                    roll(t_next)
         if ti < len(ticks) and ticks[ti] <= t_next:
             ti += 1
-            current = len(alive)
-            view = View(t_next, current, len(routed), tuple(routed), cfg.prom, tuple(startups))
+            current = len(alive) - len(surge)  # spec.replicas: the rollout's extra pod is not in it
+            view = View(t_next, current, len(routed), tuple(routed), cfg.prom, tuple(startups),
+                        rolling=bool(old or surge))
             startups.clear()
             desired, reason = scaler.step(view)
             tuned = getattr(scaler, "batcher", None)
             if tuned is not None and tuned != batcher:
                 batcher = tuned
-                for i, r in enumerate(alive):  # rolling reload: one replica after the other
-                    r.advance(t_next, t_next)
-                    r.reconfigure(t_next + i * cfg.reload_pause_s, tuned, cfg.reload_pause_s)
+                if cfg.batching_apply == "reload":
+                    for i, r in enumerate(alive):  # rolling reload: one replica after the other
+                        r.advance(t_next, t_next)
+                        r.reconfigure(t_next + i * cfg.reload_pause_s, tuned, cfg.reload_pause_s)
+                else:
+                    for r in alive:
+                        if r not in routed:  # still starting: it loads the new config
+                            r.reconfigure(t_next, tuned, 0.0)
+                    old[:] = [r for r in routed if r.cfg != tuned]
+                    roll(t_next)
             desired = min(max(int(desired), cfg.min_replicas), cfg.max_replicas)
             records.append(TickRecord(t_next, current, len(routed), desired, reason))
             if desired != current:
@@ -235,14 +276,12 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
                 create(t_next, warm=False)
                 cold_starts += 1
             for _ in range(current - desired):
-                # newest first: a pod still starting goes before any ready one
-                starting = [r for r in alive if r not in routed]
-                victim = starting[-1] if starting else max(routed, key=lambda r: (r.ready_at, r.rid))
-                alive.remove(victim)
-                victim.removed = t_next
-                if victim in routed:
-                    routed.remove(victim)
-                    victim.advance(math.inf, math.inf)  # drain: no new arrivals will come
+                # newest first: a pod still starting goes before any ready one (a rollout's old
+                # pods before its new ones; its extra pod only once nothing is left to replace)
+                starting = [r for r in alive if r not in routed and r not in surge]
+                victim = (starting[-1] if starting else old[-1] if old
+                          else max(routed, key=lambda r: (r.ready_at, r.rid)))
+                remove(victim, t_next)
 
     for r in all_pods:
         r.advance(math.inf, math.inf)

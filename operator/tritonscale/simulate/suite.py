@@ -92,7 +92,8 @@ class SuiteConfig:
     # Triton queue timeout as a multiple of the scenario's SLO; the default is what the operator
     # renders when batching.queueTimeoutMicroseconds is unset; 0: no timeout
     queue_timeout_targets: float = QUEUE_TIMEOUT_TARGETS
-    reload_pause_s: float = RELOAD_PAUSE_S  # a batcher change pauses each replica (--batching-tuner)
+    reload_pause_s: float = RELOAD_PAUSE_S  # a batcher change pauses each replica (--batching-apply reload)
+    batching_apply: str = "rollout"  # how a tuned batcher reaches the replicas (--batching-tuner)
 
     def __post_init__(self) -> None:
         bad = [c for c in self.classes if c not in traffic.CLASSES]
@@ -205,7 +206,7 @@ def _cluster(cfg: SuiteConfig, sc: Scenario) -> ClusterConfig:
     if cfg.queue_timeout_targets > 0:
         batcher = replace(batcher, queue_timeout_ms=cfg.queue_timeout_targets * cfg.slo_ms(sc.slo))
     return ClusterConfig(batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas,
-                         reload_pause_s=cfg.reload_pause_s)
+                         reload_pause_s=cfg.reload_pause_s, batching_apply=cfg.batching_apply)
 
 
 def run_scenario(sc: Scenario, cfg: SuiteConfig, keep_timeline: bool = False) -> ScenarioResult:

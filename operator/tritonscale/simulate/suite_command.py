@@ -111,6 +111,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         trace_path=trace,
         jobs=args.jobs,
         reload_pause_s=args.reload_pause_s,
+        batching_apply=args.batching_apply,
     )
 
 

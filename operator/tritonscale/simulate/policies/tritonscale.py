@@ -66,7 +66,7 @@ class TritonscalePolicy:
         tobs = bt.TunerObservation(decider.batch_cost(d.state.batch_samples),
                                    float(rate) / ready if isinstance(rate, (int, float)) and ready else None,
                                    self.policy.target_p95_ms, obs.p95_ms,
-                                   rollout=view.ready < view.current or view.now < self.reload_until)
+                                   rollout=view.rolling or view.ready < view.current or view.now < self.reload_until)
         out = bt.tune(tobs, now, self.bounds, self.tuner_state, view.now)
         self.tuner_state = out.state
         if out.changed:
