@@ -187,6 +187,17 @@ def test_surprise_when_the_rate_outruns_the_plan_of_a_cold_start_ago():
     assert again == (180.0,)  # one per cold start
 
 
+def test_a_plan_read_low_for_one_tick_is_no_surprise_later():
+    """A removed pod's rate leaves the sum a tick before its traffic shows on the others (a
+    rollout, a scale-down): the plan of that tick is low, but the fleet was sized for the minute's
+    highest plan, so the rate's return a cold start later is no surprise."""
+    hist = tuple((t, 500.0, 550.0) for t in range(0, 181, 15))
+    dip = tuple((t, 380.0, 400.0) if t == 120 else (t, r, p) for t, r, p in hist)
+    st = State(rates=dip, cold_start_s=60.0)
+    assert D.surprise(st, D.Demand(520.0, 520.0, 0.0), 180.0).surprises == ()
+    assert D.surprise(st, D.Demand(800.0, 800.0, 0.0), 180.0).surprises == (180.0,)  # a real rise still is
+
+
 # --- step: recommend ---------------------------------------------------------------------------
 @pytest.mark.parametrize(("demand", "planned", "cap", "current", "replicas", "reason"), [
     (D.Demand(0.0, 0.0, 0.0), 0.0, CAP, 5, 1, "Idle"),

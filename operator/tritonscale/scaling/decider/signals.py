@@ -88,13 +88,15 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
 
 def surprise(state: State, d: Demand, now: float) -> State:
     """Record a surprise: the rate now exceeds, by more than its noise, the rate planned for one
-    cold start ago -- what replicas asked for then were sized for. Whether or not capacity
+    cold start ago -- what replicas asked for then were sized for: the highest plan of the minute
+    before (LEVEL_S; a plan read low for one tick, as when a removed pod's rate leaves the sum
+    before the traffic it served shows on the others, shrinks no fleet). Whether or not capacity
     happened to be there (the burst memory may have held it), a scaler that follows the plan
     would have been short. Rising edge: at most one per cold start."""
     horizon = cold_start(state)
-    past = [e for e in state.rates if now - e[0] >= horizon]
+    past = [e[2] for e in state.rates if horizon <= now - e[0] <= horizon + C.LEVEL_S]
     kept = tuple(t for t in state.surprises if now - t <= C.MAX_BURST_HOLD_S)
-    if past and d.rate - C.NOISE_Z * noise(state.rates, now) > past[-1][2] \
+    if past and d.rate - C.NOISE_Z * noise(state.rates, now) > max(past) \
             and (not kept or now - kept[-1] > horizon):
         kept = (kept + (now,))[-C.MAX_SURPRISES:]
     return replace(state, surprises=kept)
