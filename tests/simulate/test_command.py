@@ -81,6 +81,7 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
      "--plot: /dev/null is a file, not a folder"),
     (["--suite", "quick", "--plot", "/dev/null/p.png"], "--plot: /dev/null is a file, not a folder"),
     (["--suite", "quick", "--seeds", "0,-1"], "--seeds: seeds must be >= 0"),
+    (["--suite", "quick", "--seeds", "0"], "--seeds: a count must be >= 1"),
     (["--shape", "poisson", "--slo-ms", "150", "--policy", "all", "--static-replicas", "0"],
      "--static-replicas must be within --min-replicas..--max-replicas"),
 ])

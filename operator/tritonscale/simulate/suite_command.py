@@ -86,6 +86,8 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     if seeds is not None and min(seeds) < 0:
         raise ValueError("--seeds: seeds must be >= 0")
     if seeds is not None and len(seeds) == 1 and args.seeds.strip().isdigit() and "," not in args.seeds:
+        if seeds[0] < 1:  # a count: 0 would silently mean the default seeds
+            raise ValueError("--seeds: a count must be >= 1 (seed 0 alone: --seeds 0,)")
         seeds = tuple(range(seeds[0]))
     classes = _list(args.classes, "classes") or traffic.CLASSES
     trace = _trace_path(args)
