@@ -249,13 +249,14 @@ def test_scale_down_window_is_learned_unless_set():
 
 
 def test_burst_hold_needs_recurring_surprises_and_grows_with_their_gaps():
-    assert D.burst_hold(State(cold_start_s=60.0, surprises=(100.0,)), 150.0) == 0.0  # one may be a one-off
+    tick = POLICY.interval_s
+    assert D.burst_hold(State(cold_start_s=60.0, surprises=(100.0,)), 150.0, tick) == 0.0  # one may be a one-off
     st = State(cold_start_s=60.0, surprises=(100.0, 400.0))
-    assert D.burst_hold(st, 450.0) == D.SURPRISE_HOLD_COLD_STARTS * 60.0  # 2 x 300 s gap < 10 cold starts
-    assert D.burst_hold(st, 400.0 + D.SURPRISE_HOLD_COLD_STARTS * 60.0 + 1) == 0.0  # expired
+    assert D.burst_hold(st, 450.0, tick) == D.SURPRISE_HOLD_COLD_STARTS * 60.0  # 2 x 300 s gap < 10 cold starts
+    assert D.burst_hold(st, 400.0 + D.SURPRISE_HOLD_COLD_STARTS * 60.0 + 1, tick) == 0.0  # expired
     st = State(cold_start_s=60.0, surprises=(100.0, 1000.0))
-    assert D.burst_hold(st, 1100.0) == min(D.MAX_BURST_HOLD_S, D.BURST_HOLD_GAPS * 900.0)
-    assert D.burst_hold(State(), 0.0) == 0.0
+    assert D.burst_hold(st, 1100.0, tick) == min(D.MAX_BURST_HOLD_S, D.BURST_HOLD_GAPS * 900.0)
+    assert D.burst_hold(State(), 0.0, tick) == 0.0
 
 
 @pytest.mark.parametrize(("cold_start_s", "interval_s", "needed"), [

@@ -198,9 +198,16 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
                 remove(extra, t)
 
     def roll(t: float) -> None:
-        """Next step of a rollout: the ready extra pod replaces an old one, then the next starts."""
+        """Start the rollout's next extra pod, while old pods remain and none is starting."""
         if old and not surge:
             surge.append(create(t, warm=False))
+
+    def surge_ready(t: float) -> None:
+        """The extra pod is ready: it replaces an old pod, and the next one starts."""
+        surge.clear()
+        if old:
+            remove(old[0], t)
+        roll(t)
 
     n0 = min(max(scaler.initial_replicas(cfg.min_replicas), 1), cfg.max_replicas)
     for _ in range(n0):
@@ -244,10 +251,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
                 routed.append(r)
                 startups.append(r.ready_at - r.created)
                 if surge and surge[0] is r:
-                    surge.clear()
-                    if old:
-                        remove(old[0], t_next)
-                    roll(t_next)
+                    surge_ready(t_next)
         if ti < len(ticks) and ticks[ti] <= t_next:
             ti += 1
             current = len(alive) - len(surge)  # spec.replicas: the rollout's extra pod is not in it

@@ -118,9 +118,10 @@ def surprises_for_memory(state: State, interval_s: float) -> int:
     return max(1, min(int(C.SURPRISES_FOR_MEMORY), affordable))
 
 
-def burst_hold(state: State, now: float, interval_s: float = 15.0) -> float:
-    """How long the burst memory holds the peak need after the last surprise (0: no surprise)."""
-    if not state.surprises or len(state.surprises) < surprises_for_memory(state, interval_s):
+def burst_hold(state: State, now: float, interval_s: float) -> float:
+    """How long the burst memory holds the peak need after the last surprise (0: no surprise);
+    ``interval_s``: the policy's tick."""
+    if len(state.surprises) < surprises_for_memory(state, interval_s):
         return 0.0
     hold = C.SURPRISE_HOLD_COLD_STARTS * cold_start(state)
     gaps = [b - a for a, b in zip(state.surprises, state.surprises[1:], strict=False)]
