@@ -15,7 +15,7 @@ the batcher settings change (queue delay and preferred sizes, ``--to-delay-us``,
   the config override);
 * ``rollout``: the ConfigMap gets the new config.pbtxt and the pod template its hash
   (``tritonscale.io/config-hash``), and the Deployment controller rolls the pods
-  (maxSurge 1, maxUnavailable 0).
+  (maxSurge 25% -- one pod at 2 replicas -- and maxUnavailable 0).
 
 Printed per way: p50/p95/p99 and errors before the change, during it (from the change until
 every pod serves the new settings) and after it, and how long it took.

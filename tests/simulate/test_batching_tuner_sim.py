@@ -71,6 +71,7 @@ def _alive(run, t: float) -> int:  # type: ignore[no-untyped-def]
 
 
 def test_a_change_rolls_out_like_a_deployment_one_extra_pod_at_a_time() -> None:
+    """3 replicas: maxSurge 25% rounds up to 1."""
     arrivals = np.arange(0.0, 120.0, 0.01)  # 100 rps
     cluster = ClusterConfig(OLD, cold_start_s=10.0, max_replicas=8)
     scaler = _Changer(3, OLD, NEW, at=30.0)
@@ -84,6 +85,33 @@ def test_a_change_rolls_out_like_a_deployment_one_extra_pod_at_a_time() -> None:
     rolling = [t for t, _, _, r in scaler.seen if r]
     assert rolling[0] == 35.0 and rolling[-1] == 60.0 - 5.0  # from the change until the last old pod went
     assert np.all(np.isfinite(run.latency))  # nothing paused, nothing timed out
+
+
+def test_a_larger_fleet_rolls_a_quarter_of_its_pods_at_a_time() -> None:
+    """maxSurge 25% (rounded up, as Kubernetes rounds it): 8 replicas start 2 extra pods at once,
+    and each one ready replaces an old pod and starts the next."""
+    arrivals = np.arange(0.0, 120.0, 0.005)  # 200 rps
+    cluster = ClusterConfig(OLD, cold_start_s=10.0, max_replicas=12)
+    scaler = _Changer(8, OLD, NEW, at=30.0)
+    run = simulate(arrivals, scaler, cluster, 120.0)
+    created = sorted(c for c, _, _, _ in run.pods if c > 0.0)
+    assert created == [30.0, 30.0, 40.0, 40.0, 50.0, 50.0, 60.0, 60.0]
+    removed = sorted(r for _, _, _, r in run.pods if r is not None)
+    assert removed == [40.0, 40.0, 50.0, 50.0, 60.0, 60.0, 70.0, 70.0]
+    assert max(_alive(run, t) for t in np.arange(0.5, 120.0, 1.0)) == 10
+    assert {cur for _, cur, _, _ in scaler.seen} == {8}
+    assert np.all(np.isfinite(run.latency))
+
+
+def test_a_scale_down_mid_rollout_stops_extra_pods_with_no_old_pod_left_to_replace() -> None:
+    arrivals = np.arange(0.0, 120.0, 0.01)
+    cluster = ClusterConfig(OLD, cold_start_s=10.0, max_replicas=12)
+    scaler = _Changer(8, OLD, NEW, at=30.0, down=1, down_at=35.0)
+    run = simulate(arrivals, scaler, cluster, 120.0)
+    # at 35 s seven old pods go, and one of the two extra pods (one old pod is left to replace);
+    # at 40 s the other extra pod is ready and replaces it
+    assert sorted(r for _, _, _, r in run.pods if r is not None) == [35.0] * 8 + [40.0]
+    assert _alive(run, 100.0) == 1
 
 
 def test_a_scale_down_during_a_rollout_takes_the_old_pods_first() -> None:

@@ -11,7 +11,7 @@ import yaml
 
 from support.spec_cases import mutate
 from tritonscale.api.spec import HASH_ANNOTATION, LABEL, InferenceServiceSpec
-from tritonscale.render.kubernetes_objects import FETCH_IMAGES, build_children, config_hash
+from tritonscale.render.kubernetes_objects import FETCH_IMAGES, build_children, config_hash, max_surge
 from tritonscale.render.triton_config import render_config_pbtxt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,6 +99,11 @@ def test_configmap_holds_the_rendered_config(sample: Any) -> None:
 
 # --- Deployment ---------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize(("replicas", "surge"), [(0, 1), (1, 1), (3, 1), (4, 1), (5, 2), (8, 2), (9, 3), (20, 5)])
+def test_max_surge_rounds_a_quarter_up_as_kubernetes_does(replicas: int, surge: int) -> None:
+    assert max_surge(replicas) == surge
+
+
 def test_deployment_shape(sample: Any) -> None:
     doc, spec, objs = sample
     dep = objs["Deployment"]
@@ -107,7 +112,7 @@ def test_deployment_shape(sample: Any) -> None:
     s = doc["spec"]["scaling"]
     assert dep["spec"]["replicas"] == s["minReplicas"] + s.get("warmBuffer", 0)
     assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
-    assert dep["spec"]["strategy"]["rollingUpdate"]["maxSurge"] >= 1
+    assert dep["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == "25%"  # the Deployment default, rounded up
     assert dep["spec"]["selector"] == {"matchLabels": {LABEL: name}}
     template = dep["spec"]["template"]
     assert template["metadata"]["labels"][LABEL] == name, "the selector must match the pod labels"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import shlex
 from typing import Any
 
@@ -30,6 +31,19 @@ from tritonscale.api.status import BatcherInForce, tuned_batcher
 from tritonscale.render.triton_config import render_config_pbtxt
 
 MODEL_REPOSITORY = "/models"
+# A rollout (a changed config.pbtxt, image or pod template) starts up to this share of
+# spec.replicas as extra pods at once -- the Deployment default, rounded up as Kubernetes rounds
+# it -- and, with maxUnavailable 0, removes an old pod only once a new one is ready. The extra
+# replica-time is one cold start per replaced pod whatever the share; a larger share only
+# finishes sooner (maxSurge 1 takes one cold start per replica, minutes on GPUs, while old pods
+# keep the settings being replaced). On a cluster without free GPUs the extra pods wait
+# Pending and the rollout proceeds as old pods free theirs.
+MAX_SURGE = "25%"
+
+
+def max_surge(replicas: int) -> int:
+    """Extra pods a rollout starts at once for ``replicas`` (MAX_SURGE, rounded up; at least 1)."""
+    return max(1, math.ceil(int(MAX_SURGE.rstrip("%")) * max(replicas, 0) / 100))
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 
 # Images for the init container that assembles the model directory.
@@ -235,8 +249,8 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         "spec": {
             "replicas": spec.scaling.floor,
             "selector": {"matchLabels": {LABEL: name}},
-            # Surge one warm pod before removing an old one: rollouts never dip below the floor.
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            # New pods are warm before an old one goes: rollouts never dip below the floor.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": MAX_SURGE}},
             "template": {
                 "metadata": {
                     "labels": pod_labels,

@@ -30,6 +30,7 @@ from typing import Protocol
 
 import numpy as np
 
+from tritonscale.render.kubernetes_objects import max_surge
 from tritonscale.scaling.decider import Observation
 from tritonscale.simulate import metrics_view
 from tritonscale.simulate.metrics_view import PromConfig
@@ -37,9 +38,10 @@ from tritonscale.simulate.replica import BatcherConfig, Replica
 
 # A batcher change reaches the replicas by a rollout in the operator (the config hash; chosen
 # over a model-control reload by e2e/bench_batching_apply.py), and the simulator does the same
-# by default ("rollout"): like a Deployment with maxSurge 1 and maxUnavailable 0, one extra pod
-# with the new settings starts (a cold start), and once it is ready one old pod drains and goes,
-# until none is left; the extra pod is not in the replica count the autoscaler sees
+# by default ("rollout"): like the operator's Deployment (maxSurge 25%, maxUnavailable 0),
+# extra pods with the new settings start (a cold start each), up to render's max_surge of the
+# replicas at once, and as each is ready one old pod drains and goes and the next starts, until
+# none is left; the extra pods are not in the replica count the autoscaler sees
 # (spec.replicas). "reload" models Triton's model-control reload instead: each replica's
 # instance pauses RELOAD_PAUSE_S, one replica after the other (2 s is the sandbox CPU model's
 # load time; TESTING.md: cold start to ready ~1.5-2 s).
@@ -171,7 +173,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     batcher = getattr(scaler, "batcher", None) or cfg.batcher  # a tuning scaler starts from its own settings
 
     old: list[Replica] = []  # a rollout's pods with the settings from before it, still to replace
-    surge: list[Replica] = []  # the rollout's extra pod while it starts (maxSurge 1)
+    surge: list[Replica] = []  # the rollout's extra pods while they start (at most maxSurge)
 
     def create(t: float, warm: bool) -> Replica:
         r = Replica(len(all_pods), t, t if warm else t + cold, batcher)
@@ -192,19 +194,20 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
         if victim in routed:
             routed.remove(victim)
             victim.advance(math.inf, math.inf)  # drain: no new arrivals will come
-        if surge and not old:  # nothing left to replace: the extra pod is not needed
-            extra = surge.pop()
-            if extra is not victim:
-                remove(extra, t)
+        if victim in surge:
+            surge.remove(victim)
+        while len(surge) > len(old):  # more extra pods than old ones left to replace: not needed
+            remove(surge[-1], t)
 
     def roll(t: float) -> None:
-        """Start the rollout's next extra pod, while old pods remain and none is starting."""
-        if old and not surge:
+        """Start extra pods while old pods remain to be replaced, up to maxSurge starting at once."""
+        limit = max_surge(len(alive) - len(surge))
+        while len(surge) < min(limit, len(old)):
             surge.append(create(t, warm=False))
 
-    def surge_ready(t: float) -> None:
-        """The extra pod is ready: it replaces an old pod, and the next one starts."""
-        surge.clear()
+    def surge_ready(r: Replica, t: float) -> None:
+        """An extra pod is ready: it replaces an old pod, and the next one starts."""
+        surge.remove(r)
         if old:
             remove(old[0], t)
         roll(t)
@@ -250,8 +253,8 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             if r.removed is None:
                 routed.append(r)
                 startups.append(r.ready_at - r.created)
-                if surge and surge[0] is r:
-                    surge_ready(t_next)
+                if r in surge:
+                    surge_ready(r, t_next)
         if ti < len(ticks) and ticks[ti] <= t_next:
             ti += 1
             current = len(alive) - len(surge)  # spec.replicas: the rollout's extra pod is not in it
