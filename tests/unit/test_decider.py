@@ -198,6 +198,17 @@ def test_a_plan_read_low_for_one_tick_is_no_surprise_later():
     assert D.surprise(st, D.Demand(800.0, 800.0, 0.0), 180.0).surprises == (180.0,)  # a real rise still is
 
 
+def test_the_first_plans_made_before_the_noise_was_measured_are_no_evidence_of_a_surprise():
+    """A new service's first plans are its first readings, with no noise margin (noise needs three
+    differences): a later reading a little above one of them is Poisson noise, not a surprise."""
+    first = ((15.0, 365.0, 365.0), (30.0, 376.0, 376.0), (45.0, 377.0, 377.0), (60.0, 380.0, 384.0))
+    st = State(rates=first + ((75.0, 377.0, 387.0),), cold_start_s=60.0)  # the plan at 15 s: 365, bare
+    assert D.surprise(st, D.Demand(377.0, 377.0, 0.0), 75.0).surprises == ()
+    later = tuple((t + 60.0, r, p) for t, r, p in first)  # the same plans, once three samples preceded them
+    st = State(rates=first + later + ((135.0, 377.0, 387.0),), cold_start_s=60.0)
+    assert D.surprise(st, D.Demand(500.0, 500.0, 0.0), 135.0).surprises == (135.0,)
+
+
 # --- step: recommend ---------------------------------------------------------------------------
 @pytest.mark.parametrize(("demand", "planned", "cap", "current", "replicas", "reason"), [
     (D.Demand(0.0, 0.0, 0.0), 0.0, CAP, 5, 1, "Idle"),

@@ -92,14 +92,23 @@ def surprise(state: State, d: Demand, now: float) -> State:
     before (LEVEL_S; a plan read low for one tick, as when a removed pod's rate leaves the sum
     before the traffic it served shows on the others, shrinks no fleet). Whether or not capacity
     happened to be there (the burst memory may have held it), a scaler that follows the plan
-    would have been short. Rising edge: at most one per cold start."""
+    would have been short. Rising edge: at most one per cold start. A plan made before the rate's
+    noise could be measured (the first ticks of a new service or memory: fewer than three earlier
+    samples) carries no noise margin, so the next noisy reading would pass it by chance: it is
+    no evidence either way."""
     horizon = cold_start(state)
-    past = [e[2] for e in state.rates if horizon <= now - e[0] <= horizon + C.LEVEL_S]
+    past = [e[2] for i, e in enumerate(state.rates)
+            if horizon <= now - e[0] <= horizon + C.LEVEL_S and _noise_known(state.rates, i)]
     kept = tuple(t for t in state.surprises if now - t <= C.MAX_BURST_HOLD_S)
     if past and d.rate - C.NOISE_Z * noise(state.rates, now) > max(past) \
             and (not kept or now - kept[-1] > horizon):
         kept = (kept + (now,))[-C.MAX_SURPRISES:]
     return replace(state, surprises=kept)
+
+
+def _noise_known(rates: tuple[tuple[float, float, float], ...], i: int) -> bool:
+    """The plan of sample ``i`` was made with a noise estimate: ``noise`` saw three differences."""
+    return sum(1 for e in rates[:i] if rates[i][0] - e[0] <= C.NOISE_S) >= 3
 
 
 def cold_start(state: State) -> float:
