@@ -198,6 +198,32 @@ def test_a_plan_read_low_for_one_tick_is_no_surprise_later():
     assert D.surprise(st, D.Demand(800.0, 800.0, 0.0), 180.0).surprises == (180.0,)  # a real rise still is
 
 
+@pytest.mark.parametrize(("planned", "cap", "served"), [
+    (500.0, 100.0, 6 * 90.0),  # 500 rps at 90 (0.9 x 100) a replica: 6 replicas, 540 rps
+    (540.0, 100.0, 540.0),  # exactly 6 replicas' worth
+    (10.0, 100.0, 90.0),  # one replica at least
+    (500.0, None, 500.0),  # capacity unknown: the plan itself
+])
+def test_bought_is_what_the_plans_whole_replicas_serve(planned, cap, served):
+    assert D.bought(planned, cap) == pytest.approx(served)
+
+
+def test_decide_remembers_what_its_plan_bought_so_a_rise_within_the_last_replica_is_no_surprise():
+    """Steady 500 rps on replicas of CAP: the plan buys whole replicas, and a rise a cold start
+    later that they still serve (the last one's spare room) costs nothing -- no surprise."""
+    st, now = State(cold_start_s=60.0), 0.0
+    for _ in range(12):
+        now += 15.0
+        d = D.decide(ok(500.0), Replicas(6, 6), POLICY, st, now)
+        st = d.state
+    served = st.rates[-1][2]
+    assert served == pytest.approx(D.bought(d.details["planned_rps"], d.details["capacity_rps"]))
+    assert served > d.details["planned_rps"] + 10.0  # spare room in the last replica
+    rise = (served + d.details["planned_rps"]) / 2  # above the plan, within what it bought
+    assert D.surprise(st, D.Demand(rise, rise, 0.0), now + 60.0).surprises == ()
+    assert D.surprise(st, D.Demand(served + 50.0, served + 50.0, 0.0), now + 60.0).surprises == (now + 60.0,)
+
+
 def test_the_first_plans_made_before_the_noise_was_measured_are_no_evidence_of_a_surprise():
     """A new service's first plans are its first readings, with no noise margin (noise needs three
     differences): a later reading a little above one of them is Poisson noise, not a surprise."""

@@ -43,6 +43,7 @@ from tritonscale.scaling.decider.constants import *  # noqa: F403 (read-only cop
 from tritonscale.scaling.decider.model import Decision, Observation, Policy, Replicas, SourceStatus, State, Step, _clamp
 from tritonscale.scaling.decider.signals import (
     Demand,
+    bought,
     cold_start,
     demand,
     forecast,
@@ -87,7 +88,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     planned, horizon = forecast(d, state, policy, now)
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
                    p95_ms=obs.p95_ms, capacity_rps=cap)
-    state = replace(state, rates=state.rates[:-1] + ((now, d.rate, planned),))
+    state = replace(state, rates=state.rates[:-1] + ((now, d.rate, bought(planned, cap)),))
     state = surprise(state, d, now)
     demanded = recommend(d, planned, horizon, cap, source, current, policy)
     step = breach(demanded, obs, replicas, cap, policy, d)
@@ -102,7 +103,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
 
 __all__ = [
     "Decision", "Demand", "Observation", "Policy", "Replicas", "SourceStatus", "State", "Step",
-    "add_batch_sample", "batch_capacity", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
+    "add_batch_sample", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
     "cold_start", "constants", "decide", "demand", "forecast", "guard", "learn", "level", "limit", "noise",
     "recommend", "scale_down_window", "stabilize", "surprise", "surprises_for_memory", "tolerate", "trend",
 ]

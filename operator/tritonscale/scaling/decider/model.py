@@ -97,7 +97,7 @@ class State:
     capacity_ceiling_rps: float | None = None  # upper bound set by the last breach, relaxing
     batch_samples: tuple[tuple[float, float, float], ...] = ()  # (mean batch size, mean batch ms, when)
     last_scale_time: float | None = None
-    rates: tuple[tuple[float, float, float], ...] = ()  # (time, arrival rate, rate planned for) history
+    rates: tuple[tuple[float, float, float], ...] = ()  # (time, arrival rate, rate its plan's replicas serve)
     cold_start_s: float | None = None  # learned creation-to-ready time
     surprises: tuple[float, ...] = ()  # times demand outran the warm replicas unforeseen
     last_pending: tuple[float, ...] | None = None  # (time, pending, ready replicas) at the last tick

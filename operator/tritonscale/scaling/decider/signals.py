@@ -81,18 +81,29 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     rates = tuple(e for e in state.rates if now - e[0] <= memory)
     if rates and now - rates[-1][0] < C.RATE_SAMPLE_S:
         rates = rates[:-1]  # keep one sample per RATE_SAMPLE_S: replace the latest
-    rates += ((now, rate, rate),)  # the plan is filled in once made (see decide)
+    rates += ((now, rate, rate),)  # what the plan bought is filled in once made (see decide)
     pending = (now, obs.pending, float(ready)) if obs.pending is not None else None
     return replace(state, rates=rates, last_pending=pending)
 
 
+def bought(planned: float, cap: float | None) -> float:
+    """The rate the replicas a plan asks for serve at the target: whole replicas, each planned at
+    UTILISATION of ``cap`` (as ``steps.recommend`` sizes them, before any backlog); the plan
+    itself while the capacity is unknown."""
+    if not cap:
+        return planned
+    per = cap * C.UTILISATION
+    return max(1, math.ceil(planned / per)) * per
+
+
 def surprise(state: State, d: Demand, now: float) -> State:
-    """Record a surprise: the rate now exceeds, by more than its noise, the rate planned for one
-    cold start ago -- what replicas asked for then were sized for: the highest plan of the minute
-    before (LEVEL_S; a plan read low for one tick, as when a removed pod's rate leaves the sum
-    before the traffic it served shows on the others, shrinks no fleet). Whether or not capacity
-    happened to be there (the burst memory may have held it), a scaler that follows the plan
-    would have been short. Rising edge: at most one per cold start. A plan made before the rate's
+    """Record a surprise: the rate now exceeds, by more than its noise, what the replicas asked
+    for one cold start ago serve at the target (``bought``: whole replicas, so a rise within the
+    last one's spare room costs nothing and is no surprise) -- the highest of the minute before
+    (LEVEL_S; a plan read low for one tick, as when a removed pod's rate leaves the sum before the
+    traffic it served shows on the others, shrinks no fleet). Whether or not capacity happened to
+    be there (the burst memory may have held it), a scaler that follows the plan would have been
+    short. Rising edge: at most one per cold start. A plan made before the rate's
     noise could be measured (the first ticks of a new service or memory: fewer than three earlier
     samples) carries no noise margin, so the next noisy reading would pass it by chance: it is
     no evidence either way."""
