@@ -38,8 +38,9 @@ LEVEL_S = 60.0
 # ago serve at the target (whole replicas: signals.bought) -- a rise the plan did not foresee. A
 # reactive scaler pays a whole cold start of misses for each one. (Against the bare plan, steady
 # Poisson traffic crossed the noise test about once an hour; whole suite, seeds 0-2: 97 -> 99/126
-# with what the replicas serve, cheaper; held-out seeds 3-4: 65 -> 64/84, cheaper in 27 of 28.) Once surprises recur (SURPRISES_FOR_MEMORY: a single one may be a one-off flash
-# crowd, and holding capacity after it would only cost), the peak need is held (burst memory)
+# with what the replicas serve, cheaper; held-out seeds 3-4: 65 -> 64/84, cheaper in 27 of 28.)
+# Once surprises recur (SURPRISES_FOR_MEMORY: a single one may be a one-off flash crowd, and
+# holding capacity after it would only cost), the peak need is held (burst memory)
 # for SURPRISE_HOLD_COLD_STARTS cold starts, so surprises cost at most ~1/10 of the time -- the
 # budget of a 90% window objective -- and at least twice the longest gap seen between them
 # (the next gap may be longer than the few seen), at most MAX_BURST_HOLD_S. Suite, seed-0
