@@ -188,7 +188,7 @@ def test_kubelet_runs_the_controllers_pods_as_tritonservers(plane, tmp_path: Pat
             else:
                 raise AssertionError(f"the rollout did not finish: ready {ready_counts[-20:]}")
             assert min(ready_counts) >= 2, ready_counts  # maxUnavailable 0
-            assert max(live_counts) <= 3, live_counts  # maxSurge 1
+            assert max(live_counts) <= 3, live_counts  # maxSurge 25% of 2 replicas: 1
             for w in kubelet.workers.values():
                 if w.running:
                     repo = w.dir / "volumes" / "model-repository" / "linear" / "config.pbtxt"

@@ -99,7 +99,7 @@ def test_config_change_rolls_pods_without_dipping_below_the_floor(api_client, na
     most = max(n for _, n, _ in sampler.samples)
     print(f"\nrollout: {len(sampler.samples)} samples, ready pods never below {lowest}, at most {most} pods")
     assert lowest >= 2, "ready pods dipped below minReplicas during the rollout"
-    assert most <= 3, "maxSurge 1: at most minReplicas + 1 pods at once"
+    assert most <= 3, "maxSurge 25% of 2 replicas, rounded up: at most minReplicas + 1 pods at once"
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
 
 

@@ -80,7 +80,7 @@ def test_a_change_rolls_out_like_a_deployment_one_extra_pod_at_a_time() -> None:
     assert created == [0.0, 0.0, 0.0, 30.0, 40.0, 50.0]  # the next extra pod once one is ready
     removed = sorted(r for _, _, _, r in run.pods if r is not None)
     assert removed == [40.0, 50.0, 60.0]  # an old pod goes as each new one is ready
-    assert max(_alive(run, t) for t in np.arange(0.5, 120.0, 1.0)) == 4  # maxSurge 1
+    assert max(_alive(run, t) for t in np.arange(0.5, 120.0, 1.0)) == 4  # maxSurge 25% of 3: 1
     assert {cur for _, cur, _, _ in scaler.seen} == {3}  # spec.replicas: the extra pod is not counted
     rolling = [t for t, _, _, r in scaler.seen if r]
     assert rolling[0] == 35.0 and rolling[-1] == 60.0 - 5.0  # from the change until the last old pod went
