@@ -44,6 +44,8 @@ MAX_SURGE = "25%"
 def max_surge(replicas: int) -> int:
     """Extra pods a rollout starts at once for ``replicas`` (MAX_SURGE, rounded up; at least 1)."""
     return max(1, math.ceil(int(MAX_SURGE.rstrip("%")) * max(replicas, 0) / 100))
+
+
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 
 # Images for the init container that assembles the model directory.

@@ -86,14 +86,18 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     return replace(state, rates=rates, last_pending=pending)
 
 
+def replicas_for(rate: float, cap: float) -> int:
+    """Whole replicas for ``rate``, each planned at UTILISATION of ``cap``."""
+    return math.ceil(rate / (cap * C.UTILISATION))
+
+
 def bought(planned: float, cap: float | None) -> float:
-    """The rate the replicas a plan asks for serve at the target: whole replicas, each planned at
-    UTILISATION of ``cap`` (as ``steps.recommend`` sizes them, before any backlog); the plan
-    itself while the capacity is unknown."""
+    """The rate the replicas a plan asks for serve at the target: ``replicas_for`` the plan (as
+    ``steps.recommend`` sizes them, before any backlog), at least one; the plan itself while the
+    capacity is unknown."""
     if not cap:
         return planned
-    per = cap * C.UTILISATION
-    return max(1, math.ceil(planned / per)) * per
+    return max(1, replicas_for(planned, cap)) * (cap * C.UTILISATION)
 
 
 def surprise(state: State, d: Demand, now: float) -> State:

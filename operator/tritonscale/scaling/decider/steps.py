@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.model import Observation, Policy, Replicas, State, Step, _clamp
-from tritonscale.scaling.decider.signals import Demand, cold_start
+from tritonscale.scaling.decider.signals import Demand, cold_start, replicas_for
 
 
 def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) -> tuple[Step | None, State, bool]:
@@ -45,7 +45,7 @@ def recommend(d: Demand, planned: float, horizon: float, cap: float | None, cap_
         return Step(current, "LearningCapacity",
                     f"{d.rate:.1f} rps; no per-replica capacity yet ({cap_source}): holding, latency decides")
     need_rps = planned + min(d.backlog / horizon, C.BACKLOG_MAX_EXTRA * planned)
-    n = math.ceil(need_rps / (cap * C.UTILISATION))
+    n = replicas_for(need_rps, cap)
     reason = "LoadIncreased" if n > current else ("LoadDecreased" if n < current else "Steady")
     why = (f"{d.rate:.1f} rps now, planning {planned:.1f} rps"
            + (f" + {d.backlog:.0f} queued" if d.backlog >= 1 else "")
