@@ -141,6 +141,50 @@ def test_batch_capacity_respects_a_tight_target():
     assert D.batch_capacity((20.0, 2.0), 16, 20.0) == pytest.approx(1000 / 22)
 
 
+@pytest.mark.parametrize(("target", "share", "planned"), [
+    (312.0, None, 0.9 * 16000 / 52),  # no share given: UTILISATION of saturation, 277 rps
+    (312.0, 0.95, 0.95 * 16000 / 52),  # 292: below the p95 capacity (301), the share binds
+    (312.0, 1.0, None),  # steady traffic: the p95 capacity itself (the simulated replica: 301)
+    (104.0, 1.0, None),  # a tight target: the p95 capacity (265) is below any share of saturation
+    (104.0, None, None),
+])
+def test_batch_capacity_plans_at_most_the_share_of_saturation(target, share, planned):
+    from tritonscale.scaling.decider.batcher_model import greedy_p95_capacity
+
+    got = D.batch_capacity((20.0, 2.0), 16, target, share=share) * D.UTILISATION
+    assert got == pytest.approx(planned if planned is not None else greedy_p95_capacity((20.0, 2.0), 16, target))
+
+
+def test_horizon_rise_is_the_95pc_quantile_of_the_rates_change_over_one_horizon():
+    import random
+
+    rng = random.Random(3)
+    noisy = rates(*((10 * k, 1000 + rng.gauss(0.0, 10.0)) for k in range(40)))
+    # a difference of two samples has sd 10 x sqrt(2): its 95% quantile is ~23 rps
+    assert 10.0 < D.horizon_rise(noisy, 60.0) < 40.0
+    ramp = rates(*((10 * k, 1000 + 2.0 * 10 * k) for k in range(40)))
+    assert D.horizon_rise(ramp, 60.0) == pytest.approx(120.0)  # 2 rps/s over 60 s, every time
+    # a single step of 300: most lag-60 s differences miss it, so it moves the quantile far less
+    stepped = rates(*((10 * k, (1000 if k < 20 else 1300) + rng.gauss(0.0, 10.0)) for k in range(40)))
+    assert D.horizon_rise(stepped, 60.0) < 150.0
+    assert D.horizon_rise(rates((0, 1000), (10, 1000), (20, 1000)), 60.0) is None  # too little history
+
+
+def test_saturation_share_is_high_only_for_a_rate_that_holds_still():
+    import random
+
+    rng = random.Random(5)
+    steady = State(rates=rates(*((10 * k, 2000 + rng.gauss(0.0, 15.0)) for k in range(30))))
+    high = D.saturation_share(steady, 290.0, 75.0, 2000.0)
+    assert 0.97 < high < 1.0  # Poisson-like noise of 0.75%: its 95% quantiles move ~2%
+    wander = State(rates=rates(*((10 * k, 2000 * (1.0 + 0.2 * math.sin(k / 3.0))) for k in range(30))))
+    assert D.saturation_share(wander, 290.0, 75.0, 2000.0) == D.UTILISATION  # moves 20% in a horizon
+    # a steady climb of 1 rps/s: the first sample a horizon (75 s) on is 80 s on, 80 rps higher
+    climbing = State(rates=rates(*((10 * k, 1000 + 1.0 * 10 * k) for k in range(30))))
+    assert D.saturation_share(climbing, 290.0, 75.0, 1290.0) == pytest.approx(1.0 - 80.0 / 1290.0)
+    assert D.saturation_share(State(), 0.0, 75.0, 2000.0) == D.UTILISATION  # nothing known yet
+
+
 # --- step: forecast (trend, noise, level) ------------------------------------------------------
 def test_trend_follows_a_ramp_not_a_step_or_noise():
     ramp = rates(*((t, 100 + 2.0 * t) for t in range(0, 241, 15)))

@@ -47,9 +47,11 @@ from tritonscale.scaling.decider.signals import (
     cold_start,
     demand,
     forecast,
+    horizon_rise,
     learn,
     level,
     noise,
+    saturation_share,
     surprise,
     trend,
 )
@@ -84,7 +86,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     target = float(policy.target_p95_ms or 0.0)
     d = demand(obs, state, now)
     state = learn(state, obs, replicas, policy, now, d.rate)
-    cap, source = capacity(state, policy, target, obs)
+    share = saturation_share(state, now, cold_start(state) + policy.interval_s, level(d, state, now))
+    cap, source = capacity(state, policy, target, obs, share)
     planned, horizon = forecast(d, state, policy, now)
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
                    p95_ms=obs.p95_ms, capacity_rps=cap)
@@ -102,8 +105,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
 
 
 __all__ = [
-    "Decision", "Demand", "Observation", "Policy", "Replicas", "SourceStatus", "State", "Step",
-    "add_batch_sample", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
-    "cold_start", "constants", "decide", "demand", "forecast", "guard", "learn", "level", "limit", "noise",
-    "recommend", "scale_down_window", "stabilize", "surprise", "surprises_for_memory", "tolerate", "trend",
+    "Decision", "Demand", "Observation", "Policy", "Replicas", "SourceStatus", "State", "Step", "add_batch_sample",
+    "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp", "cold_start", "constants",
+    "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "level", "limit", "noise", "recommend",
+    "saturation_share", "scale_down_window", "stabilize", "surprise", "surprises_for_memory", "tolerate", "trend",
 ]

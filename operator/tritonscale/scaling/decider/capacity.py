@@ -49,15 +49,17 @@ def batch_cost(samples: tuple[tuple[float, ...], ...]) -> tuple[float, float] | 
 
 
 def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, delay_ms: float = 0.0,
-                   preferred: tuple[int, ...] = ()) -> float:
+                   preferred: tuple[int, ...] = (), share: float | None = None) -> float:
     """Requests per second per replica that the decider plans at UTILISATION of: with greedy
     batching (the queue delay no longer than the batch time n* of the fluid model, the largest
     batch whose two batch times fit in the target, so it has expired whenever the instance
     frees) the p95 capacity of ``batcher_model.greedy_p95_capacity`` -- the
-    queueing of random batch sizes is in it, so the plan lands on it, never above UTILISATION of
-    saturation (rate noise near saturation): min(p95 capacity / UTILISATION, saturation). E.g.
-    a=20, b=2, max 16: 308 rps (saturation) at a 312 ms target, planned at 277; 294 at 104 ms,
-    planned at 265 (the simulated replica: 267). A target within two batches of one is met only
+    queueing of random batch sizes is in it, so the plan lands on it, never above ``share`` of
+    saturation (signals.saturation_share: the rate's unforeseen movement; UTILISATION when not
+    given): min(p95 capacity, share x saturation) / UTILISATION. E.g. a=20, b=2, max 16: 294 rps
+    at a 104 ms target, planned at 265 (the simulated replica: 267) whatever the share; at a
+    312 ms target the p95 capacity is 301 and saturation 308, planned at 277 at a share of 0.9
+    and at 301 from a share of 0.98. A target within two batches of one is met only
     by a lightly loaded replica, one request at a time (the M/D/1 floor of greedy_p95_capacity);
     one that even a batch of one cannot meet gets the rate of batches of one, 1 / (a + b): the
     lowest latency there is.
@@ -76,7 +78,7 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     if rate <= 0.0:
         return 1000.0 / (a + b)
     saturation = 1000.0 * big / (a + b * big)
-    return min(rate / C.UTILISATION, saturation)
+    return min(rate, (C.UTILISATION if share is None else share) * saturation) / C.UTILISATION
 
 
 def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: float, tolerance: float) -> State:
@@ -105,13 +107,13 @@ def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: floa
 
 
 def capacity(state: State, policy: Policy, target: float,
-             obs: Observation | None = None) -> tuple[float | None, str]:
+             obs: Observation | None = None, share: float | None = None) -> tuple[float | None, str]:
     """Per-replica requests per second at the target, and where the figure comes from; None while
     the batch statistics cannot tell it yet. One batch size seen says nothing about the slope of
     the cost: capacity is known once batch sizes spread (MIN_BATCH_SPREAD), or a batch near the
     maximum was seen, or the model does not batch (maxBatchSize <= 1). Until then one batch size
     that is a good share of the maximum (the remembered one, or this tick's while the load moves
-    too fast for a sample) gives a guess."""
+    too fast for a sample) gives a guess. ``share``: of saturation, at most (batch_capacity)."""
     samples = state.batch_samples
     cost = batch_cost(samples)
     if cost is not None:
@@ -120,7 +122,7 @@ def capacity(state: State, policy: Policy, target: float,
                  or max(sizes) >= 0.9 * policy.max_batch_size)
         if known:
             return batch_capacity(cost, policy.max_batch_size, target, policy.queue_delay_ms,
-                                  policy.preferred_batch_sizes), "batch cost"
+                                  policy.preferred_batch_sizes, share), "batch cost"
         # one batch size, already a good share of the maximum: the cost split half fixed, half
         # per item there is a fair guess, and errs low (more replicas) for fixed-cost models
         guesses = [(n, t) for n, t, *_ in samples]
@@ -131,7 +133,7 @@ def capacity(state: State, policy: Policy, target: float,
             guess = batch_cost(((n, t, 0.0),))
             if guess is not None:
                 return batch_capacity(guess, policy.max_batch_size, target, policy.queue_delay_ms,
-                                      policy.preferred_batch_sizes), "batch cost, one batch size"
+                                      policy.preferred_batch_sizes, share), "batch cost, one batch size"
         # tiny batches only: replicas are far from full, and extrapolating their cost to large
         # batches could be off by the batching gain itself
         return None, "batch cost: only small batches seen so far"

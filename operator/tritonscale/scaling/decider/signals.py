@@ -167,6 +167,39 @@ def trend(rates: tuple[tuple[float, float, float], ...], now: float, horizon: fl
     return max(0.0, min(slope - C.NOISE_Z * se, halves))
 
 
+def horizon_rise(rates: tuple[tuple[float, float, float], ...], horizon: float) -> float | None:
+    """The 95% quantile of the rate's change over one horizon in the remembered history, robustly
+    (median + NOISE_Z x the MAD of the lag-horizon differences, as a standard deviation); None
+    with fewer than three such differences."""
+    pts = [(e[0], e[1]) for e in rates]
+    diffs, j = [], 0
+    for t, r in pts:
+        while j < len(pts) and pts[j][0] < t + horizon:
+            j += 1
+        if j < len(pts):
+            diffs.append(pts[j][1] - r)
+    if len(diffs) < 3:
+        return None
+    diffs.sort()
+    mid = diffs[len(diffs) // 2]
+    dev = sorted(abs(x - mid) for x in diffs)
+    return mid + C.NOISE_Z * 1.4826 * dev[len(dev) // 2]
+
+
+def saturation_share(state: State, now: float, horizon: float, rate: float) -> float:
+    """The share of saturation a replica may be planned at, between UTILISATION and 1: one minus
+    the rate's unforeseen movement relative to ``rate`` -- the larger of its tick-to-tick noise
+    and its rise over one horizon (``horizon_rise``), each at the 95% quantile. Near saturation
+    any rise beyond the plan builds a queue that grows until replicas arrive, a horizon later;
+    below the p95 capacity the queueing is already priced in. Steady traffic may run its
+    replicas up to the p95 capacity; a rate that wanders, jumps or climbs keeps UTILISATION."""
+    rise = horizon_rise(state.rates, horizon)
+    if rise is None or rate <= 0.0:
+        return C.UTILISATION
+    moved = max(C.NOISE_Z * noise(state.rates, now), rise)
+    return min(1.0, max(C.UTILISATION, 1.0 - moved / rate))
+
+
 def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
     """Standard deviation of the rate's tick-to-tick noise over the last NOISE_S, from the median
     absolute deviation of consecutive differences (a steady trend or a single step barely moves it)."""
