@@ -86,7 +86,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     target = float(policy.target_p95_ms or 0.0)
     d = demand(obs, state, now)
     state = learn(state, obs, replicas, policy, now, d.rate)
-    share = saturation_share(state, now, cold_start(state) + policy.interval_s, level(d, state, now))
+    now_level = level(d, state, now)  # what ``bare`` below reads too: later steps leave the rates alone
+    share = saturation_share(state, now, cold_start(state) + policy.interval_s, now_level)
     cap, source = capacity(state, policy, target, obs, share)
     planned, horizon = forecast(d, state, policy, now)
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
@@ -97,7 +98,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     step = breach(demanded, obs, replicas, cap, policy, d)
     step = tolerate(step, planned, cap, current, policy)
     details["recommendation"] = step.replicas
-    bare = math.ceil(level(d, state, now) / cap) if cap else current
+    bare = math.ceil(now_level / cap) if cap else current
     step, state = stabilize(step, state, policy, current, now, max(demanded.replicas, step.replicas), bare)
     step = limit(step, current, policy)
     step = clamp(step, replicas, policy)

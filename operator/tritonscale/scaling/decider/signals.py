@@ -180,10 +180,8 @@ def horizon_rise(rates: tuple[tuple[float, float, float], ...], horizon: float) 
             diffs.append(pts[j][1] - r)
     if len(diffs) < 3:
         return None
-    diffs.sort()
-    mid = diffs[len(diffs) // 2]
-    dev = sorted(abs(x - mid) for x in diffs)
-    return mid + C.NOISE_Z * 1.4826 * dev[len(dev) // 2]
+    mid, sd = _median_and_sd(diffs)
+    return mid + C.NOISE_Z * sd
 
 
 def saturation_share(state: State, now: float, horizon: float, rate: float) -> float:
@@ -204,13 +202,21 @@ def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
     """Standard deviation of the rate's tick-to-tick noise over the last NOISE_S, from the median
     absolute deviation of consecutive differences (a steady trend or a single step barely moves it)."""
     pts = [e[1] for e in rates if now - e[0] <= C.NOISE_S]
-    diffs = sorted(b - a for a, b in zip(pts, pts[1:], strict=False))
+    diffs = [b - a for a, b in zip(pts, pts[1:], strict=False)]
     if len(diffs) < 3:
         return 0.0
-    mid = diffs[len(diffs) // 2]  # a steady trend moves every difference alike: take it out
-    dev = sorted(abs(x - mid) for x in diffs)
-    # the difference of two iid normals has sd sigma*sqrt(2); its MAD is 0.6745 of that
-    return 1.4826 * dev[len(dev) // 2] / math.sqrt(2.0)
+    _, sd = _median_and_sd(diffs)  # about the median: a steady trend moves every difference alike
+    # the difference of two iid normals has sd sigma*sqrt(2)
+    return sd / math.sqrt(2.0)
+
+
+def _median_and_sd(values: list[float]) -> tuple[float, float]:
+    """Robust centre and spread: the (upper) median, and the median absolute deviation from it
+    as a normal standard deviation (the MAD of a normal is 0.6745 of its sd)."""
+    ordered = sorted(values)
+    mid = ordered[len(ordered) // 2]
+    dev = sorted(abs(x - mid) for x in ordered)
+    return mid, 1.4826 * dev[len(dev) // 2]
 
 
 def forecast(d: Demand, state: State, policy: Policy, now: float) -> tuple[float, float]:
