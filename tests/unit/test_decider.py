@@ -212,6 +212,16 @@ def test_noise_estimates_the_spread_and_ignores_steps_and_trends():
     assert D.noise(rates(*((15 * k, 100 + 30 * k) for k in range(20))), 285.0) == 0.0
 
 
+def test_noise_of_alternating_readings_is_no_larger_than_their_spread():
+    # the first five readings of the real trace replayed from its busiest half: they alternate, so
+    # the four differences are +-440 or so, and their median absolute deviation alone said 697 rps
+    first = rates(*((15 * k, r) for k, r in enumerate([1966.7, 1737.9, 2174.2, 1738.1, 2178.8])))
+    assert D.noise(first, 60.0) == pytest.approx(314.46, abs=0.01)  # 1.4826 x the readings' MAD (212.1)
+    # readings that do not alternate keep the differences' estimate (smaller than the spread of a trend)
+    climbing = rates(*((15 * k, 1000 + 40 * k + (5 if k % 3 else -5)) for k in range(5)))
+    assert D.noise(climbing, 60.0) < 15.0  # the readings themselves spread 74
+
+
 def test_forecast_plans_level_plus_trend_over_the_horizon_plus_noise():
     st = State(rates=rates(*((t, 100 + 2.0 * t) for t in range(0, 241, 15))), cold_start_s=60.0)
     planned, horizon = D.forecast(D.Demand(580.0, 580.0, 0.0), st, POLICY, 240.0)
