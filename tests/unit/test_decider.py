@@ -319,6 +319,17 @@ def test_breach_is_bounded(obs, rep, rec, replicas, reason):
     assert (step.replicas, step.reason) == (replicas, reason)
 
 
+@pytest.mark.parametrize(("before", "replicas", "reason"), [
+    (4.0, 5, "LatencyAboveTarget"),  # the same 4 served the interval and the queue grew: one more
+    (2.0, 4, "WaitingForWarmup"),  # 2 joined since the last tick: the growth was measured without them
+    (None, 5, "LatencyAboveTarget"),  # no last tick to compare with: the breach rule as before
+])
+def test_breach_waits_a_tick_for_replicas_that_just_became_ready(before, replicas, reason):
+    growing = D.Demand(900.0, 900.0, 500.0, growth=10.0, ready_before=before)
+    step = D.breach(Step(4, "Steady", ""), ok(900, p95=300, pending=500), Replicas(4, 4), CAP, POLICY, growing)
+    assert (step.replicas, step.reason) == (replicas, reason)
+
+
 # --- step: tolerate ----------------------------------------------------------------------------
 @pytest.mark.parametrize(("rec", "planned", "current", "replicas", "reason"), [
     (3, 4 * CAP * D.UTILISATION * 0.95, 4, 4, "WithinTolerance"),  # 95% of plan: hold

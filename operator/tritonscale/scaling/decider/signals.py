@@ -16,6 +16,7 @@ class Demand:
     window_rate: float  # over the rate window (lags)
     backlog: float  # requests queued now
     growth: float = 0.0  # the queue's change since the last tick, per second
+    ready_before: float | None = None  # replicas ready at the last tick (None: no last tick)
 
 
 def demand(obs: Observation, state: State, now: float) -> Demand:
@@ -25,10 +26,11 @@ def demand(obs: Observation, state: State, now: float) -> Demand:
     window = (obs.rps or 0.0) + failed
     exits = obs.recent_rps if obs.recent_rps is not None else window
     pending = obs.pending or 0.0
-    growth = 0.0
-    if state.last_pending is not None and obs.pending is not None and now > state.last_pending[0]:
-        growth = (pending - state.last_pending[1]) / (now - state.last_pending[0])
-    return Demand(max(0.0, exits + growth), window, pending, growth)
+    growth, last = 0.0, state.last_pending
+    if last is not None and obs.pending is not None and now > last[0]:
+        growth = (pending - last[1]) / (now - last[0])
+    before = last[2] if last is not None and len(last) > 2 else None
+    return Demand(max(0.0, exits + growth), window, pending, growth, before)
 
 
 def _ready_held(state: State, ready: int) -> bool:

@@ -56,7 +56,8 @@ def recommend(d: Demand, planned: float, horizon: float, cap: float | None, cap_
 def breach(step: Step, obs: Observation, replicas: Replicas, cap: float | None, policy: Policy,
            d: Demand | None = None) -> Step:
     """A p95 breach with a queue behind it that the ready replicas are not draining: at least one
-    more replica than is running, unless replicas still starting will add capacity anyway."""
+    more replica than is running, unless replicas still starting, or ready only since the last
+    tick, will add capacity anyway."""
     target = float(policy.target_p95_ms or 0.0)
     p95 = obs.p95_ms
     if p95 is None or p95 <= target * (1.0 + policy.tolerance):
@@ -81,6 +82,12 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: float | None, 
             return Step(replicas.current, "WaitingForWarmup",
                         why + f"; {replicas.current - ready} replica(s) still starting cover it")
         return Step(step.replicas, "LatencyAboveTarget", why)
+    # Replicas that became ready since the last tick had no part in the queue's growth over it:
+    # that growth is no evidence that they, too, fall behind. Wait one tick to see them serve.
+    joined = int(ready - d.ready_before) if d is not None and d.ready_before is not None else 0
+    if joined > 0 and step.replicas <= replicas.current:
+        return Step(replicas.current, "WaitingForWarmup",
+                    why + f"; {joined} replica(s) became ready since the last tick: the queue grew without them")
     return Step(max(step.replicas, replicas.current + 1), "LatencyAboveTarget", why + ", queue building")
 
 
