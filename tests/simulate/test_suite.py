@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tritonscale.simulate import suite, traffic
+from tritonscale.simulate import suite, suite_rerun, traffic
 from tritonscale.simulate.command import main_simulate
 from tritonscale.simulate.replica import BatcherConfig, Replica
 from tritonscale.simulate.report import window_p95_ms
@@ -148,3 +148,15 @@ def test_quick_suite_in_ci(capsys, tmp_path):
             static = s["policies"][6]
             assert me["window_attainment"] >= 0.9 and me["replica_hours"] <= static["replica_hours"], (s["name"], me)
     assert {p["policy"] for p in out["summary"]} >= {"tritonscale", "hpa", "keda", "kpa", "static", "oracle"}
+    # tritonscale alone, re-run on a stored scenario (e2e/bench_suite_rerun.py), reproduces its stored row
+    stored = next(s for s in out["scenarios"] if s["class"] == "steps")
+    again = suite_rerun.rerun(stored, suite_rerun.config_from_json(out, None))
+    assert again.row("tritonscale").__dict__ == {k: stored["policies"][0][k] for k in Row.__dataclass_fields__}
+    assert suite.check(again).holds == stored["tritonscale_check"]["holds"]
+    assert [r.policy for r in again.rows] == [p["policy"] for p in stored["policies"]]
+
+
+@pytest.mark.parametrize("doc", [{}, {"setup": {"replica": {}}, "scenarios": []}, {"setup": None, "scenarios": []}])
+def test_a_rerun_refuses_what_is_not_a_suite_result(doc):
+    with pytest.raises(ValueError, match="not a suite result"):
+        suite_rerun.config_from_json(doc, None)

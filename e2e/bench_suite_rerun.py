@@ -1,0 +1,98 @@
+#!/usr/bin/env python
+"""Re-run tritonscale alone on a stored suite result, for trying a decider change.
+
+    .venv/bin/python e2e/bench_suite_rerun.py SUITE.json [--only SUBSTR,...] [--set NAME=VALUE ...]
+                                              [--json OUT] [--jobs N] [--trace FILE]
+
+SUITE.json is ``tritonscale simulate --suite --json`` output (``e2e/bench_suite.py`` writes it as
+``suite.json``). Every scenario (or those whose name contains one of ``--only``) is simulated
+again for tritonscale only, on the same arrivals and starting replicas, and scored against the
+other policies' stored rows by the suite's criteria; the oracle and the baselines are not re-run,
+so the whole suite takes minutes instead of tens of minutes. ``--set NAME=VALUE`` overrides a
+constant of ``tritonscale.scaling.decider.constants`` for this run (an experiment; the decider
+reads them at call time). Prints the scenarios whose figures or verdict changed and the count
+that meets the criteria, before and after. A benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "operator"))  # run from a checkout
+
+from tritonscale.scaling.decider import constants  # noqa: E402
+from tritonscale.simulate.benchmark import default_jobs  # noqa: E402
+from tritonscale.simulate.suite import OURS, check  # noqa: E402
+from tritonscale.simulate.suite_rerun import config_from_json, rerun_all  # noqa: E402
+
+TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
+
+
+def _override(pairs: list[str]) -> dict[str, float]:
+    out = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not isinstance(getattr(constants, name, None), int | float):
+            raise ValueError(f"--set {pair!r}: want NAME=VALUE with NAME a numeric constant of the decider")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ValueError(f"--set {pair!r}: {value!r} is not a number") from None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("suite_json")
+    p.add_argument("--only", default="", help="comma list: re-run the scenarios whose name contains one")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a decider constant")
+    p.add_argument("--json", metavar="OUT", help="write the re-run scenarios' rows and verdicts")
+    p.add_argument("--jobs", type=int, default=default_jobs())
+    p.add_argument("--trace", default=str(TRACE), help="the trace the stored trace scenarios ran on")
+    a = p.parse_args(argv)
+    try:
+        for name, value in _override(a.set).items():
+            setattr(constants, name, value)
+            print(f"decider constant {name} = {value:g}")
+        data = json.loads(Path(a.suite_json).read_text(encoding="utf-8"))
+        cfg = config_from_json(data, a.trace if Path(a.trace).exists() else None)
+        wanted = [w for w in a.only.split(",") if w]
+        stored = [s for s in data["scenarios"] if not wanted or any(w in s["name"] for w in wanted)]
+        if not stored:
+            raise ValueError(f"no scenario of {a.suite_json} matches --only {a.only!r}")
+        if a.jobs < 1:
+            raise ValueError("--jobs must be >= 1")
+        started = time.perf_counter()
+        results = rerun_all(stored, cfg, a.jobs)
+    except (OSError, ValueError) as e:
+        print(f"bench_suite_rerun: {e}", file=sys.stderr)
+        return 1
+    rows = []
+    for s, res in zip(stored, results, strict=True):
+        old, new = next(r for r in s["policies"] if r["policy"] == OURS), res.row(OURS)
+        verdict = check(res)
+        was = s["tritonscale_check"]["holds"]
+        changed = (abs(new.window_attainment - old["window_attainment"]) > 1e-9
+                   or abs(new.replica_hours - old["replica_hours"]) > 1e-6 or verdict.holds != was)
+        if changed:
+            print(f"{s['name']:36s} windows {old['window_attainment']:.1%} -> {new.window_attainment:.1%}  "
+                  f"{old['replica_hours']:.2f} -> {new.replica_hours:.2f} replica-h  peak {old['max_replicas']} -> "
+                  f"{new.max_replicas}  {'meets' if was else 'misses'} -> {'meets' if verdict.holds else 'misses'}"
+                  + (f" ({'; '.join(verdict.failures)})" if verdict.failures else ""))
+        rows.append({"scenario": s["name"], "holds": verdict.holds, "failures": list(verdict.failures),
+                     "held_before": was, "tritonscale": new.__dict__})
+    before, after = sum(r["held_before"] for r in rows), sum(r["holds"] for r in rows)
+    print(f"meets the criteria in {before} -> {after} of {len(rows)} scenarios; "
+          f"wall time {time.perf_counter() - started:.1f} s, {a.jobs} worker(s)")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"overrides": a.set, "scenarios": rows}, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+"""Re-run tritonscale alone on the scenarios of a stored suite result.
+
+A whole suite runs eight policies and the oracle on 126 one-hour scenarios; a change to the
+decider changes only tritonscale's row. ``rerun`` simulates tritonscale on a stored scenario's
+arrivals -- the same arrivals, the same starting replicas (``benchmark.fair_start`` of the
+oracle's per-window needs) and the same cluster as ``suite.run_scenario`` -- and scores it
+against the other policies' stored rows, so a candidate change is judged by the suite's own
+criteria (``suite.check``) in a fraction of the time. With the decider unchanged it reproduces
+the stored row exactly (``tests/simulate/test_suite.py``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from tritonscale.simulate import suite
+from tritonscale.simulate.benchmark import Options, fair_start, run_benchmark
+from tritonscale.simulate.policies.oracle import window_needs
+from tritonscale.simulate.replica import BatcherConfig
+from tritonscale.simulate.suite import OURS, Row, Scenario, ScenarioResult, SuiteConfig
+
+_ROW_FIELDS = tuple(Row.__dataclass_fields__)
+
+
+def config_from_json(d: dict[str, Any], trace_path: str | None) -> SuiteConfig:
+    """The suite's configuration from a stored result's ``setup`` (ValueError when it has none)."""
+    try:
+        setup, scenarios = d["setup"], d["scenarios"]
+        rep = setup["replica"]
+        batcher = BatcherConfig(base_ms=float(rep["base_ms"]), per_item_ms=float(rep["per_item_ms"]),
+                                max_batch=int(rep["max_batch"]), max_queue_delay_ms=float(rep["max_queue_delay_ms"]),
+                                preferred=tuple(int(p) for p in rep["preferred"]))
+        lo, hi = (int(v) for v in setup["replica_range"])
+        timeout = setup["queue_timeout"]  # "2 x the SLO (...)" or "none", as suite.to_dict writes it
+        targets = 0.0 if timeout == "none" else float(timeout.split(" x ")[0])
+        return SuiteConfig(classes=tuple(dict.fromkeys(s["class"] for s in scenarios)),
+                           slos=tuple(dict.fromkeys(s["slo"] for s in scenarios)),
+                           duration_s=float(setup["duration_s"]), peak_replicas=int(setup["peak_replicas"]),
+                           min_replicas=lo, max_replicas=hi, batcher=batcher, trace_path=trace_path,
+                           queue_timeout_targets=targets)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ValueError(f"not a suite result (tritonscale simulate --suite --json): {e}") from None
+
+
+def rerun(stored: dict[str, Any], cfg: SuiteConfig) -> ScenarioResult:
+    """One stored scenario with tritonscale simulated again and every other row as stored."""
+    sc = Scenario(stored["class"], float(stored["cold_start_s"]), stored["slo"], int(stored["seed"]))
+    slo_ms = cfg.slo_ms(sc.slo)
+    cal = suite._calibration(cfg.batcher, slo_ms)
+    arr, horizon, _ = suite.scenario_arrivals(sc, cfg, cal.capacity_rps)
+    cluster = suite._cluster(cfg, sc)
+    probe = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False)
+    start = fair_start(window_needs(arr, horizon, cluster, slo_ms, cal.capacity_rps), probe)
+    opts = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False, initial_replicas=start)
+    s = run_benchmark(arr, horizon, OURS, opts, calibration=cal).outcomes[0].summary
+    oracle = next(p for p in stored["policies"] if p["policy"] == "oracle")
+    rows = []
+    for p in stored["policies"]:
+        if p["policy"] == OURS:
+            rows.append(Row(OURS, s.window_attainment, s.windows, s.windows_missed, s.replica_hours,
+                            s.replica_hours / oracle["replica_hours"] if oracle["replica_hours"] else None,
+                            s.max_replicas, s.max_replicas / oracle["max_replicas"] if oracle["max_replicas"] else None,
+                            s.rejected, s.scale_events, s.p95_ms))
+        else:
+            rows.append(Row(**{k: p[k] for k in _ROW_FIELDS}))
+    return ScenarioResult(sc, slo_ms, int(stored["requests"]), stored["arrivals"], int(stored["static_replicas"]),
+                          int(stored["oracle_peak"]), stored["oracle_meets_slo"], rows)
+
+
+_WORK: dict[str, SuiteConfig] = {}
+
+
+def _worker(stored: dict[str, Any]) -> ScenarioResult:
+    return rerun(stored, _WORK["cfg"])
+
+
+def rerun_all(stored: Sequence[dict[str, Any]], cfg: SuiteConfig, jobs: int = 1) -> list[ScenarioResult]:
+    """``rerun`` of each stored scenario, in worker processes (fork) when ``jobs`` > 1; in order."""
+    if any(s["class"] == "trace" for s in stored) and not cfg.trace_path:
+        raise ValueError("the stored result has trace scenarios: pass the trace they ran on (--trace)")
+    jobs = max(1, min(jobs, len(stored)))
+    if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [rerun(s, cfg) for s in stored]
+    _WORK["cfg"] = cfg
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_worker, stored))
+    finally:
+        _WORK.clear()
