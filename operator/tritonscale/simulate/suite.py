@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -43,7 +43,7 @@ from tritonscale.simulate.benchmark import Options, peak_replicas_scale, run_ben
 from tritonscale.simulate.capacity import Calibration, capacity_at_slo
 from tritonscale.simulate.engine import RELOAD_PAUSE_S, ClusterConfig
 from tritonscale.simulate.replica import BatcherConfig
-from tritonscale.simulate.report import ATTAINMENT_WINDOW_S
+from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, Summary
 
 ROUTING = ("round-robin over ready pods in the order they became ready (kube-proxy IPVS rr); "
            "queues are not rebalanced, a new pod gets only new requests")
@@ -175,6 +175,13 @@ class Row:
     p95_ms: float
 
 
+def row_of(s: Summary, cost_vs_oracle: float | None, oracle_peak: int) -> Row:
+    """A policy's scores in a scenario, its peak relative to the oracle's (None without one)."""
+    return Row(s.policy, s.window_attainment, s.windows, s.windows_missed, s.replica_hours, cost_vs_oracle,
+               s.max_replicas, s.max_replicas / oracle_peak if oracle_peak else None, s.rejected, s.scale_events,
+               s.p95_ms)
+
+
 @dataclass
 class ScenarioResult:
     scenario: Scenario
@@ -216,11 +223,7 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, keep_timeline: bool = False) ->
     opts = Options(slo_ms, _cluster(cfg, sc), seed=sc.seed)
     bench = run_benchmark(arr, horizon, "all", opts, calibration=cal)
     oracle = next(o.summary for o in bench.outcomes if o.summary.policy == "oracle")
-    rows = [Row(o.summary.policy, o.summary.window_attainment, o.summary.windows, o.summary.windows_missed,
-                o.summary.replica_hours, o.summary.cost_vs_oracle, o.summary.max_replicas,
-                o.summary.max_replicas / oracle.max_replicas if oracle.max_replicas else None,
-                o.summary.rejected, o.summary.scale_events, o.summary.p95_ms)
-            for o in bench.outcomes]
+    rows = [row_of(o.summary, o.summary.cost_vs_oracle, oracle.max_replicas) for o in bench.outcomes]
     static = next(r.policy for r in rows if r.policy.startswith("static:"))
     timeline = None
     if keep_timeline:
@@ -230,31 +233,48 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, keep_timeline: bool = False) ->
                           bench.oracle_meets_slo, rows, timeline)
 
 
-_CFG: dict[str, SuiteConfig] = {}
+_WORK: dict[str, Any] = {}
 
 
-def _run_worker(sc: Scenario) -> ScenarioResult:
-    return run_scenario(sc, _CFG["cfg"])
+def _call(item: Any) -> Any:
+    return _WORK["fn"](item, _WORK["cfg"])
+
+
+def fork_map(fn: Callable[[Any, SuiteConfig], Any], items: Sequence[Any], cfg: SuiteConfig, jobs: int,
+             order: Sequence[int] | None = None) -> list[Any]:
+    """``fn(item, cfg)`` for each item, in worker processes (fork) when ``jobs`` > 1, results in the
+    items' order. ``fn`` and ``cfg`` are inherited by the workers, not pickled; ``order``: the
+    indexes in the order to start them (the largest first)."""
+    jobs = max(1, min(jobs, len(items)))
+    if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [fn(item, cfg) for item in items]
+    idx = list(order) if order is not None else list(range(len(items)))
+    _WORK.update(fn=fn, cfg=cfg)
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            done = dict(zip(idx, pool.map(_call, [items[i] for i in idx]), strict=True))
+    finally:
+        _WORK.clear()
+    return [done[i] for i in range(len(items))]
+
+
+def prepare(cfg: SuiteConfig, todo: Sequence[Scenario]) -> None:
+    """Before any scenario runs (and before workers fork, so they inherit both): fail early on a
+    missing or bad trace file, and compute each SLO level's calibration once."""
+    if any(s.cls == "trace" for s in todo):
+        if not cfg.trace_path:
+            raise ValueError("the trace class needs a trace file: pass --trace FILE or leave out the class")
+        _trace(cfg.trace_path)
+    for level in {s.slo for s in todo}:
+        _calibration(cfg.batcher, cfg.slo_ms(level))
 
 
 def run_suite(cfg: SuiteConfig, scenarios: Sequence[Scenario] | None = None) -> list[ScenarioResult]:
     todo = list(scenarios if scenarios is not None else cfg.scenarios())
-    if any(s.cls == "trace" for s in todo):
-        if not cfg.trace_path:
-            raise ValueError("the trace class needs a trace file: pass --trace FILE or leave out the class")
-        _trace(cfg.trace_path)  # fail early on a bad file, and share the parse with the workers
-    for level in {s.slo for s in todo}:
-        _calibration(cfg.batcher, cfg.slo_ms(level))  # computed once, inherited by the workers
-    jobs = max(1, min(cfg.jobs, len(todo)))
-    if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
-        _CFG["cfg"] = cfg
-        # the trace class is the largest: start it first
-        order = sorted(range(len(todo)), key=lambda i: todo[i].cls != "trace")
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            done = dict(zip(order, pool.map(_run_worker, [todo[i] for i in order]), strict=False))
-        _CFG.clear()
-        return [done[i] for i in range(len(todo))]
-    return [run_scenario(s, cfg) for s in todo]
+    prepare(cfg, todo)
+    # the trace class is the largest: start it first
+    order = sorted(range(len(todo)), key=lambda i: todo[i].cls != "trace")
+    return fork_map(run_scenario, todo, cfg, cfg.jobs, order)
 
 
 # -- scoring across scenarios ------------------------------------------------------------------

@@ -11,16 +11,14 @@ the stored row exactly (``tests/simulate/test_suite.py``).
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from tritonscale.simulate import suite
 from tritonscale.simulate.benchmark import Options, fair_start, run_benchmark
 from tritonscale.simulate.policies.oracle import window_needs
 from tritonscale.simulate.replica import BatcherConfig
-from tritonscale.simulate.suite import OURS, Row, Scenario, ScenarioResult, SuiteConfig
+from tritonscale.simulate.suite import OURS, Row, Scenario, ScenarioResult, SuiteConfig, row_of
 
 _ROW_FIELDS = tuple(Row.__dataclass_fields__)
 
@@ -47,7 +45,7 @@ def config_from_json(d: dict[str, Any], trace_path: str | None) -> SuiteConfig:
 
 def rerun(stored: dict[str, Any], cfg: SuiteConfig) -> ScenarioResult:
     """One stored scenario with tritonscale simulated again and every other row as stored."""
-    sc = Scenario(stored["class"], float(stored["cold_start_s"]), stored["slo"], int(stored["seed"]))
+    sc = _scenario(stored)
     slo_ms = cfg.slo_ms(sc.slo)
     cal = suite._calibration(cfg.batcher, slo_ms)
     arr, horizon, _ = suite.scenario_arrivals(sc, cfg, cal.capacity_rps)
@@ -57,36 +55,18 @@ def rerun(stored: dict[str, Any], cfg: SuiteConfig) -> ScenarioResult:
     opts = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False, initial_replicas=start)
     s = run_benchmark(arr, horizon, OURS, opts, calibration=cal).outcomes[0].summary
     oracle = next(p for p in stored["policies"] if p["policy"] == "oracle")
-    rows = []
-    for p in stored["policies"]:
-        if p["policy"] == OURS:
-            rows.append(Row(OURS, s.window_attainment, s.windows, s.windows_missed, s.replica_hours,
-                            s.replica_hours / oracle["replica_hours"] if oracle["replica_hours"] else None,
-                            s.max_replicas, s.max_replicas / oracle["max_replicas"] if oracle["max_replicas"] else None,
-                            s.rejected, s.scale_events, s.p95_ms))
-        else:
-            rows.append(Row(**{k: p[k] for k in _ROW_FIELDS}))
+    cost = s.replica_hours / oracle["replica_hours"] if oracle["replica_hours"] else None
+    rows = [row_of(s, cost, oracle["max_replicas"]) if p["policy"] == OURS else Row(**{k: p[k] for k in _ROW_FIELDS})
+            for p in stored["policies"]]
     return ScenarioResult(sc, slo_ms, int(stored["requests"]), stored["arrivals"], int(stored["static_replicas"]),
                           int(stored["oracle_peak"]), stored["oracle_meets_slo"], rows)
 
 
-_WORK: dict[str, SuiteConfig] = {}
-
-
-def _worker(stored: dict[str, Any]) -> ScenarioResult:
-    return rerun(stored, _WORK["cfg"])
+def _scenario(stored: dict[str, Any]) -> Scenario:
+    return Scenario(stored["class"], float(stored["cold_start_s"]), stored["slo"], int(stored["seed"]))
 
 
 def rerun_all(stored: Sequence[dict[str, Any]], cfg: SuiteConfig, jobs: int = 1) -> list[ScenarioResult]:
     """``rerun`` of each stored scenario, in worker processes (fork) when ``jobs`` > 1; in order."""
-    if any(s["class"] == "trace" for s in stored) and not cfg.trace_path:
-        raise ValueError("the stored result has trace scenarios: pass the trace they ran on (--trace)")
-    jobs = max(1, min(jobs, len(stored)))
-    if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [rerun(s, cfg) for s in stored]
-    _WORK["cfg"] = cfg
-    try:
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_worker, stored))
-    finally:
-        _WORK.clear()
+    suite.prepare(cfg, [_scenario(s) for s in stored])
+    return suite.fork_map(rerun, stored, cfg, jobs)

@@ -19,10 +19,9 @@ delay misses every window until the first tick can act) -- and both figures are 
 from __future__ import annotations
 
 import math
-import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,15 @@ from tritonscale.simulate.benchmark import Options, build, fair_start
 from tritonscale.simulate.engine import simulate
 from tritonscale.simulate.policies.oracle import window_needs
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, summarise, window_p95_ms
-from tritonscale.simulate.suite import Scenario, SuiteConfig, _calibration, _cluster, scenario_arrivals
+from tritonscale.simulate.suite import (
+    Scenario,
+    SuiteConfig,
+    _calibration,
+    _cluster,
+    fork_map,
+    prepare,
+    scenario_arrivals,
+)
 
 GRID_DELAYS_MS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 GRID_PREFERRED: tuple[tuple[int, ...], ...] = ((), (4, 8, 16), (16,))
@@ -128,26 +135,11 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, quick: bool = False) -> TunerSc
     return TunerScenario(sc, slo, runs)
 
 
-_CFG: dict[str, Any] = {}
-
-
-def _worker(sc: Scenario) -> TunerScenario:
-    return run_scenario(sc, _CFG["cfg"], _CFG["quick"])
-
-
 def run_tuner_suite(cfg: SuiteConfig, scenarios: Sequence[Scenario] | None = None,
                     quick: bool = False) -> list[TunerScenario]:
     todo = list(scenarios if scenarios is not None else cfg.scenarios())
-    for level in {s.slo for s in todo}:
-        _calibration(cfg.batcher, cfg.slo_ms(level))  # once, inherited by the workers
-    jobs = max(1, min(cfg.jobs, len(todo)))
-    if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
-        _CFG.update(cfg=cfg, quick=quick)
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            out = list(pool.map(_worker, todo))
-        _CFG.clear()
-        return out
-    return [run_scenario(s, cfg, quick) for s in todo]
+    prepare(cfg, todo)
+    return fork_map(partial(run_scenario, quick=quick), todo, cfg, cfg.jobs)
 
 
 def text(results: Sequence[TunerScenario], per_scenario: bool = True) -> str:
