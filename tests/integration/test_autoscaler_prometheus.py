@@ -94,6 +94,8 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
         events = kubernetes.client.CoreV1Api(api_client).list_namespaced_event(NS).items
         scaled = [e for e in events if e.reason == "Scaled" and e.involved_object.name == NAME]
         assert scaled and "scaled up from 1" in scaled[0].message
+        # ... and in the operator's own log, at INFO, with the object's name and the reason.
+        assert f"{NS}/{NAME}: scaled up from 1 to " in op.output(), op.output()[-3000:]
 
         # 2. p95 well under target -> back to minReplicas after the stabilization, never below.
         exporter.set("linear", p95_ms=20.0, rps=5.0, queue_ms=2.0, pending=0.0, batch_size=1.0, batch_ms=22.0)
@@ -128,6 +130,10 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
         assert during == {before}, during
         scaling = _cond(custom, NS, "Scaling")
         assert scaling["reason"] == "MetricsUnavailable" and scaling["status"] == "False"
+        # The log says why it holds once, when the reason changed -- not at every 2 s tick.
+        holds = [ln for ln in op.output().splitlines() if f"{NS}/{NAME}: holding {before} replicas" in ln
+                 and "MetricsUnavailable" in ln]
+        assert len(holds) == 1, holds
 
         # Visible in the real `kubectl get tis` columns (the API server renders the CRD's
         # printer columns) and in status.

@@ -13,6 +13,7 @@ just became ready reach the decider, and the first one reaches the user as the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,6 +31,7 @@ from tritonscale.scaling.pod_census import PodCensus, take_census
 from tritonscale.scaling.prometheus_source import Snapshot
 
 EventFn = Callable[[dict[str, Any], str, str, str], None]  # (body, type, reason, message)
+log = logging.getLogger("tritonscale.autoscaler")
 
 # In-memory decider state by object uid; seeded from status.scalingState after a restart.
 _memory: dict[str, State] = {}
@@ -101,6 +103,20 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
     return new
 
 
+def _log_decision(namespace: str, name: str, status: Mapping[str, Any], decision: Decision, current: int,
+                  ready: int) -> None:
+    """The operator log's record of a decision: at INFO when it scales or its reason changes (the
+    Scaling condition's reason at the last tick), so the log tells the story a tick at a time
+    without repeating a steady hold; every tick at DEBUG (``tritonscale run --verbose``)."""
+    last = next((c.get("reason") for c in (status.get("conditions") or []) if c.get("type") == st.SCALING), None)
+    level = logging.INFO if decision.replicas != current or decision.reason != last else logging.DEBUG
+    if decision.replicas != current:
+        what = f"scaled {'up' if decision.replicas > current else 'down'} from {current} to {decision.replicas}"
+    else:
+        what = f"holding {current} replica{'' if current == 1 else 's'} ({ready} ready)"
+    log.log(level, "%s/%s: %s: %s: %s", namespace, name, what, decision.reason, decision.message)
+
+
 def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: float, event: EventFn) -> None:
     """One tick: nothing for an object being deleted, with an invalid spec (the reconciler
     reports it) or without its Deployment yet."""
@@ -147,6 +163,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             kube.patch_inference_service_status(namespace, name, patch)
         if tuning is not None and tuning.changed:
             event(body, "Normal", "BatchingTuned", f"{tuning.reason}: {tuning.message}"[:1000])
+            log.info("%s/%s: batching tuned: %s: %s", namespace, name, tuning.reason, tuning.message)
 
         if decision.replicas != current:
             kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
@@ -156,6 +173,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             om.DECISIONS.labels(namespace, name, verb, decision.reason).inc()
         else:
             om.DECISIONS.labels(namespace, name, "none", decision.reason).inc()
+        _log_decision(namespace, name, status, decision, current, ready)
 
         om.DESIRED.labels(namespace, name).set(decision.replicas)
         om.READY.labels(namespace, name).set(ready)
