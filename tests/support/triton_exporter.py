@@ -1,7 +1,8 @@
 """A test exporter that serves Triton-format metrics with values the test controls.
 
 It speaks exactly the series the autoscaler queries -- counters
-``nv_inference_request_success`` and ``nv_inference_queue_duration_us``, the
+``nv_inference_request_success``, ``nv_inference_request_failure`` and
+``nv_inference_queue_duration_us``, the
 gauge ``nv_inference_pending_request_count`` and the summary
 ``nv_inference_request_summary_us`` -- with Triton's labels (model, version).
 Counters advance at the configured request rate between scrapes, so
@@ -24,12 +25,14 @@ from tritonscale.sandbox.prometheus_server import PrometheusServer
 @dataclass
 class ModelSeries:
     rps: float = 0.0
+    failed_rps: float | None = None  # requests rejected; None: no failure series at all
     p95_ms: float | None = None  # None: NaN, as an idle Triton summary reports
     queue_ms: float = 1.0
     pending: float = 0.0
     batch_size: float = 4.0
     batch_ms: float = 28.0
     success: float = 0.0
+    failure: float = 0.0
     queue_us_total: float = 0.0
     count: float = 0.0  # inferences (requests x batch dim 1)
     exec_count: float = 0.0
@@ -79,6 +82,7 @@ class TritonExporter:
         for s in self.series.values():
             dt = now - s.last
             s.success += s.rps * dt
+            s.failure += (s.failed_rps or 0.0) * dt
             s.queue_us_total += s.rps * dt * s.queue_ms * 1000
             s.count += s.rps * dt
             s.exec_count += s.rps * dt / s.batch_size
@@ -92,6 +96,9 @@ class TritonExporter:
                 "# TYPE nv_inference_request_success counter",
                 *(f'nv_inference_request_success{{model="{m}",version="1"}} {s.success:.3f}'
                   for m, s in self.series.items()),
+                "# TYPE nv_inference_request_failure counter",
+                *(f'nv_inference_request_failure{{model="{m}",version="1"}} {s.failure:.3f}'
+                  for m, s in self.series.items() if s.failed_rps is not None),
                 "# TYPE nv_inference_queue_duration_us counter",
                 *(f'nv_inference_queue_duration_us{{model="{m}",version="1"}} {s.queue_us_total:.3f}'
                   for m, s in self.series.items()),

@@ -57,7 +57,7 @@ def test_one_query_per_signal_grouped_by_service():
         assert 'inferenceservice!=""' in q
     assert "histogram_quantile(0.95" in queries["p95_ms"] and " or max by " in queries["p95_ms"]
     assert '[30s]' in queries["rps"]
-    assert "irate(" in queries["recent_rps"] and "(success|failure)" in queries["recent_rps"]
+    assert "irate(" in queries["recent_rps"] and "nv_inference_request_failure" in queries["recent_rps"]
     assert "nv_inference_request_failure" in queries["failed_rps"]
 
 

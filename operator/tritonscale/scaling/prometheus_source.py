@@ -91,10 +91,22 @@ class SeriesSelector:
         return f"{self.namespace_label}, {self.service_label}, {self.model_label}"
 
 
+def live_irate(series: str, window: str) -> str:
+    """``irate`` of the series that have a sample now: a range vector ignores staleness markers,
+    so a removed pod's ``irate`` would repeat its last rate for up to the window -- after a
+    scale-down from n replicas the sum reads n/(n-1) of the traffic, enough to scale straight
+    back up. ``and`` with the instant selector (which does honour staleness) keeps only the
+    series still scraped. ``rate`` needs no such filter: a gone pod's ``rate`` counts only what
+    it served within the window, and fades out of it."""
+    return f"(irate({series}[{window}]) and {series})"
+
+
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
     """The ten queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
+    failure = f"nv_inference_request_failure{{{m}}}"
+    served = f"sum by ({g}) {live_irate(success, w)}"
     return {
         "p95_ms": (
             f"histogram_quantile(0.95, sum by ({g}, le) "
@@ -113,22 +125,24 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         # between the last two scrapes (irate): a whole window mixes the batch sizes of a
         # changing load, and the request-weighted time then reads high.
         "batch_size": (
-            f"sum by ({g}) (irate(nv_inference_count{{{m}}}[{w}])) "
-            f"/ sum by ({g}) (irate(nv_inference_exec_count{{{m}}}[{w}]))"
+            f"sum by ({g}) {live_irate(f'nv_inference_count{{{m}}}', w)} "
+            f"/ sum by ({g}) {live_irate(f'nv_inference_exec_count{{{m}}}', w)}"
         ),
         "batch_ms": (
-            f"sum by ({g}) (irate(nv_inference_compute_infer_duration_us{{{m}}}[{w}])) / 1000 "
-            f"/ sum by ({g}) (irate({success}[{w}]))"
+            f"sum by ({g}) {live_irate(f'nv_inference_compute_infer_duration_us{{{m}}}', w)} / 1000 "
+            f"/ sum by ({g}) {live_irate(success, w)}"
         ),
         # Requests the queue policy rejected (absent until Triton counts a failure: read as 0).
         "failed_rps": f"sum by ({g}) (rate(nv_inference_request_failure{{{m}}}[{w}]))",
         # Requests out of the queue (served or rejected) between the last two scrapes: the
         # fastest rate Prometheus has; with the pending gauge's change it gives arrivals now.
-        "recent_rps": (
-            f'sum by ({g}) (irate({{__name__=~"nv_inference_request_(success|failure)", {m}}}[{w}]))'
-        ),
+        # Summed apart and added: Triton before the failure counter's `reason` label gives both
+        # counters the same labels, and one irate() over both names is then a vector with the
+        # same labelset twice -- an error that would fail every tick's snapshot. No failure
+        # series (`or`): the served ones alone.
+        "recent_rps": f"{served} + sum by ({g}) {live_irate(failure, w)} or {served}",
         # The served part alone: with a full batch queued on every replica, the saturation rate.
-        "recent_served_rps": f"sum by ({g}) (irate({success}[{w}]))",
+        "recent_served_rps": served,
     }
 
 

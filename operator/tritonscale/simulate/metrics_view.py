@@ -21,7 +21,9 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
 
 Values are those of the last scrape at or before ``now`` (the scrape grid starts at
 t = 0). Only ready pods are scraped: a starting pod's Triton has no series yet and a
-removed pod's series go stale.
+removed pod's series go stale -- at once, as the operator's ``irate`` queries read them
+(``prometheus_source.live_irate``); Prometheus's ``rate()`` would still count what a gone
+pod served within the window.
 
 Batch statistics, for a decider that wants them: ``batch_size`` =
 ``irate(nv_inference_count) / irate(nv_inference_exec_count)`` (requests per model

@@ -1,0 +1,81 @@
+"""A removed pod's series against Debian's Prometheus: the operator's fast rates drop it at once.
+
+Two test exporters stand for two pods of one InferenceService, scraped every second. When one
+pod leaves service discovery (a scale-down), Prometheus writes staleness markers for its series,
+but range vectors ignore them: plain ``sum(irate(x[30s]))`` repeats the gone pod's last rate
+until its samples leave the range. The operator's queries (``prometheus_source.live_irate``)
+must read only the pod still there -- else a scale-down from n replicas reads n/(n-1) of the
+traffic and scales straight back up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from support.cluster import wait_for
+from support.deployment_watch import needs_prometheus
+from support.triton_exporter import TritonExporter
+from tritonscale.sandbox.prometheus_server import PrometheusServer
+from tritonscale.scaling.prometheus_source import PrometheusSource
+
+NS, NAME = "ns", "svc"
+KEY = (NS, NAME, NAME)
+WINDOW_S = 30
+
+
+def _labels(pod: str, service: str = NAME) -> dict[str, str]:
+    return {"namespace": NS, "inferenceservice": service, "pod": pod}
+
+
+@needs_prometheus
+def test_a_removed_pods_rate_leaves_the_fast_signals_at_once(tmp_path):
+    pods = [TritonExporter([NAME]).start() for _ in range(2)]
+    for p in pods:
+        p.set(NAME, rps=100.0, failed_rps=20.0, batch_size=4.0, batch_ms=28.0)
+    # Another service whose Triton has no failure series at all: its arrivals are the served ones.
+    plain = TritonExporter(["plain"]).start()
+    plain.set("plain", rps=50.0)
+    prom = PrometheusServer(tmp_path / "prom", scrape_interval_s=1.0).start()
+    try:
+        plain_target = (plain.address, _labels("plain-0", "plain"))
+        prom.write_targets([(p.address, _labels(f"{NAME}-{i}")) for i, p in enumerate(pods)] + [plain_target])
+        assert asyncio.run(prom.wait_ready()), prom.read_log()
+        for p in pods + [plain]:
+            assert asyncio.run(prom.wait_target_up(p.address, timeout=30)), prom.read_log()
+        source = PrometheusSource(prom.url)
+
+        def fetch(signal: str) -> float | None:
+            snap = source.fetch(WINDOW_S)
+            assert snap.ok, snap.error
+            return snap.values.get(signal, {}).get(KEY)
+
+        both = wait_for(lambda: (v := fetch("recent_rps")) is not None and v > 200 and v, 20,
+                        what="irate over both pods")
+        assert both == pytest.approx(240.0, rel=0.05)  # served + rejected, two pods
+        assert fetch("recent_served_rps") == pytest.approx(200.0, rel=0.05)
+        plain_recent = source.fetch(WINDOW_S).values.get("recent_rps", {}).get((NS, "plain", "plain"))
+        assert plain_recent == pytest.approx(50.0, rel=0.05)
+
+        # Scale-down: the pod leaves service discovery and stops.
+        prom.write_targets([(pods[0].address, _labels(f"{NAME}-0")), plain_target])
+        pods.pop().stop()
+        wait_for(lambda: fetch("replicas") == 1.0, 15, interval=0.2, what="the removed pod's series to go stale")
+        removed_at = time.monotonic()
+        recent, served = fetch("recent_rps"), fetch("recent_served_rps")
+        size, batch_ms = fetch("batch_size"), fetch("batch_ms")
+        # The unfiltered sum still counts the gone pod: what the filter is for.
+        plain_sum = f'sum(irate(nv_inference_request_success{{inferenceservice="{NAME}"}}[{WINDOW_S}s]))'
+        phantom = asyncio.run(prom.query(plain_sum))
+        elapsed = time.monotonic() - removed_at
+        assert elapsed < WINDOW_S / 2  # the gone pod's samples are still inside the range
+        assert float(phantom[0]["value"][1]) == pytest.approx(200.0, rel=0.05)
+        assert recent == pytest.approx(120.0, rel=0.05)
+        assert served == pytest.approx(100.0, rel=0.05)
+        assert size == pytest.approx(4.0, rel=0.05) and batch_ms == pytest.approx(28.0, rel=0.05)
+    finally:
+        prom.stop()
+        for p in pods + [plain]:
+            p.stop()
