@@ -74,6 +74,10 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
     assert (idle.status, idle.rps, idle.p95_ms) == ("ok", 0.0, None)  # NaN summary: no value, but data
     missing = snap.observation("ns", "other", "m")
     assert missing.status == "no_data" and "inferenceservice=other" in missing.message
+    # Series scraped (the instant count sees two pods) but rate() had too few samples in the window.
+    short = Snapshot(taken_at=0, ok=True, window_s=10, values={"replicas": {key: 2.0}}).observation("ns", "svc", "m")
+    assert short.status == "no_data"
+    assert short.message.startswith("2 pod(s) export Triton's series but windowSeconds=10 holds fewer than two")
     failed = Snapshot(taken_at=0, ok=False, error="connection refused").observation("ns", "svc", "m")
     assert failed.status == "failed" and failed.message == "connection refused"
 

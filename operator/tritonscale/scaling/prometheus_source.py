@@ -158,6 +158,7 @@ class Snapshot:
     error: str = ""
     values: Mapping[str, Mapping[Key, float]] = field(default_factory=dict)
     queries: int = 0
+    window_s: int | None = None  # the rate window the queries used
 
     def observation(self, namespace: str, name: str, model: str) -> Observation:
         if not self.ok:
@@ -170,6 +171,14 @@ class Snapshot:
 
         rps = val("rps")
         if rps is None:
+            pods = val("replicas")
+            if pods:
+                # The series are scraped, but rate() found fewer than two samples in the window.
+                window = f"windowSeconds={self.window_s}" if self.window_s else "the rate window"
+                return Observation(status="no_data",
+                                   message=f"{pods:.0f} pod(s) export Triton's series but {window} holds fewer "
+                                           f"than two scrapes of them: the pods just started, or the window is "
+                                           f"shorter than two scrape intervals")
             return Observation(status="no_data",
                                message=f"no Triton series with namespace={namespace}, "
                                        f"inferenceservice={name}, model={model}")
@@ -225,7 +234,7 @@ class PrometheusSource:
                                 error=f"Prometheus at {self.url}: {describe_failure(exc, self._timeout_s)}")
             done += 1
             values[signal] = _parse_vector(result, self.selector)
-        return Snapshot(taken_at=started, ok=True, values=values, queries=done)
+        return Snapshot(taken_at=started, ok=True, values=values, queries=done, window_s=int(window_s))
 
 
 def describe_failure(exc: BaseException, timeout_s: float) -> str:
