@@ -97,7 +97,10 @@ def live_irate(series: str, window: str) -> str:
     scale-down from n replicas the sum reads n/(n-1) of the traffic, enough to scale straight
     back up. ``and`` with the instant selector (which does honour staleness) keeps only the
     series still scraped. ``rate`` needs no such filter: a gone pod's ``rate`` counts only what
-    it served within the window, and fades out of it."""
+    it served within the window, and fades out of it. The price: a single failed scrape also
+    marks a live pod's series stale, so its rate is missing from the sum until the next scrape
+    -- a one-tick dip, which the decider's level (the minute's mean, ``signals.level``) and its
+    scale-down window absorb, where the phantom came with every scale-down."""
     return f"(irate({series}[{window}]) and {series})"
 
 
