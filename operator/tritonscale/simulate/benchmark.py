@@ -174,12 +174,19 @@ def _run_one(name: str) -> tuple[Outcome, bool | None]:
     return outcome(run, opts.slo_ms), None
 
 
+def start_windows(opts: Options) -> int:
+    """How many windows' needs ``fair_start`` reads: those that start within one cold start."""
+    if opts.cluster.cold_start_s <= 0:
+        return 1
+    return max(1, math.ceil(opts.cluster.cold_start_s / ATTAINMENT_WINDOW_S)) + 1
+
+
 def fair_start(needs: Sequence[int], opts: Options) -> int:
     """Replicas every policy starts with, warm: what the oracle provisions at t = 0 -- the largest
     need of the windows that start within one cold start -- so that nobody is charged for a cold
-    start at t = 0 or spends the first cold start under-provisioned for want of history."""
-    reach = max(1, math.ceil(opts.cluster.cold_start_s / ATTAINMENT_WINDOW_S))
-    return max(needs[: reach + 1]) if opts.cluster.cold_start_s > 0 else needs[0]
+    start at t = 0 or spends the first cold start under-provisioned for want of history.
+    ``needs`` must reach ``start_windows`` windows (or the whole run)."""
+    return max(needs[: start_windows(opts)])
 
 
 def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Options,
@@ -191,7 +198,7 @@ def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Optio
     oracle_wanted = opts.with_oracle or policy == "oracle"
     peak_static = policy == "all" and opts.static_replicas is None
     needs = window_needs(arrivals, horizon, opts.cluster, opts.slo_ms, cal.capacity_rps,
-                         only_first=not (oracle_wanted or peak_static))
+                         windows=None if oracle_wanted or peak_static else start_windows(opts))
     names = expand(policy, needs, opts)
     if opts.with_oracle and "oracle" not in names:
         names_to_run = names + ["oracle"]

@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tritonscale.simulate import suite
-from tritonscale.simulate.benchmark import Options, fair_start, run_benchmark
-from tritonscale.simulate.policies.oracle import window_needs
+from tritonscale.simulate.benchmark import Options, run_benchmark
 from tritonscale.simulate.replica import BatcherConfig
 from tritonscale.simulate.suite import OURS, Row, Scenario, ScenarioResult, SuiteConfig, row_of
 
@@ -50,9 +49,8 @@ def rerun(stored: dict[str, Any], cfg: SuiteConfig) -> ScenarioResult:
     cal = suite._calibration(cfg.batcher, slo_ms)
     arr, horizon, _ = suite.scenario_arrivals(sc, cfg, cal.capacity_rps)
     cluster = suite._cluster(cfg, sc)
-    probe = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False)
-    start = fair_start(window_needs(arr, horizon, cluster, slo_ms, cal.capacity_rps), probe)
-    opts = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False, initial_replicas=start)
+    # run_benchmark starts it warm with the suite's fair_start (the oracle's first windows).
+    opts = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False)
     s = run_benchmark(arr, horizon, OURS, opts, calibration=cal).outcomes[0].summary
     oracle = next(p for p in stored["policies"] if p["policy"] == "oracle")
     cost = s.replica_hours / oracle["replica_hours"] if oracle["replica_hours"] else None

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tritonscale.simulate.benchmark import Options, build, fair_start
+from tritonscale.simulate.benchmark import Options, build, fair_start, start_windows
 from tritonscale.simulate.engine import simulate
 from tritonscale.simulate.policies.oracle import window_needs
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, summarise, window_p95_ms
@@ -118,7 +118,7 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, quick: bool = False) -> TunerSc
     cal = _calibration(cfg.batcher, slo)
     arr, horizon, _ = scenario_arrivals(sc, cfg, cal.capacity_rps)
     base = _cluster(cfg, sc)
-    needs = window_needs(arr, horizon, base, slo, cal.capacity_rps, only_first=True)
+    needs = window_needs(arr, horizon, base, slo, cal.capacity_rps, windows=start_windows(Options(slo, base)))
     runs = []
     for label, delay, prefs, tuner in configs(slo, quick):
         cl = replace(base, batcher=replace(base.batcher, max_queue_delay_ms=delay, preferred=prefs))

@@ -45,11 +45,11 @@ def _isolated_p95_ms(arrivals: np.ndarray, lo: int, start: int, hi: int, n: int,
 
 def window_needs(arrivals: np.ndarray, horizon: float, cluster: ClusterConfig, slo_ms: float,
                  capacity_rps: float, window_s: float = ATTAINMENT_WINDOW_S,
-                 only_first: bool = False) -> list[int]:
-    """Fewest replicas per window (see the module docstring)."""
+                 windows: int | None = None) -> list[int]:
+    """Fewest replicas per window (see the module docstring); only the first ``windows`` if given."""
     nw = max(1, math.ceil(horizon / window_s))
     needs = []
-    for w in range(1 if only_first else nw):
+    for w in range(nw if windows is None else max(1, min(windows, nw))):
         w0, w1 = w * window_s, (w + 1) * window_s
         start, hi = np.searchsorted(arrivals, [w0, w1], side="left")
         if w == nw - 1:
