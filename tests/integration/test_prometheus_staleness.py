@@ -47,34 +47,34 @@ def test_a_removed_pods_rate_leaves_the_fast_signals_at_once(tmp_path):
             assert asyncio.run(prom.wait_target_up(p.address, timeout=30)), prom.read_log()
         source = PrometheusSource(prom.url)
 
-        def fetch(signal: str) -> float | None:
+        def snapshot(key: tuple[str, str, str] = KEY) -> dict[str, float]:
+            """Every signal of one service, from one round of the operator's queries."""
             snap = source.fetch(WINDOW_S)
             assert snap.ok, snap.error
-            return snap.values.get(signal, {}).get(KEY)
+            return {sig: v[key] for sig, v in snap.values.items() if key in v}
 
-        both = wait_for(lambda: (v := fetch("recent_rps")) is not None and v > 200 and v, 20,
+        both = wait_for(lambda: (s := snapshot()).get("recent_rps", 0.0) > 200 and s, 20,
                         what="irate over both pods")
-        assert both == pytest.approx(240.0, rel=0.05)  # served + rejected, two pods
-        assert fetch("recent_served_rps") == pytest.approx(200.0, rel=0.05)
-        plain_recent = source.fetch(WINDOW_S).values.get("recent_rps", {}).get((NS, "plain", "plain"))
-        assert plain_recent == pytest.approx(50.0, rel=0.05)
+        assert both["recent_rps"] == pytest.approx(240.0, rel=0.05)  # served + rejected, two pods
+        assert both["recent_served_rps"] == pytest.approx(200.0, rel=0.05)
+        assert snapshot((NS, "plain", "plain"))["recent_rps"] == pytest.approx(50.0, rel=0.05)
 
         # Scale-down: the pod leaves service discovery and stops.
         prom.write_targets([(pods[0].address, _labels(f"{NAME}-0")), plain_target])
         pods.pop().stop()
-        wait_for(lambda: fetch("replicas") == 1.0, 15, interval=0.2, what="the removed pod's series to go stale")
+        after = wait_for(lambda: (s := snapshot()).get("replicas") == 1.0 and s, 15, interval=0.2,
+                         what="the removed pod's series to go stale")
         removed_at = time.monotonic()
-        recent, served = fetch("recent_rps"), fetch("recent_served_rps")
-        size, batch_ms = fetch("batch_size"), fetch("batch_ms")
         # The unfiltered sum still counts the gone pod: what the filter is for.
         plain_sum = f'sum(irate(nv_inference_request_success{{inferenceservice="{NAME}"}}[{WINDOW_S}s]))'
         phantom = asyncio.run(prom.query(plain_sum))
         elapsed = time.monotonic() - removed_at
         assert elapsed < WINDOW_S / 2  # the gone pod's samples are still inside the range
         assert float(phantom[0]["value"][1]) == pytest.approx(200.0, rel=0.05)
-        assert recent == pytest.approx(120.0, rel=0.05)
-        assert served == pytest.approx(100.0, rel=0.05)
-        assert size == pytest.approx(4.0, rel=0.05) and batch_ms == pytest.approx(28.0, rel=0.05)
+        assert after["recent_rps"] == pytest.approx(120.0, rel=0.05)
+        assert after["recent_served_rps"] == pytest.approx(100.0, rel=0.05)
+        assert after["batch_size"] == pytest.approx(4.0, rel=0.05)
+        assert after["batch_ms"] == pytest.approx(28.0, rel=0.05)
     finally:
         prom.stop()
         for p in pods + [plain]:

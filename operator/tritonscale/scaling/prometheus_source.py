@@ -96,12 +96,13 @@ def live_irate(series: str, window: str) -> str:
     so a removed pod's ``irate`` would repeat its last rate for up to the window -- after a
     scale-down from n replicas the sum reads n/(n-1) of the traffic (14% high at n = 8, more
     than the 10% tolerance that held the scale-down back, so one taken near its threshold
-    would turn straight back up). ``and`` with the instant selector (which does honour staleness) keeps only the
-    series still scraped. ``rate`` needs no such filter: a gone pod's ``rate`` counts only what
-    it served within the window, and fades out of it. The price: a single failed scrape also
-    marks a live pod's series stale, so its rate is missing from the sum until the next scrape
-    -- a one-tick dip, which the decider's level (the minute's mean, ``signals.level``) and its
-    scale-down window absorb, where the phantom came with every scale-down."""
+    would turn straight back up). ``and`` with the instant selector (which does honour
+    staleness) keeps only the series still scraped. ``rate`` needs no such filter: a gone pod's
+    ``rate`` counts only what it served within the window, and fades out of it. The price: a
+    single failed scrape also marks a live pod's series stale, so its rate is missing from the
+    sum until the next scrape -- a one-tick dip, which the decider's level (the minute's mean,
+    ``signals.level``) and its scale-down window absorb, where the phantom came with every
+    scale-down."""
     return f"(irate({series}[{window}]) and {series})"
 
 
@@ -137,7 +138,7 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
             f"/ sum by ({g}) {live_irate(success, w)}"
         ),
         # Requests the queue policy rejected (absent until Triton counts a failure: read as 0).
-        "failed_rps": f"sum by ({g}) (rate(nv_inference_request_failure{{{m}}}[{w}]))",
+        "failed_rps": f"sum by ({g}) (rate({failure}[{w}]))",
         # Requests out of the queue (served or rejected) between the last two scrapes: the
         # fastest rate Prometheus has; with the pending gauge's change it gives arrivals now.
         # Summed apart and added: Triton before the failure counter's `reason` label gives both

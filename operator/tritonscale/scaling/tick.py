@@ -103,20 +103,6 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
     return new
 
 
-def _log_decision(namespace: str, name: str, status: Mapping[str, Any], decision: Decision, current: int,
-                  ready: int) -> None:
-    """The operator log's record of a decision: at INFO when it scales or its reason changes (the
-    Scaling condition's reason at the last tick), so the log tells the story a tick at a time
-    without repeating a steady hold; every tick at DEBUG (``tritonscale run --verbose``)."""
-    last = next((c.get("reason") for c in (status.get("conditions") or []) if c.get("type") == st.SCALING), None)
-    level = logging.INFO if decision.replicas != current or decision.reason != last else logging.DEBUG
-    if decision.replicas != current:
-        what = f"scaled {'up' if decision.replicas > current else 'down'} from {current} to {decision.replicas}"
-    else:
-        what = f"holding {current} replica{'' if current == 1 else 's'} ({ready} ready)"
-    log.log(level, "%s/%s: %s: %s: %s", namespace, name, what, decision.reason, decision.message)
-
-
 def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: float, event: EventFn) -> None:
     """One tick: nothing for an object being deleted, with an invalid spec (the reconciler
     reports it) or without its Deployment yet."""
@@ -165,15 +151,20 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             event(body, "Normal", "BatchingTuned", f"{tuning.reason}: {tuning.message}"[:1000])
             log.info("%s/%s: batching tuned: %s: %s", namespace, name, tuning.reason, tuning.message)
 
-        if decision.replicas != current:
+        scaled = decision.replicas != current
+        verb = ("up" if decision.replicas > current else "down") if scaled else "none"
+        what = (f"scaled {verb} from {current} to {decision.replicas}" if scaled
+                else f"holding {current} replica{'' if current == 1 else 's'} ({ready} ready)")
+        if scaled:
             kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
-            verb = "up" if decision.replicas > current else "down"
-            event(body, "Normal", "Scaled",
-                  f"scaled {verb} from {current} to {decision.replicas}: {decision.reason}: {decision.message}"[:1000])
-            om.DECISIONS.labels(namespace, name, verb, decision.reason).inc()
-        else:
-            om.DECISIONS.labels(namespace, name, "none", decision.reason).inc()
-        _log_decision(namespace, name, status, decision, current, ready)
+            event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
+        om.DECISIONS.labels(namespace, name, verb, decision.reason).inc()
+        # The operator log keeps what Events lose when they expire: at INFO each scale and each change
+        # of reason (against the Scaling condition of the last tick), so a steady hold is not
+        # repeated every tick; every tick at DEBUG (``tritonscale run --verbose``).
+        last = next((c.reason for c in st.conditions_of(status) if c.type == st.SCALING), None)
+        level = logging.INFO if scaled or decision.reason != last else logging.DEBUG
+        log.log(level, "%s/%s: %s: %s: %s", namespace, name, what, decision.reason, decision.message)
 
         om.DESIRED.labels(namespace, name).set(decision.replicas)
         om.READY.labels(namespace, name).set(ready)
