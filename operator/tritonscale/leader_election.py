@@ -35,7 +35,6 @@ import functools
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -48,6 +47,8 @@ from kubernetes.client import ApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from prometheus_client import Gauge
+
+from tritonscale.process_exit import flush_and_exit
 
 log = logging.getLogger("tritonscale.leader_election")
 
@@ -206,13 +207,7 @@ class FencedLeaseLock(LeaseLock):
 
 def _exit_now(reason: str) -> None:
     log.critical(f"{reason}; exiting so that nothing more is written (a standby takes over, the Pod restarts)")
-    for handler in logging.getLogger().handlers:
-        try:
-            handler.flush()
-        except Exception:  # noqa: BLE001
-            pass
-    sys.stderr.flush()
-    os._exit(1)
+    flush_and_exit(1)
 
 
 class Elector:

@@ -18,6 +18,7 @@ import kopf
 from kubernetes.config import ConfigException
 
 from tritonscale.leader_election import ElectionSettings
+from tritonscale.process_exit import flush_and_exit
 
 
 @dataclass
@@ -49,6 +50,8 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 def run(options: OperatorOptions) -> int:
+    """Run the operator until SIGTERM/SIGINT, then end the process (``flush_and_exit``).
+    Returns only if it cannot start (no credentials)."""
     logging.basicConfig(
         level=logging.DEBUG if options.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -65,7 +68,7 @@ def run(options: OperatorOptions) -> int:
         return 1
     handlers.configure(options)
     if options.leader_election is not None:
-        return _run_elected(options, options.leader_election)
+        flush_and_exit(_run_elected(options, options.leader_election))
     from tritonscale.leader_election import LEADER
 
     LEADER.set(1)  # alone: always the one that acts
@@ -79,7 +82,7 @@ def run(options: OperatorOptions) -> int:
         )
     except KeyboardInterrupt:
         pass
-    return 0
+    flush_and_exit(0)  # Kopf has stopped; see tritonscale.process_exit
 
 
 def _run_elected(options: OperatorOptions, settings: ElectionSettings) -> int:

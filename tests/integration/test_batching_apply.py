@@ -22,7 +22,7 @@ import httpx
 import kubernetes
 import pytest
 
-from support.cluster import run_tool, until
+from support.cluster import delete_if_present, run_tool, until
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.cluster import ControlPlane
 from tritonscale.kube.client import client_for
@@ -122,7 +122,7 @@ async def test_status_batching_change_reaches_the_live_tritonserver(
         await kubelet.stop()
         # Remove the Node and its Lease, as the test stand-in kubelet does: a later test's pods
         # must not be scheduled onto a Node nothing runs.
-        await asyncio.to_thread(core.delete_node, node)
-        await asyncio.to_thread(kubernetes.client.CoordinationV1Api(api_client).delete_namespaced_lease, node,
-                                "kube-node-lease")
+        await asyncio.to_thread(delete_if_present, core.delete_node, node)
+        leases = kubernetes.client.CoordinationV1Api(api_client)
+        await asyncio.to_thread(delete_if_present, leases.delete_namespaced_lease, node, "kube-node-lease")
         await asyncio.to_thread(core.delete_persistent_volume, pv)

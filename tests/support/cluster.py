@@ -150,6 +150,16 @@ def install_chart(kubeconfig: Path, workdir: Path, release: str,
     return OperatorInstall(release, OPERATOR_NAMESPACE, sa, path, out.stdout + out.stderr)
 
 
+def delete_if_present(delete: Callable[..., Any], *args: Any) -> None:
+    """``delete(*args)``, where a 404 means someone else got there first (the garbage
+    collector removes a Node's Lease once the Node is gone: it is the Lease's owner)."""
+    try:
+        delete(*args)
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
 def delete_namespace(api: kubernetes.client.ApiClient, name: str) -> None:
     """Delete ``name``. Its InferenceServices go first, and are gone when this returns:
     a later test's cluster-wide operator must not find them in a terminating namespace
