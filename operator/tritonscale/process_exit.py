@@ -4,7 +4,7 @@ The operator runs daemon threads for its whole life: the leader election and its
 watchdog, /healthz, the /metrics server, and an executor thread that may still be in a
 tick or a Prometheus query. At interpreter shutdown CPython forces each daemon thread
 out with ``pthread_exit`` the next time it takes the GIL, and that can abort the
-process (python/cpython#87135). A CI run of the failover test exited with SIGABRT
+process (python/cpython#87135). A clean-clone run of the failover test exited with SIGABRT
 right after "released Lease": the election thread was still renewing and the
 autoscaler's query was still retrying.
 
