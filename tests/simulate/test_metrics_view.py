@@ -31,19 +31,25 @@ def test_p95_is_the_max_over_pods_of_the_last_window() -> None:
     in_window = (end > 60.0) & (end <= 120.0)
     assert obs.status == "ok"
     assert obs.p95_ms == pytest.approx(np.quantile(lat[in_window], 0.95) * 1000)
-    light_done = np.sum((light.req_end.view > 60) & (light.req_end.view <= 120))
-    assert obs.rps == pytest.approx((np.sum(in_window) + light_done) / 60)
+    # rate(): the samples in (60, 120] are at 75 ... 120 s; their 45 s extrapolate to the window.
+    sampled = sum(np.sum((p.req_end.view > 75) & (p.req_end.view <= 120)) for p in (light, heavy))
+    assert obs.rps == pytest.approx(sampled / 45)
 
 
 def test_values_come_from_the_last_scrape() -> None:
-    r = pod(np.linspace(0.0, 100.0, 5001))
-    assert observe([r], 44.0, CFG) == observe([r], 30.0, CFG)
+    # Instant values are the last scrape's. rate() over (now - 60, now] sees the same four
+    # samples anywhere between two scrapes, and extrapolates them to the same 60 s -- for a
+    # series older than the window (a younger one's range reaches back before it began).
+    r = pod(np.linspace(0.0, 200.0, 10001))
+    assert observe([r], 134.0, CFG) == observe([r], 120.0, CFG)
 
 
-def test_young_pod_rate_uses_its_own_lifetime_and_no_rate_before_two_scrapes() -> None:
+def test_young_pod_rate_counts_its_requests_over_the_whole_window_and_none_before_two_scrapes() -> None:
+    # Prometheus does not extrapolate a counter below zero: the series starts at 90 s at 0, so
+    # rate() is its increase over the 60 s window -- half its 100 rps, as Prometheus reads it.
     t = np.linspace(90.0, 119.99, 3000)  # 100 rps from t=90
     r = pod(t, ready_at=90.0)
-    assert request_rate([r], 120.0, CFG) == pytest.approx(100.0, rel=0.02)
+    assert request_rate([r], 120.0, CFG) == pytest.approx(50.0, rel=0.02)
     assert request_rate([pod(t, ready_at=110.0)], 120.0, CFG) is None
     assert observe([pod(t, ready_at=110.0)], 120.0, CFG).status == "no_data"
 
@@ -102,3 +108,39 @@ def test_batch_fields_reach_a_decider_observation_that_declares_them(monkeypatch
     monkeypatch.setattr(metrics_view, "_OBS_FIELDS", {"batch_size", "batch_ms"})
     obs = metrics_view.observe([pod(np.full(40, 10.0) + np.arange(40) * 1e-6)], 15.0, CFG)
     assert obs.batch_size == pytest.approx(10.0) and obs.batch_ms == pytest.approx(47.2)
+
+
+def test_a_removed_pods_rate_fades_out_of_the_window_instead_of_vanishing() -> None:
+    # Two pods at 100 rps each; one is removed at 200 s (last scrape 195 s). Its rate() counts
+    # what it served in the window before that scrape, until the scrape leaves the window.
+    rng = np.random.default_rng(3)
+    stay, gone = (pod(np.sort(rng.uniform(0, 400, 40_000))) for _ in range(2))
+    gone.removed = 200.0
+    served = np.sum((gone.req_end.view > 165) & (gone.req_end.view <= 195))  # between its samples
+    # 210 s: samples at 165-195 in (150, 210]; 15 s on either side is under 1.1 intervals, so
+    # they extrapolate to the whole window: the gone pod still reads its full rate.
+    assert request_rate([stay], 210.0, CFG, retired=[gone]) == pytest.approx(
+        request_rate([stay], 210.0, CFG) + served / 30, rel=1e-9)
+    assert request_rate([stay], 210.0, CFG, retired=[gone]) == pytest.approx(200.0, rel=0.03)
+    # 220 s: its last sample is 25 s old, past the threshold: half an interval (7.5 s) past it.
+    assert request_rate([stay], 220.0, CFG, retired=[gone]) == pytest.approx(
+        request_rate([stay], 220.0, CFG) + served / 30 * (30 + 5 + 7.5) / 60, rel=1e-9)
+    # 250 s: only 195 s is left in (190, 250]: one sample, no rate; the live pod alone.
+    assert request_rate([stay], 250.0, CFG, retired=[gone]) == pytest.approx(100.0, rel=0.03)
+
+
+@pytest.mark.parametrize(("times", "values", "start", "end", "expected"), [
+    # samples every 15 s filling the range: the increase over 45 s, extrapolated to 60 s
+    ([15, 30, 45, 60], [150, 300, 450, 600], 0.5, 60.5, 450 * 60 / 45 / 60),
+    # the series ended 20 s before the range's end (> 1.1 x 15 s): half an interval past it
+    ([15, 30, 45], [150, 300, 450], 0.5, 65.0, 300 * (30 + 14.5 + 7.5) / 30 / 64.5),
+    # it started at 0: extrapolated back to where the counter was zero, not to the range's start
+    ([45, 60], [0, 150], 0.0, 60.0, 150 / 60),
+    # a counter that started at 50 at 45 s, rising 10/s: zero lies 5 s before the first sample
+    ([45, 60], [50, 200], 0.0, 60.0, 150 * (15 + 5) / 15 / 60),
+])
+def test_extrapolated_rate_is_prometheus_rate(times, values, start, end, expected) -> None:
+    from tritonscale.simulate.metrics_view import extrapolated_rate
+
+    got = extrapolated_rate(np.array(times, float), np.array(values, float), start, end)
+    assert got == pytest.approx(expected)

@@ -47,6 +47,9 @@ from tritonscale.simulate.replica import BatcherConfig, Replica
 # load time; TESTING.md: cold start to ready ~1.5-2 s).
 RELOAD_PAUSE_S = 2.0
 BATCHING_APPLY = ("rollout", "reload")
+# Removed pods stay in the View this long (or the rate window, if longer): longer than any
+# rate() range a policy reads, so pruning them changes no figure, only the work per tick.
+RETIRED_KEEP_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -81,21 +84,26 @@ class View:
     prom: PromConfig
     startups: tuple[float, ...] = ()  # creation-to-ready seconds of pods ready since the last tick
     rolling: bool = False  # a batcher change is still rolling out (pods with old settings remain)
+    # pods removed within RETIRED_KEEP_S after serving: their series end, but rate() over a
+    # window still counts what they served before their last scrape
+    retired: Sequence[Replica] = ()
 
     def observe(self) -> Observation:
-        return metrics_view.observe(self.pods, self.now, self.prom)
+        return metrics_view.observe(self.pods, self.now, self.prom, self.retired)
 
     def utilisation(self) -> list[float | None]:
         return metrics_view.pod_utilisation(self.pods, self.now, self.prom)
 
     def request_rate(self) -> float | None:
-        return metrics_view.request_rate(self.pods, self.now, self.prom)
+        return metrics_view.request_rate(self.pods, self.now, self.prom, self.retired)
 
     def queue_ms(self, window_s: float) -> list[float | None]:
         return metrics_view.pod_queue_ms(self.pods, self.now, self.prom, window_s)
 
     def pool_quantile_ms(self, q: float, window_s: float = 60.0) -> float | None:
-        return metrics_view.pool_quantile_ms(self.pods, self.now, self.prom, q, window_s)
+        if window_s > RETIRED_KEEP_S:
+            raise ValueError(f"rate window {window_s} s is longer than the removed pods kept ({RETIRED_KEEP_S} s)")
+        return metrics_view.pool_quantile_ms(self.pods, self.now, self.prom, q, window_s, self.retired)
 
     def concurrency(self, window_s: float) -> float:
         return metrics_view.mean_concurrency(self.pods, max(0.0, self.now - window_s), self.now)
@@ -167,6 +175,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     all_pods: list[Replica] = []
     alive: list[Replica] = []  # not removed: starting + ready, in creation order
     routed: list[Replica] = []  # ready and not removed, in ready order
+    retired: list[Replica] = []  # removed after serving, within RETIRED_KEEP_S (for rate())
     pending_ready: list[tuple[float, int]] = []  # heap of (ready_at, rid)
     by_id: dict[int, Replica] = {}
 
@@ -193,6 +202,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             old.remove(victim)
         if victim in routed:
             routed.remove(victim)
+            retired.append(victim)
             victim.advance(math.inf, math.inf)  # drain: no new arrivals will come
         if victim in surge:
             surge.remove(victim)
@@ -258,8 +268,10 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
         if ti < len(ticks) and ticks[ti] <= t_next:
             ti += 1
             current = len(alive) - len(surge)  # spec.replicas: the rollout's extra pod is not in it
+            keep = max(RETIRED_KEEP_S, cfg.prom.window_s)
+            retired[:] = [r for r in retired if r.removed is not None and r.removed > t_next - keep]
             view = View(t_next, current, len(routed), tuple(routed), cfg.prom, tuple(startups),
-                        rolling=bool(old or surge))
+                        rolling=bool(old or surge), retired=tuple(retired))
             startups.clear()
             desired, reason = scaler.step(view)
             tuned = getattr(scaler, "batcher", None)

@@ -7,10 +7,8 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
   a summary over the last 60 s (``summary_s``) of *completed* requests; the operator takes
   ``max by`` over pods. A pod that completed nothing reports NaN, which ``max``
   skips; all-NaN gives ``p95_ms=None``.
-* rps: ``sum(rate(nv_inference_request_success[60s]))`` -- completions per second
-  over the window. A pod younger than the window contributes its completions over
-  its own lifetime; a pod with fewer than two scrapes (< 15 s old) has no rate yet.
-* queue_ms: ``rate(queue_duration_us) / rate(success)`` -- mean queue time of the
+* rps: ``sum(rate(nv_inference_request_success[60s]))`` -- completions per second.
+* queue_ms: ``sum(rate(queue_duration_us)) / sum(rate(success))`` -- mean queue time of the
   requests completed in the window.
 * pending: ``sum(nv_inference_pending_request_count)`` at the scrape.
 * failed_rps: ``sum(rate(nv_inference_request_failure[60s]))`` -- requests the queue
@@ -19,11 +17,20 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
   queue between the last two scrapes, per second: the fastest rate Prometheus has.
 * recent_served_rps: ``sum(irate(success[60s]))`` -- the same, served requests only.
 
-Values are those of the last scrape at or before ``now`` (the scrape grid starts at
-t = 0). Only ready pods are scraped: a starting pod's Triton has no series yet and a
-removed pod's series go stale -- at once, as the operator's ``irate`` queries read them
-(``prometheus_source.live_irate``); Prometheus's ``rate()`` would still count what a gone
-pod served within the window.
+Scrapes: a pod's series are scraped on a grid (k x scrape interval, from t = 0) while it is
+ready and not removed: a starting pod's Triton has no series yet, and a removed pod's series
+end at its last scrape. Instant values (p95, pending) are those of the last scrape; ``irate``
+reads only live series, as the operator's queries do (``prometheus_source.live_irate``).
+
+``rate()`` is Prometheus's own (``extrapolated_rate``, as in 2.42, the version the
+integration tests run): each series' increase between its first and last sample in the
+range, extrapolated to the range's ends (by at most half a scrape interval past a series'
+first or last sample, and not below the counter's zero), divided by the whole range. So a
+pod younger than the window counts its completions over the window, not over its own life,
+and a pod removed within the window still counts what it served before its last scrape:
+``sum(rate())`` is the fleet's average over the window, whatever the churn. A series needs
+two samples in the range. ``tests/integration/test_prometheus_rate.py`` checks this
+function against Debian's Prometheus.
 
 Batch statistics, for a decider that wants them: ``batch_size`` =
 ``irate(nv_inference_count) / irate(nv_inference_exec_count)`` (requests per model
@@ -88,19 +95,74 @@ def _successes(r: Replica, w: slice) -> np.ndarray:
     return r.req_rejected.a[w] == 0.0
 
 
-def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation:
-    """The decider's Observation for ``now`` from the ready pods."""
+def scrape_instants(r: Replica, now: float, range_s: float, scrape_s: float) -> np.ndarray:
+    """Times of ``r``'s samples within the range (now - range_s, now]: grid points at which it
+    was ready and not yet removed."""
+    lo = max(math.floor((now - range_s) / scrape_s + 1e-9) + 1, math.ceil(max(r.ready_at, 0.0) / scrape_s - 1e-9))
+    hi = math.floor(now / scrape_s + 1e-9)
+    if r.removed is not None:
+        hi = min(hi, math.ceil(r.removed / scrape_s - 1e-9) - 1)
+    return np.arange(lo, hi + 1, dtype=float) * scrape_s if hi >= lo else np.empty(0)
+
+
+def extrapolated_rate(times: np.ndarray, values: np.ndarray, range_start: float, range_end: float) -> float:
+    """Prometheus's ``rate()`` of one counter series (no resets) from its samples in the range:
+    ``extrapolatedRate`` in promql/functions.go as of 2.42. Needs two samples."""
+    first, last = float(values[0]), float(values[-1])
+    increase = last - first
+    sampled = float(times[-1] - times[0])
+    average = sampled / (len(times) - 1)
+    to_start, to_end = float(times[0]) - range_start, range_end - float(times[-1])
+    if increase > 0 and first >= 0:  # a counter does not extrapolate below zero
+        to_start = min(to_start, sampled * first / increase)
+    threshold = 1.1 * average
+    interval = sampled + (to_start if to_start < threshold else average / 2)
+    interval += to_end if to_end < threshold else average / 2
+    return increase * interval / sampled / (range_end - range_start)
+
+
+def _counter(times: np.ndarray, cum: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """A step-function counter (value ``cum[i]`` from ``times[i]``) sampled at ``at``."""
+    i = np.searchsorted(times, at, side="right")
+    return np.where(i > 0, cum[np.maximum(i - 1, 0)], 0.0) if len(cum) else np.zeros(len(at))
+
+
+@dataclass(frozen=True)
+class WindowRates:
+    """``sum(rate(...[window]))`` over every series with two samples in the window."""
+
+    success: float
+    failure: float
+    queue_s: float  # queue seconds per second (rate of the queue-duration counter)
+    series: int  # pods with a rate
+
+
+def window_rates(pods: Sequence[Replica], now: float, cfg: PromConfig, window_s: float | None = None) -> WindowRates:
+    w = cfg.window_s if window_s is None else window_s
+    success = failure = queue_s = 0.0
+    series = 0
+    for r in pods:
+        at = scrape_instants(r, now, w, cfg.scrape_s)
+        if len(at) < 2:
+            continue
+        r.sync()
+        series += 1
+        ends = r.batch_end.view
+        success += extrapolated_rate(at, _counter(ends, r.batch_size_cum.view, at), now - w, now)
+        failure += extrapolated_rate(at, _counter(r.reject_time.view, r.reject_cum.view, at), now - w, now)
+        queue_s += extrapolated_rate(at, _counter(ends, r.batch_queue_cum.view, at), now - w, now)
+    return WindowRates(success, failure, queue_s, series)
+
+
+def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Sequence[Replica] = ()) -> Observation:
+    """The decider's Observation for ``now`` from the ready pods and those removed recently
+    (whose series ``rate()`` still reads within the window)."""
     t = last_scrape(now, cfg.scrape_s)
     p95s: list[float] = []
-    rps = 0.0
-    failed = 0.0
     recent = 0.0
     recent_served = 0.0
     recent_series = 0
-    queue_s = 0.0
-    served = 0
     pending = 0
-    series = 0
     for r in pods:
         r.sync()
         pending += r.pending_at(t)
@@ -110,29 +172,21 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
             if ok.any():
                 lat = (r.req_end.a[w] - r.arrivals.a[w])[ok]
                 p95s.append(float(np.quantile(lat, cfg.quantile)) * 1000.0)
-        span = _span(r, t, cfg)
-        if span > 0:
-            series += 1
-            k = int(np.searchsorted(r.req_end.view, t - span, side="right"))
-            ok = r.req_rejected.a[k:w.stop] == 0.0
-            cnt = int(ok.sum())
-            rps += cnt / span
-            failed += (w.stop - k - cnt) / span
-            queue_s += float(np.sum((r.req_start.a[k:w.stop] - r.arrivals.a[k:w.stop])[ok]))
-            served += cnt
+        if _span(r, t, cfg) > 0:
             # irate(): the last two scrapes of success + failure
             j = int(np.searchsorted(r.req_end.view, t - cfg.scrape_s, side="right"))
             recent += (w.stop - j) / cfg.scrape_s
             recent_served += float(np.sum(r.req_rejected.a[j:w.stop] == 0.0)) / cfg.scrape_s
             recent_series += 1
-    if not series:
+    rates = window_rates([*pods, *retired], now, cfg)
+    if not rates.series:
         return Observation(status="no_data", message="no pod has two scrapes yet")
     extra: dict[str, Any] = {}
     if {"batch_size", "batch_ms"} & _OBS_FIELDS:
         size, ms = batch_stats(pods, now, cfg)
         extra = {k: v for k, v in (("batch_size", size), ("batch_ms", ms)) if k in _OBS_FIELDS}
     if "failed_rps" in _OBS_FIELDS:
-        extra["failed_rps"] = failed
+        extra["failed_rps"] = rates.failure
     if "recent_rps" in _OBS_FIELDS and recent_series:
         extra["recent_rps"] = recent
     if "recent_served_rps" in _OBS_FIELDS and recent_series:
@@ -140,8 +194,8 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Observation
     return Observation(
         status="ok",
         p95_ms=max(p95s) if p95s else None,
-        rps=rps,
-        queue_ms=(queue_s / served * 1000.0) if served else None,
+        rps=rates.success,
+        queue_ms=(rates.queue_s / rates.success * 1000.0) if rates.success > 0 else None,
         pending=float(pending),
         **extra,
     )
@@ -182,20 +236,10 @@ def pod_utilisation(pods: Sequence[Replica], now: float, cfg: PromConfig) -> lis
     return out
 
 
-def request_rate(pods: Sequence[Replica], now: float, cfg: PromConfig) -> float | None:
-    """``sum(rate(nv_inference_request_success[window]))``; None when no pod has a rate yet."""
-    t = last_scrape(now, cfg.scrape_s)
-    total, series = 0.0, 0
-    for r in pods:
-        r.sync()
-        span = _span(r, t, cfg)
-        if span > 0:
-            series += 1
-            end = r.req_end.view
-            i0 = int(np.searchsorted(end, t - span, side="right"))
-            i1 = int(np.searchsorted(end, t, side="right"))
-            total += float(np.sum(r.req_rejected.a[i0:i1] == 0.0)) / span  # successes only
-    return total if series else None
+def request_rate(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Sequence[Replica] = ()) -> float | None:
+    """``sum(rate(nv_inference_request_success[window]))``; None when no series has a rate yet."""
+    rates = window_rates([*pods, *retired], now, cfg)
+    return rates.success if rates.series else None
 
 
 def _area_below(x: np.ndarray, t0: float, t1: float) -> float:
@@ -237,16 +281,32 @@ def pod_queue_ms(pods: Sequence[Replica], now: float, cfg: PromConfig, window_s:
 
 
 def pool_quantile_ms(pods: Sequence[Replica], now: float, cfg: PromConfig, q: float,
-                     window_s: float = 60.0) -> float | None:
-    """``histogram_quantile(q, sum(rate(duration_bucket[w])))`` over all ready pods: the q-quantile
-    (ms) of the requests completed in the last ``window_s``; None without any."""
-    t = last_scrape(now, cfg.scrape_s)
-    lats = []
-    for r in pods:
+                     window_s: float = 60.0, retired: Sequence[Replica] = ()) -> float | None:
+    """``histogram_quantile(q, sum(rate(duration_bucket[w])))``: the q-quantile (ms) of the requests
+    each series counted between its first and last sample in the window, weighted by that
+    series' extrapolation (as ``rate()`` scales its buckets); None without any. Exact latencies
+    stand in for the buckets."""
+    lats: list[np.ndarray] = []
+    weights: list[np.ndarray] = []
+    for r in (*pods, *retired):
+        at = scrape_instants(r, now, window_s, cfg.scrape_s)
+        if len(at) < 2:
+            continue
         r.sync()
-        w = _window(r, t - window_s, t)
-        if w.stop > w.start:
-            ok = _successes(r, w)
-            lats.append((r.req_end.a[w] - r.arrivals.a[w])[ok])
-    lat = np.concatenate(lats) if lats else np.empty(0)
-    return float(np.quantile(lat, q)) * 1000.0 if len(lat) else None
+        end = r.req_end.view
+        w = slice(int(np.searchsorted(end, at[0], side="right")), int(np.searchsorted(end, at[-1], side="right")))
+        ok = _successes(r, w)
+        if not ok.any():
+            continue
+        counted = _counter(r.batch_end.view, r.batch_size_cum.view, at)
+        scale = extrapolated_rate(at, counted, now - window_s, now) * window_s / (counted[-1] - counted[0])
+        lat = (r.req_end.a[w] - r.arrivals.a[w])[ok]
+        lats.append(lat)
+        weights.append(np.full(len(lat), scale))
+    if not lats:
+        return None
+    lat, weight = np.concatenate(lats), np.concatenate(weights)
+    order = np.argsort(lat, kind="stable")
+    rank = np.cumsum(weight[order])
+    i = min(int(np.searchsorted(rank, q * rank[-1], side="left")), len(lat) - 1)
+    return float(lat[order][i]) * 1000.0

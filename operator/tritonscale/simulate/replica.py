@@ -146,6 +146,12 @@ class Replica:
         self.batch_end = _Grow(256)
         self.batch_busy_cum = _Grow(256)
         self.batch_size_cum = _Grow(256)
+        # Triton's counters, as step functions: nv_inference_request_success is batch_size_cum at
+        # batch_end; nv_inference_queue_duration_us is batch_queue_cum (seconds) at batch_end;
+        # nv_inference_request_failure is reject_cum at reject_time
+        self.batch_queue_cum = _Grow(256)
+        self.reject_time = _Grow(64)
+        self.reject_cum = _Grow(64)
 
     def reconfigure(self, t: float, cfg: BatcherConfig, pause_s: float) -> None:
         """New batcher settings from ``t`` (the batches formed before it stay as they were): the
@@ -245,6 +251,15 @@ class Replica:
         prev_busy = self.batch_busy_cum.a[self.batch_busy_cum.n - 1] if self.batch_busy_cum.n else 0.0
         prev_size = self.batch_size_cum.a[self.batch_size_cum.n - 1] if self.batch_size_cum.n else 0.0
         prev_exit = self.exit_cum.a[self.exit_cum.n - 1] if self.exit_cum.n else 0.0
+        prev_queue = self.batch_queue_cum.a[self.batch_queue_cum.n - 1] if self.batch_queue_cum.n else 0.0
+        prev_reject = self.reject_cum.a[self.reject_cum.n - 1] if self.reject_cum.n else 0.0
+        n0 = self.req_end.n
+        waited = np.repeat(st_all, count) - self.arrivals.a[n0:n0 + m]  # queue seconds per request
+        per_batch = np.add.reduceat(waited, np.concatenate(([0], np.cumsum(count)[:-1])))
+        self.batch_queue_cum.extend(prev_queue + np.cumsum(per_batch[run]))
+        if not run.all():
+            self.reject_time.extend(st_all[~run])
+            self.reject_cum.extend(prev_reject + np.cumsum(count[~run]))
         self.batch_start.extend(st)
         self.batch_end.extend(en)
         self.batch_busy_cum.extend(prev_busy + np.cumsum(en - st))
