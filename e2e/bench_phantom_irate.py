@@ -43,13 +43,13 @@ _seen: dict[int, Any] = {}  # every pod scraped so far in this simulation
 _last_now = [0.0]
 
 
-def _phantom_observe(pods, now, cfg):  # type: ignore[no-untyped-def]
+def _phantom_observe(pods, now, cfg, retired=()):  # type: ignore[no-untyped-def]
     if now < _last_now[0]:  # a new simulation in this worker
         _seen.clear()
     _last_now[0] = now
     for r in pods:
         _seen[id(r)] = r
-    obs = _live_observe(pods, now, cfg)
+    obs = _live_observe(pods, now, cfg, retired)
     if obs.status != "ok" or obs.recent_rps is None:
         return obs
     t = metrics_view.last_scrape(now, cfg.scrape_s)
