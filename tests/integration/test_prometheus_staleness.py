@@ -56,6 +56,9 @@ def test_a_removed_pods_rate_leaves_the_fast_signals_at_once(tmp_path):
         both = wait_for(lambda: (s := snapshot()).get("recent_rps", 0.0) > 200 and s, 20,
                         what="irate over both pods")
         assert both["recent_rps"] == pytest.approx(240.0, rel=0.05)  # served + rejected, two pods
+        # The pending gauges' scrape time, in epoch seconds (the decider's queue growth is per
+        # scrape): within the last scrape interval or two (1 s here).
+        assert 0.0 < time.time() - both["pending_at"] < 3.0
         assert both["recent_served_rps"] == pytest.approx(200.0, rel=0.05)
         # Its own targets' second scrape may come a moment later than the first service's.
         plain_rps = wait_for(lambda: snapshot((NS, "plain", "plain")).get("recent_rps"), 10,

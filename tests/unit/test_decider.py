@@ -50,6 +50,27 @@ def test_demand_is_exits_plus_queue_growth(obs, last_pending, rate, backlog):
     assert d.backlog == backlog
 
 
+@pytest.mark.parametrize(("pending_at", "last_pending", "growth"), [
+    # the gauge's change over the scrapes it was read at, not over the ticks
+    (15.0, (0.0, 0.0, 2.0, 7.0), 300 / 15),
+    (30.0, (0.0, 0.0, 2.0, 7.0), 300 / 30),  # two scrapes since the last tick's
+    (0.0, (0.0, 300.0, 2.0, 20.0), 20.0),  # the last tick's scrape again: its growth holds
+    (0.0, (0.0, 300.0, 2.0), 0.0),  # ... unknown from a state written before growth was kept
+])
+def test_queue_growth_is_per_scrape_interval(pending_at, last_pending, growth):
+    obs = replace(ok(200, pending=300), pending_at=pending_at)
+    d = D.demand(obs, State(last_pending=last_pending), now=15.0)
+    assert d.growth == pytest.approx(growth)
+    assert d.rate == pytest.approx(200 + growth)
+
+
+def test_learn_keeps_the_scrape_time_and_growth_for_the_next_tick():
+    obs = replace(ok(200, pending=300), pending_at=12.5)
+    s = D.learn(State(), obs, Replicas(2, 2), POLICY, 15.0, 220.0, growth=20.0)
+    assert s.last_pending == (12.5, 300.0, 2.0, 20.0)
+    assert State.from_dict(s.to_dict()).last_pending == (12.5, 300.0, 2.0, 20.0)  # survives a restart
+
+
 # --- step: learn -------------------------------------------------------------------------------
 def test_learn_cold_start_longer_at_once_shorter_slowly():
     s = D.learn(State(), ok(10), Replicas(2, 2, startup_s=(40.0, 90.0)), POLICY, 0.0, 10.0)

@@ -51,7 +51,7 @@ def test_label_names_are_validated(bad):
 
 def test_one_query_per_signal_grouped_by_service():
     queries = build_queries(SeriesSelector(), 30)
-    assert set(queries) == set(SIGNALS) and len(queries) == 10
+    assert set(queries) == set(SIGNALS) and len(queries) == 11
     for q in queries.values():
         assert "by (namespace, inferenceservice, model" in q
         assert 'inferenceservice!=""' in q

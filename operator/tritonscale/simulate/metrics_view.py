@@ -197,6 +197,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         rps=rates.success,
         queue_ms=(rates.queue_s / rates.success * 1000.0) if rates.success > 0 else None,
         pending=float(pending),
+        pending_at=t,  # every pod is scraped on the same grid
         **extra,
     )
 

@@ -85,7 +85,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
         return done(held, state, ok)
     target = float(policy.target_p95_ms or 0.0)
     d = demand(obs, state, now)
-    state = learn(state, obs, replicas, policy, now, d.rate)
+    state = learn(state, obs, replicas, policy, now, d.rate, d.growth)
     now_level = level(d, state, now)  # what ``bare`` below reads too: later steps leave the rates alone
     share = saturation_share(state, now, cold_start(state) + policy.interval_s, now_level)
     cap, source = capacity(state, policy, target, obs, share)

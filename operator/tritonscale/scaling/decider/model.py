@@ -22,6 +22,9 @@ class Observation:
     failed_rps: float | None = None  # requests rejected (queue policy) per second, over the window
     recent_rps: float | None = None  # success + failure rate between the last two scrapes (irate)
     recent_served_rps: float | None = None  # success rate between the last two scrapes (irate)
+    # When the pending gauge was scraped (epoch seconds, the mean over pods): the queue's growth
+    # is a change between scrapes. None: take the tick's own time.
+    pending_at: float | None = None
     message: str = ""
 
 
@@ -100,7 +103,8 @@ class State:
     rates: tuple[tuple[float, float, float], ...] = ()  # (time, arrival rate, rate its plan's replicas serve)
     cold_start_s: float | None = None  # learned creation-to-ready time
     surprises: tuple[float, ...] = ()  # times demand outran the warm replicas unforeseen
-    last_pending: tuple[float, ...] | None = None  # (time, pending, ready replicas) at the last tick
+    # (scrape time, pending, ready replicas, queue growth per second) at the last tick
+    last_pending: tuple[float, ...] | None = None
     last_batch_size: float | None = None  # mean batch size at the last tick
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,16 +21,30 @@ class Demand:
 
 def demand(obs: Observation, state: State, now: float) -> Demand:
     """Arrivals = requests leaving the queue (served or rejected) + the queue's growth.
-    The served rate alone caps at capacity in overload; the queue's growth is the rest."""
+    The served rate alone caps at capacity in overload; the queue's growth is the rest.
+
+    The growth is the gauge's change between the scrapes it was read at, not between ticks:
+    with ticks as often as scrapes (15 s each by default) and their phases drifting, a tick
+    can read the scrape the last one read (no change in no time: the last growth still holds)
+    and the next one two scrapes on (twice the change in one tick's time)."""
     failed = obs.failed_rps or 0.0
     window = (obs.rps or 0.0) + failed
     exits = obs.recent_rps if obs.recent_rps is not None else window
     pending = obs.pending or 0.0
     growth, last = 0.0, state.last_pending
-    if last is not None and obs.pending is not None and now > last[0]:
-        growth = (pending - last[1]) / (now - last[0])
+    at = sampled_at(obs, now)
+    if last is not None and obs.pending is not None:
+        if at > last[0]:
+            growth = (pending - last[1]) / (at - last[0])
+        elif len(last) > 3:  # the same scrape again
+            growth = last[3]
     before = last[2] if last is not None and len(last) > 2 else None
     return Demand(max(0.0, exits + growth), window, pending, growth, before)
+
+
+def sampled_at(obs: Observation, now: float) -> float:
+    """When the pending gauge was scraped (the tick's time if the source does not say)."""
+    return obs.pending_at if obs.pending_at is not None else now
 
 
 def _ready_held(state: State, ready: int) -> bool:
@@ -39,7 +53,8 @@ def _ready_held(state: State, ready: int) -> bool:
     return last is not None and len(last) > 2 and last[2] == ready
 
 
-def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, now: float, rate: float) -> State:
+def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, now: float, rate: float,
+          growth: float = 0.0) -> State:
     """Update the memory: batch samples, p95 capacity (fallback), cold start, rate history, rises."""
     target = float(policy.target_p95_ms or 0.0)
     ready = min(replicas.ready, replicas.current) if replicas.current > 0 else replicas.ready
@@ -84,7 +99,7 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     if rates and now - rates[-1][0] < C.RATE_SAMPLE_S:
         rates = rates[:-1]  # keep one sample per RATE_SAMPLE_S: replace the latest
     rates += ((now, rate, rate),)  # what the plan bought is filled in once made (see decide)
-    pending = (now, obs.pending, float(ready)) if obs.pending is not None else None
+    pending = (sampled_at(obs, now), obs.pending, float(ready), growth) if obs.pending is not None else None
     return replace(state, rates=rates, last_pending=pending)
 
 
