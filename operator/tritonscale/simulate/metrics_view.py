@@ -24,8 +24,9 @@ reads only live series, as the operator's queries do (``prometheus_source.live_i
 
 ``rate()`` is Prometheus's own (``extrapolated_rate``, as in 2.42, the version the
 integration tests run): each series' increase between its first and last sample in the
-range, extrapolated to the range's ends (by at most half a scrape interval past a series'
-first or last sample, and not below the counter's zero), divided by the whole range. So a
+range, extrapolated to the range's ends (all the way where the gap is under 1.1 sample
+intervals, else by half an interval; never below the counter's zero), divided by the whole
+range. So a
 pod younger than the window counts its completions over the window, not over its own life,
 and a pod removed within the window still counts what it served before its last scrape:
 ``sum(rate())`` is the fleet's average over the window, whatever the churn. A series needs
