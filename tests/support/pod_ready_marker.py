@@ -20,6 +20,8 @@ from typing import Any
 import kubernetes
 from kubernetes.client import ApiException
 
+from support.cluster import delete_if_present
+
 STRATEGIC = "application/strategic-merge-patch+json"
 LEASE_RENEW_S = 10.0  # a kubelet renews every 10 s (a quarter of its 40 s lease)
 
@@ -66,16 +68,8 @@ class PodReadyMarker(threading.Thread):
         self.stop_flag.set()
         if self.is_alive():
             self.join(10)
-        try:
-            self.core.delete_node(self.node)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-        try:
-            self.leases.delete_namespaced_lease(self.node, "kube-node-lease")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        delete_if_present(self.core.delete_node, self.node)
+        delete_if_present(self.leases.delete_namespaced_lease, self.node, "kube-node-lease")
 
     def run(self) -> None:
         renewed = time.monotonic()

@@ -26,11 +26,10 @@ reads only live series, as the operator's queries do (``prometheus_source.live_i
 integration tests run): each series' increase between its first and last sample in the
 range, extrapolated to the range's ends (all the way where the gap is under 1.1 sample
 intervals, else by half an interval; never below the counter's zero), divided by the whole
-range. So a
-pod younger than the window counts its completions over the window, not over its own life,
-and a pod removed within the window still counts what it served before its last scrape:
-``sum(rate())`` is the fleet's average over the window, whatever the churn. A series needs
-two samples in the range. ``tests/integration/test_prometheus_rate.py`` checks this
+range. So a pod younger than the window counts its completions over the window, not over its
+own life, and a pod removed within the window still counts what it served before its last
+scrape: ``sum(rate())`` is the fleet's average over the window, whatever the churn. A series
+needs two samples in the range. ``tests/integration/test_prometheus_rate.py`` checks this
 function against Debian's Prometheus.
 
 Batch statistics, for a decider that wants them: ``batch_size`` =
@@ -138,8 +137,8 @@ class WindowRates:
     series: int  # pods with a rate
 
 
-def window_rates(pods: Sequence[Replica], now: float, cfg: PromConfig, window_s: float | None = None) -> WindowRates:
-    w = cfg.window_s if window_s is None else window_s
+def window_rates(pods: Sequence[Replica], now: float, cfg: PromConfig) -> WindowRates:
+    w = cfg.window_s
     success = failure = queue_s = 0.0
     series = 0
     for r in pods:
