@@ -3,10 +3,12 @@
 
     .venv/bin/python e2e/bench_tick_phase.py SUITE.json [--jitter S] [--phase S] [bench_suite_rerun.py options]
 
-The simulator scrapes every 15 s on a fixed grid, and the autoscaler ticks on the same grid, so
-every tick reads a new scrape. In a cluster both run every 15 s by default from unrelated
-clocks: when their phases are close, a tick can read the scrape the last tick read, and the next
-one two scrapes on. The decider divides the pending gauge's change by the time between the
+The autoscaler ticks every 15 s from t = 0, and Prometheus scrapes each pod every 15 s at its own
+offset (``metrics_view.scrape_offset``). In a cluster the ticks, too, run from an unrelated
+clock, and they drift against the scrapes: when a tick's phase is close to a pod's, it can read
+the scrape the last tick read, and the next one two scrapes on. (Until session 26 the simulator
+scraped every pod on the ticks' grid; the figures in simulate/README measured on that grid say
+so.) The decider divides the pending gauge's change by the time between the
 scrapes it was read at (``Observation.pending_at``); before, it divided by the time between
 ticks, so such a pair read no growth and then twice the growth.
 

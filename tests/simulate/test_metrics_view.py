@@ -10,7 +10,9 @@ import pytest
 from tritonscale.simulate.metrics_view import PromConfig, mean_concurrency, observe, pod_utilisation, request_rate
 from tritonscale.simulate.replica import BatcherConfig, Replica
 
-CFG = PromConfig(scrape_s=15.0, window_s=60.0)
+# One scrape grid from t = 0 (no per-target offsets): the exact figures below assume it.
+CFG = PromConfig(scrape_s=15.0, window_s=60.0, spread=False)
+SPREAD = PromConfig(scrape_s=15.0, window_s=60.0)
 
 
 def pod(arrivals: np.ndarray, ready_at: float = 0.0, until: float = math.inf) -> Replica:
@@ -144,3 +146,50 @@ def test_extrapolated_rate_is_prometheus_rate(times, values, start, end, expecte
 
     got = extrapolated_rate(np.array(times, float), np.array(values, float), start, end)
     assert got == pytest.approx(expected)
+
+
+def test_prometheus_spreads_its_targets_over_the_interval() -> None:
+    from tritonscale.simulate.metrics_view import pod_scrape, scrape_offset
+
+    pods = [Replica(i, 0.0, 0.0, BatcherConfig()) for i in range(200)]
+    offsets = np.array([scrape_offset(r, SPREAD) for r in pods])
+    assert np.all((offsets >= 0) & (offsets < 15.0))
+    # a hash, not a constant: the offsets fill the interval, about evenly
+    assert np.histogram(offsets, bins=3, range=(0, 15))[0].min() >= 45
+    assert scrape_offset(pods[7], SPREAD) == scrape_offset(Replica(7, 50.0, 60.0, BatcherConfig()), SPREAD)
+    assert scrape_offset(pods[7], CFG) == 0.0
+    r, off = pods[7], float(offsets[7])
+    assert pod_scrape(r, 100.0, SPREAD) == pytest.approx(off + 15 * math.floor((100.0 - off) / 15))
+    assert 85.0 < pod_scrape(r, 100.0, SPREAD) <= 100.0
+
+
+def test_instant_values_are_each_pods_last_scrape_and_pending_at_their_mean_time() -> None:
+    from tritonscale.simulate.metrics_view import pod_scrape
+
+    # Six overloaded pods (2000 rps against a few hundred of capacity): each one's queue grows all
+    # the time, so what a pod reports depends on when it was scraped.
+    pods = [Replica(i, 0.0, 0.0, BatcherConfig()) for i in range(6)]
+    for r in pods:
+        r.add(np.linspace(0.0, 59.9995, 120_000))
+        r.advance(60.0, 60.0)
+        r.sync()
+    obs = observe(pods, 60.0, SPREAD)
+    times = [pod_scrape(r, 60.0, SPREAD) for r in pods]
+    assert len(set(times)) == 6  # six pods, six scrape times
+    assert obs.pending_at == pytest.approx(sum(times) / 6)
+    assert obs.pending == sum(r.pending_at(t) for r, t in zip(pods, times, strict=True))
+    assert obs.pending < sum(r.pending_at(60.0) for r in pods)  # older scrapes, shorter queues
+    # irate over each pod's own last two scrapes
+    served = sum(np.sum((r.req_end.view > t - 15) & (r.req_end.view <= t)) for r, t in zip(pods, times, strict=True))
+    assert obs.recent_rps == pytest.approx(served / 15)
+
+
+def test_a_pod_not_yet_scraped_since_it_became_ready_is_not_read() -> None:
+    from tritonscale.simulate.metrics_view import scrape_offset
+
+    r = Replica(3, 0.0, 0.0, BatcherConfig())
+    off = scrape_offset(r, SPREAD)
+    late = Replica(3, 0.0, off + 31.0, BatcherConfig())  # ready 1 s after a scrape
+    late.add(np.linspace(off + 31.0, off + 44.0, 200))
+    late.advance(off + 45.0, off + 45.0)
+    assert observe([late], off + 44.0, SPREAD).status == "no_data"  # its first scrape is at off + 45

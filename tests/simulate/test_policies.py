@@ -46,10 +46,11 @@ def test_the_tritonscale_policy_runs_the_operators_decider(monkeypatch, arrivals
     pol = build("tritonscale", Options(SLO, CLUSTER), calibration, initial=2)
     run = simulate(arrivals[arrivals < 60], pol, CLUSTER, 60.0)
     assert len(calls) == 3  # ticks at 15, 30, 45 s
-    obs, replicas, policy, state, now = calls[0]
+    # at 30 s every pod has two scrapes (each at its own offset in the 15 s interval)
+    obs, replicas, policy, state, now = calls[1]
     assert isinstance(obs, decider_module.Observation) and obs.status == "ok"
     assert replicas == decider_module.Replicas(current=2, ready=2)
-    assert policy.target_p95_ms == SLO and now == 15.0
+    assert policy.target_p95_ms == SLO and now == 30.0
     assert [t.t for t in run.ticks] == [15.0, 30.0, 45.0]
 
 

@@ -251,6 +251,26 @@ def test_forecast_plans_level_plus_trend_over_the_horizon_plus_noise():
     assert planned == pytest.approx(580.0 + 2.0 * 75.0, rel=0.02)
 
 
+@pytest.mark.parametrize(("pending_at", "now", "age"), [
+    (232.5, 240.0, 7.5),  # pods scraped 7.5 s before the tick, on average
+    (240.0, 240.0, 0.0),  # scraped at the tick
+    (None, 240.0, 0.0),  # a source that does not say when: read as now
+    (241.0, 240.0, 0.0),  # a clock a second ahead of the operator's: never negative
+])
+def test_data_age_is_the_time_since_the_pods_were_scraped(pending_at, now, age):
+    assert D.data_age(replace(ok(100), pending_at=pending_at), now) == pytest.approx(age)
+
+
+def test_the_plan_looks_ahead_from_when_its_data_was_scraped():
+    st = State(rates=rates(*((t, 100 + 2.0 * t) for t in range(0, 241, 15))), cold_start_s=60.0)
+    assert D.plan_horizon(st, POLICY, 7.5) == 82.5  # 7.5 s old + 60 s cold start + 15 s tick
+    fresh, h0 = D.forecast(D.Demand(580.0, 580.0, 0.0), st, POLICY, 240.0)
+    stale, h1 = D.forecast(D.Demand(580.0, 580.0, 0.0), st, POLICY, 240.0, age=7.5)
+    assert (h0, h1) == (75.0, 82.5)
+    # the ramp's 2 rps/s over the 7.5 s the data is behind, on top of the fresh plan
+    assert stale - fresh == pytest.approx(2.0 * 7.5, rel=0.02)
+
+
 # --- step: surprise ----------------------------------------------------------------------------
 def test_surprise_when_the_rate_outruns_the_plan_of_a_cold_start_ago():
     hist = tuple((t, 100.0, 120.0) for t in range(0, 181, 15))  # planned 120 all along

@@ -17,9 +17,13 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
   queue between the last two scrapes, per second: the fastest rate Prometheus has.
 * recent_served_rps: ``sum(irate(success[60s]))`` -- the same, served requests only.
 
-Scrapes: a pod's series are scraped on a grid (k x scrape interval, from t = 0) while it is
-ready and not removed: a starting pod's Triton has no series yet, and a removed pod's series
-end at its last scrape. Instant values (p95, pending) are those of the last scrape; ``irate``
+Scrapes: a pod's series are scraped on its own grid (offset + k x scrape interval) while it
+is ready and not removed: a starting pod's Triton has no series yet, and a removed pod's series
+end at its last scrape. Prometheus spreads its targets over the interval: each target's offset
+is a hash of its labels (``scrape.Target.offset``), so pods are scraped at unrelated phases and
+an autoscaler's tick reads data of every age up to one interval. The offset here is a hash of
+the pod's number (``scrape_offset``; ``PromConfig(spread=False)`` puts every pod on t = 0's
+grid). Instant values (p95, pending) are those of each pod's last scrape; ``irate``
 reads only live series, as the operator's queries do (``prometheus_source.live_irate``).
 
 ``rate()`` is Prometheus's own (``extrapolated_rate``, as in 2.42, the version the
@@ -47,6 +51,7 @@ queue-proxy reports every second) are computed the same way from the same pods.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -63,6 +68,7 @@ class PromConfig:
     window_s: float = 60.0  # rate() range (the CRD's windowSeconds)
     summary_s: float = 60.0  # age of Triton's latency summary (fixed in Triton: 60 s)
     quantile: float = 0.95
+    spread: bool = True  # per-target scrape offsets, as Prometheus has (False: one grid from t = 0)
 
     def __post_init__(self) -> None:
         if self.scrape_s <= 0 or self.window_s <= 0 or self.summary_s <= 0:
@@ -72,9 +78,23 @@ class PromConfig:
 _OBS_FIELDS = {f.name for f in fields(Observation)}
 
 
-def last_scrape(now: float, scrape_s: float) -> float:
+def last_scrape(now: float, scrape_s: float, offset: float = 0.0) -> float:
+    """The last scrape at or before ``now`` of a target scraped at ``offset + k x scrape_s``."""
     # 1e-9: a tick at exactly 45.0 s sees the 45 s scrape despite float rounding
-    return math.floor(now / scrape_s + 1e-9) * scrape_s
+    return math.floor((now - offset) / scrape_s + 1e-9) * scrape_s + offset
+
+
+def scrape_offset(r: Replica, cfg: PromConfig) -> float:
+    """Where in the interval Prometheus scrapes ``r``: a hash of the pod, uniform over
+    [0, scrape_s), as Prometheus hashes each target's labels; 0 without ``spread``."""
+    if not cfg.spread:
+        return 0.0
+    return zlib.crc32(f"pod-{r.rid}".encode()) / 2**32 * cfg.scrape_s
+
+
+def pod_scrape(r: Replica, now: float, cfg: PromConfig) -> float:
+    """Time of ``r``'s last scrape at or before ``now``."""
+    return last_scrape(now, cfg.scrape_s, scrape_offset(r, cfg))
 
 
 def _span(r: Replica, t: float, cfg: PromConfig) -> float:
@@ -95,14 +115,15 @@ def _successes(r: Replica, w: slice) -> np.ndarray:
     return r.req_rejected.a[w] == 0.0
 
 
-def scrape_instants(r: Replica, now: float, range_s: float, scrape_s: float) -> np.ndarray:
-    """Times of ``r``'s samples within the range (now - range_s, now]: grid points at which it
-    was ready and not yet removed."""
-    lo = max(math.floor((now - range_s) / scrape_s + 1e-9) + 1, math.ceil(max(r.ready_at, 0.0) / scrape_s - 1e-9))
-    hi = math.floor(now / scrape_s + 1e-9)
+def scrape_instants(r: Replica, now: float, range_s: float, cfg: PromConfig) -> np.ndarray:
+    """Times of ``r``'s samples within the range (now - range_s, now]: points of its scrape grid
+    at which it was ready and not yet removed."""
+    s, off = cfg.scrape_s, scrape_offset(r, cfg)
+    lo = max(math.floor((now - range_s - off) / s + 1e-9) + 1, math.ceil((max(r.ready_at, 0.0) - off) / s - 1e-9))
+    hi = math.floor((now - off) / s + 1e-9)
     if r.removed is not None:
-        hi = min(hi, math.ceil(r.removed / scrape_s - 1e-9) - 1)
-    return np.arange(lo, hi + 1, dtype=float) * scrape_s if hi >= lo else np.empty(0)
+        hi = min(hi, math.ceil((r.removed - off) / s - 1e-9) - 1)
+    return np.arange(lo, hi + 1, dtype=float) * s + off if hi >= lo else np.empty(0)
 
 
 def extrapolated_rate(times: np.ndarray, values: np.ndarray, range_start: float, range_end: float) -> float:
@@ -142,7 +163,7 @@ def window_rates(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Window
     success = failure = queue_s = 0.0
     series = 0
     for r in pods:
-        at = scrape_instants(r, now, w, cfg.scrape_s)
+        at = scrape_instants(r, now, w, cfg)
         if len(at) < 2:
             continue
         r.sync()
@@ -157,14 +178,18 @@ def window_rates(pods: Sequence[Replica], now: float, cfg: PromConfig) -> Window
 def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Sequence[Replica] = ()) -> Observation:
     """The decider's Observation for ``now`` from the ready pods and those removed recently
     (whose series ``rate()`` still reads within the window)."""
-    t = last_scrape(now, cfg.scrape_s)
     p95s: list[float] = []
     recent = 0.0
     recent_served = 0.0
     recent_series = 0
     pending = 0
+    scraped: list[float] = []
     for r in pods:
         r.sync()
+        t = pod_scrape(r, now, cfg)
+        if t < r.ready_at:
+            continue  # not scraped since it became ready
+        scraped.append(t)
         pending += r.pending_at(t)
         w = _window(r, t - cfg.summary_s, t)
         if w.stop > w.start:
@@ -197,7 +222,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         rps=rates.success,
         queue_ms=(rates.queue_s / rates.success * 1000.0) if rates.success > 0 else None,
         pending=float(pending),
-        pending_at=t,  # every pod is scraped on the same grid
+        pending_at=sum(scraped) / len(scraped) if scraped else last_scrape(now, cfg.scrape_s),  # avg(timestamp())
         **extra,
     )
 
@@ -206,10 +231,10 @@ def batch_stats(pods: Sequence[Replica], now: float, cfg: PromConfig) -> tuple[f
     """(requests per execution, request-weighted batch compute ms) between the last two scrapes
     (``irate``): a whole rate window mixes the batch sizes of a changing load, and Triton's
     request-weighted compute time then reads high."""
-    t = last_scrape(now, cfg.scrape_s)
     execs, reqs, weighted_s = 0, 0, 0.0
     for r in pods:
         r.sync()
+        t = pod_scrape(r, now, cfg)
         if _span(r, t, cfg) <= 0:
             continue
         span = cfg.scrape_s
@@ -229,9 +254,9 @@ def batch_stats(pods: Sequence[Replica], now: float, cfg: PromConfig) -> tuple[f
 
 def pod_utilisation(pods: Sequence[Replica], now: float, cfg: PromConfig) -> list[float | None]:
     """GPU duty cycle per ready pod over the window; None for a pod without two scrapes."""
-    t = last_scrape(now, cfg.scrape_s)
     out: list[float | None] = []
     for r in pods:
+        t = pod_scrape(r, now, cfg)
         span = _span(r, t, cfg)
         out.append(r.busy_seconds(t - span, t) / span if span > 0 else None)
     return out
@@ -264,10 +289,10 @@ def mean_concurrency(pods: Sequence[Replica], t0: float, t1: float) -> float:
 def pod_queue_ms(pods: Sequence[Replica], now: float, cfg: PromConfig, window_s: float) -> list[float | None]:
     """Per ready pod: ``delta(nv_inference_queue_duration_us[w]) / (1 + delta(success[w]))`` in ms,
     Triton's k8s-onprem ``avg_time_queue_us``; None for a pod without two scrapes."""
-    t = last_scrape(now, cfg.scrape_s)
     out: list[float | None] = []
     for r in pods:
         r.sync()
+        t = pod_scrape(r, now, cfg)
         span = min(window_s, t - max(r.ready_at, 0.0))
         if span < cfg.scrape_s - 1e-9:
             out.append(None)
@@ -290,7 +315,7 @@ def pool_quantile_ms(pods: Sequence[Replica], now: float, cfg: PromConfig, q: fl
     lats: list[np.ndarray] = []
     weights: list[np.ndarray] = []
     for r in (*pods, *retired):
-        at = scrape_instants(r, now, window_s, cfg.scrape_s)
+        at = scrape_instants(r, now, window_s, cfg)
         if len(at) < 2:
             continue
         r.sync()

@@ -15,7 +15,8 @@ function that returns its result and the reason for it:
 3. ``demand``     -- arrival rate now (requests out of the queue plus the queue's growth) and
                      the backlog.
 4. ``forecast``   -- the rate to plan for when a replica asked for now is ready: the current
-                     rate plus its trend over one cold start.
+                     rate plus its trend over the horizon, from when the data was scraped
+                     (``data_age``) to one cold start and one tick after now.
 5. ``recommend``  -- replicas = (planned rate + backlog / tick) / (capacity x utilisation);
                      idle traffic goes back to the floor.
 6. ``breach``     -- a p95 breach with a queue behind it asks for one more replica than is
@@ -45,12 +46,14 @@ from tritonscale.scaling.decider.signals import (
     Demand,
     bought,
     cold_start,
+    data_age,
     demand,
     forecast,
     horizon_rise,
     learn,
     level,
     noise,
+    plan_horizon,
     saturation_share,
     surprise,
     trend,
@@ -87,9 +90,10 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     d = demand(obs, state, now)
     state = learn(state, obs, replicas, policy, now, d.rate, d.growth)
     now_level = level(d, state, now)  # what ``bare`` below reads too: later steps leave the rates alone
-    share = saturation_share(state, now, cold_start(state) + policy.interval_s, now_level)
+    age = data_age(obs, now)
+    share = saturation_share(state, now, plan_horizon(state, policy, age), now_level)
     cap, source = capacity(state, policy, target, obs, share)
-    planned, horizon = forecast(d, state, policy, now)
+    planned, horizon = forecast(d, state, policy, now, age)
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
                    p95_ms=obs.p95_ms, capacity_rps=cap)
     state = replace(state, rates=state.rates[:-1] + ((now, d.rate, bought(planned, cap)),))
@@ -108,6 +112,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
 __all__ = [
     "Decision", "Demand", "Observation", "Policy", "Replicas", "SourceStatus", "State", "Step", "add_batch_sample",
     "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp", "cold_start", "constants",
-    "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "level", "limit", "noise", "recommend",
-    "saturation_share", "scale_down_window", "stabilize", "surprise", "surprises_for_memory", "tolerate", "trend",
+    "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "level", "limit", "noise",
+    "plan_horizon", "recommend", "saturation_share", "scale_down_window", "stabilize", "surprise",
+    "surprises_for_memory", "tolerate", "trend",
 ]

@@ -245,11 +245,25 @@ def _median_and_sd(values: list[float]) -> tuple[float, float]:
     return mid, 1.4826 * dev[len(dev) // 2]
 
 
-def forecast(d: Demand, state: State, policy: Policy, now: float) -> tuple[float, float]:
+def data_age(obs: Observation, now: float) -> float:
+    """Seconds since the pending gauge was scraped (``sampled_at``), the mean over pods: Prometheus
+    scrapes each pod at its own phase of the interval, so a tick reads data up to one scrape
+    interval old, half of one on average."""
+    return max(0.0, now - sampled_at(obs, now))
+
+
+def plan_horizon(state: State, policy: Policy, age: float = 0.0) -> float:
+    """How far ahead a plan made now must look: from the moment the data it reads describes
+    (``age`` before now) until a replica asked for now is ready and the next tick can correct
+    it -- age + cold start + one tick."""
+    return age + cold_start(state) + policy.interval_s
+
+
+def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0.0) -> tuple[float, float]:
     """(rate to plan for, horizon): the rate when a replica asked for now is ready -- the
     level (last minute's mean, or the latest sample if higher), plus a rising trend over the
-    horizon (cold start + one tick), plus the rate's noise at the 95% quantile."""
-    horizon = cold_start(state) + policy.interval_s
+    horizon (``plan_horizon``), plus the rate's noise at the 95% quantile."""
+    horizon = plan_horizon(state, policy, age)
     rise = trend(state.rates, now, horizon) * min(horizon, C.TREND_MAX_HORIZON_S)
     plan = level(d, state, now) + rise + C.NOISE_Z * noise(state.rates, now)
     return plan, horizon
