@@ -243,6 +243,24 @@ def test_noise_of_alternating_readings_is_no_larger_than_their_spread():
     assert D.noise(climbing, 60.0) < 15.0  # the readings themselves spread 74
 
 
+def test_noise_of_readings_that_blend_two_intervals_is_read_two_ticks_apart():
+    import random
+
+    # Pods scraped at spread phases: each reading is the mean of two consecutive intervals' rates,
+    # so neighbours share one. Their lag-1 differences see half the noise; lag-2 ones do not.
+    rng = random.Random(11)
+    x = [rng.gauss(0.0, 10.0) for _ in range(21)]
+    blended = [(a + b) / 2 for a, b in zip(x, x[1:], strict=False)]
+    hist = rates(*((15 * k, 500 + r) for k, r in enumerate(blended)))
+    lag1 = D.signals._median_and_sd([b - a for a, b in zip(blended, blended[1:], strict=False)])[1] / math.sqrt(2)
+    lag2 = D.signals._median_and_sd([b - a for a, b in zip(blended, blended[2:], strict=False)])[1] / math.sqrt(2)
+    assert lag2 > 1.2 * lag1  # the lag-1 estimate reads low
+    assert D.noise(hist, 285.0) == pytest.approx(min(lag2, D.signals._median_and_sd(blended)[1]))
+    # independent readings: the two lags agree, near the noise itself (10)
+    plain = rates(*((15 * k, 500 + e) for k, e in enumerate(x)))
+    assert 6.0 < D.noise(plain, 300.0) < 15.0
+
+
 def test_forecast_plans_level_plus_trend_over_the_horizon_plus_noise():
     st = State(rates=rates(*((t, 100 + 2.0 * t) for t in range(0, 241, 15))), cold_start_s=60.0)
     planned, horizon = D.forecast(D.Demand(580.0, 580.0, 0.0), st, POLICY, 240.0)

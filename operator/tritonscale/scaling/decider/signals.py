@@ -218,12 +218,16 @@ def saturation_share(state: State, now: float, horizon: float, rate: float) -> f
 def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
     """Standard deviation of the rate's tick-to-tick noise over the last NOISE_S: the smaller of two
     robust estimates, each inflated by a different departure from independent noise.
-    - The median absolute deviation of consecutive differences: a steady trend or a single step
-      barely moves it. But readings that alternate (bursts shorter than two samples: neighbours
-      are anti-correlated) make the differences two-humped, and their deviation erratic: from
-      the four differences of a service's first minute on the real trace replayed from its
-      busiest half it said 697 rps against the readings' 314, planned 3326 rps for a rate of
-      2179, and the fleet peaked at 14 replicas where 9 sufficed.
+    - The median absolute deviation of differences between readings: a steady trend or a single
+      step barely moves it. Readings one tick apart (lag 1) and two ticks apart (lag 2), the
+      larger. Prometheus scrapes each pod at its own phase of the interval, so a reading (a sum
+      of the pods' ``irate``) blends the last two intervals, and consecutive readings share one:
+      lag-1 differences understate the noise (half of it, for white noise and pods spread
+      evenly), lag-2 differences do not. But readings that alternate (bursts shorter than two
+      samples: neighbours are anti-correlated) make the lag-1 differences two-humped, and their
+      deviation erratic: from the four differences of a service's first minute on the real
+      trace replayed from its busiest half it said 697 rps against the readings' 314, planned
+      3326 rps for a rate of 2179, and the fleet peaked at 14 replicas where 9 sufficed.
     - The median absolute deviation of the readings themselves: alternation does not inflate it;
       a trend or a step does, and then the first is the smaller."""
     pts = [e[1] for e in rates if now - e[0] <= C.NOISE_S]
@@ -231,6 +235,9 @@ def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
     if len(diffs) < 3:
         return 0.0
     _, sd = _median_and_sd(diffs)  # about the median: a steady trend moves every difference alike
+    lag2 = [b - a for a, b in zip(pts, pts[2:], strict=False)]
+    if len(lag2) >= 3:
+        sd = max(sd, _median_and_sd(lag2)[1])
     _, spread = _median_and_sd(pts)
     # the difference of two iid normals has sd sigma*sqrt(2)
     return min(sd / math.sqrt(2.0), spread)
