@@ -3,12 +3,16 @@
 
     .venv/bin/python e2e/bench_suite_rerun.py SUITE.json [--only SUBSTR,...] [--set NAME=VALUE ...]
                                               [--json OUT] [--jobs N] [--trace FILE]
+                                              [--scrapes stored|spread|aligned]
 
 SUITE.json is ``tritonscale simulate --suite --json`` output (``e2e/bench_suite.py`` writes it as
 ``suite.json``). Every scenario (or those whose name contains one of ``--only``) is simulated
 again for tritonscale only, on the same arrivals and starting replicas, and scored against the
 other policies' stored rows by the suite's criteria; the oracle and the baselines are not re-run,
-so the whole suite takes minutes instead of tens of minutes. ``--set NAME=VALUE`` overrides a
+so the whole suite takes minutes instead of tens of minutes. ``--scrapes`` re-runs it with each
+pod scraped at its own offset (``spread``) or every pod at the ticks' instants (``aligned``, the
+best case every result before 2026-11-24 session 26 was measured on); by default, as the stored
+result was (its setup's ``scrapes``). ``--set NAME=VALUE`` overrides a
 constant of ``tritonscale.scaling.decider.constants`` for this run (an experiment; the decider
 reads them at call time). Prints the scenarios whose figures or verdict changed and the count
 that meets the criteria, before and after. A benchmark, not a test: it asserts nothing.
@@ -20,6 +24,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="OUT", help="write the re-run scenarios' rows and verdicts")
     p.add_argument("--jobs", type=int, default=default_jobs())
     p.add_argument("--trace", default=str(TRACE), help="the trace the stored trace scenarios ran on")
+    p.add_argument("--scrapes", choices=("stored", "spread", "aligned"), default="stored",
+                   help="pods scraped at their own offsets or at the ticks' instants (default: as stored)")
     a = p.parse_args(argv)
     try:
         for name, value in _override(a.set).items():
@@ -61,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"decider constant {name} = {value:g}")
         data = json.loads(Path(a.suite_json).read_text(encoding="utf-8"))
         cfg = config_from_json(data, a.trace if Path(a.trace).exists() else None)
+        if a.scrapes != "stored":
+            cfg = replace(cfg, scrape_spread=a.scrapes == "spread")
         wanted = [w for w in a.only.split(",") if w]
         stored = [s for s in data["scenarios"] if not wanted or any(w in s["name"] for w in wanted)]
         if not stored:

@@ -154,6 +154,11 @@ def test_quick_suite_in_ci(capsys, tmp_path):
     assert again.row("tritonscale").__dict__ == {k: stored["policies"][0][k] for k in Row.__dataclass_fields__}
     assert suite.check(again).holds == stored["tritonscale_check"]["holds"]
     assert [r.policy for r in again.rows] == [p["policy"] for p in stored["policies"]]
+    # the result says how Prometheus scraped, and a re-run scrapes the same way; results from before
+    # the key existed were all scraped at the ticks' instants
+    assert out["setup"]["scrapes"] == suite.SCRAPES[True] and suite_rerun.config_from_json(out, None).scrape_spread
+    legacy = {**out, "setup": {k: v for k, v in out["setup"].items() if k != "scrapes"}}
+    assert suite_rerun.config_from_json(legacy, None).scrape_spread is False
 
 
 @pytest.mark.parametrize("doc", [{}, {"setup": {"replica": {}}, "scenarios": []}, {"setup": None, "scenarios": []}])

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from tritonscale.simulate.suite import (
     OURS,
     ROUTING,
+    SCRAPES,
     PolicySummary,
     ScenarioResult,
     SuiteConfig,
@@ -42,6 +43,7 @@ def setup_text(cfg: SuiteConfig, n: int) -> str:
         f"{b.max_queue_delay_ms * 1000:g} us, preferred {list(b.preferred)}; replicas {cfg.min_replicas}.."
         f"{cfg.max_replicas}; each scenario's busiest minute needs {cfg.peak_replicas} replicas",
         f"routing: {ROUTING}",
+        f"scrapes: {SCRAPES[cfg.scrape_spread]}; each policy ticks at its own period from t = 0",
         "queue: " + (f"requests queued longer than {cfg.queue_timeout_targets:g} x the SLO are rejected (the "
                      "operator's default Triton queue policy)" if cfg.queue_timeout_targets > 0 else "no timeout"),
         "tritonscale: the CRD defaults; static: the oracle's largest per-minute need, never scaled",
