@@ -274,9 +274,10 @@ def test_forecast_plans_level_plus_trend_over_the_horizon_plus_noise():
     (240.0, 240.0, 0.0),  # scraped at the tick
     (None, 240.0, 0.0),  # a source that does not say when: read as now
     (241.0, 240.0, 0.0),  # a clock a second ahead of the operator's: never negative
+    (40.0, 240.0, 30.0),  # a stalled scrape: at most two ticks (15 s each)
 ])
 def test_data_age_is_the_time_since_the_pods_were_scraped(pending_at, now, age):
-    assert D.data_age(replace(ok(100), pending_at=pending_at), now) == pytest.approx(age)
+    assert D.data_age(replace(ok(100), pending_at=pending_at), now, POLICY) == pytest.approx(age)
 
 
 def test_the_plan_looks_ahead_from_when_its_data_was_scraped():

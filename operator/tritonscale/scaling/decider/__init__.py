@@ -90,7 +90,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     d = demand(obs, state, now)
     state = learn(state, obs, replicas, policy, now, d.rate, d.growth)
     now_level = level(d, state, now)  # what ``bare`` below reads too: later steps leave the rates alone
-    age = data_age(obs, now)
+    age = data_age(obs, now, policy)
     share = saturation_share(state, now, plan_horizon(state, policy, age), now_level)
     cap, source = capacity(state, policy, target, obs, share)
     planned, horizon = forecast(d, state, policy, now, age)

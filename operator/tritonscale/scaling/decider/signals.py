@@ -252,11 +252,12 @@ def _median_and_sd(values: list[float]) -> tuple[float, float]:
     return mid, 1.4826 * dev[len(dev) // 2]
 
 
-def data_age(obs: Observation, now: float) -> float:
+def data_age(obs: Observation, now: float, policy: Policy) -> float:
     """Seconds since the pending gauge was scraped (``sampled_at``), the mean over pods: Prometheus
     scrapes each pod at its own phase of the interval, so a tick reads data up to one scrape
-    interval old, half of one on average."""
-    return max(0.0, now - sampled_at(obs, now))
+    interval old, half of one on average. At most two ticks: older data is a stalled scrape, not
+    the phase of one, and planning further ahead for it would stretch the trend over minutes."""
+    return min(max(0.0, now - sampled_at(obs, now)), 2.0 * policy.interval_s)
 
 
 def plan_horizon(state: State, policy: Policy, age: float = 0.0) -> float:
