@@ -29,9 +29,8 @@ sys.path.insert(0, str(REPO / "operator"))  # run from a checkout
 
 from tritonscale.scaling import decider  # noqa: E402
 from tritonscale.simulate import suite  # noqa: E402
-from tritonscale.simulate.benchmark import Options, fair_start, run_benchmark  # noqa: E402
+from tritonscale.simulate.benchmark import Options, run_benchmark  # noqa: E402
 from tritonscale.simulate.metrics_view import PromConfig  # noqa: E402
-from tritonscale.simulate.policies.oracle import window_needs  # noqa: E402
 
 TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
 _READINGS: list[tuple[float, float]] = []
@@ -69,9 +68,8 @@ def main(argv: list[str]) -> int:
         arr, horizon, _ = suite.scenario_arrivals(sc, cfg, cal.capacity_rps)
         for spread in (False, True):
             cluster = replace(suite._cluster(cfg, sc), prom=PromConfig(spread=spread))
-            probe = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False)
-            start = fair_start(window_needs(arr, horizon, cluster, slo_ms, cal.capacity_rps), probe)
-            opts = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False, initial_replicas=start)
+            # run_benchmark starts it warm with the suite's fair_start (the oracle's first windows)
+            opts = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False)
             _READINGS.clear()
             s = run_benchmark(arr, horizon, suite.OURS, opts, calibration=cal).outcomes[0].summary
             t = np.array([r[0] for r in _READINGS])
