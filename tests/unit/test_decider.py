@@ -73,11 +73,20 @@ def test_learn_keeps_the_scrape_time_and_growth_for_the_next_tick():
 
 # --- step: learn -------------------------------------------------------------------------------
 def test_learn_cold_start_longer_at_once_shorter_slowly():
-    s = D.learn(State(), ok(10), Replicas(2, 2, startup_s=(40.0, 90.0)), POLICY, 0.0, 10.0)
+    s = D.learn_cold_start(State(), Replicas(2, 2, startup_s=(40.0, 90.0)))
     assert s.cold_start_s == 90.0
-    s = D.learn(s, ok(10), Replicas(2, 2, startup_s=(30.0,)), POLICY, 15.0, 10.0)
+    s = D.learn_cold_start(s, Replicas(2, 2, startup_s=(30.0,)))
     assert 30.0 < s.cold_start_s < 90.0
+    assert D.learn_cold_start(s, Replicas(2, 2)) == s
     assert D.cold_start(State()) == D.DEFAULT_COLD_START_S
+
+
+@pytest.mark.parametrize("obs", [NO_DATA, FAILED])
+def test_a_tick_that_holds_for_want_of_metrics_still_learns_the_cold_start(obs):
+    # a pod's start is reported once: a held tick (no series yet, Prometheus down) must keep it
+    d = D.decide(obs, Replicas(3, 3, startup_s=(180.0,)), POLICY, State(), 0.0)
+    assert d.reason in ("NoData", "MetricsUnavailable")
+    assert d.state.cold_start_s == 180.0
 
 
 def test_batch_bins_keep_the_lower_envelope_and_forget_it_after_the_ttl():
@@ -189,6 +198,9 @@ def test_horizon_rise_is_the_95pc_quantile_of_the_rates_change_over_one_horizon(
     stepped = rates(*((10 * k, (1000 if k < 20 else 1300) + rng.gauss(0.0, 10.0)) for k in range(40)))
     assert D.horizon_rise(stepped, 60.0) < 150.0
     assert D.horizon_rise(rates((0, 1000), (10, 1000), (20, 1000)), 60.0) is None  # too little history
+    # nine differences, but from 150 s of history: fewer than RISE_HORIZONS (3) independent rises
+    assert D.horizon_rise(rates(*((10 * k, 1000.0) for k in range(16))), 60.0) is None
+    assert D.horizon_rise(rates(*((10 * k, 1000.0) for k in range(19))), 60.0) == pytest.approx(0.0)
 
 
 def test_saturation_share_is_high_only_for_a_rate_that_holds_still():

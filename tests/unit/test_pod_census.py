@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tritonscale.scaling.pod_census import parse_time, take_census
+from tritonscale.scaling.pod_census import first_census_since, parse_time, take_census
 
 T0 = parse_time("2026-01-01T00:00:00Z")
 
@@ -58,3 +58,14 @@ def test_startup_seconds(created, ready_at, since, reported, restarts, expected)
 def test_parse_time():
     assert parse_time("2026-01-01T00:00:10Z") - T0 == 10
     assert parse_time(None) is None and parse_time("yesterday") is None
+
+
+@pytest.mark.parametrize("known, expected", [
+    (False, (40.0,)),  # nothing learned yet: the running pod's cold start counts
+    (True, ()),        # learned and restored after a restart: it was counted before
+])
+def test_first_census_counts_running_pods_until_a_cold_start_is_known(known, expected):
+    now = T0 + 1000
+    since = first_census_since(now, 15.0, known)
+    c = take_census([pod("p", created=0, ready_at=40)], frozenset(), since)
+    assert c.startup_s == expected

@@ -7,6 +7,7 @@ Pure functions over pod dicts (as the API returns them); the tick lists the pods
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,16 @@ def is_unschedulable(pod: dict[str, Any]) -> bool:
         return False
     scheduled = _condition(pod, "PodScheduled")
     return scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
+
+
+def first_census_since(now: float, interval_s: float, cold_start_known: bool) -> float:
+    """Where the first census of a service (a new one, or any after an operator restart) starts
+    counting cold starts. While none is known, every ready pod's: its creation and Ready times
+    are still in the API, and a fleet that is already running would otherwise teach nothing
+    until one more pod starts (the decider plans with a default cold start meanwhile). Once one
+    is known (restored from status after a restart), only pods that turned ready within the last
+    interval are new: the others were counted before."""
+    return now - interval_s if cold_start_known else -math.inf
 
 
 def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since: float) -> PodCensus:

@@ -27,7 +27,7 @@ from tritonscale.kube.object_lock import object_lock
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide
-from tritonscale.scaling.pod_census import PodCensus, take_census
+from tritonscale.scaling.pod_census import PodCensus, first_census_since, take_census
 from tritonscale.scaling.prometheus_source import Snapshot
 
 EventFn = Callable[[dict[str, Any], str, str, str], None]  # (body, type, reason, message)
@@ -46,7 +46,7 @@ def forget(uid: str) -> None:
 
 
 def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, now: float,
-            interval_s: float) -> tuple[PodCensus | None, int, str]:
+            interval_s: float, cold_start_known: bool) -> tuple[PodCensus | None, int, str]:
     """The Deployment's pods, counted; (None, 0, why) when they cannot be listed."""
     match = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     selector = ",".join(f"{k}={v}" for k, v in sorted(match.items()))
@@ -54,8 +54,7 @@ def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, no
         pods = kube.list_pods(namespace, selector) if selector else []
     except ApiException as exc:  # e.g. 403 with an older chart: scale without it, and say so
         return None, 0, f"cannot list the Deployment's pods: {exc.status} {exc.reason}"
-    # After a restart: only pods that turned ready within the last interval are new.
-    last_tick, reported = _pods_seen.get(uid, (now - interval_s, frozenset()))
+    last_tick, reported = _pods_seen.get(uid, (first_census_since(now, interval_s, cold_start_known), frozenset()))
     census = take_census(pods, reported, last_tick)
     _pods_seen[uid] = (now, census.ready_uids)
     live = sum(1 for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp"))
@@ -125,7 +124,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         obs = snapshot.observation(namespace, name, model)
 
         census, live_pods, census_error = _census(kube, namespace, deployment, uid, now,
-                                                  float(spec.scaling.interval_seconds))
+                                                  float(spec.scaling.interval_seconds), state.cold_start_s is not None)
         replicas = Replicas(current=current, ready=ready,
                             unschedulable=census.unschedulable if census else 0,
                             startup_s=census.startup_s if census else ())

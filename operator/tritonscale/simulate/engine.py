@@ -225,6 +225,9 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     n0 = min(max(scaler.initial_replicas(cfg.min_replicas), 1), cfg.max_replicas)
     for _ in range(n0):
         create(0.0, warm=True)
+    # The warm pods started one cold start before the run: their creation and Ready times are in
+    # the API, and a scaler's first tick reads them (the operator's first census of a service).
+    startups: list[float] = [cold] * n0
 
     ticks = np.asarray(scaler.tick_times(horizon), dtype=float)
     ticks = ticks[(ticks > 0) & (ticks < horizon)]
@@ -232,7 +235,6 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     rr = 0  # round-robin pointer
     pos = 0  # next arrival to route
     records: list[TickRecord] = []
-    startups: list[float] = []
     cold_starts = scale_events = 0
 
     while True:

@@ -10,8 +10,8 @@ recommendation -> stabilization -> rate limits -> min/max), each a small pure
 function that returns its result and the reason for it:
 
 1. ``guard``      -- source failed, no target, no series, below the floor: hold or fall back.
-2. ``learn``      -- update the memory: batch cost samples, the rate history, the cold-start
-                     time, rises of the rate.
+2. ``learn``      -- update the memory: batch cost samples, the rate history, rises of the
+                     rate (the cold-start time is learned first, before ``guard``).
 3. ``demand``     -- arrival rate now (requests out of the queue plus the queue's growth) and
                      the backlog.
 4. ``forecast``   -- the rate to plan for when a replica asked for now is ready: the current
@@ -51,6 +51,7 @@ from tritonscale.scaling.decider.signals import (
     forecast,
     horizon_rise,
     learn,
+    learn_cold_start,
     level,
     noise,
     plan_horizon,
@@ -83,6 +84,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
             st = replace(st, last_scale_time=now)
         return Decision(n, step.reason, f"{step.why} -> {n} replicas", st, ok, details)
 
+    state = learn_cold_start(state, replicas)
     held, state, ok = guard(obs, replicas, policy, state)
     if held is not None:
         return done(held, state, ok)
@@ -112,7 +114,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
 __all__ = [
     "Decision", "Demand", "Observation", "Policy", "Replicas", "SourceStatus", "State", "Step", "add_batch_sample",
     "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp", "cold_start", "constants",
-    "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "level", "limit", "noise",
-    "plan_horizon", "recommend", "saturation_share", "scale_down_window", "stabilize", "surprise",
+    "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",
+    "limit", "noise", "plan_horizon", "recommend", "saturation_share", "scale_down_window", "stabilize", "surprise",
     "surprises_for_memory", "tolerate", "trend",
 ]

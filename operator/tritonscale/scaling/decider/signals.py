@@ -89,18 +89,25 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
         full_ms = 1000.0 * policy.max_batch_size * ready / obs.recent_served_rps
         state = replace(state, batch_samples=add_batch_sample(state.batch_samples, float(policy.max_batch_size),
                                                               full_ms, now))
-    if replicas.startup_s:
-        seen = max(replicas.startup_s)
-        old = state.cold_start_s
-        # a longer start counts at once (plan for the slow case); shorter ones pull it down slowly
-        state = replace(state, cold_start_s=seen if old is None or seen > old else old + 0.3 * (seen - old))
-    memory = max(C.NOISE_S, 2 * (cold_start(state) + policy.interval_s))
+    memory = max(C.NOISE_S, (C.RISE_HORIZONS + 1) * plan_horizon(state, policy, policy.interval_s))
     rates = tuple(e for e in state.rates if now - e[0] <= memory)
     if rates and now - rates[-1][0] < C.RATE_SAMPLE_S:
         rates = rates[:-1]  # keep one sample per RATE_SAMPLE_S: replace the latest
     rates += ((now, rate, rate),)  # what the plan bought is filled in once made (see decide)
     pending = (sampled_at(obs, now), obs.pending, float(ready), growth) if obs.pending is not None else None
     return replace(state, rates=rates, last_pending=pending)
+
+
+def learn_cold_start(state: State, replicas: Replicas) -> State:
+    """The cold start, from the creation-to-ready times of pods that became ready: a longer start
+    counts at once (plan for the slow case), shorter ones pull it down slowly. Learned before
+    anything else, whatever the metrics say: a pod's start is seen once, and a tick that holds
+    for want of metrics (no series yet, Prometheus down) must not lose it."""
+    if not replicas.startup_s:
+        return state
+    seen = max(replicas.startup_s)
+    old = state.cold_start_s
+    return replace(state, cold_start_s=seen if old is None or seen > old else old + 0.3 * (seen - old))
 
 
 def replicas_for(rate: float, cap: float) -> int:
@@ -187,7 +194,8 @@ def trend(rates: tuple[tuple[float, float, float], ...], now: float, horizon: fl
 def horizon_rise(rates: tuple[tuple[float, float, float], ...], horizon: float) -> float | None:
     """The 95% quantile of the rate's change over one horizon in the remembered history, robustly
     (median + NOISE_Z x the MAD of the lag-horizon differences, as a standard deviation); None
-    with fewer than three such differences."""
+    with fewer than three such differences, or a history shorter than RISE_HORIZONS horizons
+    (overlapping differences are not independent: a short history says little about rises)."""
     pts = [(e[0], e[1]) for e in rates]
     diffs, j = [], 0
     for t, r in pts:
@@ -195,7 +203,7 @@ def horizon_rise(rates: tuple[tuple[float, float, float], ...], horizon: float) 
             j += 1
         if j < len(pts):
             diffs.append(pts[j][1] - r)
-    if len(diffs) < 3:
+    if len(diffs) < 3 or not pts or pts[-1][0] - pts[0][0] < C.RISE_HORIZONS * horizon:
         return None
     mid, sd = _median_and_sd(diffs)
     return mid + C.NOISE_Z * sd
