@@ -6,26 +6,39 @@ from typing import Any
 
 import pytest
 
-from tritonscale.scaling.pod_census import first_census_since, parse_time, take_census
+from tritonscale.scaling.pod_census import first_census_since, parse_time, start_budget_s, take_census
 
 T0 = parse_time("2026-01-01T00:00:00Z")
 
 
+def at(seconds: int) -> str:
+    return f"2026-01-01T{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}Z"
+
+
 def pod(uid: str, *, created: int = 0, ready_at: int | None = None, unschedulable: bool = False,
-        deleting: bool = False, restarts: int = 0) -> dict[str, Any]:
+        deleting: bool = False, restarts: int = 0, started: int | None = None,
+        startup_probe: dict[str, Any] | None = None) -> dict[str, Any]:
     conditions = []
     if unschedulable:
         conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                            "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."})
     if ready_at is not None:
         conditions.append({"type": "Ready", "status": "True",
-                           "lastTransitionTime": f"2026-01-01T00:{ready_at // 60:02d}:{ready_at % 60:02d}Z"})
-    meta: dict[str, Any] = {"uid": uid, "creationTimestamp": f"2026-01-01T00:{created // 60:02d}:{created % 60:02d}Z"}
+                           "lastTransitionTime": at(ready_at)})
+    meta: dict[str, Any] = {"uid": uid, "creationTimestamp": at(created)}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T01:00:00Z"
+    status: dict[str, Any] = {"name": "triton", "restartCount": restarts}
+    if started is not None:
+        status["state"] = {"running": {"startedAt": at(started)}}
+    container: dict[str, Any] = {"name": "triton"}
+    if startup_probe is not None:
+        container["startupProbe"] = startup_probe
+        container["readinessProbe"] = {"periodSeconds": 5}
     return {"metadata": meta, "status": {"phase": "Running" if ready_at is not None else "Pending",
                                          "conditions": conditions,
-                                         "containerStatuses": [{"name": "triton", "restartCount": restarts}]}}
+                                         "containerStatuses": [status]},
+            "spec": {"containers": [container]}}
 
 
 def test_counts_unschedulable_pods_with_the_schedulers_message():
@@ -69,3 +82,24 @@ def test_first_census_counts_running_pods_until_a_cold_start_is_known(known, exp
     since = first_census_since(now, 15.0, known)
     c = take_census([pod("p", created=0, ready_at=40)], frozenset(), since)
     assert c.startup_s == expected
+
+
+STARTUP = {"periodSeconds": 5, "failureThreshold": 120}  # what the operator renders: 600 s
+
+
+@pytest.mark.parametrize("started, ready_at, probe, expected", [
+    (30, 400, STARTUP, (400.0,)),   # a first start: Ready 370 s after the container started
+    (30, 2000, STARTUP, ()),        # Ready 1970 s after the start, past the probe's 605 s: a readiness flap
+    (30, 2000, None, (2000.0,)),    # no startup probe: nothing bounds a first start
+    (None, 2000, STARTUP, (2000.0,)),  # no start time reported: counted, as before
+])
+def test_a_readiness_flap_is_not_a_cold_start(started, ready_at, probe, expected):
+    p = pod("p", created=0, ready_at=ready_at, started=started, startup_probe=probe)
+    assert take_census([p], frozenset(), float("-inf")).startup_s == expected
+
+
+def test_start_budget_from_the_startup_probe_with_kubernetes_defaults():
+    assert start_budget_s(pod("p", startup_probe=STARTUP)) == 5 * 120 + 5
+    defaults = {"httpGet": {"path": "/ready", "port": "http"}}  # periodSeconds 10, failureThreshold 3
+    assert start_budget_s(pod("p", startup_probe=defaults)) == 10 * 3 + 5
+    assert start_budget_s(pod("p")) is None

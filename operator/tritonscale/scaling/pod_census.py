@@ -49,6 +49,20 @@ def is_unschedulable(pod: dict[str, Any]) -> bool:
     return scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
 
 
+def start_budget_s(pod: dict[str, Any]) -> float | None:
+    """How long after its container started a pod can first turn Ready: the startup probe's
+    delay + period x failureThreshold (the kubelet restarts the container past it) plus one
+    readiness period, Kubernetes' defaults where unset; None without a startup probe."""
+    budgets = []
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        probe = c.get("startupProbe")
+        if probe:
+            ready = c.get("readinessProbe") or {}
+            budgets.append(float(probe.get("initialDelaySeconds") or 0) + float(probe.get("periodSeconds") or 10)
+                           * float(probe.get("failureThreshold") or 3) + float(ready.get("periodSeconds") or 10))
+    return max(budgets) if budgets else None
+
+
 def first_census_since(now: float, interval_s: float, cold_start_known: bool) -> float:
     """Where the first census of a service (a new one, or any after an operator restart) starts
     counting cold starts. While none is known, every ready pod's: its creation and Ready times
@@ -64,7 +78,10 @@ def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since:
     and are not in ``reported`` (pods already counted by an earlier tick).
 
     A pod that restarted a container is left out: its Ready time measures its
-    restart, not a cold start from creation.
+    restart, not a cold start from creation. So is one whose Ready time is later than
+    its startup probe allows after the container started: the condition's last transition
+    is then a readiness flap (the pod went unready and back), and creation to it is the
+    pod's age.
     """
     unschedulable, message, startups, ready = 0, "", [], set()
     for pod in pods:
@@ -85,5 +102,10 @@ def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since:
         restarts = sum(int(c.get("restartCount") or 0) for c in statuses)
         if created is None or ready_at is None or restarts or ready_at < since - TIMESTAMP_SLACK_S:
             continue
+        started = [parse_time(((c.get("state") or {}).get("running") or {}).get("startedAt")) for c in statuses]
+        started_at = max((t for t in started if t is not None), default=None)
+        budget = start_budget_s(pod)
+        if started_at is not None and budget is not None and ready_at - started_at > budget + TIMESTAMP_SLACK_S:
+            continue  # Ready later than a first start can be: a readiness flap, not a cold start
         startups.append(max(0.0, ready_at - created))
     return PodCensus(unschedulable, message, tuple(sorted(startups)), frozenset(ready))
