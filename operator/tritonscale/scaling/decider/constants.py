@@ -70,9 +70,8 @@ SURPRISE_BUDGET = 0.1
 # at least this many horizons: differences a few seconds apart overlap, so a history of one
 # or two horizons holds one or two independent rises, too few for a 95% quantile (a 5-minute
 # lead-in at a 180 s cold start looked steady). The rate history is kept one horizon longer.
-# Suite re-run against stored baselines (seeds 0-2, with the cold start learned from the
-# running pods): 93 -> 94/126 (a flash crowd at 180 s, loose, 2% cheaper); held-out seeds 3-4:
-# 62 -> 62/84 without the cold-start change.
+# Suite re-run against stored baselines (seeds 0-2): 92 -> 93/126 alone (a flash crowd at
+# 180 s, loose, 2% cheaper), 93 -> 94 with the cold start learned from the running pods.
 RISE_HORIZONS = 3.0
 # Draining a backlog asks for at most this share more than the planned rate: round-robin gives
 # new replicas only new requests, so extra replicas drain the old queues only by taking new
