@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "operator"))  # run from a checkout
 
 from tritonscale.scaling.decider import constants  # noqa: E402
 from tritonscale.simulate.benchmark import default_jobs  # noqa: E402
-from tritonscale.simulate.suite import OURS, check  # noqa: E402
+from tritonscale.simulate.suite import OURS, SCRAPES, check  # noqa: E402
 from tritonscale.simulate.suite_rerun import config_from_json, rerun_all  # noqa: E402
 
 TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
@@ -70,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config_from_json(data, a.trace if Path(a.trace).exists() else None)
         if a.scrapes != "stored":
             cfg = replace(cfg, scrape_spread=a.scrapes == "spread")
+        unsaid = a.scrapes == "stored" and "scrapes" not in data.get("setup", {})
+        # Say which model runs: a result that does not say is read as aligned (the only model before
+        # session 26), which is wrong for the few written between that change and the key's.
+        print(f"scrapes: {SCRAPES[cfg.scrape_spread]}"
+              + (" (the result does not say: read as aligned; --scrapes overrides)" if unsaid else ""))
         wanted = [w for w in a.only.split(",") if w]
         stored = [s for s in data["scenarios"] if not wanted or any(w in s["name"] for w in wanted)]
         if not stored:
