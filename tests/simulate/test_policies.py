@@ -46,6 +46,11 @@ def test_the_tritonscale_policy_runs_the_operators_decider(monkeypatch, arrivals
     pol = build("tritonscale", Options(SLO, CLUSTER), calibration, initial=2)
     run = simulate(arrivals[arrivals < 60], pol, CLUSTER, 60.0)
     assert len(calls) == 3  # ticks at 15, 30, 45 s
+    # the warm pods report their starts on the first tick (as the operator's first census reads the
+    # running pods'), and that tick holds for want of data yet still learns them
+    first = calls[0][1]
+    assert first.startup_s == (CLUSTER.cold_start_s,) * 2 and calls[0][0].status == "no_data"
+    assert calls[1][3].cold_start_s == CLUSTER.cold_start_s
     # at 30 s every pod has two scrapes (each at its own offset in the 15 s interval)
     obs, replicas, policy, state, now = calls[1]
     assert isinstance(obs, decider_module.Observation) and obs.status == "ok"
