@@ -29,8 +29,7 @@ sys.path.insert(0, str(REPO / "operator"))  # run from a checkout
 
 from tritonscale.scaling import decider  # noqa: E402
 from tritonscale.simulate import suite  # noqa: E402
-from tritonscale.simulate.benchmark import Options, run_benchmark  # noqa: E402
-from tritonscale.simulate.metrics_view import PromConfig  # noqa: E402
+from tritonscale.simulate.suite_rerun import run_ours  # noqa: E402
 
 TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
 _READINGS: list[tuple[float, float]] = []
@@ -63,15 +62,9 @@ def main(argv: list[str]) -> int:
     decider.decide = _recording_decide  # the policy calls decider.decide through the module
     for name in a.scenarios:
         sc = _scenario(name)
-        slo_ms = cfg.slo_ms(sc.slo)
-        cal = suite._calibration(cfg.batcher, slo_ms)
-        arr, horizon, _ = suite.scenario_arrivals(sc, cfg, cal.capacity_rps)
         for spread in (False, True):
-            cluster = replace(suite._cluster(cfg, sc), prom=PromConfig(spread=spread))
-            # run_benchmark starts it warm with the suite's fair_start (the oracle's first windows)
-            opts = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False)
             _READINGS.clear()
-            s = run_benchmark(arr, horizon, suite.OURS, opts, calibration=cal).outcomes[0].summary
+            s, arr = run_ours(sc, replace(cfg, scrape_spread=spread))
             t = np.array([r[0] for r in _READINGS])
             x = np.array([r[1] for r in _READINGS])
             arrived = np.array([np.count_nonzero((arr > tt - 15.0) & (arr <= tt)) / 15.0 for tt in t])

@@ -14,9 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from tritonscale.simulate import suite
 from tritonscale.simulate.benchmark import Options, run_benchmark
 from tritonscale.simulate.replica import BatcherConfig
+from tritonscale.simulate.report import Summary
 from tritonscale.simulate.suite import OURS, Row, Scenario, ScenarioResult, SuiteConfig, row_of
 
 _ROW_FIELDS = tuple(Row.__dataclass_fields__)
@@ -45,16 +48,22 @@ def config_from_json(d: dict[str, Any], trace_path: str | None) -> SuiteConfig:
         raise ValueError(f"not a suite result (tritonscale simulate --suite --json): {e}") from None
 
 
+def run_ours(sc: Scenario, cfg: SuiteConfig) -> tuple[Summary, np.ndarray]:
+    """tritonscale alone on a suite scenario, as ``suite.run_scenario`` runs it (the same arrivals,
+    cluster and starting replicas): its summary, and the arrivals."""
+    slo_ms = cfg.slo_ms(sc.slo)
+    cal = suite._calibration(cfg.batcher, slo_ms)
+    arr, horizon, _ = suite.scenario_arrivals(sc, cfg, cal.capacity_rps)
+    # run_benchmark starts it warm with the suite's fair_start (the oracle's first windows).
+    opts = Options(slo_ms, suite._cluster(cfg, sc), seed=sc.seed, with_oracle=False)
+    return run_benchmark(arr, horizon, OURS, opts, calibration=cal).outcomes[0].summary, arr
+
+
 def rerun(stored: dict[str, Any], cfg: SuiteConfig) -> ScenarioResult:
     """One stored scenario with tritonscale simulated again and every other row as stored."""
     sc = _scenario(stored)
     slo_ms = cfg.slo_ms(sc.slo)
-    cal = suite._calibration(cfg.batcher, slo_ms)
-    arr, horizon, _ = suite.scenario_arrivals(sc, cfg, cal.capacity_rps)
-    cluster = suite._cluster(cfg, sc)
-    # run_benchmark starts it warm with the suite's fair_start (the oracle's first windows).
-    opts = Options(slo_ms, cluster, seed=sc.seed, with_oracle=False)
-    s = run_benchmark(arr, horizon, OURS, opts, calibration=cal).outcomes[0].summary
+    s, _ = run_ours(sc, cfg)
     oracle = next(p for p in stored["policies"] if p["policy"] == "oracle")
     cost = s.replica_hours / oracle["replica_hours"] if oracle["replica_hours"] else None
     rows = [row_of(s, cost, oracle["max_replicas"]) if p["policy"] == OURS else Row(**{k: p[k] for k in _ROW_FIELDS})

@@ -203,7 +203,7 @@ def horizon_rise(rates: tuple[tuple[float, float, float], ...], horizon: float) 
             j += 1
         if j < len(pts):
             diffs.append(pts[j][1] - r)
-    if len(diffs) < 3 or not pts or pts[-1][0] - pts[0][0] < C.RISE_HORIZONS * horizon:
+    if len(diffs) < 3 or pts[-1][0] - pts[0][0] < C.RISE_HORIZONS * horizon:  # diffs imply pts
         return None
     mid, sd = _median_and_sd(diffs)
     return mid + C.NOISE_Z * sd
