@@ -235,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _optional_command(sub: Any, name: str, module: str, help_text: str) -> None:
-    """Commands whose dependencies (numpy, matplotlib, nvidia-pytriton) live in the
+    """Commands whose dependencies (numpy, numba, matplotlib, nvidia-pytriton) live in the
     `sandbox` extra: the operator image does not need them, so a missing one becomes a
     one-line error instead of breaking `tritonscale run`."""
     import importlib

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 
 import numpy as np
@@ -97,6 +98,28 @@ def test_segmented_feeding_forms_the_same_batches() -> None:
     whole, parts = serve(BatcherConfig(), t), serve(BatcherConfig(), t, step=0.7)
     assert np.array_equal(whole.batch_start.view, parts.batch_start.view)
     assert np.array_equal(whole.req_end.view, parts.req_end.view)
+
+
+@pytest.mark.parametrize("cfg", [BatcherConfig(max_queue_delay_ms=5.0, preferred=(4, 8), queue_timeout_ms=150.0),
+                                 BatcherConfig(max_queue_delay_ms=0.0, preferred=(), queue_timeout_ms=150.0)])
+def test_compiled_batcher_forms_the_batches_its_python_source_does(monkeypatch: pytest.MonkeyPatch,
+                                                                   cfg: BatcherConfig) -> None:
+    # numba compiles the batch loop; its Python source (py_func, with the standard library's
+    # bisect) is the specification. Overload
+    # with a queue timeout rejects, preferred sizes split, and the batch buffers grow (one
+    # advance forms thousands of batches), fed whole and in segments with syncs in between.
+    from tritonscale.simulate import replica
+
+    t = np.concatenate([poisson(250.0, 8_000, seed=5), poisson(400.0, 8_000, seed=6) + 40.0])
+    compiled = [serve(cfg, t), serve(cfg, t, step=0.3)]
+    monkeypatch.setattr(replica, "_form_batches", replica._form_batches.py_func)
+    monkeypatch.setattr(replica, "_bisect_left", bisect.bisect_left)
+    monkeypatch.setattr(replica, "_bisect_right", bisect.bisect_right)
+    python = [serve(cfg, t), serve(cfg, t, step=0.3)]
+    for c, p in zip(compiled, python, strict=True):
+        assert int(p.reject_cum.view[-1]) > 0 and len(p.batch_start.view) > 1000
+        for field in ("batch_start", "batch_end", "req_end", "req_rejected", "reject_time"):
+            assert np.array_equal(getattr(c, field).view, getattr(p, field).view), field
 
 
 def test_pending_and_busy_time() -> None:
