@@ -178,6 +178,8 @@ def test_instant_values_are_each_pods_last_scrape_and_pending_at_their_mean_time
     assert len(set(times)) == 6  # six pods, six scrape times
     assert obs.pending_at == pytest.approx(sum(times) / 6)
     assert obs.pending == sum(r.pending_at(t) for r, t in zip(pods, times, strict=True))
+    assert obs.pending_min == min(r.pending_at(t) for r, t in zip(pods, times, strict=True))  # the least-queued pod
+    assert 0 < obs.pending_min < obs.pending / 6
     assert obs.pending < sum(r.pending_at(60.0) for r in pods)  # older scrapes, shorter queues
     # irate over each pod's own last two scrapes
     served = sum(np.sum((r.req_end.view > t - 15) & (r.req_end.view <= t)) for r, t in zip(pods, times, strict=True))

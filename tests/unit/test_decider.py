@@ -65,10 +65,10 @@ def test_queue_growth_is_per_scrape_interval(pending_at, last_pending, growth):
 
 
 def test_learn_keeps_the_scrape_time_and_growth_for_the_next_tick():
-    obs = replace(ok(200, pending=300), pending_at=12.5)
+    obs = replace(ok(200, pending=300), pending_at=12.5, pending_min=140.0)
     s = D.learn(State(), obs, Replicas(2, 2), POLICY, 15.0, 220.0, growth=20.0)
-    assert s.last_pending == (12.5, 300.0, 2.0, 20.0)
-    assert State.from_dict(s.to_dict()).last_pending == (12.5, 300.0, 2.0, 20.0)  # survives a restart
+    assert s.last_pending == (12.5, 300.0, 2.0, 20.0, 140.0)
+    assert State.from_dict(s.to_dict()).last_pending == (12.5, 300.0, 2.0, 20.0, 140.0)  # survives a restart
 
 
 # --- step: learn -------------------------------------------------------------------------------
@@ -123,6 +123,33 @@ def test_learn_skips_batch_samples_of_a_load_change():
     assert len(s.batch_samples) == 1
     s = D.learn(s, ok(300, batch=9.2), Replicas(2, 2), POLICY, 30.0, 300.0)  # steady at 9: a sample
     assert sorted(round(e[0]) for e in s.batch_samples) == [4, 9]
+
+
+# Overload: 3 ready replicas serving 3 x 16 / 52 ms = 923 rps, the saturation rate, in full batches.
+SATURATED = replace(ok(923.0, pending=200.0), recent_served_rps=923.0)
+
+
+@pytest.mark.parametrize(("last_min", "now_min", "ready_before", "sample"), [
+    (16.0, 16.0, 3, True),  # a full batch waited on every replica at both ends: the saturation rate
+    (16.0, 2.0, 3, False),  # one replica had less than a full batch now: it did not run back to back
+    (2.0, 16.0, 3, False),  # ... or at the last tick: its queue filled within the interval
+    (16.0, 16.0, 2, False),  # a replica became ready within the interval
+    (None, None, 3, False),  # a source without the least-queued pod's gauge: no evidence
+])
+def test_learn_takes_the_saturation_rate_as_a_full_batch_sample_only_if_every_replica_queued_one(
+        last_min, now_min, ready_before, sample):
+    # 200 requests queued in all, more than a full batch per replica (48): but round-robin gives a
+    # replica that just became ready only new requests while the others drain their backlogs, so
+    # the total proves nothing about the least-queued replica.
+    last = (0.0, 200.0, float(ready_before), 0.0) + (() if last_min is None else (last_min,))
+    state = State(last_pending=last)
+    s = D.learn(state, replace(SATURATED, pending_min=now_min), Replicas(3, 3), POLICY, 15.0, 923.0)
+    full = [e for e in s.batch_samples if e[0] == 16.0]
+    if sample:
+        assert full and full[0][1] == pytest.approx(1000.0 * 16 * 3 / 923.0)  # 52 ms: the model's a + 16b
+    else:
+        assert not full
+    assert s.last_pending is not None and s.last_pending[4] == (now_min or 0.0)  # the next tick's "before"
 
 
 def test_rate_history_is_bounded():

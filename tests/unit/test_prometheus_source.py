@@ -51,7 +51,7 @@ def test_label_names_are_validated(bad):
 
 def test_one_query_per_signal_grouped_by_service():
     queries = build_queries(SeriesSelector(), 30)
-    assert set(queries) == set(SIGNALS) and len(queries) == 11
+    assert set(queries) == set(SIGNALS) and len(queries) == 12
     for q in queries.values():
         assert "by (namespace, inferenceservice, model" in q
         assert 'inferenceservice!=""' in q
@@ -59,6 +59,8 @@ def test_one_query_per_signal_grouped_by_service():
     assert '[30s]' in queries["rps"]
     assert "irate(" in queries["recent_rps"] and "nv_inference_request_failure" in queries["recent_rps"]
     assert "nv_inference_request_failure" in queries["failed_rps"]
+    least = queries["pending_min"]
+    assert least.startswith("min by (") and "nv_inference_pending_request_count" in least
 
 
 def test_snapshot_tells_value_no_data_and_failure_apart():
@@ -66,10 +68,11 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
     snap = Snapshot(taken_at=0, ok=True, values={
         "rps": {key: 12.5, ("ns", "idle", "m"): 0.0},
         "p95_ms": {key: 80.0, ("ns", "idle", "m"): math.nan},
-        "batch_size": {key: 4.0}, "batch_ms": {key: 28.0},
+        "batch_size": {key: 4.0}, "batch_ms": {key: 28.0}, "pending": {key: 40.0}, "pending_min": {key: 3.0},
     })
     obs = snap.observation("ns", "svc", "m")
     assert (obs.status, obs.rps, obs.p95_ms, obs.batch_size, obs.batch_ms) == ("ok", 12.5, 80.0, 4.0, 28.0)
+    assert (obs.pending, obs.pending_min) == (40.0, 3.0)
     idle = snap.observation("ns", "idle", "m")
     assert (idle.status, idle.rps, idle.p95_ms) == ("ok", 0.0, None)  # NaN summary: no value, but data
     missing = snap.observation("ns", "other", "m")

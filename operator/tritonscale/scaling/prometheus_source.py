@@ -3,7 +3,7 @@
 Series are selected by the labels ``namespace``, ``inferenceservice`` and
 ``model`` (names configurable); the chart's scrape config copies the pod label
 ``tritonscale.io/inferenceservice`` into ``inferenceservice``. Each query groups
-by those labels, so 1,000 InferenceServices cost the same eleven queries as one.
+by those labels, so 1,000 InferenceServices cost the same twelve queries as one.
 
 p95 combination
 ---------------
@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 from tritonscale.scaling.decider import Observation
 
-SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_at", "replicas", "batch_size", "batch_ms", "failed_rps",
-           "recent_rps", "recent_served_rps")
+SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_at", "replicas", "batch_size", "batch_ms",
+           "failed_rps", "recent_rps", "recent_served_rps")
 
 
 def promql_string(value: str) -> str:
@@ -107,7 +107,7 @@ def live_irate(series: str, window: str) -> str:
 
 
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
-    """The eleven queries of one tick. Pure, so the escaping is unit-tested."""
+    """The twelve queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
     failure = f"nv_inference_request_failure{{{m}}}"
@@ -124,6 +124,10 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
             f"/ sum by ({g}) (rate({success}[{w}]))"
         ),
         "pending": f"sum by ({g}) (nv_inference_pending_request_count{{{m}}})",
+        # The least-queued pod's: a full batch waits on every replica only if it waits on this one
+        # (round-robin gives a replica that just became ready only new requests, so a large total
+        # says nothing about it).
+        "pending_min": f"min by ({g}) (nv_inference_pending_request_count{{{m}}})",
         # When those gauges were scraped (the mean over pods): the queue's growth is per scrape
         # interval, and a tick may read the same scrape as the last one (decider.signals.demand).
         "pending_at": f"avg by ({g}) (timestamp(nv_inference_pending_request_count{{{m}}}))",
@@ -191,7 +195,8 @@ class Snapshot:
                                message=f"no Triton series with namespace={namespace}, "
                                        f"inferenceservice={name}, model={model}")
         return Observation(status="ok", p95_ms=val("p95_ms"), rps=rps, queue_ms=val("queue_ms"),
-                           pending=val("pending"), pending_at=val("pending_at"), batch_size=val("batch_size"),
+                           pending=val("pending"), pending_min=val("pending_min"), pending_at=val("pending_at"),
+                           batch_size=val("batch_size"),
                            batch_ms=val("batch_ms"),
                            failed_rps=val("failed_rps"), recent_rps=val("recent_rps"),
                            recent_served_rps=val("recent_served_rps"))

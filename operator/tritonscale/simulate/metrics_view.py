@@ -10,7 +10,8 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
 * rps: ``sum(rate(nv_inference_request_success[60s]))`` -- completions per second.
 * queue_ms: ``sum(rate(queue_duration_us)) / sum(rate(success))`` -- mean queue time of the
   requests completed in the window.
-* pending: ``sum(nv_inference_pending_request_count)`` at the scrape.
+* pending: ``sum(nv_inference_pending_request_count)`` at the scrape; pending_min: its ``min``
+  (the least-queued pod's).
 * failed_rps: ``sum(rate(nv_inference_request_failure[60s]))`` -- requests the queue
   policy rejected (they never enter the latency summary, rps or queue time).
 * recent_rps: ``sum(irate(success[60s]) + irate(failure[60s]))`` -- requests out of the
@@ -183,6 +184,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
     recent_served = 0.0
     recent_series = 0
     pending = 0
+    pending_min: int | None = None
     scraped: list[float] = []
     for r in pods:
         r.sync()
@@ -190,7 +192,9 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         if t < r.ready_at:
             continue  # not scraped since it became ready
         scraped.append(t)
-        pending += r.pending_at(t)
+        queued = r.pending_at(t)
+        pending += queued
+        pending_min = queued if pending_min is None else min(pending_min, queued)
         w = _window(r, t - cfg.summary_s, t)
         if w.stop > w.start:
             ok = _successes(r, w)
@@ -216,6 +220,8 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         extra["recent_rps"] = recent
     if "recent_served_rps" in _OBS_FIELDS and recent_series:
         extra["recent_served_rps"] = recent_served
+    if "pending_min" in _OBS_FIELDS and pending_min is not None:
+        extra["pending_min"] = float(pending_min)
     return Observation(
         status="ok",
         p95_ms=max(p95s) if p95s else None,

@@ -17,6 +17,7 @@ class Observation:
     rps: float | None = None  # successes per second over the window; None: no series; 0.0: idle
     queue_ms: float | None = None
     pending: float | None = None  # requests queued now (nv_inference_pending_request_count)
+    pending_min: float | None = None  # the same gauge on the least-queued pod (min over pods)
     batch_size: float | None = None  # mean requests per model execution
     batch_ms: float | None = None  # mean execution time of one batch
     failed_rps: float | None = None  # requests rejected (queue policy) per second, over the window

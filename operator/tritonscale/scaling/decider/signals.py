@@ -77,24 +77,28 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
                                                                   now))
         state = replace(state, last_batch_size=obs.batch_size)
     ready = min(replicas.ready, replicas.current)
-    deep = ready * policy.max_batch_size
+    full_batch = float(policy.max_batch_size)
     last = state.last_pending
-    if (obs.recent_served_rps and ready > 0 and policy.max_batch_size > 1 and (obs.pending or 0.0) >= deep
-            and last is not None and last[1] >= deep and _ready_held(state, ready)):
-        # At least a full batch waited on every replica at both ends of the last interval: each ran
-        # full batches back to back, so the served rate per replica is the saturation rate -- a
-        # sample at maxBatchSize from the first overloaded ticks (the window's batch statistics lag
-        # by a whole window). A queue that filled up only within the interval would read low, and
-        # replicas that became ready within it would be counted for work they did not do.
+    if (obs.recent_served_rps and ready > 0 and policy.max_batch_size > 1 and (obs.pending_min or 0.0) >= full_batch
+            and last is not None and len(last) > 4 and last[4] >= full_batch and _ready_held(state, ready)):
+        # At least a full batch waited on every replica (on the least-queued one: ``pending_min``)
+        # at both ends of the last interval: each ran full batches back to back, so the served rate
+        # per replica is the saturation rate -- a sample at maxBatchSize from the first overloaded
+        # ticks (the window's batch statistics lag by a whole window). A queue that filled up only
+        # within the interval would read low, and replicas that became ready within it would be
+        # counted for work they did not do. The total queue is no evidence: round-robin gives a
+        # replica that just became ready only new requests while the others drain their backlogs,
+        # and a sample from such a tick (trace/cold60s/loose/seed6: 69 ms for a full batch of 52)
+        # stays the lowest of its bin for BATCH_SAMPLE_TTL_S, 15% off the capacity.
         full_ms = 1000.0 * policy.max_batch_size * ready / obs.recent_served_rps
-        state = replace(state, batch_samples=add_batch_sample(state.batch_samples, float(policy.max_batch_size),
-                                                              full_ms, now))
+        state = replace(state, batch_samples=add_batch_sample(state.batch_samples, full_batch, full_ms, now))
     memory = max(C.NOISE_S, (C.RISE_HORIZONS + 1) * plan_horizon(state, policy, policy.interval_s))
     rates = tuple(e for e in state.rates if now - e[0] <= memory)
     if rates and now - rates[-1][0] < C.RATE_SAMPLE_S:
         rates = rates[:-1]  # keep one sample per RATE_SAMPLE_S: replace the latest
     rates += ((now, rate, rate),)  # what the plan bought is filled in once made (see decide)
-    pending = (sampled_at(obs, now), obs.pending, float(ready), growth) if obs.pending is not None else None
+    pending = ((sampled_at(obs, now), obs.pending, float(ready), growth, obs.pending_min or 0.0)
+               if obs.pending is not None else None)
     return replace(state, rates=rates, last_pending=pending)
 
 
