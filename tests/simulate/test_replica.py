@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import bisect
 import math
 
 import numpy as np
@@ -104,8 +103,8 @@ def test_segmented_feeding_forms_the_same_batches() -> None:
                                  BatcherConfig(max_queue_delay_ms=0.0, preferred=(), queue_timeout_ms=150.0)])
 def test_compiled_batcher_forms_the_batches_its_python_source_does(monkeypatch: pytest.MonkeyPatch,
                                                                    cfg: BatcherConfig) -> None:
-    # numba compiles the batch loop; its Python source (py_func, with the standard library's
-    # bisect) is the specification. Overload
+    # numba compiles the batch loop; its Python source (py_func, run by the interpreter and numpy)
+    # is the specification. Overload
     # with a queue timeout rejects, preferred sizes split, and the batch buffers grow (one
     # advance forms thousands of batches), fed whole and in segments with syncs in between.
     from tritonscale.simulate import replica
@@ -113,8 +112,6 @@ def test_compiled_batcher_forms_the_batches_its_python_source_does(monkeypatch: 
     t = np.concatenate([poisson(250.0, 8_000, seed=5), poisson(400.0, 8_000, seed=6) + 40.0])
     compiled = [serve(cfg, t), serve(cfg, t, step=0.3)]
     monkeypatch.setattr(replica, "_form_batches", replica._form_batches.py_func)
-    monkeypatch.setattr(replica, "_bisect_left", bisect.bisect_left)
-    monkeypatch.setattr(replica, "_bisect_right", bisect.bisect_right)
     python = [serve(cfg, t), serve(cfg, t, step=0.3)]
     for c, p in zip(compiled, python, strict=True):
         assert int(p.reject_cum.view[-1]) > 0 and len(p.batch_start.view) > 1000

@@ -111,28 +111,6 @@ def _preferred_table(cfg: BatcherConfig) -> tuple[np.ndarray, int]:
 
 
 @njit(cache=True)
-def _bisect_left(arr: np.ndarray, x: float, lo: int, hi: int) -> int:  # pragma: no cover (compiled)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if arr[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@njit(cache=True)
-def _bisect_right(arr: np.ndarray, x: float, lo: int, hi: int) -> int:  # pragma: no cover (compiled)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if x < arr[mid]:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-@njit(cache=True)
 def _form_batches(arr: np.ndarray, h: int, n: int, free: float, a: float, b: float, B: int, delay: float,
                   pref: np.ndarray, pmin: int, timeout: float, until: float, known_until: float,
                   starts: np.ndarray, sizes: np.ndarray, nb: int) -> tuple[int, float, int]:  # pragma: no cover
@@ -148,7 +126,7 @@ def _form_batches(arr: np.ndarray, h: int, n: int, free: float, a: float, b: flo
             break
         if s - first > timeout:
             # queue policy: everything that has waited past the timeout is rejected now
-            k = _bisect_left(arr, s - timeout, h, n)
+            k = h + np.searchsorted(arr[h:n], s - timeout, "left")
             starts[nb] = s
             sizes[nb] = h - k
             nb += 1
@@ -157,7 +135,7 @@ def _form_batches(arr: np.ndarray, h: int, n: int, free: float, a: float, b: flo
         hi = h + B
         if hi > n:
             hi = n
-        q = _bisect_right(arr, s, h, hi) - h
+        q = np.searchsorted(arr[h:hi], s, "right")
         if q < B:
             deadline = first + delay
             if s < deadline:  # the oldest request may still wait for company
@@ -170,7 +148,7 @@ def _form_batches(arr: np.ndarray, h: int, n: int, free: float, a: float, b: flo
                         s, q = arr[k], pmin  # the smallest preferred size is complete
                     elif deadline < known_until:
                         s = deadline
-                        q = _bisect_right(arr, s, h, hi) - h
+                        q = np.searchsorted(arr[h:hi], s, "right")
                     else:
                         break  # cannot know yet who arrives before the deadline
         starts[nb] = s
