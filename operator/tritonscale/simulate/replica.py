@@ -120,13 +120,13 @@ def _form_batches(arr: np.ndarray, h: int, n: int, free: float, a: float, b: flo
     buffers are full (nb == len(sizes)), and a second call goes on from there."""
     cap = len(sizes)
     while h < n and nb < cap:
-        first = arr[h]
+        first = float(arr[h])
         s = free if free > first else first
         if s >= until:
             break
         if s - first > timeout:
             # queue policy: everything that has waited past the timeout is rejected now
-            k = h + np.searchsorted(arr[h:n], s - timeout, "left")
+            k = h + int(np.searchsorted(arr[h:n], s - timeout, "left"))
             starts[nb] = s
             sizes[nb] = h - k
             nb += 1
@@ -135,7 +135,7 @@ def _form_batches(arr: np.ndarray, h: int, n: int, free: float, a: float, b: flo
         hi = h + B
         if hi > n:
             hi = n
-        q = np.searchsorted(arr[h:hi], s, "right")
+        q = int(np.searchsorted(arr[h:hi], s, "right"))
         if q < B:
             deadline = first + delay
             if s < deadline:  # the oldest request may still wait for company
@@ -145,10 +145,10 @@ def _form_batches(arr: np.ndarray, h: int, n: int, free: float, a: float, b: flo
                 else:
                     k = h + pmin - 1
                     if k < n and arr[k] <= deadline:
-                        s, q = arr[k], pmin  # the smallest preferred size is complete
+                        s, q = float(arr[k]), pmin  # the smallest preferred size is complete
                     elif deadline < known_until:
                         s = deadline
-                        q = np.searchsorted(arr[h:hi], s, "right")
+                        q = int(np.searchsorted(arr[h:hi], s, "right"))
                     else:
                         break  # cannot know yet who arrives before the deadline
         starts[nb] = s
