@@ -444,7 +444,9 @@ def test_tolerate_holds_scale_down_only(rec, planned, current, replicas, reason)
 
 # --- step: stabilize (windows and burst memory) --------------------------------------------------
 def test_scale_down_window_is_learned_unless_set():
-    assert D.scale_down_window(POLICY, State(cold_start_s=90.0))[0] == 90.0
+    # what a removed replica takes to come back: the learned cold start and one tick
+    assert D.scale_down_window(POLICY, State(cold_start_s=90.0))[0] == 90.0 + POLICY.interval_s
+    assert D.scale_down_window(POLICY, State())[0] == D.DEFAULT_COLD_START_S + POLICY.interval_s
     assert D.scale_down_window(POLICY, State(cold_start_s=5.0))[0] == 2 * POLICY.interval_s
     assert D.scale_down_window(replace(POLICY, scale_down_stabilization_s=300.0), State())[0] == 300.0
 

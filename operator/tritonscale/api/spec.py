@@ -237,7 +237,7 @@ class ScaleDownPolicy(_Model):
     stabilization_seconds: int | None = Field(
         default=None, ge=0, le=3600,
         description="Scale down only to the highest recommendation of this look-back window. "
-        "Unset: learned -- one cold start (pods' creation-to-ready time), longer while the "
+        "Unset: learned -- one cold start (pods' creation-to-ready time) and one tick, longer while the "
         "request rate keeps jumping (the longest gap between recent jumps).",
     )
     max_step: int = Field(default=1, ge=1, le=1000, description="Most replicas removed per tick.")

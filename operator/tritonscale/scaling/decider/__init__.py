@@ -23,7 +23,8 @@ function that returns its result and the reason for it:
                      running (bounded: "more", not "p95/target times more").
 7. ``tolerate``   -- the dead band: no scale-down for a load within the tolerance.
 8. ``stabilize``  -- scale-up/down look-back windows; the scale-down window defaults to the
-                     learned cold start, longer while the rate keeps jumping (burst memory).
+                     learned cold start and a tick (what a removed replica takes to come back),
+                     longer while the rate keeps jumping (burst memory).
 9. ``limit``      -- at most maxStep replicas up or down per tick.
 10. ``clamp``     -- [floor, maxReplicas]; never ask for more while pods are unschedulable.
 

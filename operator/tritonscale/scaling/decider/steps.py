@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.model import Observation, Policy, Replicas, State, Step, _clamp
-from tritonscale.scaling.decider.signals import Demand, cold_start, replicas_for
+from tritonscale.scaling.decider.signals import Demand, cold_start, plan_horizon, replicas_for
 
 
 def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) -> tuple[Step | None, State, bool]:
@@ -108,11 +108,13 @@ def tolerate(step: Step, planned: float, cap: float | None, current: int, policy
 
 
 def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
-    """The scale-down look-back window and why: the spec's, or one cold start (a replica idle
-    for less than a cold start is cheaper kept than re-created)."""
+    """The scale-down look-back window and why: the spec's, or the time a removed replica takes
+    to come back -- a cold start and a tick (``plan_horizon``). A rate that returns within that
+    time finds the fleet short until the replica asked for again is ready; and a replica idle for
+    less than a cold start is cheaper kept than re-created."""
     if policy.scale_down_stabilization_s is not None:
         return policy.scale_down_stabilization_s, "spec"
-    return max(C.SCALE_DOWN_COLD_STARTS * cold_start(state), 2 * policy.interval_s), "cold start"
+    return max(C.SCALE_DOWN_HORIZONS * plan_horizon(state, policy), 2 * policy.interval_s), "cold start + tick"
 
 
 def surprises_for_memory(state: State, interval_s: float) -> int:
