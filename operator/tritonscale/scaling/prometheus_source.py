@@ -196,8 +196,7 @@ class Snapshot:
                                        f"inferenceservice={name}, model={model}")
         return Observation(status="ok", p95_ms=val("p95_ms"), rps=rps, queue_ms=val("queue_ms"),
                            pending=val("pending"), pending_min=val("pending_min"), pending_at=val("pending_at"),
-                           batch_size=val("batch_size"),
-                           batch_ms=val("batch_ms"),
+                           batch_size=val("batch_size"), batch_ms=val("batch_ms"),
                            failed_rps=val("failed_rps"), recent_rps=val("recent_rps"),
                            recent_served_rps=val("recent_served_rps"))
 
