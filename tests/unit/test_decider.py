@@ -257,6 +257,16 @@ def test_trend_follows_a_ramp_not_a_step_or_noise():
     assert D.trend(falling, 240.0, 75.0) == 0.0
 
 
+def test_trend_of_a_ramp_survives_one_low_reading():
+    """A ramp of 1 rps/s over a 200 s span (halves at t = 200-290 and 300-400) with one reading 15%
+    low at the end of the older half, as when a new pod's traffic is missing from the sum of
+    irate until its second scrape: the halves' median slopes still rise about 1 rps/s, so the
+    trend stays near the whole span's lower bound (a least-squares older half read 0.27)."""
+    for dip in (210, 290, 300, 350):
+        ramp = rates(*((t, (600 + 1.0 * t) * (0.85 if t == dip else 1.0)) for t in range(0, 401, 10)))
+        assert 0.7 < D.trend(ramp, 400.0, 200.0) < 1.0, dip
+
+
 def test_noise_estimates_the_spread_and_ignores_steps_and_trends():
     import random
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, replace
 
 from tritonscale.scaling.decider import constants as C
@@ -173,25 +174,28 @@ def _fit(pts: list[tuple[float, float]]) -> tuple[float, float]:
     return slope, math.sqrt(res / (n - 2) / sxx)
 
 
-def _slope2(pts: list[tuple[float, float]]) -> float:
-    """Least-squares slope of two or more points."""
-    tm = sum(t for t, _ in pts) / len(pts)
-    rm = sum(r for _, r in pts) / len(pts)
-    sxx = sum((t - tm) ** 2 for t, _ in pts)
-    return 0.0 if sxx <= 0 else sum((t - tm) * (r - rm) for t, r in pts) / sxx
+def _median_slope(pts: list[tuple[float, float]]) -> float:
+    """Theil-Sen slope of two or more points: the median of the slopes between every two of them
+    (0 if all share one time). A least-squares slope follows any one reading; this one follows
+    most of them. Used for the halves of the trend's span, where a single low reading -- a new
+    pod's traffic missing from the sum of ``irate`` until its second scrape, a 10 s lull --
+    would otherwise read as a half that does not rise and stop a ramp's trend for a whole span."""
+    slopes = [(r2 - r1) / (t2 - t1) for i, (t1, r1) in enumerate(pts) for t2, r2 in pts[i + 1:] if t2 != t1]
+    return statistics.median(slopes) if slopes else 0.0
 
 
 def trend(rates: tuple[tuple[float, float, float], ...], now: float, horizon: float) -> float:
     """A rising trend (rps per second) worth extrapolating: the lower 95% confidence bound of
     the least-squares slope over the last max(C.TREND_S, horizon) -- look back as far as the plan
-    looks ahead -- and no more than either half of that window rises (a ramp rises in both
-    halves; a step in one only, and is met by the rate itself, not extrapolated). 0 if none."""
+    looks ahead -- and no more than either half of that window rises (the halves' Theil-Sen
+    slopes: a ramp rises in both halves; a step in one only, and is met by the rate itself, not
+    extrapolated). 0 if none."""
     span = max(C.TREND_S, C.TREND_HORIZON_SHARE * horizon)
     pts = [(e[0], e[1]) for e in rates if now - e[0] <= span]
     older = [(t, r) for t, r in pts if now - t > span / 2]
     newer = [(t, r) for t, r in pts if now - t <= span / 2]
     slope, se = _fit(pts)
-    halves = min(_slope2(older), _slope2(newer)) if len(older) >= 2 and len(newer) >= 2 else 0.0
+    halves = min(_median_slope(older), _median_slope(newer)) if len(older) >= 2 and len(newer) >= 2 else 0.0
     return max(0.0, min(slope - C.NOISE_Z * se, halves))
 
 
