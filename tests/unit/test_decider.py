@@ -10,7 +10,7 @@ import pytest
 
 from support.decider_cases import CAP, FAILED, NO_DATA, POLICY, ok, rates
 from tritonscale.scaling import decider as D
-from tritonscale.scaling.decider import Observation, Replicas, State, Step
+from tritonscale.scaling.decider import Demand, Observation, Replicas, State, Step
 from tritonscale.scaling.decider.batcher_model import md1_p95_capacity
 
 
@@ -485,6 +485,31 @@ def test_surprises_for_memory_follows_what_a_surprise_costs(cold_start_s, interv
     assert D.surprises_for_memory(st, interval_s) == needed
     one = replace(st, surprises=(100.0,))
     assert (D.burst_hold(one, 150.0, interval_s) > 0.0) == (needed == 1)
+
+
+def _fall_case(cold_start_s: float, now_rate: float, before: tuple[float, ...], surprises=()) -> State:
+    """Readings every 15 s up to t = 600 (noise ~1 rps), then ``before`` for the last minute and
+    ``now_rate`` at t = 660; returns the state after ``sudden_fall``."""
+    steady = tuple((15.0 * k, 1000.0 + (k % 2)) for k in range(40))
+    last = tuple((600.0 + 15.0 * (i + 1), r) for i, r in enumerate(before))
+    st = State(cold_start_s=cold_start_s, rates=rates(*steady, *last, (660.0, now_rate)), surprises=surprises)
+    return D.sudden_fall(st, Demand(now_rate, now_rate, 0.0), 660.0, CAP, POLICY.interval_s)
+
+
+@pytest.mark.parametrize(("cold_start_s", "now_rate", "before", "surprises", "recorded"), [
+    (180.0, 550.0, (1000.0, 1000.0, 1000.0), (), True),  # a step down by ~1.8 replicas
+    (60.0, 550.0, (1000.0, 1000.0, 1000.0), (), False),  # short cold start: memory waits for two
+    (180.0, 900.0, (1000.0, 1000.0, 1000.0), (), False),  # less than one replica's capacity
+    (180.0, 940.0, (1010.0, 990.0, 970.0), (), False),  # a slope: within a minute no replica freed
+    (180.0, 1000.0, (1000.0, 1600.0, 1000.0), (), False),  # a burst's end: back to the minute's level
+    (180.0, 550.0, (1000.0, 1000.0, 1000.0), (500.0,), False),  # the memory already holds
+])
+def test_sudden_fall_engages_the_memory_only_for_a_jump_at_long_cold_starts(
+        cold_start_s, now_rate, before, surprises, recorded):
+    st = _fall_case(cold_start_s, now_rate, before, surprises)
+    assert (660.0 in st.surprises) == recorded
+    if recorded:  # and the memory then holds: the need from before the fall is kept
+        assert D.burst_hold(st, 700.0, POLICY.interval_s) > 0.0
 
 
 def test_stabilize_holds_the_window_maximum_and_the_burst_memory():

@@ -24,7 +24,8 @@ function that returns its result and the reason for it:
 7. ``tolerate``   -- the dead band: no scale-down for a load within the tolerance.
 8. ``stabilize``  -- scale-up/down look-back windows; the scale-down window defaults to the
                      learned cold start and a tick (what a removed replica takes to come back),
-                     longer while the rate keeps jumping (burst memory).
+                     longer while the rate keeps jumping (burst memory; at long cold starts
+                     from its first unforeseen jump up, or ``sudden_fall`` down).
 9. ``limit``      -- at most maxStep replicas up or down per tick.
 10. ``clamp``     -- [floor, maxReplicas]; never ask for more while pods are unschedulable.
 
@@ -69,6 +70,7 @@ from tritonscale.scaling.decider.steps import (
     recommend,
     scale_down_window,
     stabilize,
+    sudden_fall,
     surprises_for_memory,
     tolerate,
 )
@@ -101,6 +103,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
                    p95_ms=obs.p95_ms, capacity_rps=cap)
     state = replace(state, rates=state.rates[:-1] + ((now, d.rate, bought(planned, cap)),))
     state = surprise(state, d, now)
+    state = sudden_fall(state, d, now, cap, policy.interval_s)
     demanded = recommend(d, planned, horizon, cap, source, current, policy)
     step = breach(demanded, obs, replicas, cap, policy, d)
     step = tolerate(step, planned, cap, current, policy)
@@ -116,6 +119,6 @@ __all__ = [
     "Decision", "Demand", "Observation", "Policy", "Replicas", "SourceStatus", "State", "Step", "add_batch_sample",
     "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp", "cold_start", "constants",
     "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",
-    "limit", "noise", "plan_horizon", "recommend", "saturation_share", "scale_down_window", "stabilize", "surprise",
-    "surprises_for_memory", "tolerate", "trend",
+    "limit", "noise", "plan_horizon", "recommend", "saturation_share", "scale_down_window", "stabilize", "sudden_fall",
+    "surprise", "surprises_for_memory", "tolerate", "trend",
 ]

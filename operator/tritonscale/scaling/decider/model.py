@@ -103,7 +103,7 @@ class State:
     last_scale_time: float | None = None
     rates: tuple[tuple[float, float, float], ...] = ()  # (time, arrival rate, rate its plan's replicas serve)
     cold_start_s: float | None = None  # learned creation-to-ready time
-    surprises: tuple[float, ...] = ()  # times demand outran the warm replicas unforeseen
+    surprises: tuple[float, ...] = ()  # unforeseen jumps: demand outran the plan (or fell suddenly)
     # (scrape time, pending, ready replicas, queue growth per second) at the last tick
     last_pending: tuple[float, ...] | None = None
     last_batch_size: float | None = None  # mean batch size at the last tick

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.model import Observation, Policy, Replicas, State, Step, _clamp
-from tritonscale.scaling.decider.signals import Demand, cold_start, plan_horizon, replicas_for
+from tritonscale.scaling.decider.signals import Demand, cold_start, noise, plan_horizon, replicas_for
 
 
 def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) -> tuple[Step | None, State, bool]:
@@ -140,6 +140,25 @@ def burst_hold(state: State, now: float, interval_s: float) -> float:
     return hold if now - state.surprises[-1] <= hold else 0.0
 
 
+def sudden_fall(state: State, d: Demand, now: float, cap: float | None, interval_s: float) -> State:
+    """Record a sudden fall as a surprise, where one surprise engages the burst memory (long cold
+    starts: ``surprises_for_memory`` is 1) and the memory holds nothing yet. Sudden: the rate now
+    is below every reading of the minute before (LEVEL_S) by more than its noise, and at least one
+    replica's planned capacity below the highest of them -- a step down, not a slope (a diurnal
+    descent frees no replica within a minute) nor the end of a 10 s burst (the minute before
+    holds the level it returns to). A jump down shows the traffic moves in jumps as large; where
+    a cold start is so long that one unforeseen jump up spends the window budget, the burst
+    memory then keeps the need from before the fall, and a return to it costs no missed windows.
+    Shorter cold starts wait for two surprises, which a fall does not stand in for."""
+    if not cap or surprises_for_memory(state, interval_s) != 1 or burst_hold(state, now, interval_s) > 0.0:
+        return state
+    before = [e[1] for e in state.rates[:-1] if now - e[0] <= C.LEVEL_S]
+    if not before or d.rate + C.NOISE_Z * noise(state.rates, now) >= min(before) \
+            or max(before) - d.rate < cap * C.UTILISATION:
+        return state
+    return replace(state, surprises=(state.surprises + (now,))[-C.MAX_SURPRISES:])
+
+
 def _prune(hist: tuple[tuple[float, int, int], ...], before: float) -> tuple[tuple[float, int, int], ...]:
     """Drop entries older than ``before`` that a later entry dominates (no lower recommendation,
     no lower bare need): a window's maximum never needs them, so a steady service keeps one."""
@@ -184,8 +203,8 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
         if desired > rec:
             if burst >= held and burst > rec:
                 reason = "BurstMemory"
-                why += (f"; holding the peak need of {burst} for {hold:.0f}s after the rate outran the "
-                        f"replicas {now - state.surprises[-1]:.0f}s ago")
+                why += (f"; holding the peak need of {burst} for {hold:.0f}s after the rate's last unforeseen "
+                        f"jump {now - state.surprises[-1]:.0f}s ago")
             else:
                 reason = "StabilizingScaleDown"
                 why += f"; highest recommendation in the last {window:.0f}s ({source}) is {held}"
