@@ -96,14 +96,15 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     state = learn(state, obs, replicas, policy, now, d.rate, d.growth)
     now_level = level(d, state, now)  # what ``bare`` below reads too: later steps leave the rates alone
     age = data_age(obs, now, policy)
-    share = saturation_share(state, now, plan_horizon(state, policy, age), now_level)
+    sigma = noise(state.rates, now)  # the rate's noise, read by four steps below: once per tick
+    share = saturation_share(state, now, plan_horizon(state, policy, age), now_level, sigma)
     cap, source = capacity(state, policy, target, obs, share)
-    planned, horizon = forecast(d, state, policy, now, age)
+    planned, horizon = forecast(d, state, policy, now, age, sigma)
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
                    p95_ms=obs.p95_ms, capacity_rps=cap)
     state = replace(state, rates=state.rates[:-1] + ((now, d.rate, bought(planned, cap)),))
-    state = surprise(state, d, now)
-    state = sudden_fall(state, d, now, cap, policy.interval_s)
+    state = surprise(state, d, now, sigma)
+    state = sudden_fall(state, d, now, cap, policy.interval_s, sigma)
     demanded = recommend(d, planned, horizon, cap, source, current, policy)
     step = breach(demanded, obs, replicas, cap, policy, d)
     step = tolerate(step, planned, cap, current, policy)

@@ -129,7 +129,7 @@ def bought(planned: float, cap: float | None) -> float:
     return max(1, replicas_for(planned, cap)) * (cap * C.UTILISATION)
 
 
-def surprise(state: State, d: Demand, now: float) -> State:
+def surprise(state: State, d: Demand, now: float, sigma: float | None = None) -> State:
     """Record a surprise: the rate now exceeds, by more than its noise, what the replicas asked
     for one cold start ago serve at the target (``bought``: whole replicas, so a rise within the
     last one's spare room costs nothing and is no surprise) -- the highest of the minute before
@@ -139,12 +139,12 @@ def surprise(state: State, d: Demand, now: float) -> State:
     short. Rising edge: at most one per cold start. A plan made before the rate's
     noise could be measured (the first ticks of a new service or memory: fewer than three earlier
     samples) carries no noise margin, so the next noisy reading would pass it by chance: it is
-    no evidence either way."""
+    no evidence either way. ``sigma``: the rate's ``noise`` now, if the caller has it."""
     horizon = cold_start(state)
     past = [e[2] for i, e in enumerate(state.rates)
             if horizon <= now - e[0] <= horizon + C.LEVEL_S and _noise_known(state.rates, i)]
     kept = tuple(t for t in state.surprises if now - t <= C.MAX_BURST_HOLD_S)
-    if past and d.rate - C.NOISE_Z * noise(state.rates, now) > max(past) \
+    if past and d.rate - C.NOISE_Z * _sigma(state, now, sigma) > max(past) \
             and (not kept or now - kept[-1] > horizon):
         kept = (kept + (now,))[-C.MAX_SURPRISES:]
     return replace(state, surprises=kept)
@@ -217,17 +217,18 @@ def horizon_rise(rates: tuple[tuple[float, float, float], ...], horizon: float) 
     return mid + C.NOISE_Z * sd
 
 
-def saturation_share(state: State, now: float, horizon: float, rate: float) -> float:
+def saturation_share(state: State, now: float, horizon: float, rate: float, sigma: float | None = None) -> float:
     """The share of saturation a replica may be planned at, between UTILISATION and 1: one minus
     the rate's unforeseen movement relative to ``rate`` -- the larger of its tick-to-tick noise
     and its rise over one horizon (``horizon_rise``), each at the 95% quantile. Near saturation
     any rise beyond the plan builds a queue that grows until replicas arrive, a horizon later;
     below the p95 capacity the queueing is already priced in. Steady traffic may run its
-    replicas up to the p95 capacity; a rate that wanders, jumps or climbs keeps UTILISATION."""
+    replicas up to the p95 capacity; a rate that wanders, jumps or climbs keeps UTILISATION.
+    ``sigma``: the rate's ``noise`` now, if the caller has it."""
     rise = horizon_rise(state.rates, horizon)
     if rise is None or rate <= 0.0:
         return C.UTILISATION
-    moved = max(C.NOISE_Z * noise(state.rates, now), rise)
+    moved = max(C.NOISE_Z * _sigma(state, now, sigma), rise)
     return min(1.0, max(C.UTILISATION, 1.0 - moved / rate))
 
 
@@ -259,6 +260,11 @@ def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
     return min(sd / math.sqrt(2.0), spread)
 
 
+def _sigma(state: State, now: float, sigma: float | None) -> float:
+    """The rate's noise: the caller's (``decide`` computes it once per tick), else ``noise``."""
+    return noise(state.rates, now) if sigma is None else sigma
+
+
 def _median_and_sd(values: list[float]) -> tuple[float, float]:
     """Robust centre and spread: the (upper) median, and the median absolute deviation from it
     as a normal standard deviation (the MAD of a normal is 0.6745 of its sd)."""
@@ -283,13 +289,15 @@ def plan_horizon(state: State, policy: Policy, age: float = 0.0) -> float:
     return age + cold_start(state) + policy.interval_s
 
 
-def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0.0) -> tuple[float, float]:
+def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0.0,
+             sigma: float | None = None) -> tuple[float, float]:
     """(rate to plan for, horizon): the rate when a replica asked for now is ready -- the
     level (last minute's mean, or the latest sample if higher), plus a rising trend over the
-    horizon (``plan_horizon``), plus the rate's noise at the 95% quantile."""
+    horizon (``plan_horizon``), plus the rate's noise at the 95% quantile (``sigma``, if the
+    caller has it)."""
     horizon = plan_horizon(state, policy, age)
     rise = trend(state.rates, now, horizon) * min(horizon, C.TREND_MAX_HORIZON_S)
-    plan = level(d, state, now) + rise + C.NOISE_Z * noise(state.rates, now)
+    plan = level(d, state, now) + rise + C.NOISE_Z * _sigma(state, now, sigma)
     return plan, horizon
 
 

@@ -140,7 +140,8 @@ def burst_hold(state: State, now: float, interval_s: float) -> float:
     return hold if now - state.surprises[-1] <= hold else 0.0
 
 
-def sudden_fall(state: State, d: Demand, now: float, cap: float | None, interval_s: float) -> State:
+def sudden_fall(state: State, d: Demand, now: float, cap: float | None, interval_s: float,
+                sigma: float | None = None) -> State:
     """Record a sudden fall as a surprise, where one surprise engages the burst memory (long cold
     starts: ``surprises_for_memory`` is 1) and the memory holds nothing yet. Sudden: the rate now
     is below every reading of the minute before (LEVEL_S) by more than its noise, and at least one
@@ -149,11 +150,12 @@ def sudden_fall(state: State, d: Demand, now: float, cap: float | None, interval
     holds the level it returns to). A jump down shows the traffic moves in jumps as large; where
     a cold start is so long that one unforeseen jump up spends the window budget, the burst
     memory then keeps the need from before the fall, and a return to it costs no missed windows.
-    Shorter cold starts wait for two surprises, which a fall does not stand in for."""
+    Shorter cold starts wait for two surprises, which a fall does not stand in for. ``sigma``: the
+    rate's ``noise`` now, if the caller has it."""
     if not cap or surprises_for_memory(state, interval_s) != 1 or burst_hold(state, now, interval_s) > 0.0:
         return state
     before = [e[1] for e in state.rates[:-1] if now - e[0] <= C.LEVEL_S]
-    if not before or d.rate + C.NOISE_Z * noise(state.rates, now) >= min(before) \
+    if not before or d.rate + C.NOISE_Z * (noise(state.rates, now) if sigma is None else sigma) >= min(before) \
             or max(before) - d.rate < cap * C.UTILISATION:
         return state
     return replace(state, surprises=(state.surprises + (now,))[-C.MAX_SURPRISES:])
