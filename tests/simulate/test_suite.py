@@ -3,6 +3,7 @@ the criteria, the CLI -- and the quick subset CI runs (one scenario per traffic 
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -95,11 +96,35 @@ def test_dominance_and_the_criteria():
     (["--suite", "--classes", "trace", "--trace", "/nonexistent/trace.csv"], "/nonexistent/trace.csv"),
     (["--suite", "quick", "--jobs", "0"], "--jobs must be >= 1"),
     (["--suite", "quick", "--batching-tuner", "--jobs", "-1"], "--jobs must be >= 1"),
+    # flags of one replay, which the suite sets per scenario, are refused, not dropped
+    (["--suite", "quick", "--cold-start-s", "90"], "--cold-start-s sets one replay, not --suite (use --cold-starts)"),
+    (["--suite", "--seed", "3"], "--seed sets one replay, not --suite (use --seeds)"),
+    (["--suite", "--slo-ms", "100"], "--slo-ms sets one replay, not --suite (use --slos)"),
+    (["--suite", "--policy", "keda"], "--policy sets one replay, not --suite (the suite runs every policy)"),
+    (["--suite", "--interval-s", "30"], "--interval-s sets one replay, not --suite"),
+    (["--suite", "quick", "--batching-tuner", "--decisions", "d.csv"], "--decisions: the tuner's evaluation"),
+    # ... and the suite's flags without --suite
+    (["--shape", "steps", "--slo-ms", "150", "--cold-starts", "90"], "--cold-starts is a --suite flag"),
+    (["--shape", "steps", "--slo-ms", "150", "--seeds", "3"], "--seeds is a --suite flag"),
+    (["--shape", "steps", "--slo-ms", "150", "--check"], "--check is a --suite flag"),
 ])
 def test_suite_bad_input_is_one_line(capsys, argv, message):
     assert main_simulate(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+
+
+def test_suite_decisions_name_the_scenario_of_every_tick(capsys, tmp_path):
+    dec = tmp_path / "d.csv"
+    argv = ["--suite", "quick", "--classes", "steps", "--duration", "600", "--brief", "--jobs", "1",
+            "--decisions", str(dec)]
+    assert main_simulate(argv) == 0
+    rows = list(csv.reader(dec.read_text().splitlines()))
+    assert rows[0] == ["scenario", "policy", "t", "current", "ready", "desired", "reason"]
+    assert {r[0] for r in rows[1:]} == {"steps/cold60s/tight/seed0"}
+    ours = [r for r in rows[1:] if r[1] == "tritonscale"]
+    assert len(ours) >= 600 // 15 - 2 and all(r[6] for r in ours)  # a tick every 15 s, each with its reason
+    assert {"keda", "hpa"} <= {r[1] for r in rows[1:]}
 
 
 def test_the_trace_class_replays_the_first_duration_seconds_of_a_long_trace(tmp_path):

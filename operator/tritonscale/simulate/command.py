@@ -94,7 +94,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="JSON: one object, or a list with --policy all")
     o.add_argument("--plot", metavar="FILE.png", help="draw load, p95 vs target and replicas")
-    o.add_argument("--decisions", metavar="FILE.csv", help="write every autoscaler tick and its reason")
+    o.add_argument("--decisions", metavar="FILE.csv",
+                   help="write every autoscaler tick and its reason (with --suite: of every scenario, named "
+                        "in a first column)")
     suite_command.add_arguments(p)
 
 
@@ -177,7 +179,49 @@ def write_decisions(b: Benchmark, path: str) -> None:
                 w.writerow([out.summary.policy, f"{r.t:g}", r.current, r.ready, r.desired, r.reason])
 
 
+# Flags of one replay that the suite sets per scenario itself or does not vary, and why; and the
+# suite's own flags, which one replay does not read. Either, given where it is not read, is an
+# error rather than a flag silently dropped.
+ONE_REPLAY_ONLY = {
+    "shape": "the suite draws each traffic class itself", "rate": "the suite draws each traffic class itself",
+    "rate_scale": "the suite scales each scenario to --peak-replicas",
+    "rate_bin_s": "the suite scales each scenario to --peak-replicas", "seed": "use --seeds",
+    "slo_ms": "use --slos", "policy": "the suite runs every policy", "cold_start_s": "use --cold-starts",
+    "queue_timeout_us": "the suite runs the operator's default, twice each scenario's target",
+    "initial_replicas": "the suite starts each scenario at the oracle's first-minute need",
+    "static_replicas": "the suite sizes the static fleet for each scenario's peak",
+    "no_oracle": "the suite scores every policy against the oracle",
+    "scrape_s": "the suite runs the defaults", "window_s": "the suite runs the defaults",
+    "interval_s": "the suite runs the CRD defaults", "scale_down_stabilization_s": "the suite runs the CRD defaults",
+    "headroom": "the suite runs the baselines as documented",
+    "hpa_target": "the suite runs the baselines as documented",
+}
+SUITE_ONLY = ("classes", "cold_starts", "slos", "seeds", "peak_replicas", "check", "brief")
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def unread_flag(args: argparse.Namespace) -> str | None:
+    """The first flag given (not at its default) that this mode does not read, as an error line."""
+    defaults = vars(_parser().parse_args([]))
+    if args.suite:
+        for dest, why in ONE_REPLAY_ONLY.items():
+            if getattr(args, dest) != defaults[dest]:
+                return f"{_flag(dest)} sets one replay, not --suite ({why})"
+        return None
+    for dest in SUITE_ONLY:
+        if getattr(args, dest) != defaults[dest]:
+            return f"{_flag(dest)} is a --suite flag"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    unread = unread_flag(args)
+    if unread:
+        print(f"tritonscale simulate: {unread}", file=sys.stderr)
+        return 1
     if args.suite:
         return suite_command.run(args)
     started = time.perf_counter()
@@ -213,9 +257,14 @@ class _OneLineParser(argparse.ArgumentParser):
         raise ValueError(message)
 
 
-def main_simulate(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = _OneLineParser(prog="tritonscale simulate", description=__doc__.splitlines()[0])
     add_arguments(p)
+    return p
+
+
+def main_simulate(argv: Sequence[str] | None = None) -> int:
+    p = _parser()
     try:
         args = p.parse_args(argv)
     except ValueError as exc:

@@ -101,6 +101,7 @@ class SuiteConfig:
     # Prometheus scrapes each pod at its own offset (False: every pod at the ticks' instants, the
     # best case every result before 2026-11-24 session 26 was measured on)
     scrape_spread: bool = True
+    keep_ticks: bool = False  # keep every policy's ticks (--decisions): output only, no score changes
 
     def __post_init__(self) -> None:
         bad = [c for c in self.classes if c not in traffic.CLASSES]
@@ -200,6 +201,8 @@ class ScenarioResult:
     oracle_meets_slo: bool | None
     rows: list[Row]
     timeline: dict[str, Any] | None = None
+    # with SuiteConfig.keep_ticks: (policy, t, current, ready, desired, reason) for every tick
+    ticks: list[tuple[str, float, int, int, int, str]] | None = None
 
     def row(self, policy: str) -> Row:
         return next(r for r in self.rows if r.policy == policy)
@@ -237,8 +240,12 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, keep_timeline: bool = False) ->
     if keep_timeline:
         timeline = {o.summary.policy: {"t": o.timeline_t.tolist(), "alive": o.timeline_alive.tolist(),
                                        "window_p95_ms": o.window_p95_ms.tolist()} for o in bench.outcomes}
+    ticks = None
+    if cfg.keep_ticks:
+        ticks = [(o.summary.policy, r.t, r.current, r.ready, r.desired, r.reason) for o in bench.outcomes
+                 for r in o.ticks]
     return ScenarioResult(sc, slo_ms, bench.arrivals, what, int(static.split(":")[1]), oracle.max_replicas,
-                          bench.oracle_meets_slo, rows, timeline)
+                          bench.oracle_meets_slo, rows, timeline, ticks)
 
 
 _WORK: dict[str, Any] = {}

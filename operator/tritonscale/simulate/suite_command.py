@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import sys
@@ -18,6 +19,7 @@ from tritonscale.simulate.suite import (
     QUICK_COLD_STARTS,
     QUICK_SEEDS,
     QUICK_SLOS,
+    ScenarioResult,
     SuiteConfig,
     check,
     checked_trace,
@@ -82,6 +84,10 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     if args.jobs < 1:
         raise ValueError("--jobs must be >= 1")
     ensure_parent("--plot", args.plot)
+    ensure_parent("--decisions", args.decisions)
+    if args.decisions and args.batching_tuner:
+        raise ValueError("--decisions: the tuner's evaluation (--suite --batching-tuner) writes no ticks; "
+                         "leave out one of the two")
     seeds = _list(args.seeds, "seeds", int)
     if seeds is not None and min(seeds) < 0:
         raise ValueError("--seeds: seeds must be >= 0")
@@ -114,7 +120,19 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         jobs=args.jobs,
         reload_pause_s=args.reload_pause_s,
         batching_apply=args.batching_apply,
+        keep_ticks=bool(args.decisions),
     )
+
+
+def write_decisions(results: list[ScenarioResult], path: str) -> None:
+    """--suite --decisions: every policy's ticks in every scenario, as the single replay writes
+    them, with the scenario first."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["scenario", "policy", "t", "current", "ready", "desired", "reason"])
+        for r in results:
+            for policy, t, current, ready, desired, reason in r.ticks or ():
+                w.writerow([r.scenario.name, policy, f"{t:g}", current, ready, desired, reason])
 
 
 def run_tuner(args: argparse.Namespace, cfg: SuiteConfig, started: float) -> int:
@@ -139,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
         results = run_suite(cfg)
         if args.plot:
             suite_report.plot(results, args.plot)
+        if args.decisions:
+            write_decisions(results, args.decisions)
     except (ValueError, OSError) as exc:
         print(f"tritonscale simulate: {exc}", file=sys.stderr)
         return 1
