@@ -180,6 +180,23 @@ def test_capacity_from_batch_cost(samples, max_batch, expect):
         assert cap == pytest.approx(expect) if isinstance(expect, float) else cap == expect
 
 
+_COST_20_2 = ((4.0, 28.0, 0.0), (12.0, 44.0, 0.0))  # a + b n = 20 + 2n ms: saturation 16 / 52 ms = 307.7 rps
+
+
+@pytest.mark.parametrize(("cap", "source", "samples", "expect"), [
+    # the planned p95 capacity over UTILISATION (301 / 0.9 at a 312 ms target, a steady rate):
+    # above what a replica serves at all, so the bare need reads the saturation rate instead
+    (334.4, "batch cost", _COST_20_2, pytest.approx(16000 / 52)),
+    (294.4, "batch cost", _COST_20_2, 294.4),  # below saturation: the figure itself
+    (334.4, "batch cost, one batch size", _COST_20_2, pytest.approx(16000 / 52)),
+    (334.4, "p95", _COST_20_2, 334.4),  # learned from p95: no batch cost to bound it
+    (None, "batch cost: only small batches seen so far", _COST_20_2, None),
+    (334.4, "batch cost", (), 334.4),  # no samples: nothing to bound it with
+])
+def test_bare_capacity_never_exceeds_saturation(cap, source, samples, expect):
+    assert D.bare_capacity(cap, source, State(batch_samples=samples), POLICY) == expect
+
+
 def test_batch_capacity_respects_a_tight_target():
     # plans (capacity x UTILISATION) at the p95 capacity, never above UTILISATION of saturation
     assert D.batch_capacity((20.0, 2.0), 16, 312.0) == pytest.approx(16000 / 52)

@@ -41,7 +41,7 @@ from dataclasses import replace
 from typing import Any
 
 from tritonscale.scaling.decider import constants
-from tritonscale.scaling.decider.capacity import add_batch_sample, batch_capacity, batch_cost, capacity
+from tritonscale.scaling.decider.capacity import add_batch_sample, bare_capacity, batch_capacity, batch_cost, capacity
 from tritonscale.scaling.decider.constants import *  # noqa: F403 (read-only copies, for callers and tests)
 from tritonscale.scaling.decider.model import Decision, Observation, Policy, Replicas, SourceStatus, State, Step, _clamp
 from tritonscale.scaling.decider.signals import (
@@ -109,7 +109,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     step = breach(demanded, obs, replicas, cap, policy, d)
     step = tolerate(step, planned, cap, current, policy)
     details["recommendation"] = step.replicas
-    bare = math.ceil(now_level / cap) if cap else current
+    full = bare_capacity(cap, source, state, policy)
+    bare = math.ceil(now_level / full) if full else current
     step, state = stabilize(step, state, policy, current, now, max(demanded.replicas, step.replicas), bare)
     step = limit(step, current, policy)
     step = clamp(step, replicas, policy)
@@ -118,7 +119,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
 
 __all__ = [
     "Decision", "Demand", "Observation", "Policy", "Replicas", "SourceStatus", "State", "Step", "add_batch_sample",
-    "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp", "cold_start", "constants",
+    "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
+    "cold_start", "constants",
     "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",
     "limit", "noise", "plan_horizon", "recommend", "saturation_share", "scale_down_window", "stabilize", "sudden_fall",
     "surprise", "surprises_for_memory", "tolerate", "trend",

@@ -138,3 +138,20 @@ def capacity(state: State, policy: Policy, target: float,
         # batches could be off by the batching gain itself
         return None, "batch cost: only small batches seen so far"
     return state.capacity_rps, "p95"
+
+
+def bare_capacity(cap: float | None, source: str, state: State, policy: Policy) -> float | None:
+    """The most one replica serves, for the burst memory's bare need (the level at full capacity,
+    without the plan's margins): the capacity figure, but never above saturation -- maxBatchSize
+    requests per batch time, K / (a + b K) of the learned cost. The figure is the planned rate
+    over UTILISATION, and where a steady rate lets replicas run up to the p95 capacity
+    (``saturation_share`` 1) it passes saturation: 301 / 0.9 = 334 rps against 308 for a + b n =
+    20 + 2n ms, K = 16, at a 312 ms target. A burst of 4,800 rps then read as a need of 15
+    replicas where 16 were needed (suite, 16 replicas at the peak: on/off bursts at the loose
+    target missed one to three windows per burst). None while the capacity is unknown."""
+    cost = batch_cost(state.batch_samples) if cap and source.startswith("batch cost") else None
+    if cap and cost is not None:
+        full_batch_ms = cost[0] + cost[1] * max(1, policy.max_batch_size)
+        if full_batch_ms > 0:
+            return min(cap, 1000.0 * max(1, policy.max_batch_size) / full_batch_ms)
+    return cap

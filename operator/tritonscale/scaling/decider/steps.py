@@ -178,8 +178,8 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
     """HPA-style look-back windows. ``remember`` goes into the history (a breach's extra replica
     too, so it is held for a scale-down window instead of flapping away at the next tick).
     Scale-down keeps the highest recommendation of the scale-down window and, while the burst
-    memory holds, the highest bare need (the rate at full capacity, no breach extra) since the
-    last surprise's hold began."""
+    memory holds, the highest bare need (the rate at full capacity -- ``bare_capacity``, at most
+    saturation -- with no breach extra) since the last surprise's hold began."""
     window, source = scale_down_window(policy, state)
     hold = burst_hold(state, now, policy.interval_s)
     keep = max(policy.scale_up_stabilization_s, window, hold)
