@@ -192,15 +192,21 @@ def predicted_p95_ms(cost: tuple[float, float], max_batch: int, delay_ms: float,
     return steady_state(cost, max_batch, delay_ms, preferred, rate_rps).p95_ms
 
 
+def saturation_rps(cost: tuple[float, float], max_batch: int) -> float:
+    """Requests per second of one replica running full batches back to back: K / (a + b K)."""
+    a, b = cost
+    big = max(1, max_batch)
+    return 1000.0 * big / (a + b * big)
+
+
 def capacity_at_target(cost: tuple[float, float], max_batch: int, target_ms: float, delay_ms: float = 0.0,
                        preferred: tuple[int, ...] = (), best_effort: bool = True) -> float:
     """Requests per second one replica serves with p95 at ``target_ms`` under these settings: the
     largest rate the model predicts within the target. When no rate is (a delay that alone uses up
     the target): with ``best_effort`` the rate with the lowest p95 -- busier replicas fill their
     batches sooner, so that is what the decider should plan with -- else 0."""
-    a, b = cost
     big = max(1, max_batch)
-    saturation = 1000.0 * big / (a + b * big)
+    saturation = saturation_rps(cost, big)
     rates = [saturation * (i + 1) / _RATE_STEPS for i in range(_RATE_STEPS)]
     p95s = [predicted_p95_ms(cost, big, delay_ms, preferred, r) for r in rates]
     meets = [p <= target_ms for p in p95s]

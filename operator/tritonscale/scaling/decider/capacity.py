@@ -7,7 +7,7 @@ import math
 from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
-from tritonscale.scaling.decider.batcher_model import capacity_at_target, greedy_p95_capacity
+from tritonscale.scaling.decider.batcher_model import capacity_at_target, greedy_p95_capacity, saturation_rps
 from tritonscale.scaling.decider.model import Observation, Policy, State
 
 
@@ -77,8 +77,7 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     rate = greedy_p95_capacity(cost, big, target_ms)
     if rate <= 0.0:
         return 1000.0 / (a + b)
-    saturation = 1000.0 * big / (a + b * big)
-    return min(rate, (C.UTILISATION if share is None else share) * saturation) / C.UTILISATION
+    return min(rate, (C.UTILISATION if share is None else share) * saturation_rps(cost, big)) / C.UTILISATION
 
 
 def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: float, tolerance: float) -> State:
@@ -150,8 +149,4 @@ def bare_capacity(cap: float | None, source: str, state: State, policy: Policy) 
     replicas where 16 were needed (suite, 16 replicas at the peak: on/off bursts at the loose
     target missed one to three windows per burst). None while the capacity is unknown."""
     cost = batch_cost(state.batch_samples) if cap and source.startswith("batch cost") else None
-    if cap and cost is not None:
-        full_batch_ms = cost[0] + cost[1] * max(1, policy.max_batch_size)
-        if full_batch_ms > 0:
-            return min(cap, 1000.0 * max(1, policy.max_batch_size) / full_batch_ms)
-    return cap
+    return min(cap, saturation_rps(cost, policy.max_batch_size)) if cap and cost is not None else cap

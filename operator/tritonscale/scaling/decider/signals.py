@@ -144,7 +144,7 @@ def surprise(state: State, d: Demand, now: float, sigma: float | None = None) ->
     past = [e[2] for i, e in enumerate(state.rates)
             if horizon <= now - e[0] <= horizon + C.LEVEL_S and _noise_known(state.rates, i)]
     kept = tuple(t for t in state.surprises if now - t <= C.MAX_BURST_HOLD_S)
-    if past and d.rate - C.NOISE_Z * _sigma(state, now, sigma) > max(past) \
+    if past and d.rate - C.NOISE_Z * noise_now(state, now, sigma) > max(past) \
             and (not kept or now - kept[-1] > horizon):
         kept = (kept + (now,))[-C.MAX_SURPRISES:]
     return replace(state, surprises=kept)
@@ -228,7 +228,7 @@ def saturation_share(state: State, now: float, horizon: float, rate: float, sigm
     rise = horizon_rise(state.rates, horizon)
     if rise is None or rate <= 0.0:
         return C.UTILISATION
-    moved = max(C.NOISE_Z * _sigma(state, now, sigma), rise)
+    moved = max(C.NOISE_Z * noise_now(state, now, sigma), rise)
     return min(1.0, max(C.UTILISATION, 1.0 - moved / rate))
 
 
@@ -260,7 +260,7 @@ def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
     return min(sd / math.sqrt(2.0), spread)
 
 
-def _sigma(state: State, now: float, sigma: float | None) -> float:
+def noise_now(state: State, now: float, sigma: float | None = None) -> float:
     """The rate's noise: the caller's (``decide`` computes it once per tick), else ``noise``."""
     return noise(state.rates, now) if sigma is None else sigma
 
@@ -297,7 +297,7 @@ def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0
     caller has it)."""
     horizon = plan_horizon(state, policy, age)
     rise = trend(state.rates, now, horizon) * min(horizon, C.TREND_MAX_HORIZON_S)
-    plan = level(d, state, now) + rise + C.NOISE_Z * _sigma(state, now, sigma)
+    plan = level(d, state, now) + rise + C.NOISE_Z * noise_now(state, now, sigma)
     return plan, horizon
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.model import Observation, Policy, Replicas, State, Step, _clamp
-from tritonscale.scaling.decider.signals import Demand, cold_start, noise, plan_horizon, replicas_for
+from tritonscale.scaling.decider.signals import Demand, cold_start, noise_now, plan_horizon, replicas_for
 
 
 def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) -> tuple[Step | None, State, bool]:
@@ -155,7 +155,7 @@ def sudden_fall(state: State, d: Demand, now: float, cap: float | None, interval
     if not cap or surprises_for_memory(state, interval_s) != 1 or burst_hold(state, now, interval_s) > 0.0:
         return state
     before = [e[1] for e in state.rates[:-1] if now - e[0] <= C.LEVEL_S]
-    if not before or d.rate + C.NOISE_Z * (noise(state.rates, now) if sigma is None else sigma) >= min(before) \
+    if not before or d.rate + C.NOISE_Z * noise_now(state, now, sigma) >= min(before) \
             or max(before) - d.rate < cap * C.UTILISATION:
         return state
     return replace(state, surprises=(state.surprises + (now,))[-C.MAX_SURPRISES:])
