@@ -11,7 +11,6 @@ entry point. Bad input exits 1 with one line on stderr.
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import time
 from collections.abc import Sequence
@@ -171,12 +170,7 @@ def describe(b: Benchmark, what: str, arrivals: np.ndarray) -> str:
 
 
 def write_decisions(b: Benchmark, path: str) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["policy", "t", "current", "ready", "desired", "reason"])
-        for out in b.outcomes:
-            for r in out.ticks:
-                w.writerow([out.summary.policy, f"{r.t:g}", r.current, r.ready, r.desired, r.reason])
+    suite_command.write_ticks(path, (((), out.summary.policy, r) for out in b.outcomes for r in out.ticks))
 
 
 # Flags of one replay that the suite sets per scenario itself or does not vary, and why; and the

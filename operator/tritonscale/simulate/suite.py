@@ -41,7 +41,7 @@ from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import traffic
 from tritonscale.simulate.benchmark import Options, peak_replicas_scale, run_benchmark
 from tritonscale.simulate.capacity import Calibration, capacity_at_slo
-from tritonscale.simulate.engine import RELOAD_PAUSE_S, ClusterConfig
+from tritonscale.simulate.engine import RELOAD_PAUSE_S, ClusterConfig, TickRecord
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.replica import BatcherConfig
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, Summary
@@ -201,8 +201,7 @@ class ScenarioResult:
     oracle_meets_slo: bool | None
     rows: list[Row]
     timeline: dict[str, Any] | None = None
-    # with SuiteConfig.keep_ticks: (policy, t, current, ready, desired, reason) for every tick
-    ticks: list[tuple[str, float, int, int, int, str]] | None = None
+    ticks: list[tuple[str, TickRecord]] | None = None  # with SuiteConfig.keep_ticks: (policy, tick) for every tick
 
     def row(self, policy: str) -> Row:
         return next(r for r in self.rows if r.policy == policy)
@@ -240,10 +239,7 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, keep_timeline: bool = False) ->
     if keep_timeline:
         timeline = {o.summary.policy: {"t": o.timeline_t.tolist(), "alive": o.timeline_alive.tolist(),
                                        "window_p95_ms": o.window_p95_ms.tolist()} for o in bench.outcomes}
-    ticks = None
-    if cfg.keep_ticks:
-        ticks = [(o.summary.policy, r.t, r.current, r.ready, r.desired, r.reason) for o in bench.outcomes
-                 for r in o.ticks]
+    ticks = [(o.summary.policy, r) for o in bench.outcomes for r in o.ticks] if cfg.keep_ticks else None
     return ScenarioResult(sc, slo_ms, bench.arrivals, what, int(static.split(":")[1]), oracle.max_replicas,
                           bench.oracle_meets_slo, rows, timeline, ticks)
 

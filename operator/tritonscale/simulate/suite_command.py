@@ -8,10 +8,12 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from tritonscale.output_paths import ensure_parent
 from tritonscale.simulate import suite_report, traffic, tuner_suite
+from tritonscale.simulate.engine import TickRecord
 from tritonscale.simulate.replica import DEFAULT_PREFERRED, BatcherConfig
 from tritonscale.simulate.suite import (
     COLD_STARTS,
@@ -124,15 +126,21 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     )
 
 
-def write_decisions(results: list[ScenarioResult], path: str) -> None:
-    """--suite --decisions: every policy's ticks in every scenario, as the single replay writes
-    them, with the scenario first."""
+def write_ticks(path: str, rows: Iterable[tuple[tuple[str, ...], str, TickRecord]],
+                first: tuple[str, ...] = ()) -> None:
+    """--decisions: every autoscaler tick and its reason as CSV, after the ``first`` columns (the
+    suite's scenario); ``rows`` are (values of the first columns, policy, tick)."""
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["scenario", "policy", "t", "current", "ready", "desired", "reason"])
-        for r in results:
-            for policy, t, current, ready, desired, reason in r.ticks or ():
-                w.writerow([r.scenario.name, policy, f"{t:g}", current, ready, desired, reason])
+        w.writerow([*first, "policy", "t", "current", "ready", "desired", "reason"])
+        for lead, policy, r in rows:
+            w.writerow([*lead, policy, f"{r.t:g}", r.current, r.ready, r.desired, r.reason])
+
+
+def write_decisions(results: list[ScenarioResult], path: str) -> None:
+    """--suite --decisions: every policy's ticks in every scenario, the scenario first."""
+    write_ticks(path, (((r.scenario.name,), policy, tick) for r in results for policy, tick in r.ticks or ()),
+                first=("scenario",))
 
 
 def run_tuner(args: argparse.Namespace, cfg: SuiteConfig, started: float) -> int:
