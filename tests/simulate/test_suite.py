@@ -107,6 +107,7 @@ def test_dominance_and_the_criteria():
     (["--shape", "steps", "--slo-ms", "150", "--cold-starts", "90"], "--cold-starts is a --suite flag"),
     (["--shape", "steps", "--slo-ms", "150", "--seeds", "3"], "--seeds is a --suite flag"),
     (["--shape", "steps", "--slo-ms", "150", "--check"], "--check is a --suite flag"),
+    (["--shape", "steps", "--slo-ms", "150", "--ranges", "wide"], "--ranges is a --suite flag"),
 ])
 def test_suite_bad_input_is_one_line(capsys, argv, message):
     assert main_simulate(argv) == 1
@@ -184,6 +185,11 @@ def test_quick_suite_in_ci(capsys, tmp_path):
     assert out["setup"]["scrapes"] == suite.SCRAPES[True] and suite_rerun.config_from_json(out, None).scrape_spread
     legacy = {**out, "setup": {k: v for k, v in out["setup"].items() if k != "scrapes"}}
     assert suite_rerun.config_from_json(legacy, None).scrape_spread is False
+    # ... and which parameter ranges the classes were drawn from (results without the key: the suite's)
+    assert out["setup"]["ranges"] == "suite"
+    assert suite_rerun.config_from_json({**out, "setup": {**out["setup"], "ranges": "wide"}}, None).ranges == "wide"
+    assert suite_rerun.config_from_json({**legacy, "setup": {k: v for k, v in legacy["setup"].items()
+                                                             if k != "ranges"}}, None).ranges == "suite"
 
 
 @pytest.mark.parametrize("doc", [{}, {"setup": {"replica": {}}, "scenarios": []}, {"setup": None, "scenarios": []}])

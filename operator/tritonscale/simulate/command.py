@@ -190,7 +190,7 @@ ONE_REPLAY_ONLY = {
     "headroom": "the suite runs the baselines as documented",
     "hpa_target": "the suite runs the baselines as documented",
 }
-SUITE_ONLY = ("classes", "cold_starts", "slos", "seeds", "peak_replicas", "check", "brief")
+SUITE_ONLY = ("classes", "cold_starts", "slos", "seeds", "ranges", "peak_replicas", "check", "brief")
 
 
 def _flag(dest: str) -> str:

@@ -102,11 +102,14 @@ class SuiteConfig:
     # best case every result before 2026-11-24 session 26 was measured on)
     scrape_spread: bool = True
     keep_ticks: bool = False  # keep every policy's ticks (--decisions): output only, no score changes
+    ranges: str = "suite"  # the synthetic classes' parameter ranges (traffic.RANGES; --ranges)
 
     def __post_init__(self) -> None:
         bad = [c for c in self.classes if c not in traffic.CLASSES]
         if bad:
             raise ValueError(f"unknown traffic class(es) {', '.join(bad)} (one of {', '.join(traffic.CLASSES)})")
+        if self.ranges not in traffic.RANGES:
+            raise ValueError(f"unknown parameter ranges {self.ranges!r} (one of {', '.join(traffic.RANGES)})")
         bad = [s for s in self.slos if s not in SLO_FACTORS]
         if bad:
             raise ValueError(f"unknown SLO level(s) {', '.join(bad)} (tight or loose)")
@@ -161,7 +164,7 @@ def scenario_arrivals(sc: Scenario, cfg: SuiteConfig, capacity_rps: float) -> tu
         scale = peak_replicas_scale(raw, capacity_rps, cfg.peak_replicas)
         t = arrivals_mod.rate_scale(raw, scale, TRACE_BIN_S, sc.seed)
         return t, float(raw[-1]), f"{Path(cfg.trace_path).name} x{scale:.0f}"
-    rel = traffic.profile(sc.cls, sc.seed, cfg.duration_s)
+    rel = traffic.profile(sc.cls, sc.seed, cfg.duration_s, cfg.ranges)
     t = traffic.arrivals_from_profile(rel, cfg.peak_replicas * capacity_rps, sc.seed, cfg.duration_s)
     return t, cfg.duration_s, f"{sc.cls} (seed {sc.seed})"
 
@@ -366,7 +369,7 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
             "replica": {"base_ms": cfg.batcher.base_ms, "per_item_ms": cfg.batcher.per_item_ms,
                         "max_batch": cfg.batcher.max_batch, "max_queue_delay_ms": cfg.batcher.max_queue_delay_ms,
                         "preferred": list(cfg.batcher.preferred)},
-            "duration_s": cfg.duration_s, "peak_replicas": cfg.peak_replicas,
+            "duration_s": cfg.duration_s, "peak_replicas": cfg.peak_replicas, "ranges": cfg.ranges,
             "replica_range": [cfg.min_replicas, cfg.max_replicas],
             "scrapes": SCRAPES[cfg.scrape_spread],
             "slo_ms": {lvl: cfg.slo_ms(lvl) for lvl in cfg.slos},

@@ -41,6 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cold-starts", help="comma list of cold starts in s (default 15,60,180)")
     g.add_argument("--slos", help="comma list of SLO levels: tight (2x the full-batch time), loose (6x)")
     g.add_argument("--seeds", help="comma list of seeds, or a count N for 0..N-1 (default 3)")
+    g.add_argument("--ranges", default="suite", choices=tuple(traffic.RANGES),
+                   help="the synthetic classes' parameter ranges: 'suite' (default, what the suite's figures were "
+                        "measured on) or 'wide' (shorter periods, ramps, holds and bursts, larger jumps, more "
+                        "volatility); the trace class is the same either way")
     g.add_argument("--peak-replicas", type=int, default=8,
                    help="replicas the busiest minute of every scenario needs (default 8)")
     g.add_argument("--check", action="store_true",
@@ -123,6 +127,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         reload_pause_s=args.reload_pause_s,
         batching_apply=args.batching_apply,
         keep_ticks=bool(args.decisions),
+        ranges=args.ranges,
     )
 
 

@@ -38,7 +38,8 @@ def setup_text(cfg: SuiteConfig, n: int) -> str:
     return "\n".join([
         f"suite: {n} scenarios = classes [{', '.join(cfg.classes)}] x cold start "
         f"[{', '.join(f'{c:g}' for c in cfg.cold_starts)}] s x SLO [{slos}] x seeds "
-        f"[{', '.join(map(str, cfg.seeds))}]",
+        f"[{', '.join(map(str, cfg.seeds))}]"
+        + ("" if cfg.ranges == "suite" else f"; the classes drawn from the {cfg.ranges!r} parameter ranges"),
         f"replica: {b.base_ms:g} ms + {b.per_item_ms:g} ms/item, max batch {b.max_batch}, queue delay "
         f"{b.max_queue_delay_ms * 1000:g} us, preferred {list(b.preferred)}; replicas {cfg.min_replicas}.."
         f"{cfg.max_replicas}; each scenario's busiest minute needs {cfg.peak_replicas} replicas",

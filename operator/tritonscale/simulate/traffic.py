@@ -25,12 +25,17 @@ Classes (smooth ones change over minutes, bursty ones jump within a tick):
 * ``trace`` (smooth): the shared real production trace (Azure LLM inference 2023,
   conversation; CC-BY 4.0, Patel et al., "Splitwise", ISCA 2024), Poisson at a scaled
   rate per 10 s slice; seeds differ in the Poisson draw.
+
+The ranges above are ``RANGES["suite"]``, which every suite figure was measured on.
+``RANGES["wide"]`` stretches them (``--ranges wide``): a check that the decider holds on
+instances of each class drawn outside the ranges it was measured on, not only on new seeds.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,19 +57,48 @@ def _normalise(rate: np.ndarray) -> np.ndarray:
     return rate / peak
 
 
-def _diurnal(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
-    period = rng.uniform(45, 90) * 60
-    trough = rng.uniform(0.2, 0.5)
+@dataclass(frozen=True)
+class Ranges:
+    """The ranges a class's parameters are drawn from (uniformly; minutes where named so)."""
+
+    diurnal_period_min: tuple[float, float] = (45.0, 90.0)
+    diurnal_trough: tuple[float, float] = (0.2, 0.5)
+    ramp_up_min: tuple[float, float] = (5.0, 15.0)
+    ramp_low: tuple[float, float] = (0.2, 0.4)
+    step_hold_min: tuple[float, float] = (4.0, 12.0)
+    onoff_base: tuple[float, float] = (0.15, 0.3)
+    onoff_on_min: tuple[float, float] = (1.0, 4.0)
+    onoff_gap_min: tuple[float, float] = (2.0, 10.0)
+    flash_base: tuple[float, float] = (0.12, 0.25)
+    walk_sigma: tuple[float, float] = (0.05, 0.12)  # per 10 s step, in log rate
+
+
+# ``suite``: the ranges above, which every figure of the suite was measured on. ``wide``: each
+# stretched past them towards harder traffic -- diurnal periods down to 20 min, ramps up in 2 min,
+# steps held 2 min, on/off bursts of 30 s from a base of 8% every minute, flash crowds of 20x,
+# twice the random walk's volatility -- to see how the decider holds on traffic of each class
+# drawn outside the ranges it was measured on (``tritonscale simulate --suite --ranges wide``).
+RANGES = {
+    "suite": Ranges(),
+    "wide": Ranges(diurnal_period_min=(20.0, 90.0), ramp_up_min=(2.0, 15.0), step_hold_min=(2.0, 12.0),
+                   onoff_base=(0.08, 0.3), onoff_on_min=(0.5, 4.0), onoff_gap_min=(1.0, 10.0),
+                   flash_base=(0.05, 0.25), walk_sigma=(0.05, 0.2)),
+}
+
+
+def _diurnal(rng: np.random.Generator, t: np.ndarray, r: Ranges) -> np.ndarray:
+    period = rng.uniform(*r.diurnal_period_min) * 60
+    trough = rng.uniform(*r.diurnal_trough)
     phase = rng.uniform(0, 2 * np.pi)
     return trough + (1 - trough) * 0.5 * (1 - np.cos(2 * np.pi * t / period + phase))
 
 
-def _ramps(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
+def _ramps(rng: np.random.Generator, t: np.ndarray, r: Ranges) -> np.ndarray:
     out = np.empty_like(t)
     i, n = 0, len(t)
-    low = rng.uniform(0.2, 0.4)
+    low = rng.uniform(*r.ramp_low)
     while i < n:
-        up, hold = int(rng.uniform(5, 15) * 60), int(rng.uniform(0, 5) * 60)
+        up, hold = int(rng.uniform(*r.ramp_up_min) * 60), int(rng.uniform(0, 5) * 60)
         down = int(rng.choice([0.0, rng.uniform(1, 10)]) * 60)
         top = rng.uniform(0.7, 1.0)
         seg = np.concatenate([np.linspace(low, top, up, endpoint=False), np.full(hold, top),
@@ -72,16 +106,16 @@ def _ramps(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
         m = min(len(seg), n - i)
         out[i:i + m] = seg[:m]
         i += m
-        low = rng.uniform(0.2, 0.4)
+        low = rng.uniform(*r.ramp_low)
     return out
 
 
-def _steps(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
+def _steps(rng: np.random.Generator, t: np.ndarray, r: Ranges) -> np.ndarray:
     out = np.empty_like(t)
     i, n = 0, len(t)
     levels = []
     while i < n:
-        hold = int(rng.uniform(4, 12) * 60)
+        hold = int(rng.uniform(*r.step_hold_min) * 60)
         level = rng.uniform(0.15, 1.0)
         levels.append((i, min(n, i + hold)))
         out[i:i + hold] = level
@@ -94,19 +128,19 @@ def _steps(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
     return out
 
 
-def _onoff(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
-    base = rng.uniform(0.15, 0.3)
+def _onoff(rng: np.random.Generator, t: np.ndarray, r: Ranges) -> np.ndarray:
+    base = rng.uniform(*r.onoff_base)
     out = np.full_like(t, base)
-    i = int(rng.uniform(2, 10) * 60)
+    i = int(rng.uniform(*r.onoff_gap_min) * 60)
     while i < len(t):
-        on = int(rng.uniform(1, 4) * 60)
+        on = int(rng.uniform(*r.onoff_on_min) * 60)
         out[i:i + on] = 1.0
-        i += on + int(rng.uniform(2, 10) * 60)
+        i += on + int(rng.uniform(*r.onoff_gap_min) * 60)
     return out
 
 
-def _flash(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
-    base = rng.uniform(0.12, 0.25)
+def _flash(rng: np.random.Generator, t: np.ndarray, r: Ranges) -> np.ndarray:
+    base = rng.uniform(*r.flash_base)
     out = np.full_like(t, base)
     n = len(t)
     crowds = int(rng.integers(1, 3))
@@ -119,10 +153,10 @@ def _flash(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
     return out
 
 
-def _randomwalk(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
+def _randomwalk(rng: np.random.Generator, t: np.ndarray, r: Ranges) -> np.ndarray:
     step_s = 10
     steps = math.ceil(len(t) / step_s)
-    sigma = rng.uniform(0.05, 0.12)  # per 10 s step, in log rate
+    sigma = rng.uniform(*r.walk_sigma)
     revert = rng.uniform(0.005, 0.02)  # pull towards the mean per step
     x = np.empty(steps)
     x[0] = 0.0
@@ -133,14 +167,17 @@ def _randomwalk(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
     return np.repeat(np.exp(x), step_s)[: len(t)]
 
 
-_SHAPES: dict[str, Callable[[np.random.Generator, np.ndarray], np.ndarray]] = {
+_SHAPES: dict[str, Callable[[np.random.Generator, np.ndarray, Ranges], np.ndarray]] = {
     "diurnal": _diurnal, "ramps": _ramps, "steps": _steps, "onoff": _onoff, "flash": _flash,
     "randomwalk": _randomwalk,
 }
 
 
-def profile(cls: str, seed: int, duration: float) -> np.ndarray:
-    """Relative rate (busiest minute = 1) per second for a synthetic class."""
+def profile(cls: str, seed: int, duration: float, ranges: str = "suite") -> np.ndarray:
+    """Relative rate (busiest minute = 1) per second for a synthetic class, its parameters drawn
+    from ``RANGES[ranges]``."""
+    if ranges not in RANGES:
+        raise ValueError(f"unknown parameter ranges {ranges!r} (one of {', '.join(RANGES)})")
     if cls not in _SHAPES:
         raise ValueError(f"unknown traffic class {cls!r} (one of {', '.join(CLASSES)})")
     if duration < 120:
@@ -149,7 +186,7 @@ def profile(cls: str, seed: int, duration: float) -> np.ndarray:
     rng = np.random.default_rng([seed, CLASSES.index(cls)])
     lead = int(min(LEAD_IN_S, duration / 4) / GRID_S)
     t = np.arange(0.0, duration - lead * GRID_S, GRID_S)
-    body = np.maximum(_SHAPES[cls](rng, t), 1e-3)
+    body = np.maximum(_SHAPES[cls](rng, t, RANGES[ranges]), 1e-3)
     return _normalise(np.concatenate([np.full(lead, body[0]), body]))
 
 
