@@ -191,6 +191,10 @@ def test_dominators_are_static_configs_at_least_as_good_on_both_axes() -> None:
     assert [ok for _, ok, _ in res.verdicts()] == [False, False]
     text = tuner_suite.text([res])
     assert "dominates the tuner (better on attainment or replica-hours, worse on neither) in 2/2" in text
+    # the JSON names the parameter ranges the classes were drawn from (--ranges)
+    doc = tuner_suite.to_dict([res], "wide")
+    assert doc["ranges"] == "wide" and doc["scenarios"][0]["best_static"] == "static 100ms [4,8,16]"
+    assert tuner_suite.to_dict([res])["ranges"] == "suite"
 
 
 def test_cli_rejects_a_negative_reload_pause(capsys: pytest.CaptureFixture[str]) -> None:

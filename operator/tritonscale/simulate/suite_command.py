@@ -152,7 +152,7 @@ def run_tuner(args: argparse.Namespace, cfg: SuiteConfig, started: float) -> int
     """--suite --batching-tuner: the tuner's evaluation (``tuner_suite.py``) instead of the policies'."""
     results = tuner_suite.run_tuner_suite(cfg, quick=args.suite == "quick")
     if args.json:
-        print(json.dumps(tuner_suite.to_dict(results), indent=1))
+        print(json.dumps(tuner_suite.to_dict(results, cfg.ranges), indent=1))
     else:
         print(tuner_suite.text(results, per_scenario=not args.brief))
         print(f"\nwall time: {time.perf_counter() - started:.1f} s on {os.cpu_count()} CPU(s), {cfg.jobs} worker(s)")

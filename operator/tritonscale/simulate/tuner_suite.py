@@ -173,8 +173,9 @@ def text(results: Sequence[TunerScenario], per_scenario: bool = True) -> str:
     return "\n".join(lines)
 
 
-def to_dict(results: Sequence[TunerScenario]) -> dict[str, Any]:
-    return {"scenarios": [{
+def to_dict(results: Sequence[TunerScenario], ranges: str = "suite") -> dict[str, Any]:
+    """The runs and verdicts as JSON; ``ranges``: the classes' parameter ranges (``SuiteConfig.ranges``)."""
+    return {"ranges": ranges, "scenarios": [{
         "name": r.scenario.name, "slo_ms": r.slo_ms, "best_static": r.best_static().label,
         "runs": [{**run.__dict__, "changes": [list(c) for c in run.changes]} for run in r.runs],
         "verdicts": [{"start": s, "holds": ok, "why": why, "dominated_by": [d.label for d in r.dominators(s)]}
