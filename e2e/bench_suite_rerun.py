@@ -39,15 +39,19 @@ TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
 
 
 def _override(pairs: list[str]) -> dict[str, float]:
-    out = {}
+    """NAME=VALUE pairs as the constants' own types: an int constant (a count, a slice bound) stays
+    an int, and a fractional value for one is refused."""
+    out: dict[str, float] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        if not sep or not isinstance(getattr(constants, name, None), int | float):
+        old = getattr(constants, name, None)
+        if not sep or isinstance(old, bool) or not isinstance(old, int | float):
             raise ValueError(f"--set {pair!r}: want NAME=VALUE with NAME a numeric constant of the decider")
         try:
-            out[name] = float(value)
+            out[name] = float(value) if isinstance(old, float) else int(value)
         except ValueError:
-            raise ValueError(f"--set {pair!r}: {value!r} is not a number") from None
+            kind = "a number" if isinstance(old, float) else f"an integer ({name} is a count)"
+            raise ValueError(f"--set {pair!r}: {value!r} is not {kind}") from None
     return out
 
 
