@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "e2e" / "bench_suite_rerun.py"
+from support import e2e_script
 
 
 @pytest.fixture(scope="module")
 def rerun():
-    spec = importlib.util.spec_from_file_location("bench_suite_rerun", SCRIPT)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return e2e_script.load("bench_suite_rerun")
 
 
 def test_an_int_constant_stays_an_int_and_a_float_one_a_float(rerun):

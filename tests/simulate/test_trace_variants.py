@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from support import e2e_script
 from tritonscale.simulate.arrivals import load_trace
-
-SCRIPT = Path(__file__).resolve().parents[2] / "e2e" / "trace_variants.py"
 
 
 @pytest.fixture(scope="module")
 def tv():
-    spec = importlib.util.spec_from_file_location("trace_variants", SCRIPT)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return e2e_script.load("trace_variants")
 
 
 def test_variants_keep_the_gaps_rearranged(tv):
