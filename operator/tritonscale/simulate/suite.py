@@ -108,8 +108,7 @@ class SuiteConfig:
         bad = [c for c in self.classes if c not in traffic.CLASSES]
         if bad:
             raise ValueError(f"unknown traffic class(es) {', '.join(bad)} (one of {', '.join(traffic.CLASSES)})")
-        if self.ranges not in traffic.RANGES:
-            raise ValueError(f"unknown parameter ranges {self.ranges!r} (one of {', '.join(traffic.RANGES)})")
+        traffic.ranges_named(self.ranges)  # a ValueError naming the choices
         bad = [s for s in self.slos if s not in SLO_FACTORS]
         if bad:
             raise ValueError(f"unknown SLO level(s) {', '.join(bad)} (tight or loose)")

@@ -86,6 +86,13 @@ RANGES = {
 }
 
 
+def ranges_named(name: str) -> Ranges:
+    """``RANGES[name]``, or a ValueError naming the choices."""
+    if name not in RANGES:
+        raise ValueError(f"unknown parameter ranges {name!r} (one of {', '.join(RANGES)})")
+    return RANGES[name]
+
+
 def _diurnal(rng: np.random.Generator, t: np.ndarray, r: Ranges) -> np.ndarray:
     period = rng.uniform(*r.diurnal_period_min) * 60
     trough = rng.uniform(*r.diurnal_trough)
@@ -176,8 +183,7 @@ _SHAPES: dict[str, Callable[[np.random.Generator, np.ndarray, Ranges], np.ndarra
 def profile(cls: str, seed: int, duration: float, ranges: str = "suite") -> np.ndarray:
     """Relative rate (busiest minute = 1) per second for a synthetic class, its parameters drawn
     from ``RANGES[ranges]``."""
-    if ranges not in RANGES:
-        raise ValueError(f"unknown parameter ranges {ranges!r} (one of {', '.join(RANGES)})")
+    params = ranges_named(ranges)
     if cls not in _SHAPES:
         raise ValueError(f"unknown traffic class {cls!r} (one of {', '.join(CLASSES)})")
     if duration < 120:
@@ -186,7 +192,7 @@ def profile(cls: str, seed: int, duration: float, ranges: str = "suite") -> np.n
     rng = np.random.default_rng([seed, CLASSES.index(cls)])
     lead = int(min(LEAD_IN_S, duration / 4) / GRID_S)
     t = np.arange(0.0, duration - lead * GRID_S, GRID_S)
-    body = np.maximum(_SHAPES[cls](rng, t, RANGES[ranges]), 1e-3)
+    body = np.maximum(_SHAPES[cls](rng, t, params), 1e-3)
     return _normalise(np.concatenate([np.full(lead, body[0]), body]))
 
 
