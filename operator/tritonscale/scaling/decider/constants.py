@@ -22,7 +22,9 @@ UTILISATION = 0.9
 DEFAULT_COLD_START_S = 60.0
 # The rate history kept for level, trend, noise and surprises: one sample per 10 s at most,
 # as far back as the longest of them looks (NOISE_S, or RISE_HORIZONS + 1 horizons for long cold
-# starts: 84 samples at a 180 s cold start).
+# starts: 84 samples at a 180 s cold start). Known limitation: ticks under RATE_SAMPLE_S replace the
+# latest sample every time, so the history holds one sample and no noise, trend or rise is measured
+# (README, "Known limitation: ticks under 10 s"; the xfail test in tests/unit/test_decider.py).
 RATE_SAMPLE_S = 10.0
 # Trend: fitted over the last two minutes at least (longer for longer cold starts).
 TREND_S = 120.0
