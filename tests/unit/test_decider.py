@@ -9,8 +9,9 @@ from dataclasses import replace
 import pytest
 
 from support.decider_cases import CAP, FAILED, NO_DATA, POLICY, ok, rates
+from tritonscale.api.spec import ScalingSpec
 from tritonscale.scaling import decider as D
-from tritonscale.scaling.decider import Demand, Observation, Replicas, State, Step
+from tritonscale.scaling.decider import Demand, Observation, Policy, Replicas, State, Step
 from tritonscale.scaling.decider.batcher_model import md1_p95_capacity
 
 
@@ -152,23 +153,25 @@ def test_learn_takes_the_saturation_rate_as_a_full_batch_sample_only_if_every_re
     assert s.last_pending is not None and s.last_pending[4] == (now_min or 0.0)  # the next tick's "before"
 
 
-def test_rate_history_is_bounded():
-    # at the policy's own ticks (15 s): at ticks under RATE_SAMPLE_S the history is one sample (the
-    # xfail below), and a bound on one sample checks nothing
+@pytest.mark.parametrize("tick", [2.0, 5.0, 15.0, 25.0])
+def test_rate_history_is_one_sample_per_tick_bounded_by_time(tick):
+    pol = replace(POLICY, interval_s=tick)
     s = State()
     for i in range(400):
-        s = D.learn(s, ok(100), Replicas(1, 1), POLICY, i * POLICY.interval_s, 100.0)
-    assert 1 < len(s.rates) <= max(D.NOISE_S, 2 * (D.DEFAULT_COLD_START_S + POLICY.interval_s)) / D.RATE_SAMPLE_S + 1
-    assert s.rates[-1][0] == 399 * POLICY.interval_s
+        s = D.learn(s, ok(100), Replicas(1, 1), pol, i * tick, 100.0)
+    memory = max(D.NOISE_S, (D.RISE_HORIZONS + 1) * D.plan_horizon(State(), pol, pol.interval_s))
+    assert len(s.rates) == math.floor(memory / tick) + 1  # every tick within the memory
+    assert s.rates[-1][0] == 399 * tick
+    # ticks under 10 s once kept one sample in all (the latest replaced the one before while it
+    # was younger than 10 s): no noise, trend or rise was ever measured
+    assert s.rates[-1][0] - s.rates[0][0] > memory - tick
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation (README, 'ticks under 10 s'): the rate history keeps one "
-                   "sample per RATE_SAMPLE_S by replacing the latest while it is younger, so shorter ticks keep one")
-def test_rate_history_grows_at_ticks_under_rate_sample_s():
-    s = State()
-    for i in range(60):  # two minutes at the sandbox's 2 s ticks
-        s = D.learn(s, ok(100), Replicas(1, 1), POLICY, i * 2.0, 100.0)
-    assert s.rates[-1][0] - s.rates[0][0] >= 100.0
+def test_a_tick_out_of_turn_replaces_the_latest_sample():
+    s = D.learn(State(), ok(100), Replicas(1, 1), POLICY, 0.0, 100.0)
+    s = D.learn(s, ok(100), Replicas(1, 1), POLICY, 15.0, 110.0)
+    s = D.learn(s, ok(100), Replicas(1, 1), POLICY, 16.0, 120.0)  # within half an interval of the last
+    assert [(e[0], e[1]) for e in s.rates] == [(0.0, 100.0), (16.0, 120.0)]
 
 
 # --- step: capacity ----------------------------------------------------------------------------
@@ -310,14 +313,39 @@ def test_noise_estimates_the_spread_and_ignores_steps_and_trends():
     assert D.noise(rates(*((15 * k, 100 + 30 * k) for k in range(20))), 285.0) == 0.0
 
 
+def test_noise_needs_enough_differences_to_ignore_a_start_and_a_step():
+    """The sandbox's first readings at 2 s ticks (rps, from a real run): idle, the load starting,
+    its 15 rps, the step to 70. Each level shift moves one lag-1 and two lag-2 differences; with
+    three of each (the old minimum) the start and the step were half of them, and the noise read
+    11.5 rps -- twice a 70 rps Poisson load's at 2 s (sqrt(70 x 2) / 2 = 5.9) -- enough margin for a
+    fourth replica. Too few differences mean no estimate (no margin) yet."""
+    seen = [0.0, 0.0, 2.0, 14.0, 18.0, 15.0, 13.0, 18.0, 26.0, 84.5]
+    for n in range(2, len(seen) + 1):
+        sigma = D.noise(rates(*((2.0 * k, r) for k, r in enumerate(seen[:n]))), 2.0 * (n - 1))
+        if n - 1 < 2 * D.NOISE_SHIFTS + 1:
+            assert sigma == 0.0, n
+        else:
+            assert 0.0 < sigma < 5.9, n
+
+
 def test_noise_of_alternating_readings_is_no_larger_than_their_spread():
-    # the first five readings of the real trace replayed from its busiest half: they alternate, so
-    # the four differences are +-440 or so, and their median absolute deviation alone said 697 rps
-    first = rates(*((15 * k, r) for k, r in enumerate([1966.7, 1737.9, 2174.2, 1738.1, 2178.8])))
-    assert D.noise(first, 60.0) == pytest.approx(314.46, abs=0.01)  # 1.4826 x the readings' MAD (212.1)
+    # the first five readings of the real trace replayed from its busiest half, and a sixth in their
+    # pattern: they alternate, so the differences are +-440 or so. From the first four differences
+    # alone their median absolute deviation said 697 rps against the readings' spread of 314 (now too
+    # few differences for an estimate); the noise is never more than the spread
+    seen = [1966.7, 1737.9, 2174.2, 1738.1, 2178.8, 1741.0]
+    first = rates(*((15 * k, r) for k, r in enumerate(seen)))
+    spread = D.signals._median_and_sd(seen)[1]
+    diffs = D.signals._median_and_sd([b - a for a, b in zip(seen, seen[1:], strict=False)])[1] / math.sqrt(2)
+    assert D.noise(first, 75.0) == pytest.approx(min(diffs, spread))
+    assert D.noise(rates(*((15 * k, r) for k, r in enumerate(seen[:5]))), 60.0) == 0.0
+    for k in range(6, 12):  # alternating on: whichever of the two is smaller
+        more = seen + [1966.7 if j % 2 == 0 else 1737.9 for j in range(6, k)]
+        s_k = D.signals._median_and_sd(more)[1]
+        assert D.noise(rates(*((15 * j, r) for j, r in enumerate(more))), 15.0 * (len(more) - 1)) <= s_k + 1e-9
     # readings that do not alternate keep the differences' estimate (smaller than the spread of a trend)
-    climbing = rates(*((15 * k, 1000 + 40 * k + (5 if k % 3 else -5)) for k in range(5)))
-    assert D.noise(climbing, 60.0) < 15.0  # the readings themselves spread 74
+    climbing = rates(*((15 * k, 1000 + 40 * k + (5 if k % 3 else -5)) for k in range(6)))
+    assert 0.0 < D.noise(climbing, 75.0) < 15.0  # the readings themselves spread 89
 
 
 def test_noise_of_readings_that_blend_two_intervals_is_read_two_ticks_apart():
@@ -344,6 +372,22 @@ def test_forecast_plans_level_plus_trend_over_the_horizon_plus_noise():
     assert horizon == 75.0
     # a clean ramp has no noise: level (580, the latest) + 2 rps/s x 75 s
     assert planned == pytest.approx(580.0 + 2.0 * 75.0, rel=0.02)
+
+
+@pytest.mark.parametrize(("window_s", "expect"), [
+    (60.0, (70 * 5 + 10 * 2) / 7),  # the default rate window: the last minute's mean (7 samples at 10 s)
+    (20.0, 30.0),  # a 20 s window (the sandbox's is 10 s): the samples at 40, 50 and 60 s
+    (5.0, 10.0),  # shorter than a tick: the latest sample
+])
+def test_the_level_is_the_mean_over_the_policy_rate_window_or_the_latest_if_higher(window_s, expect):
+    st = State(rates=rates(*((t, 70.0 if t < 50 else 10.0) for t in range(0, 61, 10))))
+    assert D.level(D.Demand(10.0, 10.0, 0.0), st, 60.0, window_s) == pytest.approx(expect)
+    assert D.level(D.Demand(90.0, 90.0, 0.0), st, 60.0, window_s) == 90.0  # the latest, if higher
+
+
+def test_the_policy_rate_window_comes_from_the_spec():
+    assert Policy.from_spec(ScalingSpec(windowSeconds=20)).window_s == 20.0
+    assert Policy.from_spec(ScalingSpec()).window_s == D.LEVEL_S  # the default: the level the suite measured
 
 
 @pytest.mark.parametrize(("pending_at", "now", "age"), [
@@ -416,14 +460,16 @@ def test_decide_remembers_what_its_plan_bought_so_a_rise_within_the_last_replica
 
 
 def test_the_first_plans_made_before_the_noise_was_measured_are_no_evidence_of_a_surprise():
-    """A new service's first plans are its first readings, with no noise margin (noise needs three
-    differences): a later reading a little above one of them is Poisson noise, not a surprise."""
-    first = ((15.0, 365.0, 365.0), (30.0, 376.0, 376.0), (45.0, 377.0, 377.0), (60.0, 380.0, 384.0))
-    st = State(rates=first + ((75.0, 377.0, 387.0),), cold_start_s=60.0)  # the plan at 15 s: 365, bare
-    assert D.surprise(st, D.Demand(377.0, 377.0, 0.0), 75.0).surprises == ()
-    later = tuple((t + 60.0, r, p) for t, r, p in first)  # the same plans, once three samples preceded them
-    st = State(rates=first + later + ((135.0, 377.0, 387.0),), cold_start_s=60.0)
-    assert D.surprise(st, D.Demand(500.0, 500.0, 0.0), 135.0).surprises == (135.0,)
+    """A new service's first plans are its first readings, with no noise margin (noise needs
+    2 x NOISE_SHIFTS + 1 differences): a later reading a little above one of them is Poisson noise,
+    not a surprise."""
+    first = ((15.0, 365.0, 365.0), (30.0, 376.0, 376.0), (45.0, 377.0, 377.0), (60.0, 380.0, 380.0),
+             (75.0, 372.0, 372.0), (90.0, 380.0, 384.0))
+    st = State(rates=first + ((105.0, 377.0, 387.0),), cold_start_s=60.0)  # the plan at 15 s: 365, bare
+    assert D.surprise(st, D.Demand(377.0, 377.0, 0.0), 105.0).surprises == ()
+    later = tuple((t + 90.0, r, p) for t, r, p in first)  # the same plans, once six samples preceded them
+    st = State(rates=first + later + ((195.0, 377.0, 387.0),), cold_start_s=60.0)
+    assert D.surprise(st, D.Demand(500.0, 500.0, 0.0), 195.0).surprises == (195.0,)
 
 
 # --- step: recommend ---------------------------------------------------------------------------

@@ -266,7 +266,9 @@ class ScalingSpec(_Model):
     )
     interval_seconds: int = Field(default=15, ge=1, le=600, description="Seconds between autoscaler ticks.")
     window_seconds: int = Field(
-        default=60, ge=5, le=3600, description="Range of the rate() windows for request rate and queue time.",
+        default=60, ge=5, le=3600,
+        description="Range of the rate() windows for request rate and queue time; the autoscaler plans from the "
+                    "mean arrival rate over it (or the latest, if higher).",
     )
     tolerance: float = Field(
         default=0.1, ge=0, le=1, description="Dead band around the target: no change while within +-tolerance.",

@@ -94,7 +94,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     target = float(policy.target_p95_ms or 0.0)
     d = demand(obs, state, now)
     state = learn(state, obs, replicas, policy, now, d.rate, d.growth)
-    now_level = level(d, state, now)  # what ``bare`` below reads too: later steps leave the rates alone
+    now_level = level(d, state, now, policy.window_s)  # what ``bare`` reads too: later steps leave the rates alone
     age = data_age(obs, now, policy)
     sigma = noise(state.rates, now)  # the rate's noise, read by four steps below: once per tick
     share = saturation_share(state, now, plan_horizon(state, policy, age), now_level, sigma)

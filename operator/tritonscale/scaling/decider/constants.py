@@ -20,12 +20,13 @@ UTILISATION = 0.9
 # Before the first pod was seen starting, assume this cold start (s): the sandbox's
 # CPU model starts in ~2 s, a GPU model with a large image in minutes.
 DEFAULT_COLD_START_S = 60.0
-# The rate history kept for level, trend, noise and surprises: one sample per 10 s at most,
-# as far back as the longest of them looks (NOISE_S, or RISE_HORIZONS + 1 horizons for long cold
-# starts: 84 samples at a 180 s cold start). Known limitation: ticks under RATE_SAMPLE_S replace the
-# latest sample every time, so the history holds one sample and no noise, trend or rise is measured
-# (README, "Known limitation: ticks under 10 s"; the xfail test in tests/unit/test_decider.py).
-RATE_SAMPLE_S = 10.0
+# The rate history kept for level, trend, noise and surprises: one sample per tick (a tick within
+# half an interval of the last, out of turn, replaces its sample), as far back as the longest of them
+# looks (NOISE_S, or RISE_HORIZONS + 1 horizons for long cold starts: 20 samples at 15 s ticks and a
+# 60 s cold start, 56 at 180 s; 150 at the sandbox's 2 s ticks). It once kept one per 10 s by
+# replacing the latest sample while it was younger than that, so ticks under 10 s kept one sample in
+# all and measured no noise, trend or rise; thinned to one per 10 s instead, the sandbox's short
+# history read its two load steps as noise (20-30 rps on a 10 rps phase).
 # Trend: fitted over the last two minutes at least (longer for longer cold starts).
 TREND_S = 120.0
 TREND_HORIZON_SHARE = 1.0
@@ -40,7 +41,17 @@ TREND_MAX_HORIZON_S = 120.0
 # seed-0 matrix: z = 1.0 met the criteria in fewer scenarios.
 NOISE_S = 300.0
 NOISE_Z = 1.645
-# The level the plan starts from: the mean of the last minute, or the latest sample if higher.
+# ... once there are enough differences for the median absolute deviation to ignore NOISE_SHIFTS
+# level shifts (a service's first load and one step): a shift moves ``lag`` consecutive lag-``lag``
+# differences, and the MAD holds while fewer than half of them moved -- more than
+# 2 x NOISE_SHIFTS x lag differences. With fewer (three, as before), the load's start and a step in
+# the sandbox's first 20 s at 2 s ticks read as 11.5 rps of noise on a 70 rps load (Poisson: 6), and
+# planned a fourth replica for it. At the suite's 15 s ticks this binds only in the first 150 s,
+# within the 300 s lead-in.
+NOISE_SHIFTS = 2
+# The level the plan starts from: the mean over the policy's rate window (spec.scaling.windowSeconds,
+# 60 s by default), or the latest sample if higher. Surprises and sudden falls compare with the
+# minute before (LEVEL_S).
 LEVEL_S = 60.0
 # Surprises: the rate exceeded, by more than its noise, what the replicas planned a cold start
 # ago serve at the target (whole replicas: signals.bought) -- a rise the plan did not foresee. A

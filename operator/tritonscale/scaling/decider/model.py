@@ -56,6 +56,7 @@ class Policy:
     failure_threshold: int = 3
     max_batch_size: int = 1  # the model's maxBatchSize (0 in the spec means no batching: 1)
     interval_s: float = 15.0
+    window_s: float = 60.0  # the rate() window (spec.scaling.windowSeconds): the plan's level is its mean
     # The batcher settings in force (status.batching while the tuner runs, else the spec's): the
     # capacity at the target follows them (capacity.batch_capacity).
     queue_delay_ms: float = 0.0
@@ -82,6 +83,7 @@ class Policy:
             fallback_replicas=scaling.fallback_replicas,
             failure_threshold=scaling.failure_threshold,
             interval_s=float(scaling.interval_seconds),
+            window_s=float(scaling.window_seconds),
         )
 
 

@@ -95,8 +95,8 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
         state = replace(state, batch_samples=add_batch_sample(state.batch_samples, full_batch, full_ms, now))
     memory = max(C.NOISE_S, (C.RISE_HORIZONS + 1) * plan_horizon(state, policy, policy.interval_s))
     rates = tuple(e for e in state.rates if now - e[0] <= memory)
-    if rates and now - rates[-1][0] < C.RATE_SAMPLE_S:
-        rates = rates[:-1]  # keep one sample per RATE_SAMPLE_S: replace the latest
+    if rates and now - rates[-1][0] < 0.5 * policy.interval_s:
+        rates = rates[:-1]  # a tick out of turn (within half an interval of the last) replaces it
     rates += ((now, rate, rate),)  # what the plan bought is filled in once made (see decide)
     pending = ((sampled_at(obs, now), obs.pending, float(ready), growth, obs.pending_min or 0.0)
                if obs.pending is not None else None)
@@ -137,7 +137,7 @@ def surprise(state: State, d: Demand, now: float, sigma: float | None = None) ->
     traffic it served shows on the others, shrinks no fleet). Whether or not capacity happened to
     be there (the burst memory may have held it), a scaler that follows the plan would have been
     short. Rising edge: at most one per cold start. A plan made before the rate's
-    noise could be measured (the first ticks of a new service or memory: fewer than three earlier
+    noise could be measured (the first ticks of a new service or memory: too few earlier
     samples) carries no noise margin, so the next noisy reading would pass it by chance: it is
     no evidence either way. ``sigma``: the rate's ``noise`` now, if the caller has it."""
     horizon = cold_start(state)
@@ -151,8 +151,8 @@ def surprise(state: State, d: Demand, now: float, sigma: float | None = None) ->
 
 
 def _noise_known(rates: tuple[tuple[float, float, float], ...], i: int) -> bool:
-    """The plan of sample ``i`` was made with a noise estimate: ``noise`` saw three differences."""
-    return sum(1 for e in rates[:i] if rates[i][0] - e[0] <= C.NOISE_S) >= 3
+    """The plan of sample ``i`` was made with a noise estimate: ``noise`` saw enough differences."""
+    return sum(1 for e in rates[:i] if rates[i][0] - e[0] <= C.NOISE_S) >= _enough_differences(1)
 
 
 def cold_start(state: State) -> float:
@@ -249,15 +249,20 @@ def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
       a trend or a step does, and then the first is the smaller."""
     pts = [e[1] for e in rates if now - e[0] <= C.NOISE_S]
     diffs = [b - a for a, b in zip(pts, pts[1:], strict=False)]
-    if len(diffs) < 3:
+    if len(diffs) < _enough_differences(1):
         return 0.0
     _, sd = _median_and_sd(diffs)  # about the median: a steady trend moves every difference alike
     lag2 = [b - a for a, b in zip(pts, pts[2:], strict=False)]
-    if len(lag2) >= 3:
+    if len(lag2) >= _enough_differences(2):
         sd = max(sd, _median_and_sd(lag2)[1])
     _, spread = _median_and_sd(pts)
     # the difference of two iid normals has sd sigma*sqrt(2)
     return min(sd / math.sqrt(2.0), spread)
+
+
+def _enough_differences(lag: int) -> int:
+    """How many lag-``lag`` differences the MAD needs to ignore NOISE_SHIFTS level shifts."""
+    return 2 * C.NOISE_SHIFTS * lag + 1
 
 
 def noise_now(state: State, now: float, sigma: float | None = None) -> float:
@@ -297,11 +302,12 @@ def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0
     caller has it)."""
     horizon = plan_horizon(state, policy, age)
     rise = trend(state.rates, now, horizon) * min(horizon, C.TREND_MAX_HORIZON_S)
-    plan = level(d, state, now) + rise + C.NOISE_Z * noise_now(state, now, sigma)
+    plan = level(d, state, now, policy.window_s) + rise + C.NOISE_Z * noise_now(state, now, sigma)
     return plan, horizon
 
 
-def level(d: Demand, state: State, now: float) -> float:
-    """The rate now: the last minute's mean, or the latest sample if higher."""
-    recent = [e[1] for e in state.rates if now - e[0] <= C.LEVEL_S] or [d.rate]
+def level(d: Demand, state: State, now: float, span: float = C.LEVEL_S) -> float:
+    """The rate now: the mean over ``span`` (the policy's rate window, a minute by default), or the
+    latest sample if higher."""
+    recent = [e[1] for e in state.rates if now - e[0] <= span] or [d.rate]
     return max(d.rate, sum(recent) / len(recent))
