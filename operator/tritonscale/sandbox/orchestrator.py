@@ -269,7 +269,7 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         teardown.append(("Prometheus", lambda: asyncio.to_thread(prom.stop, 5.0)))
         if not await until(stop, prom.wait_ready(30)):
             raise SandboxError(f"Prometheus did not become ready; its log:\n{prom.read_log()[-2000:]}")
-        view.say(f"sandbox: Prometheus {prom.url} (scrape 1 s, file_sd {prom.targets_path})")
+        view.say(f"sandbox: Prometheus {prom.url} (scrape {scrape_s:g} s, file_sd {prom.targets_path})")
 
         # 4. The kubelets.
         network, targets = PodNetwork(), ScrapeTargets(prom)
