@@ -14,7 +14,16 @@ from tritonscale.cluster import build as cluster_build
 from tritonscale.sandbox import command
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
 from tritonscale.sandbox import tritonserver as triton_runtime
-from tritonscale.sandbox.scenario import SAMPLE, SandboxError, Scenario, build_load, load_service, model_store
+from tritonscale.sandbox.scenario import (
+    SAMPLE,
+    SandboxError,
+    Scenario,
+    build_load,
+    describe_config,
+    load_service,
+    model_store,
+    scrape_interval_s,
+)
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -84,6 +93,17 @@ def test_load_shapes_name_their_phases():
     burst = build_load(Scenario(duration_s=100, load="burst"))
     assert {p.name for p in burst.phases} == {"base", "burst"}
     assert burst.arrivals.size and burst.arrivals.max() < 100
+
+
+@pytest.mark.parametrize(("interval", "window", "scrape"), [
+    (2, 10, 2.0),  # the sized sample: a scrape per tick
+    (15, 60, 15.0),  # the CRD defaults
+    (15, 20, 5.0),  # a short window: four scrapes in it, more often than the ticks
+])
+def test_prometheus_scrapes_as_often_as_the_autoscaler_ticks(interval, window, scrape):
+    body = load_service(Scenario())
+    body["spec"]["scaling"].update(intervalSeconds=interval, windowSeconds=window)
+    assert scrape_interval_s(describe_config(body)) == scrape
 
 
 def test_the_sized_sample_asks_one_gpu_per_replica_and_serves_from_its_claim():

@@ -49,6 +49,7 @@ from tritonscale.sandbox.scenario import (
     describe_config,
     load_service,
     model_store,
+    scrape_interval_s,
 )
 from tritonscale.sandbox.service_routing import ServiceRouter
 from tritonscale.sandbox.summary import build_summary
@@ -254,14 +255,8 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         view.say(f"sandbox: CRD {crd_name} established; claim {ns}/{claim} bound to {pv} "
                  f"({workdir / 'model-store'}, the cost model at {path}/1/model.py)")
 
-        # 3. Prometheus, scraping what the kubelets write into file_sd, as often as the autoscaler
-        # ticks (as the defaults do: 15 s and 15 s), and at least four times per rate window. The
-        # decider's arrivals add the rate out of the queue between the last two scrapes (irate) to
-        # the queue's change between the scrapes the last two ticks read: the same interval only
-        # when scrapes and ticks are equally often. At 1 s scrapes and 2 s ticks the irate covered
-        # half the tick, and a burst of queue timeouts in the step's last second read as 97 rps of
-        # arrivals for 70 (session 34).
-        scrape_s = min(float(config["interval_s"]), float(config["window_s"]) / 4.0)
+        # 3. Prometheus, scraping what the kubelets write into file_sd, as often as the autoscaler ticks.
+        scrape_s = scrape_interval_s(config)
         prom = prometheus_runtime.PrometheusServer(workdir / "prometheus", scrape_interval_s=scrape_s)
         prom.start()
         if prom.pid:
