@@ -345,7 +345,7 @@ def test_noise_of_alternating_readings_is_no_larger_than_their_spread():
         assert D.noise(rates(*((15 * j, r) for j, r in enumerate(more))), 15.0 * (len(more) - 1)) <= s_k + 1e-9
     # readings that do not alternate keep the differences' estimate (smaller than the spread of a trend)
     climbing = rates(*((15 * k, 1000 + 40 * k + (5 if k % 3 else -5)) for k in range(6)))
-    assert 0.0 < D.noise(climbing, 75.0) < 15.0  # the readings themselves spread 89
+    assert 0.0 < D.noise(climbing, 75.0) < 15.0  # the readings themselves spread 104
 
 
 def test_noise_of_readings_that_blend_two_intervals_is_read_two_ticks_apart():
@@ -461,15 +461,16 @@ def test_decide_remembers_what_its_plan_bought_so_a_rise_within_the_last_replica
 
 def test_the_first_plans_made_before_the_noise_was_measured_are_no_evidence_of_a_surprise():
     """A new service's first plans are its first readings, with no noise margin (noise needs
-    2 x NOISE_SHIFTS + 1 differences): a later reading a little above one of them is Poisson noise,
-    not a surprise."""
-    first = ((15.0, 365.0, 365.0), (30.0, 376.0, 376.0), (45.0, 377.0, 377.0), (60.0, 380.0, 380.0),
-             (75.0, 372.0, 372.0), (90.0, 380.0, 384.0))
-    st = State(rates=first + ((105.0, 377.0, 387.0),), cold_start_s=60.0)  # the plan at 15 s: 365, bare
-    assert D.surprise(st, D.Demand(377.0, 377.0, 0.0), 105.0).surprises == ()
-    later = tuple((t + 90.0, r, p) for t, r, p in first)  # the same plans, once six samples preceded them
-    st = State(rates=first + later + ((195.0, 377.0, 387.0),), cold_start_s=60.0)
-    assert D.surprise(st, D.Demand(500.0, 500.0, 0.0), 195.0).surprises == (195.0,)
+    2 x NOISE_SHIFTS + 1 differences): a later reading above one of them is no evidence. The same
+    reading against the same plans, made once enough samples preceded them, is a surprise. (With
+    three differences, as before, the plans at 60 and 75 s counted, and 390 was a surprise.)"""
+    first = ((15.0, 376.0, 376.0), (30.0, 377.0, 377.0), (45.0, 380.0, 380.0), (60.0, 365.0, 365.0),
+             (75.0, 366.0, 366.0), (90.0, 384.0, 384.0), (105.0, 377.0, 380.0), (120.0, 378.0, 381.0))
+    st = State(rates=first + ((135.0, 390.0, 392.0),), cold_start_s=60.0)
+    assert D.surprise(st, D.Demand(390.0, 390.0, 0.0), 135.0).surprises == ()
+    later = tuple((t + 120.0, r, p) for t, r, p in first)  # the same plans, once eight samples preceded them
+    st = State(rates=first + later + ((255.0, 390.0, 392.0),), cold_start_s=60.0)
+    assert D.surprise(st, D.Demand(390.0, 390.0, 0.0), 255.0).surprises == (255.0,)
 
 
 # --- step: recommend ---------------------------------------------------------------------------
