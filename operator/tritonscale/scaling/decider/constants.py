@@ -22,8 +22,8 @@ UTILISATION = 0.9
 DEFAULT_COLD_START_S = 60.0
 # The rate history kept for level, trend, noise and surprises: one sample per tick (a tick within
 # half an interval of the last, out of turn, replaces its sample), as far back as the longest of them
-# looks (NOISE_S, or RISE_HORIZONS + 1 horizons for long cold starts: 20 samples at 15 s ticks and a
-# 60 s cold start, 56 at 180 s; 150 at the sandbox's 2 s ticks). It once kept one per 10 s by
+# looks (NOISE_S, or RISE_HORIZONS + 1 horizons for long cold starts: 25 samples at 15 s ticks and a
+# 60 s cold start, 57 at 180 s; 151 at the sandbox's 2 s ticks). It once kept one per 10 s by
 # replacing the latest sample while it was younger than that, so ticks under 10 s kept one sample in
 # all and measured no noise, trend or rise; thinned to one per 10 s instead, the sandbox's short
 # history read its two load steps as noise (20-30 rps on a 10 rps phase).
