@@ -159,7 +159,7 @@ def test_rate_history_is_one_sample_per_tick_bounded_by_time(tick):
     s = State()
     for i in range(400):
         s = D.learn(s, ok(100), Replicas(1, 1), pol, i * tick, 100.0)
-    memory = max(D.NOISE_S, (D.RISE_HORIZONS + 1) * D.plan_horizon(State(), pol, pol.interval_s))
+    memory = D.signals.rate_memory(State(), pol)
     assert len(s.rates) == math.floor(memory / tick) + 1  # every tick within the memory
     assert s.rates[-1][0] == 399 * tick
     # ticks under 10 s once kept one sample in all (the latest replaced the one before while it

@@ -138,7 +138,7 @@ def test_history_keeps_only_what_a_window_maximum_needs():
     for k in range(100):  # a steady service for 25 minutes
         st = decide(ok(600, batch=8.0), Replicas(3, 3), POLICY, st, 15.0 * k).state
     assert len(st.recommendations) <= 3
-    memory = max(D.NOISE_S, (D.RISE_HORIZONS + 1) * D.plan_horizon(st, POLICY, POLICY.interval_s))
+    memory = D.signals.rate_memory(st, POLICY)
     assert len(st.to_dict()["rates"]) <= memory / POLICY.interval_s + 1
 
 

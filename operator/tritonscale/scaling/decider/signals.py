@@ -93,14 +93,19 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
         # stays the lowest of its bin for BATCH_SAMPLE_TTL_S, 15% off the capacity.
         full_ms = 1000.0 * policy.max_batch_size * ready / obs.recent_served_rps
         state = replace(state, batch_samples=add_batch_sample(state.batch_samples, full_batch, full_ms, now))
-    memory = max(C.NOISE_S, (C.RISE_HORIZONS + 1) * plan_horizon(state, policy, policy.interval_s))
-    rates = tuple(e for e in state.rates if now - e[0] <= memory)
+    rates = tuple(e for e in state.rates if now - e[0] <= rate_memory(state, policy))
     if rates and now - rates[-1][0] < 0.5 * policy.interval_s:
         rates = rates[:-1]  # a tick out of turn (within half an interval of the last) replaces it
     rates += ((now, rate, rate),)  # what the plan bought is filled in once made (see decide)
     pending = ((sampled_at(obs, now), obs.pending, float(ready), growth, obs.pending_min or 0.0)
                if obs.pending is not None else None)
     return replace(state, rates=rates, last_pending=pending)
+
+
+def rate_memory(state: State, policy: Policy) -> float:
+    """How far back the rate history reaches (s): as far as the longest of its readers looks --
+    the noise (NOISE_S), or RISE_HORIZONS + 1 horizons of rises for long cold starts."""
+    return max(C.NOISE_S, (C.RISE_HORIZONS + 1) * plan_horizon(state, policy, policy.interval_s))
 
 
 def learn_cold_start(state: State, replicas: Replicas) -> State:
@@ -306,8 +311,8 @@ def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0
     return plan, horizon
 
 
-def level(d: Demand, state: State, now: float, span: float = C.LEVEL_S) -> float:
-    """The rate now: the mean over ``span`` (the policy's rate window, a minute by default), or the
+def level(d: Demand, state: State, now: float, span: float) -> float:
+    """The rate now: the mean over ``span`` (the policy's rate window, ``Policy.window_s``), or the
     latest sample if higher."""
     recent = [e[1] for e in state.rates if now - e[0] <= span] or [d.rate]
     return max(d.rate, sum(recent) / len(recent))
