@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from tritonscale.simulate.metrics_view import PromConfig, mean_concurrency, observe, pod_utilisation, request_rate
+from tritonscale.simulate.metrics_view import (
+    PromConfig,
+    _area_below,
+    mean_concurrency,
+    observe,
+    pod_utilisation,
+    request_rate,
+)
 from tritonscale.simulate.replica import BatcherConfig, Replica
 
 # One scrape grid from t = 0 (no per-target offsets): the exact figures below assume it.
@@ -78,6 +85,20 @@ def test_mean_concurrency_obeys_littles_law() -> None:
     inside = (t > 100) & (t < 200)
     expected = 200.0 * r.latencies()[inside].mean()
     assert mean_concurrency([r], 100.0, 200.0) == pytest.approx(expected, rel=0.03)
+
+
+@pytest.mark.parametrize(("t0", "t1"), [(0.0, 10.0), (3.3, 3.3), (-5.0, 0.5), (2.0, 7.25), (9.5, 20.0)])
+def test_area_below_is_the_integral_of_the_count(t0: float, t1: float) -> None:
+    # the compiled sum against the integral of #{x_i <= t} over [t0, t1] taken on a fine grid of t,
+    # and against numpy's form of the same sum (the kernel adds in a different order)
+    x = np.sort(np.random.default_rng(2).uniform(0.0, 10.0, 5_000))
+    grid = np.linspace(t0, t1, 200_001)
+    counted = np.searchsorted(x, grid, side="right")
+    numeric = float(np.sum((counted[1:] + counted[:-1]) / 2.0 * np.diff(grid)))
+    i0, i1 = np.searchsorted(x, [t0, t1], side="right")
+    exact = i0 * (t1 - t0) + float(np.sum(t1 - x[i0:i1]))
+    assert _area_below(x, t0, t1) == pytest.approx(exact, rel=1e-12, abs=1e-12)
+    assert _area_below(x, t0, t1) == pytest.approx(numeric, rel=1e-3, abs=1e-9)
 
 
 def test_utilisation_is_the_duty_cycle() -> None:

@@ -185,3 +185,61 @@ def test_md1_p95_capacity_matches_erlangs_formula():
     assert md1_wait_cdf(0.02, 10.0, 10.0) == pytest.approx(0.8 * math.exp(0.2))
     assert md1_p95_capacity(10.0, 9.0) == 0.0  # the service alone misses the target
     assert md1_p95_capacity(10.0, 10.0) == pytest.approx(5.0)  # no wait allowed: P(W = 0) = 1 - rho = 0.95
+
+
+def numpy_sync(self: Replica) -> None:
+    """The bookkeeping ``Replica.sync`` did in numpy before it was compiled: the specification."""
+    nb = self._nb
+    if nb == 0:
+        return
+    st_all = self._bstart[:nb].copy()
+    sz_all = self._bsize[:nb].copy()
+    run = sz_all > 0
+    count = np.abs(sz_all)
+    m = int(count.sum())
+    en_all = np.where(run, st_all + self._a + self._b * sz_all, st_all)
+    st, sz, en = st_all[run], sz_all[run], en_all[run]
+    prev_busy = self.batch_busy_cum.a[self.batch_busy_cum.n - 1] if self.batch_busy_cum.n else 0.0
+    prev_size = self.batch_size_cum.a[self.batch_size_cum.n - 1] if self.batch_size_cum.n else 0.0
+    prev_exit = self.exit_cum.a[self.exit_cum.n - 1] if self.exit_cum.n else 0.0
+    prev_queue = self.batch_queue_cum.a[self.batch_queue_cum.n - 1] if self.batch_queue_cum.n else 0.0
+    prev_reject = self.reject_cum.a[self.reject_cum.n - 1] if self.reject_cum.n else 0.0
+    n0 = self.req_end.n
+    waited = np.repeat(st_all, count) - self.arrivals.a[n0:n0 + m]  # queue seconds per request
+    per_batch = np.add.reduceat(waited, np.concatenate(([0], np.cumsum(count)[:-1])))
+    self.batch_queue_cum.extend(prev_queue + np.cumsum(per_batch[run]))
+    if not run.all():
+        self.reject_time.extend(st_all[~run])
+        self.reject_cum.extend(prev_reject + np.cumsum(count[~run]))
+    self.batch_start.extend(st)
+    self.batch_end.extend(en)
+    self.batch_busy_cum.extend(prev_busy + np.cumsum(en - st))
+    self.batch_size_cum.extend(prev_size + np.cumsum(sz))
+    self.exit_time.extend(st_all)
+    self.exit_cum.extend(prev_exit + np.cumsum(count))
+    self.req_start.extend(np.repeat(st_all, count))
+    self.req_end.extend(np.repeat(en_all, count))
+    self.req_rejected.extend(np.repeat((~run).astype(float), count))
+    self._nb = 0
+
+
+GROWN = ("arrivals", "req_start", "req_end", "req_rejected", "exit_time", "exit_cum", "batch_start", "batch_end",
+         "batch_busy_cum", "batch_size_cum", "batch_queue_cum", "reject_time", "reject_cum")
+
+
+@pytest.mark.parametrize("cfg", [BatcherConfig(max_queue_delay_ms=5.0, preferred=(4, 8), queue_timeout_ms=150.0),
+                                 BatcherConfig()])
+@pytest.mark.parametrize("step", [None, 0.3])
+def test_compiled_sync_keeps_the_books_numpy_did_to_the_bit(monkeypatch: pytest.MonkeyPatch, cfg: BatcherConfig,
+                                                             step: float | None) -> None:
+    # Overload (rejections with the timeout, long batches of rejected requests) and light load,
+    # synced once at the end or every 0.3 s: every array equal, bit for bit, to numpy's (the
+    # kernel reproduces numpy's pairwise sums, so the suite's figures did not move).
+    t = np.concatenate([poisson(250.0, 8_000, seed=5), poisson(400.0, 8_000, seed=6) + 40.0])
+    compiled = serve(cfg, t, step)
+    monkeypatch.setattr(Replica, "sync", numpy_sync)
+    reference = serve(cfg, t, step)
+    assert len(reference.batch_start.view) > 1000
+    assert (reference.reject_cum.n > 0) == (cfg.queue_timeout_ms is not None)
+    for name in GROWN:
+        assert np.array_equal(getattr(compiled, name).view, getattr(reference, name).view), name

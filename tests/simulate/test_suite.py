@@ -64,6 +64,20 @@ def test_rejected_requests_are_misses_so_shedding_cannot_raise_attainment():
     assert np.isinf(wp[0]) or wp[0] > 100.0  # the window misses: rejects count as misses
 
 
+def test_window_p95_per_window_of_arrival():
+    # four 60 s windows: 100 requests at 10 ms, none, 100 with 6 rejected (over 5%: inf), and 100
+    # at 30 ms plus 100 at 40 ms arriving past the horizon, which count in the last window
+    t = np.concatenate([np.linspace(0.0, 59.9, 100), np.linspace(120.0, 179.9, 100), np.linspace(180.0, 239.9, 100),
+                        np.linspace(240.0, 299.0, 100)])
+    lat = np.concatenate([np.full(100, 0.010), np.r_[np.full(94, 0.020), np.full(6, np.inf)], np.full(100, 0.030),
+                          np.full(100, 0.040)])
+    wp = window_p95_ms(t, lat, 60.0, 210.0)
+    assert len(wp) == 4
+    assert wp[0] == pytest.approx(10.0) and np.isnan(wp[1]) and np.isinf(wp[2])
+    assert wp[3] == pytest.approx(40.0)  # 95% of 30 ms and 40 ms alike reads 40
+    assert window_p95_ms(t[:100], lat[:100], 60.0, 0.0).tolist() == [pytest.approx(10.0)]
+
+
 def _row(policy, att, hours, peak=4):
     return Row(policy, att, 60, round((1 - att) * 60), hours, hours / 5.0, peak, peak / 4, 0, 0, 50.0)
 

@@ -97,8 +97,8 @@ class Benchmark:
 
 def outcome(run: RunResult, slo_ms: float) -> Outcome:
     grid = np.arange(0.0, run.horizon, TIMELINE_STEP_S)
-    return Outcome(summarise(run, slo_ms),
-                   window_p95_ms(run.arrival, run.latency, ATTAINMENT_WINDOW_S, run.horizon),
+    wp = window_p95_ms(run.arrival, run.latency, ATTAINMENT_WINDOW_S, run.horizon)
+    return Outcome(summarise(run, slo_ms, window_p95=wp), wp,
                    grid, run.replicas_over_time(grid), run.replicas_over_time(grid, ready_only=True), run.ticks)
 
 

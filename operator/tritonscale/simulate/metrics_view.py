@@ -58,6 +58,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from tritonscale.scaling.decider import Observation
 from tritonscale.simulate.replica import Replica
@@ -274,11 +275,17 @@ def request_rate(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: 
     return rates.success if rates.series else None
 
 
-def _area_below(x: np.ndarray, t0: float, t1: float) -> float:
-    """Integral over [t0, t1] of #{x_i <= t}, for sorted x."""
-    i0 = int(np.searchsorted(x, t0, side="right"))
-    i1 = int(np.searchsorted(x, t1, side="right"))
-    return i0 * (t1 - t0) + float(np.sum(t1 - x[i0:i1]))
+@njit(cache=True)
+def _area_below(x: np.ndarray, t0: float, t1: float) -> float:  # pragma: no cover
+    """Integral over [t0, t1] of #{x_i <= t}, for sorted x: i0 (t1 - t0) plus the sum of t1 - x_i
+    over the x_i in (t0, t1]. Compiled: the KPA asks for it per pod every 2 s, and as numpy
+    calls it took a fifth of a scenario's time."""
+    i0 = np.searchsorted(x, t0, side="right")
+    i1 = np.searchsorted(x, t1, side="right")
+    total = 0.0
+    for i in range(i0, i1):
+        total += t1 - x[i]
+    return float(i0 * (t1 - t0) + total)
 
 
 def mean_concurrency(pods: Sequence[Replica], t0: float, t1: float) -> float:

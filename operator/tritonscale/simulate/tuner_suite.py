@@ -125,8 +125,8 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, quick: bool = False) -> TunerSc
         opts = Options(slo, cl, seed=sc.seed, batching_tuner=tuner)
         policy = build("tritonscale", opts, cal, fair_start(needs, opts))
         result = simulate(arr, policy, cl, horizon)
-        s = summarise(result, slo)
         wp = window_p95_ms(result.arrival, result.latency, ATTAINMENT_WINDOW_S, result.horizon)
+        s = summarise(result, slo, window_p95=wp)
         late = wp[int(SETTLE_S // ATTAINMENT_WINDOW_S):]
         late = late[~np.isnan(late)]
         settled = float(np.mean(late <= slo)) if len(late) else 1.0
