@@ -29,7 +29,9 @@ rejected request never runs; it counts as a failure in the metrics
 The replica is the one mutable object of the simulator, for speed: ``advance`` walks
 batches (not requests) in a loop compiled with numba (``_form_batches``; in plain Python,
 ~1 us per batch, it took a third of the suite's time), and per-request numbers are
-derived afterwards with numpy. Requests are served FIFO, so completions are sorted.
+derived afterwards by a second compiled loop (``_record_batches``, which replaced some twenty
+numpy calls per sync; with two smaller changes, the whole suite went from 893 s to 384 s).
+Requests are served FIFO, so completions are sorted.
 """
 
 from __future__ import annotations
