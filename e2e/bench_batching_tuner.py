@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))  # run
 
 from tritonscale.simulate import traffic, tuner_suite  # noqa: E402
 from tritonscale.simulate.suite import DEFAULT_TRACE, SuiteConfig  # noqa: E402
+from tritonscale.simulate.suite_command import stderr_progress  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,7 +43,7 @@ def main() -> int:
     cfg = SuiteConfig(classes=classes, cold_starts=(args.cold_start,), slos=tuple(args.slos.split(",")),
                       seeds=tuple(int(s) for s in args.seeds.split(",")), trace_path=str(trace), jobs=args.jobs)
     started = time.perf_counter()
-    results = tuner_suite.run_tuner_suite(cfg)
+    results = tuner_suite.run_tuner_suite(cfg, progress=stderr_progress("bench_batching_tuner", started))
     print(tuner_suite.text(results))
     print(f"\nwall time: {time.perf_counter() - started:.0f} s on {os.cpu_count()} CPU(s), {cfg.jobs} worker(s)")
     if args.json:

@@ -35,6 +35,7 @@ from tritonscale.simulate.suite import (  # noqa: E402
     run_suite,
     to_dict,
 )
+from tritonscale.simulate.suite_command import stderr_progress  # noqa: E402
 
 TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
 
@@ -92,7 +93,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    results = run_suite(cfg)
+    results = run_suite(cfg, progress=stderr_progress("bench_suite", started))
     wall = time.perf_counter() - started
     text = (suite_report.text(cfg, results)
             + f"\n\nwall time: {wall:.1f} s on {os.cpu_count()} CPU(s), {cfg.jobs} worker(s)\n")

@@ -210,3 +210,47 @@ def test_quick_suite_in_ci(capsys, tmp_path):
 def test_a_rerun_refuses_what_is_not_a_suite_result(doc):
     with pytest.raises(ValueError, match="not a suite result"):
         suite_rerun.config_from_json(doc, None)
+
+
+def _square_after(item, cfg):  # a fork_map worker: the later items finish first
+    import time
+    time.sleep(0.05 * (3 - item))
+    return item * item
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_fork_map_tells_progress_as_items_finish_and_keeps_the_items_order(jobs):
+    told = []
+    out = suite.fork_map(_square_after, [0, 1, 2, 3], SuiteConfig(), jobs, progress=lambda d, t: told.append((d, t)))
+    assert out == [0, 1, 4, 9]
+    assert told == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+def test_progress_on_stderr_at_the_first_each_tenth_and_the_last(capsys):
+    from tritonscale.simulate.suite_command import stderr_progress
+
+    report = stderr_progress("suite", started=0.0)
+    for done in range(1, 127):
+        report(done, 126)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(",")[0] for line in lines] == [
+        f"suite: {d}/126 scenarios done" for d in (1, 13, 26, 38, 51, 63, 76, 89, 101, 114, 126)]
+    assert all(line.endswith(" s") for line in lines)
+
+
+def _fail_first(item, cfg):
+    import time
+    n, where = item
+    (where / f"started-{n}").touch()
+    if n == 0:
+        raise ValueError("item 0 is bad")
+    time.sleep(1.0)
+    return n
+
+
+def test_fork_map_stops_at_a_failed_item_without_running_the_rest(tmp_path):
+    with pytest.raises(ValueError, match="item 0 is bad"):
+        suite.fork_map(_fail_first, [(n, tmp_path) for n in range(8)], SuiteConfig(), 2)
+    # item 0 fails at once; the other worker may have started one or two items by then, and the
+    # queued rest are cancelled, not run before the error is raised
+    assert len(list(tmp_path.glob("started-*"))) <= 3

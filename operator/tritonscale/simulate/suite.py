@@ -28,7 +28,7 @@ import math
 import multiprocessing
 import statistics
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -253,19 +253,37 @@ def _call(item: Any) -> Any:
     return _WORK["fn"](item, _WORK["cfg"])
 
 
+# Told (done, total) as each item of a fork_map finishes: the suites take minutes.
+Progress = Callable[[int, int], None]
+
+
 def fork_map(fn: Callable[[Any, SuiteConfig], Any], items: Sequence[Any], cfg: SuiteConfig, jobs: int,
-             order: Sequence[int] | None = None) -> list[Any]:
+             order: Sequence[int] | None = None, progress: Progress | None = None) -> list[Any]:
     """``fn(item, cfg)`` for each item, in worker processes (fork) when ``jobs`` > 1, results in the
     items' order. ``fn`` and ``cfg`` are inherited by the workers, not pickled; ``order``: the
-    indexes in the order to start them (the largest first)."""
+    indexes in the order to start them (the largest first); ``progress``: called with (items done,
+    items) as each finishes."""
+    tell = progress or (lambda done, total: None)
     jobs = max(1, min(jobs, len(items)))
     if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [fn(item, cfg) for item in items]
+        out = []
+        for item in items:
+            out.append(fn(item, cfg))
+            tell(len(out), len(items))
+        return out
     idx = list(order) if order is not None else list(range(len(items)))
     _WORK.update(fn=fn, cfg=cfg)
     try:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            done = dict(zip(idx, pool.map(_call, [items[i] for i in idx]), strict=True))
+            futures = {pool.submit(_call, items[i]): i for i in idx}
+            done: dict[int, Any] = {}
+            try:
+                for future in as_completed(futures):
+                    done[futures[future]] = future.result()
+                    tell(len(done), len(items))
+            except BaseException:  # a failed item (or ^C): the rest would only be waited for
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
     finally:
         _WORK.clear()
     return [done[i] for i in range(len(items))]
@@ -282,12 +300,13 @@ def prepare(cfg: SuiteConfig, todo: Sequence[Scenario]) -> None:
         _calibration(cfg.batcher, cfg.slo_ms(level))
 
 
-def run_suite(cfg: SuiteConfig, scenarios: Sequence[Scenario] | None = None) -> list[ScenarioResult]:
+def run_suite(cfg: SuiteConfig, scenarios: Sequence[Scenario] | None = None,
+              progress: Progress | None = None) -> list[ScenarioResult]:
     todo = list(scenarios if scenarios is not None else cfg.scenarios())
     prepare(cfg, todo)
     # the trace class is the largest: start it first
     order = sorted(range(len(todo)), key=lambda i: todo[i].cls != "trace")
-    return fork_map(run_scenario, todo, cfg, cfg.jobs, order)
+    return fork_map(run_scenario, todo, cfg, cfg.jobs, order, progress)
 
 
 # -- scoring across scenarios ------------------------------------------------------------------

@@ -21,6 +21,7 @@ from tritonscale.simulate.suite import (
     QUICK_COLD_STARTS,
     QUICK_SEEDS,
     QUICK_SLOS,
+    Progress,
     ScenarioResult,
     SuiteConfig,
     check,
@@ -148,9 +149,26 @@ def write_decisions(results: list[ScenarioResult], path: str) -> None:
                 first=("scenario",))
 
 
+def stderr_progress(what: str, started: float) -> Progress:
+    """A ``Progress`` that tells stderr how many scenarios are done and the seconds since
+    ``started``: after the first, at each tenth of the run, and at the last. A whole suite takes
+    minutes, and stdout carries only the report (or the JSON)."""
+    shown = [-1]
+
+    def report(done: int, total: int) -> None:
+        tenth = done * 10 // total
+        if tenth > shown[0]:
+            shown[0] = tenth
+            print(f"{what}: {done}/{total} scenarios done, {time.perf_counter() - started:.0f} s", file=sys.stderr,
+                  flush=True)
+
+    return report
+
+
 def run_tuner(args: argparse.Namespace, cfg: SuiteConfig, started: float) -> int:
     """--suite --batching-tuner: the tuner's evaluation (``tuner_suite.py``) instead of the policies'."""
-    results = tuner_suite.run_tuner_suite(cfg, quick=args.suite == "quick")
+    results = tuner_suite.run_tuner_suite(cfg, quick=args.suite == "quick",
+                                          progress=stderr_progress("suite --batching-tuner", started))
     if args.json:
         print(json.dumps(tuner_suite.to_dict(results, cfg.ranges), indent=1))
     else:
@@ -167,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = config_from_args(args)
         if args.batching_tuner:
             return run_tuner(args, cfg, started)
-        results = run_suite(cfg)
+        results = run_suite(cfg, progress=stderr_progress("suite", started))
         if args.plot:
             suite_report.plot(results, args.plot)
         if args.decisions:

@@ -31,6 +31,7 @@ from tritonscale.simulate.engine import simulate
 from tritonscale.simulate.policies.oracle import window_needs
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, summarise, window_p95_ms
 from tritonscale.simulate.suite import (
+    Progress,
     Scenario,
     SuiteConfig,
     _calibration,
@@ -136,10 +137,10 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, quick: bool = False) -> TunerSc
 
 
 def run_tuner_suite(cfg: SuiteConfig, scenarios: Sequence[Scenario] | None = None,
-                    quick: bool = False) -> list[TunerScenario]:
+                    quick: bool = False, progress: Progress | None = None) -> list[TunerScenario]:
     todo = list(scenarios if scenarios is not None else cfg.scenarios())
     prepare(cfg, todo)
-    return fork_map(partial(run_scenario, quick=quick), todo, cfg, cfg.jobs)
+    return fork_map(partial(run_scenario, quick=quick), todo, cfg, cfg.jobs, progress=progress)
 
 
 def text(results: Sequence[TunerScenario], per_scenario: bool = True) -> str:
