@@ -30,11 +30,20 @@ ATTAINMENT_WINDOW_S = 60.0
 _REJECTED_S = 1e12
 
 
+def _stand_in(latency_s: np.ndarray) -> np.ndarray:
+    """Latencies with each inf (rejected) replaced by the finite stand-in ``_REJECTED_S``."""
+    return np.where(np.isinf(latency_s), _REJECTED_S, latency_s)
+
+
+def _ms_or_inf(quantile_s: np.ndarray) -> np.ndarray:
+    """Quantiles of stand-in latencies, in ms: those that landed on the stand-in back to inf."""
+    out = quantile_s * 1000.0
+    return np.where(out >= _REJECTED_S * 1000.0 / 2, np.inf, out)
+
+
 def quantiles_ms(latency_s: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     """Quantiles in ms of latencies in seconds, where inf (rejected) stays inf."""
-    lat = np.where(np.isinf(latency_s), _REJECTED_S, latency_s)
-    out = np.quantile(lat, qs) * 1000.0
-    return np.where(out >= _REJECTED_S * 1000.0 / 2, np.inf, out)
+    return _ms_or_inf(np.quantile(_stand_in(latency_s), qs))
 
 
 def window_p95_ms(arrival: np.ndarray, latency: np.ndarray, window_s: float, horizon: float) -> np.ndarray:
@@ -45,13 +54,13 @@ def window_p95_ms(arrival: np.ndarray, latency: np.ndarray, window_s: float, hor
     # arrival is sorted: each window's requests are a slice, bounded where arrival // window_s steps
     edges = np.arange(1, nw) * window_s
     bounds = np.concatenate(([0], np.searchsorted(arrival, edges, side="left"), [len(arrival)]))
-    lat = np.where(np.isinf(latency), _REJECTED_S, latency)
+    lat = _stand_in(latency)
     out = np.full(nw, np.nan)
     for w in range(nw):
         lo, hi = bounds[w], bounds[w + 1]
         if hi > lo:
-            out[w] = np.quantile(lat[lo:hi], 0.95) * 1000.0
-    return np.where(out >= _REJECTED_S * 1000.0 / 2, np.inf, out)
+            out[w] = np.quantile(lat[lo:hi], 0.95)
+    return _ms_or_inf(out)
 
 
 @dataclass(frozen=True)
