@@ -173,6 +173,23 @@ def md1_wait_cdf(rate_per_ms: float, service_ms: float, wait_ms: float) -> float
     return min(1.0, max(0.0, (1.0 - rho) * total))
 
 
+def md1_p95_wait_ms(rate_per_ms: float, service_ms: float) -> float | None:
+    """The 95th percentile of the wait in an M/D/1 queue at this rate (0 while 95% wait for
+    nothing); None when overloaded or beyond the exact formula's reach."""
+    if service_ms <= 0.0 or rate_per_ms * service_ms >= 1.0:
+        return None
+    if md1_wait_cdf(rate_per_ms, service_ms, 0.0) >= 0.95:
+        return 0.0
+    hi = _MD1_MAX_SERVICES * service_ms
+    if md1_wait_cdf(rate_per_ms, service_ms, hi) < 0.95:
+        return None
+    lo = 0.0
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if md1_wait_cdf(rate_per_ms, service_ms, mid) >= 0.95 else (mid, hi)
+    return hi
+
+
 def md1_p95_capacity(service_ms: float, target_ms: float) -> float:
     """Requests per second an M/D/1 queue serves with its 95th-percentile sojourn (wait + service)
     within ``target_ms`` (0 when the service alone exceeds it, or the target is beyond the exact

@@ -7,7 +7,13 @@ import math
 from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
-from tritonscale.scaling.decider.batcher_model import capacity_at_target, greedy_p95_capacity, saturation_rps
+from tritonscale.scaling.decider.batcher_model import (
+    capacity_at_target,
+    greedy_p95_capacity,
+    md1_p95_capacity,
+    md1_p95_wait_ms,
+    saturation_rps,
+)
 from tritonscale.scaling.decider.model import Observation, Policy, State
 
 
@@ -105,6 +111,59 @@ def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: floa
     return replace(state, capacity_rps=cap, capacity_ceiling_rps=ceiling)
 
 
+def ready_held(state: State, ready: int) -> bool:
+    """The last tick saw the same number of ready replicas: the interval's rates were served by them."""
+    last = state.last_pending
+    return last is not None and len(last) > 2 and last[2] == ready
+
+
+def learn_queueing(state: State, obs: Observation, ready: int, current: int, policy: Policy, now: float) -> State:
+    """For a model that does not batch (maxBatchSize <= 1): how much the traffic queues against the
+    M/D/1 model its capacity comes from (Poisson arrivals) -- the p95 wait observed over the rate
+    window over the model's p95 wait at the rate each ready replica served, at most 1 (never
+    below the model). The routing decides it: round-robin per request makes each replica's
+    arrivals far more regular than Poisson (over 8 replicas the simulated replica serves about
+    three times the M/D/1 capacity at a target of two service times), a random or per-connection
+    split leaves them Poisson. Measured only while no pod is starting and the ready count held
+    since the last tick (the window's p95 is then this fleet's), and only where the model queues
+    enough for a ratio to mean something (QUEUEING_MIN_WAIT_SERVICES); each kept for NOISE_S."""
+    kept = tuple(e for e in state.queueing if now - e[0] <= C.NOISE_S)
+    cost = batch_cost(state.batch_samples) if policy.max_batch_size <= 1 else None
+    if (cost is None or obs.p95_ms is None or not obs.rps or ready <= 0 or ready != current
+            or not ready_held(state, ready)):
+        return state if kept == state.queueing else replace(state, queueing=kept)
+    service = cost[0] + cost[1]
+    per = obs.rps / ready
+    model = md1_p95_wait_ms(per / 1000.0, service)
+    if model is None or model < C.QUEUEING_MIN_WAIT_SERVICES * service:
+        return replace(state, queueing=kept)
+    ratio = min(1.0, max(0.0, obs.p95_ms - service) / model)
+    return replace(state, queueing=(kept + ((now, ratio, per),))[-C.MAX_QUEUEING_SAMPLES:])
+
+
+def unbatched_capacity(state: State, cost: tuple[float, float], target: float, share: float | None) -> float | None:
+    """The capacity of a model that does not batch, with the queueing it was measured to see
+    (``learn_queueing``: the median ratio of the last NOISE_S, once there are three -- a window
+    that held a burst does not undo the rest): the rate at which the M/D/1 model's p95 wait is
+    the target's slack over that ratio. The decider plans at UTILISATION of it, as of the p95
+    figure it falls back on without batch statistics: it is an estimate, and the share covers
+    its error. At most ``share`` of saturation (UTILISATION when not given), and at most
+    MAX_EXTRAPOLATION times the highest rate per replica it was measured at: the ratio holds
+    near the loads it was seen at, and the next measurements, at the higher load, tell whether
+    it still does. None without enough measurements."""
+    if len(state.queueing) < 3:
+        return None
+    ratios = sorted(e[1] for e in state.queueing)
+    ratio = ratios[len(ratios) // 2]
+    service = cost[0] + cost[1]
+    top = (C.UTILISATION if share is None else share) * saturation_rps(cost, 1)
+    slack = target - service
+    rate = md1_p95_capacity(service, service + slack / ratio) if ratio > 0 and slack > 0 else 0.0
+    if ratio <= 0 or rate <= 0.0:  # no queueing seen, or a wait beyond the exact formula's reach
+        rate = top
+    return min(rate, top, C.MAX_EXTRAPOLATION * max(e[2] for e in state.queueing))
+
+
 def capacity(state: State, policy: Policy, target: float,
              obs: Observation | None = None, share: float | None = None) -> tuple[float | None, str]:
     """Per-replica requests per second at the target, and where the figure comes from; None while
@@ -119,6 +178,13 @@ def capacity(state: State, policy: Policy, target: float,
         sizes = [e[0] for e in samples]
         known = (policy.max_batch_size <= 1 or max(sizes) - min(sizes) >= C.MIN_BATCH_SPREAD
                  or max(sizes) >= 0.9 * policy.max_batch_size)
+        if known and policy.max_batch_size <= 1:
+            modelled = batch_capacity(cost, policy.max_batch_size, target, policy.queue_delay_ms,
+                                      policy.preferred_batch_sizes, share)
+            learned = unbatched_capacity(state, cost, target, share)
+            if learned is not None and learned > modelled:  # never below the Poisson model
+                return learned, "batch cost, queueing observed"
+            return modelled, "batch cost"
         if known:
             return batch_capacity(cost, policy.max_batch_size, target, policy.queue_delay_ms,
                                   policy.preferred_batch_sizes, share), "batch cost"

@@ -7,7 +7,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from tritonscale.scaling.decider import constants as C
-from tritonscale.scaling.decider.capacity import _learn_p95_capacity, add_batch_sample
+from tritonscale.scaling.decider.capacity import _learn_p95_capacity, add_batch_sample, learn_queueing, ready_held
 from tritonscale.scaling.decider.model import Observation, Policy, Replicas, State
 
 
@@ -48,18 +48,13 @@ def sampled_at(obs: Observation, now: float) -> float:
     return obs.pending_at if obs.pending_at is not None else now
 
 
-def _ready_held(state: State, ready: int) -> bool:
-    """The last tick saw the same number of ready replicas: the interval's rates were served by them."""
-    last = state.last_pending
-    return last is not None and len(last) > 2 and last[2] == ready
-
-
 def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, now: float, rate: float,
           growth: float = 0.0) -> State:
     """Update the memory: batch samples, p95 capacity (fallback), cold start, rate history, rises."""
     target = float(policy.target_p95_ms or 0.0)
     ready = min(replicas.ready, replicas.current) if replicas.current > 0 else replicas.ready
     state = _learn_p95_capacity(state, obs, ready, target, policy.tolerance)
+    state = learn_queueing(state, obs, ready, replicas.current, policy, now)
     if obs.batch_size and obs.batch_ms and obs.batch_size > 0 and obs.batch_ms > 0:
         # Triton adds a batch's compute time to each request in it, so batch_ms is request-weighted:
         # a + b*E[n^2]/E[n], high by b*Var(n)/n when batch sizes vary (by 28% in the slope for a
@@ -68,7 +63,7 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
         # busy, where the variance is largest. The tighter of the two, while the ready count held
         # (replicas that came or went within the interval would be counted wrongly).
         batch_ms = obs.batch_ms
-        if obs.recent_served_rps and ready > 0 and _ready_held(state, ready):
+        if obs.recent_served_rps and ready > 0 and ready_held(state, ready):
             batch_ms = min(batch_ms, 1000.0 * obs.batch_size * ready / obs.recent_served_rps)
         prev = state.last_batch_size
         steady = prev is not None and abs(obs.batch_size - prev) <= C.BATCH_STEADY_CHANGE * prev
@@ -81,7 +76,7 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     full_batch = float(policy.max_batch_size)
     last = state.last_pending
     if (obs.recent_served_rps and ready > 0 and policy.max_batch_size > 1 and (obs.pending_min or 0.0) >= full_batch
-            and last is not None and len(last) > 4 and last[4] >= full_batch and _ready_held(state, ready)):
+            and last is not None and len(last) > 4 and last[4] >= full_batch and ready_held(state, ready)):
         # At least a full batch waited on every replica (on the least-queued one: ``pending_min``)
         # at both ends of the last interval: each ran full batches back to back, so the served rate
         # per replica is the saturation rate -- a sample at maxBatchSize from the first overloaded
