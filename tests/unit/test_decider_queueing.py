@@ -49,11 +49,11 @@ def _per(rho: float) -> float:
 @pytest.mark.parametrize(("state", "policy", "observation", "replicas", "expect"), [
     # half the model's wait at 50% busy on each of 4 ready replicas: a ratio of 0.5, at that rate
     (STEADY, UNBATCHED, obs(4 * _per(0.5), SERVICE + 0.5 * md1_p95_wait_ms(0.5 / SERVICE, SERVICE)),
-     Replicas(4, 4), (0.5, _per(0.5))),
+     Replicas(4, 4), (0.5, _per(0.5), 4.0)),
     # more queueing than Poisson (a burst in the window): counted as the model, never above it
-    (STEADY, UNBATCHED, obs(4 * _per(0.5), 500.0), Replicas(4, 4), (1.0, _per(0.5))),
+    (STEADY, UNBATCHED, obs(4 * _per(0.5), 500.0), Replicas(4, 4), (1.0, _per(0.5), 4.0)),
     # no queueing at all where the model has some: 0
-    (STEADY, UNBATCHED, obs(4 * _per(0.5), SERVICE - 1), Replicas(4, 4), (0.0, _per(0.5))),
+    (STEADY, UNBATCHED, obs(4 * _per(0.5), SERVICE - 1), Replicas(4, 4), (0.0, _per(0.5), 4.0)),
     # the model queues too little at 4% busy for a ratio to mean anything
     (STEADY, UNBATCHED, obs(4 * _per(0.04), SERVICE), Replicas(4, 4), None),
     # a batching model: its capacity model is the batcher's, not M/D/1
@@ -77,13 +77,13 @@ def test_learn_queueing(state, policy, observation, replicas, expect):
 
 
 def test_learn_queueing_forgets_after_the_noise_window():
-    old = replace(STEADY, queueing=((0.0, 0.2, 10.0), (200.0, 0.3, 10.0)))
+    old = replace(STEADY, queueing=((0.0, 0.2, 10.0, 4.0), (200.0, 0.3, 10.0, 4.0)))
     got = learn_queueing(old, obs(0.0, None), 4, 4, UNBATCHED, D.NOISE_S + 100.0).queueing
-    assert got == ((200.0, 0.3, 10.0),)
+    assert got == ((200.0, 0.3, 10.0, 4.0),)
 
 
-def _with(*ratios: float, per: float = 30.0) -> State:
-    return replace(STEADY, queueing=tuple((float(i), k, per) for i, k in enumerate(ratios)))
+def _with(*ratios: float, per: float = 30.0, fleet: float = 4.0) -> State:
+    return replace(STEADY, queueing=tuple((float(i), k, per, fleet) for i, k in enumerate(ratios)))
 
 
 def test_unbatched_capacity_needs_three_measurements():
@@ -102,6 +102,30 @@ def test_unbatched_capacity_needs_three_measurements():
 ])
 def test_unbatched_capacity(ratios, per, expect):
     assert unbatched_capacity(_with(*ratios, per=per), (11.0, 11.0), TARGET, None) == pytest.approx(expect)
+
+
+def test_a_ratio_counts_larger_for_a_smaller_fleet():
+    # round-robin over 4 replicas makes each one's arrivals regular: every 4th arrival of a
+    # Poisson stream queues about a quarter as much; over 2, half as much; one sees Poisson
+    state = _with(0.25, 0.25, 0.25)
+    four = unbatched_capacity(state, (11.0, 11.0), TARGET, None, fleet=4)
+    assert four == pytest.approx(md1_p95_capacity(SERVICE, SERVICE + 4 * (TARGET - SERVICE)))
+    assert unbatched_capacity(state, (11.0, 11.0), TARGET, None, fleet=8) == four  # no credit unseen
+    assert unbatched_capacity(state, (11.0, 11.0), TARGET, None) == four
+    two = unbatched_capacity(state, (11.0, 11.0), TARGET, None, fleet=2)
+    assert two == pytest.approx(md1_p95_capacity(SERVICE, SERVICE + 2 * (TARGET - SERVICE)))
+    one = unbatched_capacity(state, (11.0, 11.0), TARGET, None, fleet=1)
+    assert one == pytest.approx(md1_p95_capacity(SERVICE, TARGET))  # the model's own rate
+
+
+def test_a_scale_down_plans_the_smaller_fleet_with_its_own_capacity():
+    # measured over 4 replicas: ~31 rps each at the target (the M/D/1 model: 13); 24 rps would fit
+    # on one such replica, but one replica sees Poisson arrivals: two, by the model
+    memory = replace(_with(0.25, 0.25, 0.25, per=20.0), rates=((0.0, 24.0, 24.0),),
+                     last_pending=(0.0, 0.0, 4.0, 0.0, 0.0))
+    policy = replace(UNBATCHED, scale_down_stabilization_s=0.0, tolerance=0.0, scale_down_max_step=10)
+    d = D.decide(obs(24.0, 30.0), Replicas(4, 4), policy, memory, 15.0)
+    assert d.replicas == 2, d.message
 
 
 def test_the_share_of_saturation_bounds_it():
@@ -130,7 +154,7 @@ def test_batching_models_ignore_the_measurements():
 
 
 def test_the_measurements_survive_a_restart():
-    state = _with(0.25, 0.5, 0.125, per=12.5)
+    state = _with(0.25, 0.5, 0.125, per=12.5, fleet=3.0)
     back = State.from_dict(state.to_dict())
     assert back.queueing == state.queueing
     assert not math.isnan(back.queueing[0][1])

@@ -98,7 +98,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     age = data_age(obs, now, policy)
     sigma = noise(state.rates, now)  # the rate's noise, read by four steps below: once per tick
     share = saturation_share(state, now, plan_horizon(state, policy, age), now_level, sigma)
-    cap, source = capacity(state, policy, target, obs, share)
+    cap, source = capacity(state, policy, target, obs, share, fleet=current)
     planned, horizon = forecast(d, state, policy, now, age, sigma)
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
                    p95_ms=obs.p95_ms, capacity_rps=cap)
@@ -106,6 +106,10 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     state = surprise(state, d, now, sigma)
     state = sudden_fall(state, d, now, cap, policy.interval_s, sigma)
     demanded = recommend(d, planned, horizon, cap, source, current, policy)
+    if demanded.replicas < current:  # fewer replicas: their capacity, where it depends on how many
+        fewer = capacity(state, policy, target, obs, share, fleet=demanded.replicas)
+        if fewer != (cap, source):
+            demanded = max(demanded, recommend(d, planned, horizon, *fewer, current, policy), key=lambda s: s.replicas)
     step = breach(demanded, obs, replicas, cap, policy, d)
     step = tolerate(step, planned, cap, current, policy)
     details["recommendation"] = step.replicas

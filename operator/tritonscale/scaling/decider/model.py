@@ -109,9 +109,9 @@ class State:
     # (scrape time, pending, ready replicas, queue growth per second) at the last tick
     last_pending: tuple[float, ...] | None = None
     last_batch_size: float | None = None  # mean batch size at the last tick
-    # (when, observed / M/D/1 p95 wait, per-replica rps): how much queueing the traffic makes
-    # against the Poisson model, for models that do not batch (capacity.learn_queueing)
-    queueing: tuple[tuple[float, float, float], ...] = ()
+    # (when, observed / M/D/1 p95 wait, per-replica rps, ready replicas): how much queueing the
+    # traffic makes against the Poisson model, for models that do not batch (capacity.learn_queueing)
+    queueing: tuple[tuple[float, float, float, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -126,7 +126,7 @@ class State:
             "surprises": [round(t, 1) for t in self.surprises],
             "lastPending": None if self.last_pending is None else [round(v, 3) for v in self.last_pending],
             "lastBatchSize": _r(self.last_batch_size),
-            "queueing": [[round(t, 1), round(k, 4), round(r, 3)] for t, k, r in self.queueing],
+            "queueing": [[round(t, 1), round(k, 4), round(r, 3), n] for t, k, r, n in self.queueing],
         }
 
     @classmethod
@@ -149,7 +149,7 @@ class State:
                 surprises=tuple(float(t) for t in d.get("surprises") or ()),
                 last_pending=None if not lp else tuple(float(v) for v in lp),
                 last_batch_size=None if d.get("lastBatchSize") is None else float(d["lastBatchSize"]),
-                queueing=tuple((float(e[0]), float(e[1]), float(e[2])) for e in d.get("queueing") or ()),
+                queueing=tuple((float(e[0]), float(e[1]), float(e[2]), float(e[3])) for e in d.get("queueing") or ()),
             )
         except (TypeError, ValueError, IndexError):
             return cls()  # corrupt memory: start fresh rather than crash the tick
