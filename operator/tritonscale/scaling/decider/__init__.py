@@ -11,7 +11,9 @@ function that returns its result and the reason for it:
 
 1. ``guard``      -- source failed, no target, no series, below the floor: hold or fall back.
 2. ``learn``      -- update the memory: batch cost samples, the rate history, rises of the
-                     rate (the cold-start time is learned first, before ``guard``).
+                     rate, and for a model that does not batch how much its traffic queues
+                     against the M/D/1 model (the cold-start time is learned first, before
+                     ``guard``).
 3. ``demand``     -- arrival rate now (requests out of the queue plus the queue's growth) and
                      the backlog.
 4. ``forecast``   -- the rate to plan for when a replica asked for now is ready: the current
