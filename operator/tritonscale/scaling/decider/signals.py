@@ -50,7 +50,8 @@ def sampled_at(obs: Observation, now: float) -> float:
 
 def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, now: float, rate: float,
           growth: float = 0.0) -> State:
-    """Update the memory: batch samples, p95 capacity (fallback), cold start, rate history, rises."""
+    """Update the memory: batch samples, p95 capacity (fallback), the queueing of a model that does not
+    batch, rate history, rises."""
     target = float(policy.target_p95_ms or 0.0)
     ready = min(replicas.ready, replicas.current) if replicas.current > 0 else replicas.ready
     state = _learn_p95_capacity(state, obs, ready, target, policy.tolerance)
