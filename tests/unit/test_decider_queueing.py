@@ -3,7 +3,6 @@ comes from (capacity.learn_queueing, capacity.unbatched_capacity)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import pytest
@@ -157,4 +156,3 @@ def test_the_measurements_survive_a_restart():
     state = _with(0.25, 0.5, 0.125, per=12.5, fleet=3.0)
     back = State.from_dict(state.to_dict())
     assert back.queueing == state.queueing
-    assert not math.isnan(back.queueing[0][1])

@@ -43,7 +43,14 @@ from dataclasses import replace
 from typing import Any
 
 from tritonscale.scaling.decider import constants
-from tritonscale.scaling.decider.capacity import add_batch_sample, bare_capacity, batch_capacity, batch_cost, capacity
+from tritonscale.scaling.decider.capacity import (
+    QUEUEING_OBSERVED,
+    add_batch_sample,
+    bare_capacity,
+    batch_capacity,
+    batch_cost,
+    capacity,
+)
 from tritonscale.scaling.decider.constants import *  # noqa: F403 (read-only copies, for callers and tests)
 from tritonscale.scaling.decider.model import Decision, Observation, Policy, Replicas, SourceStatus, State, Step, _clamp
 from tritonscale.scaling.decider.signals import (
@@ -108,10 +115,9 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     state = surprise(state, d, now, sigma)
     state = sudden_fall(state, d, now, cap, policy.interval_s, sigma)
     demanded = recommend(d, planned, horizon, cap, source, current, policy)
-    if demanded.replicas < current:  # fewer replicas: their capacity, where it depends on how many
+    if demanded.replicas < current and source == QUEUEING_OBSERVED:  # fewer replicas: their own capacity
         fewer = capacity(state, policy, target, obs, share, fleet=demanded.replicas)
-        if fewer != (cap, source):
-            demanded = max(demanded, recommend(d, planned, horizon, *fewer, current, policy), key=lambda s: s.replicas)
+        demanded = max(demanded, recommend(d, planned, horizon, *fewer, current, policy), key=lambda s: s.replicas)
     step = breach(demanded, obs, replicas, cap, policy, d)
     step = tolerate(step, planned, cap, current, policy)
     details["recommendation"] = step.replicas

@@ -111,6 +111,11 @@ def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: floa
     return replace(state, capacity_rps=cap, capacity_ceiling_rps=ceiling)
 
 
+# The capacity's source when it comes from the queueing measured (``unbatched_capacity``): the one
+# figure that depends on the fleet it is for.
+QUEUEING_OBSERVED = "batch cost, queueing observed"
+
+
 def ready_held(state: State, ready: int) -> bool:
     """The last tick saw the same number of ready replicas: the interval's rates were served by them."""
     last = state.last_pending
@@ -171,8 +176,10 @@ def unbatched_capacity(state: State, cost: tuple[float, float], target: float, s
     service = cost[0] + cost[1]
     top = (C.UTILISATION if share is None else share) * saturation_rps(cost, 1)
     slack = target - service
-    rate = md1_p95_capacity(service, service + slack / ratio) if ratio > 0 and slack > 0 else 0.0
-    if ratio <= 0 or rate <= 0.0:  # no queueing seen, or a wait beyond the exact formula's reach
+    if slack <= 0:
+        return None  # no rate meets the target, whatever the queueing
+    rate = md1_p95_capacity(service, service + slack / ratio) if ratio > 0 else 0.0
+    if rate <= 0.0:  # no queueing seen, or a wait beyond the exact formula's reach
         rate = top
     return min(rate, top, C.MAX_EXTRAPOLATION * max(e[2] for e in seen))
 
@@ -192,16 +199,13 @@ def capacity(state: State, policy: Policy, target: float, obs: Observation | Non
         sizes = [e[0] for e in samples]
         known = (policy.max_batch_size <= 1 or max(sizes) - min(sizes) >= C.MIN_BATCH_SPREAD
                  or max(sizes) >= 0.9 * policy.max_batch_size)
-        if known and policy.max_batch_size <= 1:
+        if known:
             modelled = batch_capacity(cost, policy.max_batch_size, target, policy.queue_delay_ms,
                                       policy.preferred_batch_sizes, share)
-            learned = unbatched_capacity(state, cost, target, share, fleet)
+            learned = unbatched_capacity(state, cost, target, share, fleet) if policy.max_batch_size <= 1 else None
             if learned is not None and learned > modelled:  # never below the Poisson model
-                return learned, "batch cost, queueing observed"
+                return learned, QUEUEING_OBSERVED
             return modelled, "batch cost"
-        if known:
-            return batch_capacity(cost, policy.max_batch_size, target, policy.queue_delay_ms,
-                                  policy.preferred_batch_sizes, share), "batch cost"
         # one batch size, already a good share of the maximum: the cost split half fixed, half
         # per item there is a fair guess, and errs low (more replicas) for fixed-cost models
         guesses = [(n, t) for n, t, *_ in samples]
