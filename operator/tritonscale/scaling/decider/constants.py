@@ -46,8 +46,9 @@ NOISE_Z = 1.645
 # differences, and the MAD holds while fewer than half of them moved -- more than
 # 2 x NOISE_SHIFTS x lag differences. With fewer (three, as before), the load's start and a step in
 # the sandbox's first 20 s at 2 s ticks read as 11.5 rps of noise on a 70 rps load (Poisson: 6), and
-# planned a fourth replica for it. At the suite's 15 s ticks this binds only in the first 150 s,
-# within the 300 s lead-in.
+# planned a fourth replica for it. At the suite's 15 s ticks this binds in the first 150 s: within
+# the synthetic classes' 300 s lead-in, but in the scored first minutes of the trace class, which
+# has none (the plan carries no noise margin there; simulate/README.md, "Real-trace variants").
 NOISE_SHIFTS = 2
 # The level the plan starts from: the mean over the policy's rate window (spec.scaling.windowSeconds,
 # 60 s by default), or the latest sample if higher. Surprises and sudden falls compare with the
