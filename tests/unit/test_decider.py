@@ -68,8 +68,9 @@ def test_queue_growth_is_per_scrape_interval(pending_at, last_pending, growth):
 def test_learn_keeps_the_scrape_time_and_growth_for_the_next_tick():
     obs = replace(ok(200, pending=300), pending_at=12.5, pending_min=140.0)
     s = D.learn(State(), obs, Replicas(2, 2), POLICY, 15.0, 220.0, growth=20.0)
-    assert s.last_pending == (12.5, 300.0, 2.0, 20.0, 140.0)
-    assert State.from_dict(s.to_dict()).last_pending == (12.5, 300.0, 2.0, 20.0, 140.0)  # survives a restart
+    # the last field: the ready count at the last tick (none: today's, so no replica counts as joined)
+    assert s.last_pending == (12.5, 300.0, 2.0, 20.0, 140.0, 2.0)
+    assert State.from_dict(s.to_dict()).last_pending == (12.5, 300.0, 2.0, 20.0, 140.0, 2.0)  # survives a restart
 
 
 # --- step: learn -------------------------------------------------------------------------------
@@ -512,6 +513,42 @@ def test_breach_waits_a_tick_for_replicas_that_just_became_ready(before, replica
     growing = D.Demand(900.0, 900.0, 500.0, growth=10.0, ready_before=before)
     step = D.breach(Step(4, "Steady", ""), ok(900, p95=300, pending=500), Replicas(4, 4), CAP, POLICY, growing)
     assert (step.replicas, step.reason) == (replicas, reason)
+
+
+# --- step: settle ------------------------------------------------------------------------------
+@pytest.mark.parametrize(("before", "earlier", "growth", "rep", "rec", "reason", "replicas"), [
+    (1.0, 1.0, -11.5, Replicas(3, 3), 4, "QueueDraining", 3),  # joined at this tick, queue drains: hold
+    (3.0, 1.0, -11.5, Replicas(3, 3), 4, "QueueDraining", 3),  # joined the tick before (the sandbox's step)
+    (3.0, 3.0, -11.5, Replicas(3, 3), 4, "LoadIncreased", 4),  # no one joined within two ticks
+    (3.0, 1.0, 0.0, Replicas(3, 3), 4, "LoadIncreased", 4),  # the queue holds: the reading is arrivals
+    (3.0, 1.0, 5.0, Replicas(3, 3), 4, "LoadIncreased", 4),  # the queue grows: scale up
+    (2.0, 1.0, -11.5, Replicas(4, 3), 5, "LoadIncreased", 5),  # a replica still starting: not all ready
+    (None, None, -11.5, Replicas(3, 3), 4, "LoadIncreased", 4),  # no earlier ticks to compare with
+    (1.0, 1.0, -11.5, Replicas(3, 3), 3, "Steady", 3),  # no scale-up to hold
+    (1.0, 1.0, -11.5, Replicas(3, 3), 2, "LoadDecreased", 2),  # scale-down is not its business
+])
+def test_settle_holds_scale_up_while_new_replicas_drain_the_queue(before, earlier, growth, rep, rec, reason,
+                                                                     replicas):
+    d = D.Demand(93.0, 70.0, 5.0, growth=growth, ready_before=before, ready_earlier=earlier)
+    step = D.settle(Step(rec, "LoadIncreased" if rec > 3 else ("Steady" if rec == 3 else "LoadDecreased"), ""),
+                    d, rep)
+    assert (step.replicas, step.reason) == (replicas, reason)
+
+
+def test_settle_leaves_a_breach_with_a_queue_to_the_breach_rule():
+    d = D.Demand(93.0, 70.0, 5.0, growth=-11.5, ready_before=1.0, ready_earlier=1.0)
+    step = D.settle(Step(4, "LatencyAboveTarget", ""), d, Replicas(3, 3))
+    assert (step.replicas, step.reason) == (4, "LatencyAboveTarget")
+
+
+def test_the_last_two_ready_counts_reach_demand():
+    """learn records the ready count of the tick before the last, and demand reads both."""
+    st = State(last_pending=(0.0, 30.0, 1.0, 5.0, 10.0))  # 1 ready at the last tick (an old, 5-long memory)
+    st = D.learn(st, replace(ok(70, pending=28.0), pending_at=2.0), Replicas(3, 3), POLICY, 2.0, 70.0)
+    assert st.last_pending is not None and st.last_pending[2:3] + st.last_pending[5:] == (3.0, 1.0)
+    d = D.demand(replace(ok(70, pending=5.0), pending_at=4.0), st, 4.0)
+    assert (d.ready_before, d.ready_earlier) == (3.0, 1.0)
+    assert D.demand(ok(70), State(last_pending=(0.0, 30.0, 1.0, 5.0, 10.0)), 4.0).ready_earlier is None
 
 
 # --- step: tolerate ----------------------------------------------------------------------------

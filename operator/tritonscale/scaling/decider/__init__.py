@@ -23,6 +23,8 @@ function that returns its result and the reason for it:
                      idle traffic goes back to the floor.
 6. ``breach``     -- a p95 breach with a queue behind it asks for one more replica than is
                      running (bounded: "more", not "p95/target times more").
+   ``settle``     -- no scale-up while the queue drains right after replicas joined (the
+                     arrival reading then mixes the drain's stretches), all replicas ready.
 7. ``tolerate``   -- the dead band: no scale-down for a load within the tolerance.
 8. ``stabilize``  -- scale-up/down look-back windows; the scale-down window defaults to the
                      learned cold start and a tick (what a removed replica takes to come back),
@@ -78,6 +80,7 @@ from tritonscale.scaling.decider.steps import (
     limit,
     recommend,
     scale_down_window,
+    settle,
     stabilize,
     sudden_fall,
     surprises_for_memory,
@@ -119,6 +122,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
         fewer = capacity(state, policy, target, obs, share, fleet=demanded.replicas)
         demanded = max(demanded, recommend(d, planned, horizon, *fewer, current, policy), key=lambda s: s.replicas)
     step = breach(demanded, obs, replicas, cap, policy, d)
+    step = settle(step, d, replicas)
     step = tolerate(step, planned, cap, current, policy)
     details["recommendation"] = step.replicas
     full = bare_capacity(cap, source, state, policy)
@@ -134,6 +138,6 @@ __all__ = [
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
     "cold_start", "constants",
     "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",
-    "limit", "noise", "plan_horizon", "recommend", "saturation_share", "scale_down_window", "stabilize", "sudden_fall",
-    "surprise", "surprises_for_memory", "tolerate", "trend",
+    "limit", "noise", "plan_horizon", "recommend", "saturation_share", "scale_down_window", "settle", "stabilize",
+    "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend",
 ]

@@ -18,6 +18,7 @@ class Demand:
     backlog: float  # requests queued now
     growth: float = 0.0  # the queue's change since the last tick, per second
     ready_before: float | None = None  # replicas ready at the last tick (None: no last tick)
+    ready_earlier: float | None = None  # ... and at the tick before it (None: not known)
 
 
 def demand(obs: Observation, state: State, now: float) -> Demand:
@@ -40,7 +41,8 @@ def demand(obs: Observation, state: State, now: float) -> Demand:
         elif len(last) > 3:  # the same scrape again
             growth = last[3]
     before = last[2] if last is not None and len(last) > 2 else None
-    return Demand(max(0.0, exits + growth), window, pending, growth, before)
+    earlier = last[5] if last is not None and len(last) > 5 else None
+    return Demand(max(0.0, exits + growth), window, pending, growth, before, earlier)
 
 
 def sampled_at(obs: Observation, now: float) -> float:
@@ -93,7 +95,11 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     if rates and now - rates[-1][0] < 0.5 * policy.interval_s:
         rates = rates[:-1]  # a tick out of turn (within half an interval of the last) replaces it
     rates += ((now, rate, rate),)  # what the plan bought is filled in once made (see decide)
-    pending = ((sampled_at(obs, now), obs.pending, float(ready), growth, obs.pending_min or 0.0)
+    # (scraped at, pending, ready now, growth, pending_min, ready at the last tick): ``demand`` reads
+    # the last two ready counts, ``settle`` whether replicas joined within the last two ticks.
+    last = state.last_pending
+    before = last[2] if last is not None and len(last) > 2 else float(ready)
+    pending = ((sampled_at(obs, now), obs.pending, float(ready), growth, obs.pending_min or 0.0, before)
                if obs.pending is not None else None)
     return replace(state, rates=rates, last_pending=pending)
 
