@@ -45,6 +45,13 @@ def demand(obs: Observation, state: State, now: float) -> Demand:
     return Demand(max(0.0, exits + growth), window, pending, growth, before, earlier)
 
 
+def joined(d: Demand, ready: int, ticks: int = 1) -> int:
+    """Replicas that became ready within the last ``ticks`` (1 or 2) ticks: ``ready`` less the fewest
+    ready at either; 0 where no earlier count is known."""
+    earlier = [b for b in (d.ready_before, d.ready_earlier)[:ticks] if b is not None]
+    return max(0, int(ready - min(earlier))) if earlier else 0
+
+
 def sampled_at(obs: Observation, now: float) -> float:
     """When the pending gauge was scraped (the tick's time if the source does not say)."""
     return obs.pending_at if obs.pending_at is not None else now

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.model import Observation, Policy, Replicas, State, Step, _clamp
-from tritonscale.scaling.decider.signals import Demand, cold_start, noise_now, plan_horizon, replicas_for
+from tritonscale.scaling.decider.signals import Demand, cold_start, joined, noise_now, plan_horizon, replicas_for
 
 
 def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) -> tuple[Step | None, State, bool]:
@@ -84,10 +84,10 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: float | None, 
         return Step(step.replicas, "LatencyAboveTarget", why)
     # Replicas that became ready since the last tick had no part in the queue's growth over it:
     # that growth is no evidence that they, too, fall behind. Wait one tick to see them serve.
-    joined = int(ready - d.ready_before) if d is not None and d.ready_before is not None else 0
-    if joined > 0 and step.replicas <= replicas.current:
+    new = joined(d, ready) if d is not None else 0
+    if new > 0 and step.replicas <= replicas.current:
         return Step(replicas.current, "WaitingForWarmup",
-                    why + f"; {joined} replica(s) became ready since the last tick: the queue grew without them")
+                    why + f"; {new} replica(s) became ready since the last tick: the queue grew without them")
     return Step(max(step.replicas, replicas.current + 1), "LatencyAboveTarget", why + ", queue building")
 
 
@@ -104,8 +104,7 @@ def settle(step: Step, d: Demand, replicas: Replicas) -> Step:
     if step.replicas <= replicas.current or ready < replicas.current or d.growth >= 0.0 \
             or step.reason == "LatencyAboveTarget":
         return step
-    joined = any(before is not None and ready > before for before in (d.ready_before, d.ready_earlier))
-    if not joined:
+    if joined(d, ready, ticks=2) == 0:
         return step
     return Step(replicas.current, "QueueDraining",
                 step.why + f"; replicas joined within the last two ticks and the {d.backlog:.0f} queued drain: "
