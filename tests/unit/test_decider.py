@@ -73,6 +73,21 @@ def test_learn_keeps_the_scrape_time_and_growth_for_the_next_tick():
     assert State.from_dict(s.to_dict()).last_pending == (12.5, 300.0, 2.0, 20.0, 140.0, 2.0)  # survives a restart
 
 
+@pytest.mark.parametrize(("saved", "read"), [
+    ([1.0, 7.0], (1.0, 7.0, None, 0.0, 0.0, None)),  # the oldest memories: no ready count, no growth
+    ([1.0, 7.0, 2.0, 5.0, 3.0], (1.0, 7.0, 2.0, 5.0, 3.0, None)),  # before the ready count of the tick before
+    ([1.0, 7.0, 2.0, 5.0, 3.0, 1.0, 9.0], (1.0, 7.0, 2.0, 5.0, 3.0, 1.0)),  # a newer memory's extra field: ignored
+    ([1.0], None), (None, None),
+])
+def test_an_older_or_newer_queue_reading_loads_with_unknown_fields(saved, read):
+    last = State.from_dict({"lastPending": saved}).last_pending
+    assert last == read
+    if last is not None:
+        assert (last.ready, last.ready_before) == read[2:3] + read[5:]  # the fields by name
+        # saved up to the first unknown field, and read back the same
+        assert State.from_dict(State(last_pending=last).to_dict()).last_pending == read
+
+
 # --- step: learn -------------------------------------------------------------------------------
 def test_learn_cold_start_longer_at_once_shorter_slowly():
     s = D.learn_cold_start(State(), Replicas(2, 2, startup_s=(40.0, 90.0)))

@@ -119,7 +119,7 @@ QUEUEING_OBSERVED = "batch cost, queueing observed"
 def ready_held(state: State, ready: int) -> bool:
     """The last tick saw the same number of ready replicas: the interval's rates were served by them."""
     last = state.last_pending
-    return last is not None and len(last) > 2 and last[2] == ready
+    return last is not None and last.ready == ready
 
 
 def learn_queueing(state: State, obs: Observation, ready: int, current: int, policy: Policy, now: float) -> State:

@@ -3,9 +3,32 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 SourceStatus = Literal["ok", "no_data", "failed"]
+
+
+class PendingReading(NamedTuple):
+    """What one tick keeps of its queue reading for the next (``State.last_pending``). Memories
+    written by older versions hold only the first two to five fields; the rest take the defaults,
+    which read as "not known". Saved as a list up to the first unknown field."""
+
+    at: float  # when the pending gauge was scraped
+    pending: float  # requests queued then, over all replicas
+    ready: float | None = None  # replicas ready at that tick
+    growth: float = 0.0  # the queue's growth per second read at that tick
+    pending_min: float = 0.0  # the least-queued replica's queue
+    ready_before: float | None = None  # replicas ready at the tick before it (None: not known)
+
+
+def _known_prefix(reading: PendingReading) -> list[float]:
+    """The fields up to the first unknown one, rounded (a shorter list reads back as 'not known')."""
+    out: list[float] = []
+    for v in reading:
+        if v is None:
+            break
+        out.append(round(v, 3))
+    return out
 
 
 @dataclass(frozen=True)
@@ -106,12 +129,15 @@ class State:
     rates: tuple[tuple[float, float, float], ...] = ()  # (time, arrival rate, rate its plan's replicas serve)
     cold_start_s: float | None = None  # learned creation-to-ready time
     surprises: tuple[float, ...] = ()  # unforeseen jumps: demand outran the plan (or fell suddenly)
-    # (scrape time, pending, ready replicas, queue growth per second) at the last tick
-    last_pending: tuple[float, ...] | None = None
+    last_pending: PendingReading | None = None  # the last tick's queue reading
     last_batch_size: float | None = None  # mean batch size at the last tick
     # (when, observed / M/D/1 p95 wait, per-replica rps, ready replicas): how much queueing the
     # traffic makes against the Poisson model, for models that do not batch (capacity.learn_queueing)
     queueing: tuple[tuple[float, float, float, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.last_pending is not None and not isinstance(self.last_pending, PendingReading):
+            object.__setattr__(self, "last_pending", PendingReading(*self.last_pending))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -124,7 +150,7 @@ class State:
             "rates": [[round(t, 1), round(r, 2), round(p, 2)] for t, r, p in self.rates],
             "coldStartSeconds": _r(self.cold_start_s, 1),
             "surprises": [round(t, 1) for t in self.surprises],
-            "lastPending": None if self.last_pending is None else [round(v, 3) for v in self.last_pending],
+            "lastPending": None if self.last_pending is None else _known_prefix(self.last_pending),
             "lastBatchSize": _r(self.last_batch_size),
             "queueing": [[round(t, 1), round(k, 4), round(r, 3), n] for t, k, r, n in self.queueing],
         }
@@ -147,7 +173,8 @@ class State:
                 rates=tuple((float(e[0]), float(e[1]), float(e[-1])) for e in d.get("rates") or ()),
                 cold_start_s=None if d.get("coldStartSeconds") is None else float(d["coldStartSeconds"]),
                 surprises=tuple(float(t) for t in d.get("surprises") or ()),
-                last_pending=None if not lp else tuple(float(v) for v in lp),
+                last_pending=(PendingReading(*(float(v) for v in lp[:len(PendingReading._fields)]))
+                              if lp and len(lp) >= 2 else None),
                 last_batch_size=None if d.get("lastBatchSize") is None else float(d["lastBatchSize"]),
                 queueing=tuple((float(e[0]), float(e[1]), float(e[2]), float(e[3])) for e in d.get("queueing") or ()),
             )

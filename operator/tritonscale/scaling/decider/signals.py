@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.capacity import _learn_p95_capacity, add_batch_sample, learn_queueing, ready_held
-from tritonscale.scaling.decider.model import Observation, Policy, Replicas, State
+from tritonscale.scaling.decider.model import Observation, PendingReading, Policy, Replicas, State
 
 
 @dataclass(frozen=True)
@@ -36,12 +36,12 @@ def demand(obs: Observation, state: State, now: float) -> Demand:
     growth, last = 0.0, state.last_pending
     at = sampled_at(obs, now)
     if last is not None and obs.pending is not None:
-        if at > last[0]:
-            growth = (pending - last[1]) / (at - last[0])
-        elif len(last) > 3:  # the same scrape again
-            growth = last[3]
-    before = last[2] if last is not None and len(last) > 2 else None
-    earlier = last[5] if last is not None and len(last) > 5 else None
+        if at > last.at:
+            growth = (pending - last.pending) / (at - last.at)
+        else:  # the same scrape again
+            growth = last.growth
+    before = last.ready if last is not None else None
+    earlier = last.ready_before if last is not None else None
     return Demand(max(0.0, exits + growth), window, pending, growth, before, earlier)
 
 
@@ -86,7 +86,7 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     full_batch = float(policy.max_batch_size)
     last = state.last_pending
     if (obs.recent_served_rps and ready > 0 and policy.max_batch_size > 1 and (obs.pending_min or 0.0) >= full_batch
-            and last is not None and len(last) > 4 and last[4] >= full_batch and ready_held(state, ready)):
+            and last is not None and last.pending_min >= full_batch and ready_held(state, ready)):
         # At least a full batch waited on every replica (on the least-queued one: ``pending_min``)
         # at both ends of the last interval: each ran full batches back to back, so the served rate
         # per replica is the saturation rate -- a sample at maxBatchSize from the first overloaded
@@ -102,11 +102,10 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     if rates and now - rates[-1][0] < 0.5 * policy.interval_s:
         rates = rates[:-1]  # a tick out of turn (within half an interval of the last) replaces it
     rates += ((now, rate, rate),)  # what the plan bought is filled in once made (see decide)
-    # (scraped at, pending, ready now, growth, pending_min, ready at the last tick): ``demand`` reads
-    # the last two ready counts, ``settle`` whether replicas joined within the last two ticks.
+    # ``demand`` reads the last two ready counts, ``settle`` whether replicas joined within the last two ticks.
     last = state.last_pending
-    before = last[2] if last is not None and len(last) > 2 else float(ready)
-    pending = ((sampled_at(obs, now), obs.pending, float(ready), growth, obs.pending_min or 0.0, before)
+    before = last.ready if last is not None else float(ready)
+    pending = (PendingReading(sampled_at(obs, now), obs.pending, float(ready), growth, obs.pending_min or 0.0, before)
                if obs.pending is not None else None)
     return replace(state, rates=rates, last_pending=pending)
 
