@@ -106,12 +106,12 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     target = float(policy.target_p95_ms or 0.0)
     d = demand(obs, state, now)
     state = learn(state, obs, replicas, policy, now, d.rate, d.growth)
-    now_level = level(d, state, now, policy.window_s)  # what ``bare`` reads too: later steps leave the rates alone
+    now_level = level(d, state, now, policy.window_s)  # the plan's and ``bare``'s: later steps leave the rates alone
     age = data_age(obs, now, policy)
     sigma = noise(state.rates, now)  # the rate's noise, read by four steps below: once per tick
     share = saturation_share(state, now, plan_horizon(state, policy, age), now_level, sigma)
     cap, source = capacity(state, policy, target, obs, share, fleet=current)
-    planned, horizon = forecast(d, state, policy, now, age, sigma)
+    planned, horizon = forecast(d, state, policy, now, age, sigma, now_level)
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
                    p95_ms=obs.p95_ms, capacity_rps=cap)
     state = replace(state, rates=state.rates[:-1] + ((now, d.rate, bought(planned, cap)),))

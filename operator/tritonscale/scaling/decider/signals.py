@@ -308,14 +308,15 @@ def plan_horizon(state: State, policy: Policy, age: float = 0.0) -> float:
 
 
 def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0.0,
-             sigma: float | None = None) -> tuple[float, float]:
+             sigma: float | None = None, now_level: float | None = None) -> tuple[float, float]:
     """(rate to plan for, horizon): the rate when a replica asked for now is ready -- the
-    level (last minute's mean, or the latest sample if higher), plus a rising trend over the
-    horizon (``plan_horizon``), plus the rate's noise at the 95% quantile (``sigma``, if the
-    caller has it)."""
+    level (last minute's mean, or the latest sample if higher; ``now_level``, if the caller has
+    it), plus a rising trend over the horizon (``plan_horizon``), plus the rate's noise at the 95%
+    quantile (``sigma``, if the caller has it)."""
     horizon = plan_horizon(state, policy, age)
     rise = trend(state.rates, now, horizon) * min(horizon, C.TREND_MAX_HORIZON_S)
-    plan = level(d, state, now, policy.window_s) + rise + C.NOISE_Z * noise_now(state, now, sigma)
+    base = level(d, state, now, policy.window_s) if now_level is None else now_level
+    plan = base + rise + C.NOISE_Z * noise_now(state, now, sigma)
     return plan, horizon
 
 
