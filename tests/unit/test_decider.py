@@ -210,6 +210,25 @@ def test_capacity_from_batch_cost(samples, max_batch, expect):
         assert cap == pytest.approx(expect) if isinstance(expect, float) else cap == expect
 
 
+@pytest.mark.parametrize(("samples", "obs_batch", "guessed_from"), [
+    # a remembered size of a good share of the maximum: the guess, whatever this tick's batches
+    # (the sandbox's step read 72 ms for a mean of 2.7 per batch of a 20 + 15n ms model: 60 ms)
+    (((6.0, 32.0, 0.0),), (10.0, 90.0), (6.0, 32.0)),
+    # remembered sizes all too small: this tick's larger batches give the guess
+    (((1.5, 23.0, 0.0),), (6.0, 32.0), (6.0, 32.0)),
+    (((1.5, 23.0, 0.0),), (3.0, 26.0), None),  # ... if they are a good share of the maximum
+])
+def test_a_single_batch_size_guess_prefers_a_remembered_sample(samples, obs_batch, guessed_from):
+    policy = replace(POLICY, max_batch_size=16)
+    obs = replace(ok(100), batch_size=obs_batch[0], batch_ms=obs_batch[1])
+    cap, source = D.capacity(State(batch_samples=samples), policy, 100.0, obs)
+    if guessed_from is None:
+        assert cap is None
+    else:
+        alone, _ = D.capacity(State(batch_samples=((*guessed_from, 0.0),)), policy, 100.0)
+        assert (cap, source) == (alone, "batch cost, one batch size")
+
+
 _COST_20_2 = ((4.0, 28.0, 0.0), (12.0, 44.0, 0.0))  # a + b n = 20 + 2n ms: saturation 16 / 52 ms = 307.7 rps
 
 
@@ -531,27 +550,32 @@ def test_breach_waits_a_tick_for_replicas_that_just_became_ready(before, replica
 
 
 # --- step: settle ------------------------------------------------------------------------------
-@pytest.mark.parametrize(("before", "earlier", "growth", "rep", "rec", "reason", "replicas"), [
-    (1.0, 1.0, -11.5, Replicas(3, 3), 4, "QueueDraining", 3),  # joined at this tick, queue drains: hold
-    (3.0, 1.0, -11.5, Replicas(3, 3), 4, "QueueDraining", 3),  # joined the tick before (the sandbox's step)
-    (3.0, 3.0, -11.5, Replicas(3, 3), 4, "LoadIncreased", 4),  # no one joined within two ticks
-    (3.0, 1.0, 0.0, Replicas(3, 3), 4, "LoadIncreased", 4),  # the queue holds: the reading is arrivals
-    (3.0, 1.0, 5.0, Replicas(3, 3), 4, "LoadIncreased", 4),  # the queue grows: scale up
-    (2.0, 1.0, -11.5, Replicas(4, 3), 5, "LoadIncreased", 5),  # a replica still starting: not all ready
-    (None, None, -11.5, Replicas(3, 3), 4, "LoadIncreased", 4),  # no earlier ticks to compare with
-    (1.0, 1.0, -11.5, Replicas(3, 3), 3, "Steady", 3),  # no scale-up to hold
-    (1.0, 1.0, -11.5, Replicas(3, 3), 2, "LoadDecreased", 2),  # scale-down is not its business
+@pytest.mark.parametrize(("before", "earlier", "queued", "rep", "rec", "reason", "replicas"), [
+    (1.0, 1.0, (30.0, 11.0), Replicas(3, 3), 4, "QueueDraining", 3),  # joined at this tick, backlog drains: hold
+    (3.0, 1.0, (11.0, 2.0), Replicas(3, 3), 4, "QueueDraining", 3),  # joined the tick before (the sandbox's step)
+    (3.0, 1.0, (20.0, 10.0), Replicas(3, 3), 4, "QueueDraining", 3),  # half the queue gone: a drain
+    (3.0, 3.0, (30.0, 11.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # no one joined within two ticks
+    (3.0, 1.0, (33.0, 31.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # forming batches wobble: no drain
+    (3.0, 1.0, (11.0, 11.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # the queue holds: the reading is arrivals
+    (3.0, 1.0, (11.0, 21.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # the queue grows: scale up
+    (3.0, 1.0, (None, 11.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # no earlier queue reading
+    (2.0, 1.0, (30.0, 11.0), Replicas(4, 3), 5, "LoadIncreased", 5),  # a replica still starting: not all ready
+    (None, None, (30.0, 11.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # no earlier ticks to compare with
+    (1.0, 1.0, (30.0, 11.0), Replicas(3, 3), 3, "Steady", 3),  # no scale-up to hold
+    (1.0, 1.0, (30.0, 11.0), Replicas(3, 3), 2, "LoadDecreased", 2),  # scale-down is not its business
 ])
-def test_settle_holds_scale_up_while_new_replicas_drain_the_queue(before, earlier, growth, rep, rec, reason,
+def test_settle_holds_scale_up_while_new_replicas_drain_the_queue(before, earlier, queued, rep, rec, reason,
                                                                      replicas):
-    d = D.Demand(93.0, 70.0, 5.0, growth=growth, ready_before=before, ready_earlier=earlier)
+    was, now = queued
+    growth = 0.0 if was is None else (now - was) / 2.0  # the sandbox's 2 s ticks
+    d = D.Demand(93.0, 70.0, now, growth=growth, ready_before=before, ready_earlier=earlier, backlog_before=was)
     step = D.settle(Step(rec, "LoadIncreased" if rec > 3 else ("Steady" if rec == 3 else "LoadDecreased"), ""),
                     d, rep)
     assert (step.replicas, step.reason) == (replicas, reason)
 
 
 def test_settle_leaves_a_breach_with_a_queue_to_the_breach_rule():
-    d = D.Demand(93.0, 70.0, 5.0, growth=-11.5, ready_before=1.0, ready_earlier=1.0)
+    d = D.Demand(93.0, 70.0, 5.0, growth=-11.5, ready_before=1.0, ready_earlier=1.0, backlog_before=28.0)
     step = D.settle(Step(4, "LatencyAboveTarget", ""), d, Replicas(3, 3))
     assert (step.replicas, step.reason) == (4, "LatencyAboveTarget")
 
@@ -562,7 +586,7 @@ def test_the_last_two_ready_counts_reach_demand():
     st = D.learn(st, replace(ok(70, pending=28.0), pending_at=2.0), Replicas(3, 3), POLICY, 2.0, 70.0)
     assert st.last_pending is not None and st.last_pending[2:3] + st.last_pending[5:] == (3.0, 1.0)
     d = D.demand(replace(ok(70, pending=5.0), pending_at=4.0), st, 4.0)
-    assert (d.ready_before, d.ready_earlier) == (3.0, 1.0)
+    assert (d.ready_before, d.ready_earlier, d.backlog_before) == (3.0, 1.0, 28.0)
     assert D.demand(ok(70), State(last_pending=(0.0, 30.0, 1.0, 5.0, 10.0)), 4.0).ready_earlier is None
 
 

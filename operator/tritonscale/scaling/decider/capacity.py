@@ -190,9 +190,13 @@ def capacity(state: State, policy: Policy, target: float, obs: Observation | Non
     the batch statistics cannot tell it yet. One batch size seen says nothing about the slope of
     the cost: capacity is known once batch sizes spread (MIN_BATCH_SPREAD), or a batch near the
     maximum was seen, or the model does not batch (maxBatchSize <= 1). Until then one batch size
-    that is a good share of the maximum (the remembered one, or this tick's while the load moves
-    too fast for a sample) gives a guess. ``share``: of saturation, at most (batch_capacity);
-    ``fleet``: the replicas it is for, where that matters (``unbatched_capacity``)."""
+    that is a good share of the maximum gives a guess: a remembered one, or this tick's where none
+    is and the load moves too fast for a sample. A tick whose batch size moved mixes small batches
+    and large, and Triton's request-weighted batch time then reads high (why ``learn`` keeps no
+    sample from it): at the sandbox's step from 15 to 70 rps (20 + 15n ms, maxBatchSize 4) the step's
+    tick read 70-72 ms at a mean of 2.4-2.7 per batch, where such batches take 56-60 ms.
+    ``share``: of saturation, at most (batch_capacity); ``fleet``: the replicas it is for, where
+    that matters (``unbatched_capacity``)."""
     samples = state.batch_samples
     cost = batch_cost(samples)
     if cost is not None:
@@ -207,9 +211,11 @@ def capacity(state: State, policy: Policy, target: float, obs: Observation | Non
                 return learned, QUEUEING_OBSERVED
             return modelled, "batch cost"
         # one batch size, already a good share of the maximum: the cost split half fixed, half
-        # per item there is a fair guess, and errs low (more replicas) for fixed-cost models
+        # per item there is a fair guess, and errs low (more replicas) for fixed-cost models;
+        # this tick's larger batches only where no remembered sample is large enough
         guesses = [(n, t) for n, t, *_ in samples]
-        if obs is not None and obs.batch_size and obs.batch_ms and obs.batch_size > max(sizes):
+        if (obs is not None and obs.batch_size and obs.batch_ms and obs.batch_size > max(sizes)
+                and max(sizes) < C.SINGLE_BATCH_MIN_SHARE * policy.max_batch_size):
             guesses.append((obs.batch_size, obs.batch_ms))  # the load moves: this tick's larger batches
         n, t = max(guesses)
         if n >= C.SINGLE_BATCH_MIN_SHARE * policy.max_batch_size:

@@ -19,6 +19,7 @@ class Demand:
     growth: float = 0.0  # the queue's change since the last tick, per second
     ready_before: float | None = None  # replicas ready at the last tick (None: no last tick)
     ready_earlier: float | None = None  # ... and at the tick before it (None: not known)
+    backlog_before: float | None = None  # requests queued at the last tick's reading (None: no last tick)
 
 
 def demand(obs: Observation, state: State, now: float) -> Demand:
@@ -42,7 +43,8 @@ def demand(obs: Observation, state: State, now: float) -> Demand:
             growth = last.growth
     before = last.ready if last is not None else None
     earlier = last.ready_before if last is not None else None
-    return Demand(max(0.0, exits + growth), window, pending, growth, before, earlier)
+    queued_before = last.pending if last is not None else None
+    return Demand(max(0.0, exits + growth), window, pending, growth, before, earlier, queued_before)
 
 
 def joined(d: Demand, ready: int, ticks: int = 1) -> int:

@@ -92,23 +92,28 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: float | None, 
 
 
 def settle(step: Step, d: Demand, replicas: Replicas) -> Step:
-    """No scale-up on a tick whose queue drains while every replica is ready and some became ready
+    """No scale-up on a tick whose backlog drains while every replica is ready and some became ready
     within the last two ticks. The arrival rate is read as requests out (``irate`` over each pod's
     last two scrapes) plus the queue's change (between the scrapes of the pending gauge): when new
     replicas drain a backlog within seconds, the two cover different stretches of the drain and
     the sum can read far above the arrivals (the sandbox's step: 93 rps read for 70 offered, two
-    seconds after two replicas joined, asked for a fourth). The draining queue is itself evidence
+    seconds after two replicas joined, asked for a fourth). The draining backlog is itself evidence
     that the ready replicas serve more than arrives; the next tick, with the drain behind it, reads
-    the arrivals again. A breach with a queue behind it is not held (``breach`` decides those)."""
+    the arrivals again. A drain is most of the queue gone since the last reading
+    (C.SETTLE_DRAINED_SHARE): the batches forming on every busy replica make a queue that wobbles
+    by a few percent from tick to tick, and that is no backlog being drained. A breach with a queue
+    behind it is not held (``breach`` decides those)."""
     ready = min(replicas.ready, replicas.current)
-    if step.replicas <= replicas.current or ready < replicas.current or d.growth >= 0.0 \
-            or step.reason == "LatencyAboveTarget":
+    if step.replicas <= replicas.current or ready < replicas.current or step.reason == "LatencyAboveTarget":
+        return step
+    if d.backlog_before is None or d.backlog > (1.0 - C.SETTLE_DRAINED_SHARE) * d.backlog_before:
         return step
     if joined(d, ready, ticks=2) == 0:
         return step
     return Step(replicas.current, "QueueDraining",
-                step.why + f"; replicas joined within the last two ticks and the {d.backlog:.0f} queued drain: "
-                           "waiting a tick for a reading without the drain")
+                step.why + f"; replicas joined within the last two ticks and the queue drained from "
+                           f"{d.backlog_before or 0.0:.0f} to {d.backlog:.0f}: waiting a tick for a reading "
+                           "without the drain")
 
 
 def tolerate(step: Step, planned: float, cap: float | None, current: int, policy: Policy) -> Step:
