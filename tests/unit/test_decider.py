@@ -559,6 +559,7 @@ def test_breach_waits_a_tick_for_replicas_that_just_became_ready(before, replica
     (3.0, 1.0, (11.0, 11.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # the queue holds: the reading is arrivals
     (3.0, 1.0, (11.0, 21.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # the queue grows: scale up
     (3.0, 1.0, (None, 11.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # no earlier queue reading
+    (3.0, 1.0, (0.0, 0.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # no queue then or now: nothing drained
     (2.0, 1.0, (30.0, 11.0), Replicas(4, 3), 5, "LoadIncreased", 5),  # a replica still starting: not all ready
     (None, None, (30.0, 11.0), Replicas(3, 3), 4, "LoadIncreased", 4),  # no earlier ticks to compare with
     (1.0, 1.0, (30.0, 11.0), Replicas(3, 3), 3, "Steady", 3),  # no scale-up to hold

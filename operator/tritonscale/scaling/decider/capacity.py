@@ -194,7 +194,7 @@ def capacity(state: State, policy: Policy, target: float, obs: Observation | Non
     is and the load moves too fast for a sample. A tick whose batch size moved mixes small batches
     and large, and Triton's request-weighted batch time then reads high (why ``learn`` keeps no
     sample from it): at the sandbox's step from 15 to 70 rps (20 + 15n ms, maxBatchSize 4) the step's
-    tick read 70-72 ms at a mean of 2.4-2.7 per batch, where such batches take 56-60 ms.
+    tick read 69-74 ms at a mean of 2.4-3.0 per batch, where such batches take 56-64 ms.
     ``share``: of saturation, at most (batch_capacity); ``fleet``: the replicas it is for, where
     that matters (``unbatched_capacity``)."""
     samples = state.batch_samples

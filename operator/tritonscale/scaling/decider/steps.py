@@ -106,8 +106,8 @@ def settle(step: Step, d: Demand, replicas: Replicas) -> Step:
     ready = min(replicas.ready, replicas.current)
     if step.replicas <= replicas.current or ready < replicas.current or step.reason == "LatencyAboveTarget":
         return step
-    if d.backlog_before is None or d.backlog > (1.0 - C.SETTLE_DRAINED_SHARE) * d.backlog_before:
-        return step
+    if not d.backlog_before or d.backlog > (1.0 - C.SETTLE_DRAINED_SHARE) * d.backlog_before:
+        return step  # no queue before (none to drain), or most of it still there
     if joined(d, ready, ticks=2) == 0:
         return step
     return Step(replicas.current, "QueueDraining",
