@@ -11,7 +11,7 @@ import pytest
 from support.decider_cases import CAP, FAILED, NO_DATA, POLICY, ok, rates
 from tritonscale.api.spec import ScalingSpec
 from tritonscale.scaling import decider as D
-from tritonscale.scaling.decider import Demand, Observation, Policy, Replicas, State, Step
+from tritonscale.scaling.decider import Demand, Observation, PendingReading, Policy, Replicas, State, Step
 from tritonscale.scaling.decider.batcher_model import md1_p95_capacity
 
 
@@ -46,7 +46,7 @@ def test_guard(obs, current, policy, state, replicas, reason, metrics_ok):
     (ok(0, pending=0), (0.0, 10.0), 0, 0),  # never negative
 ])
 def test_demand_is_exits_plus_queue_growth(obs, last_pending, rate, backlog):
-    d = D.demand(obs, State(last_pending=last_pending), now=15.0)
+    d = D.demand(obs, State(last_pending=last_pending and PendingReading(*last_pending)), now=15.0)
     assert d.rate == pytest.approx(rate)
     assert d.backlog == backlog
 
@@ -60,7 +60,7 @@ def test_demand_is_exits_plus_queue_growth(obs, last_pending, rate, backlog):
 ])
 def test_queue_growth_is_per_scrape_interval(pending_at, last_pending, growth):
     obs = replace(ok(200, pending=300), pending_at=pending_at)
-    d = D.demand(obs, State(last_pending=last_pending), now=15.0)
+    d = D.demand(obs, State(last_pending=PendingReading(*last_pending)), now=15.0)
     assert d.growth == pytest.approx(growth)
     assert d.rate == pytest.approx(200 + growth)
 
@@ -159,7 +159,7 @@ def test_learn_takes_the_saturation_rate_as_a_full_batch_sample_only_if_every_re
     # replica that just became ready only new requests while the others drain their backlogs, so
     # the total proves nothing about the least-queued replica.
     last = (0.0, 200.0, float(ready_before), 0.0) + (() if last_min is None else (last_min,))
-    state = State(last_pending=last)
+    state = State(last_pending=PendingReading(*last))
     s = D.learn(state, replace(SATURATED, pending_min=now_min), Replicas(3, 3), POLICY, 15.0, 923.0)
     full = [e for e in s.batch_samples if e[0] == 16.0]
     if sample:
@@ -544,7 +544,8 @@ def test_breach_is_bounded(obs, rep, rec, replicas, reason):
     (None, 5, "LatencyAboveTarget"),  # no last tick to compare with: the breach rule as before
 ])
 def test_breach_waits_a_tick_for_replicas_that_just_became_ready(before, replicas, reason):
-    growing = D.Demand(900.0, 900.0, 500.0, growth=10.0, ready_before=before)
+    last = None if before is None else PendingReading(0.0, 350.0, before)
+    growing = D.Demand(900.0, 900.0, 500.0, growth=10.0, last=last)
     step = D.breach(Step(4, "Steady", ""), ok(900, p95=300, pending=500), Replicas(4, 4), CAP, POLICY, growing)
     assert (step.replicas, step.reason) == (replicas, reason)
 
@@ -569,26 +570,28 @@ def test_settle_holds_scale_up_while_new_replicas_drain_the_queue(before, earlie
                                                                      replicas):
     was, now = queued
     growth = 0.0 if was is None else (now - was) / 2.0  # the sandbox's 2 s ticks
-    d = D.Demand(93.0, 70.0, now, growth=growth, ready_before=before, ready_earlier=earlier, backlog_before=was)
+    last = None if was is None else PendingReading(0.0, was, before, 0.0, 0.0, earlier)  # None: no last reading
+    d = D.Demand(93.0, 70.0, now, growth=growth, last=last)
     step = D.settle(Step(rec, "LoadIncreased" if rec > 3 else ("Steady" if rec == 3 else "LoadDecreased"), ""),
                     d, rep)
     assert (step.replicas, step.reason) == (replicas, reason)
 
 
 def test_settle_leaves_a_breach_with_a_queue_to_the_breach_rule():
-    d = D.Demand(93.0, 70.0, 5.0, growth=-11.5, ready_before=1.0, ready_earlier=1.0, backlog_before=28.0)
+    d = D.Demand(93.0, 70.0, 5.0, growth=-11.5, last=PendingReading(0.0, 28.0, 1.0, 0.0, 0.0, 1.0))
     step = D.settle(Step(4, "LatencyAboveTarget", ""), d, Replicas(3, 3))
     assert (step.replicas, step.reason) == (4, "LatencyAboveTarget")
 
 
 def test_the_last_two_ready_counts_reach_demand():
     """learn records the ready count of the tick before the last, and demand reads both."""
-    st = State(last_pending=(0.0, 30.0, 1.0, 5.0, 10.0))  # 1 ready at the last tick (an old, 5-long memory)
+    st = State(last_pending=PendingReading(0.0, 30.0, 1.0, 5.0, 10.0))  # 1 ready at the last tick (an old memory)
     st = D.learn(st, replace(ok(70, pending=28.0), pending_at=2.0), Replicas(3, 3), POLICY, 2.0, 70.0)
     assert st.last_pending is not None and st.last_pending[2:3] + st.last_pending[5:] == (3.0, 1.0)
     d = D.demand(replace(ok(70, pending=5.0), pending_at=4.0), st, 4.0)
-    assert (d.ready_before, d.ready_earlier, d.backlog_before) == (3.0, 1.0, 28.0)
-    assert D.demand(ok(70), State(last_pending=(0.0, 30.0, 1.0, 5.0, 10.0)), 4.0).ready_earlier is None
+    assert d.last is not None and (d.last.ready, d.last.ready_before, d.last.pending) == (3.0, 1.0, 28.0)
+    old = D.demand(ok(70), State(last_pending=PendingReading(0.0, 30.0, 1.0, 5.0, 10.0)), 4.0).last
+    assert old is not None and old.ready_before is None
 
 
 # --- step: tolerate ----------------------------------------------------------------------------
@@ -700,7 +703,7 @@ def test_clamp(rec, rep, policy, replicas, reason):
 def test_state_roundtrips_through_status_dict():
     st = State(recommendations=((1.0, 3, 2),), failures=2, capacity_rps=12.5, batch_samples=((4.0, 28.0, 1.0),),
                last_scale_time=5.0, rates=((1.0, 10.0, 12.0),), cold_start_s=42.0, surprises=(3.0,),
-               last_pending=(1.0, 7.0, 2.0), last_batch_size=4.0)
+               last_pending=PendingReading(1.0, 7.0, 2.0), last_batch_size=4.0)
     assert State.from_dict(st.to_dict()) == st
     assert State.from_dict({"rates": "garbage"}) == State()  # corrupt memory: start fresh
     assert State.from_dict({"recommendations": [[1.0, 4]]}).recommendations == ((1.0, 4, 4),)  # old format

@@ -9,7 +9,7 @@ import pytest
 
 from support.decider_cases import POLICY
 from tritonscale.scaling import decider as D
-from tritonscale.scaling.decider import Observation, Replicas, State
+from tritonscale.scaling.decider import Observation, PendingReading, Replicas, State
 from tritonscale.scaling.decider.batcher_model import md1_p95_capacity, md1_p95_wait_ms, saturation_rps
 from tritonscale.scaling.decider.capacity import learn_queueing, unbatched_capacity
 
@@ -18,7 +18,7 @@ TARGET = 44.0  # two service times: the M/D/1 queue meets it at 28.5% busy
 UNBATCHED = replace(POLICY, max_batch_size=1, target_p95_ms=TARGET)
 KNOWN = ((1.0, SERVICE, 0.0),)  # one batch-size sample at 1: the cost of a request
 # held: the last tick saw 4 ready replicas too
-STEADY = State(batch_samples=KNOWN, last_pending=(0.0, 0.0, 4.0, 0.0, 0.0))
+STEADY = State(batch_samples=KNOWN, last_pending=PendingReading(0.0, 0.0, 4.0, 0.0, 0.0))
 
 
 def obs(rps: float, p95: float | None) -> Observation:
@@ -60,7 +60,7 @@ def _per(rho: float) -> float:
     # a pod still starting, or the ready count changed since the last tick: the window's p95 is
     # not this fleet's
     (STEADY, UNBATCHED, obs(4 * _per(0.5), SERVICE), Replicas(5, 4), None),
-    (replace(STEADY, last_pending=(0.0, 0.0, 3.0, 0.0, 0.0)), UNBATCHED, obs(4 * _per(0.5), SERVICE),
+    (replace(STEADY, last_pending=PendingReading(0.0, 0.0, 3.0, 0.0, 0.0)), UNBATCHED, obs(4 * _per(0.5), SERVICE),
      Replicas(4, 4), None),
     # no batch cost yet, or no p95
     (replace(STEADY, batch_samples=()), UNBATCHED, obs(4 * _per(0.5), SERVICE), Replicas(4, 4), None),
@@ -121,7 +121,7 @@ def test_a_scale_down_plans_the_smaller_fleet_with_its_own_capacity():
     # measured over 4 replicas: ~31 rps each at the target (the M/D/1 model: 13); 24 rps would fit
     # on one such replica, but one replica sees Poisson arrivals: two, by the model
     memory = replace(_with(0.25, 0.25, 0.25, per=20.0), rates=((0.0, 24.0, 24.0),),
-                     last_pending=(0.0, 0.0, 4.0, 0.0, 0.0))
+                     last_pending=PendingReading(0.0, 0.0, 4.0, 0.0, 0.0))
     policy = replace(UNBATCHED, scale_down_stabilization_s=0.0, tolerance=0.0, scale_down_max_step=10)
     d = D.decide(obs(24.0, 30.0), Replicas(4, 4), policy, memory, 15.0)
     assert d.replicas == 2, d.message

@@ -54,7 +54,17 @@ from tritonscale.scaling.decider.capacity import (
     capacity,
 )
 from tritonscale.scaling.decider.constants import *  # noqa: F403 (read-only copies, for callers and tests)
-from tritonscale.scaling.decider.model import Decision, Observation, Policy, Replicas, SourceStatus, State, Step, _clamp
+from tritonscale.scaling.decider.model import (
+    Decision,
+    Observation,
+    PendingReading,
+    Policy,
+    Replicas,
+    SourceStatus,
+    State,
+    Step,
+    _clamp,
+)
 from tritonscale.scaling.decider.signals import (
     Demand,
     bought,
@@ -134,7 +144,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
 
 
 __all__ = [
-    "Decision", "Demand", "Observation", "Policy", "Replicas", "SourceStatus", "State", "Step", "add_batch_sample",
+    "Decision", "Demand", "Observation", "PendingReading", "Policy", "Replicas", "SourceStatus", "State", "Step",
+    "add_batch_sample",
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
     "cold_start", "constants",
     "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",

@@ -135,10 +135,6 @@ class State:
     # traffic makes against the Poisson model, for models that do not batch (capacity.learn_queueing)
     queueing: tuple[tuple[float, float, float, float], ...] = ()
 
-    def __post_init__(self) -> None:
-        if self.last_pending is not None and not isinstance(self.last_pending, PendingReading):
-            object.__setattr__(self, "last_pending", PendingReading(*self.last_pending))
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "recommendations": [[round(t, 3), r, b] for t, r, b in self.recommendations],

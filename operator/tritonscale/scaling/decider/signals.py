@@ -17,9 +17,7 @@ class Demand:
     window_rate: float  # over the rate window (lags)
     backlog: float  # requests queued now
     growth: float = 0.0  # the queue's change since the last tick, per second
-    ready_before: float | None = None  # replicas ready at the last tick (None: no last tick)
-    ready_earlier: float | None = None  # ... and at the tick before it (None: not known)
-    backlog_before: float | None = None  # requests queued at the last tick's reading (None: no last tick)
+    last: PendingReading | None = None  # the last tick's queue reading (None: no last tick)
 
 
 def demand(obs: Observation, state: State, now: float) -> Demand:
@@ -41,16 +39,14 @@ def demand(obs: Observation, state: State, now: float) -> Demand:
             growth = (pending - last.pending) / (at - last.at)
         else:  # the same scrape again
             growth = last.growth
-    before = last.ready if last is not None else None
-    earlier = last.ready_before if last is not None else None
-    queued_before = last.pending if last is not None else None
-    return Demand(max(0.0, exits + growth), window, pending, growth, before, earlier, queued_before)
+    return Demand(max(0.0, exits + growth), window, pending, growth, last)
 
 
 def joined(d: Demand, ready: int, ticks: int = 1) -> int:
     """Replicas that became ready within the last ``ticks`` (1 or 2) ticks: ``ready`` less the fewest
     ready at either; 0 where no earlier count is known."""
-    earlier = [b for b in (d.ready_before, d.ready_earlier)[:ticks] if b is not None]
+    counts = () if d.last is None else (d.last.ready, d.last.ready_before)[:ticks]
+    earlier = [b for b in counts if b is not None]
     return max(0, int(ready - min(earlier))) if earlier else 0
 
 
@@ -104,8 +100,7 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     if rates and now - rates[-1][0] < 0.5 * policy.interval_s:
         rates = rates[:-1]  # a tick out of turn (within half an interval of the last) replaces it
     rates += ((now, rate, rate),)  # what the plan bought is filled in once made (see decide)
-    # ``demand`` reads the last two ready counts, ``settle`` whether replicas joined within the last two ticks.
-    last = state.last_pending
+    # ``joined`` reads the last two ready counts: ``breach`` the last, ``settle`` both.
     before = last.ready if last is not None else float(ready)
     pending = (PendingReading(sampled_at(obs, now), obs.pending, float(ready), growth, obs.pending_min or 0.0, before)
                if obs.pending is not None else None)

@@ -106,13 +106,14 @@ def settle(step: Step, d: Demand, replicas: Replicas) -> Step:
     ready = min(replicas.ready, replicas.current)
     if step.replicas <= replicas.current or ready < replicas.current or step.reason == "LatencyAboveTarget":
         return step
-    if not d.backlog_before or d.backlog > (1.0 - C.SETTLE_DRAINED_SHARE) * d.backlog_before:
+    queued = d.last.pending if d.last is not None else 0.0
+    if not queued or d.backlog > (1.0 - C.SETTLE_DRAINED_SHARE) * queued:
         return step  # no queue before (none to drain), or most of it still there
     if joined(d, ready, ticks=2) == 0:
         return step
     return Step(replicas.current, "QueueDraining",
                 step.why + f"; replicas joined within the last two ticks and the queue drained from "
-                           f"{d.backlog_before or 0.0:.0f} to {d.backlog:.0f}: waiting a tick for a reading "
+                           f"{queued:.0f} to {d.backlog:.0f}: waiting a tick for a reading "
                            "without the drain")
 
 
