@@ -11,7 +11,6 @@ import them from there, never from this file).
 
 from __future__ import annotations
 
-import signal
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from support.cluster import (
     install_chart,
     wait_for,
 )
+from support.interrupt import sigterm_as_keyboard_interrupt
 from support.pod_ready_marker import PodReadyMarker, bind_models_claim
 from tritonscale.api.spec import PLURAL
 from tritonscale.cluster import ClusterError, ControlPlane
@@ -39,10 +39,9 @@ from tritonscale.sandbox.operator_process import OperatorProcess
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # SIGTERM (a CI time limit, `kill`) stops the run as Ctrl-C does: pytest then tears the
-    # fixtures down, so the control plane, tritonservers and operators they started do not
-    # outlive it (SIGTERM's default action would skip every finaliser and atexit hook).
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # SIGTERM (a CI time limit, `kill`) stops the run as Ctrl-C does (support/interrupt.py);
+    # e2e/conftest.py does the same for a run of e2e/ alone, which does not load this file.
+    sigterm_as_keyboard_interrupt()
 
 
 # ---- the control plane, with the chart installed by helm --------------------------------

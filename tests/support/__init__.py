@@ -8,5 +8,6 @@
 - ``chart_render``: ``helm template`` of charts/tritonscale;
 - ``triton_exporter``: a fake Triton /metrics endpoint for a real Prometheus to scrape;
 - ``spec_cases``: the table of spec mutations and the problems they must produce;
-- ``cel_eval``: CEL rules and structural defaulting as kube-apiserver applies them.
+- ``cel_eval``: CEL rules and structural defaulting as kube-apiserver applies them;
+- ``interrupt``: SIGTERM stops a run as Ctrl-C does (both conftests install it).
 """
