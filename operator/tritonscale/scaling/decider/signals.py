@@ -246,8 +246,8 @@ def saturation_share(state: State, now: float, horizon: float, rate: float, sigm
 def climb(rates: tuple[tuple[float, float, float], ...], now: float, horizon: float, rate: float) -> float:
     """How far the rate has climbed over the last horizon, if it rose in both halves of it: twice
     the smaller half's rise (the readings one horizon and half a horizon before ``now``, and
-    ``rate``), 0 if either half fell or the history is shorter. A ramp rises in both halves, a
-    step in one, and noise in neither for long.
+    ``rate``), 0 if either half fell or the history is shorter. A ramp rises in both halves and a
+    step in one; noise rises in both only by chance, by about its own size.
 
     ``horizon_rise`` is a robust quantile of the whole history, so a climb that starts after
     minutes of steady traffic does not move it for a while, and ``saturation_share`` kept running
