@@ -311,38 +311,6 @@ def test_saturation_share_is_high_only_for_a_rate_that_holds_still():
     assert D.saturation_share(State(), 0.0, 75.0, 2000.0) == D.UTILISATION  # nothing known yet
 
 
-@pytest.mark.parametrize(("name", "profile", "climbed"), [
-    # steady at 600, then 2 rps/s for the last 80 s: the readings 80 s and 40 s back (the last ones at
-    # least a horizon, 75 s, and half of one back) are 600 and 680, and the rate now is 760
-    ("a ramp's onset", lambda t: 600 + 2.0 * max(0, t - 210), 160.0),
-    ("a steady climb", lambda t: 600 + 1.0 * t, 80.0),
-    ("a step in the newer half", lambda t: 600 if t < 270 else 900, 0.0),
-    ("a step in the older half", lambda t: 600 if t < 230 else 900, 0.0),
-    ("a fall", lambda t: 900 - 1.0 * t, 0.0),
-    ("steady", lambda t: 600.0, 0.0),
-])
-def test_climb_is_the_rise_over_the_last_horizon_when_both_halves_rose(name, profile, climbed):
-    history = rates(*((10 * k, profile(10 * k)) for k in range(30)))  # 0 .. 290 s
-    assert D.climb(history, 290.0, 75.0, profile(290)) == pytest.approx(climbed), name
-
-
-def test_climb_needs_a_horizon_of_history():
-    assert D.climb(rates((250, 600), (270, 650)), 290.0, 75.0, 700.0) == 0.0
-
-
-def test_saturation_share_drops_at_a_climbs_onset_after_steady_minutes():
-    """The history's rise quantile is steady's (most of its differences are flat); the climb
-    under way is not, and the replicas keep the share's floor's room for it."""
-    steady = [(10 * k, 600.0) for k in range(30)]
-    onset = [(t, r + 0.5 * max(0, t - 210)) for t, r in steady]  # 600, 620 and now 640
-    assert D.saturation_share(State(rates=rates(*steady)), 290.0, 75.0, 600.0) == pytest.approx(1.0)
-    assert D.horizon_rise(rates(*onset), 75.0) == pytest.approx(0.0)
-    assert D.saturation_share(State(rates=rates(*onset)), 290.0, 75.0, 640.0) == pytest.approx(1.0 - 40.0 / 640.0)
-    # a steeper climb gets no less than the floor
-    steep = [(t, r + 5.0 * max(0, t - 210)) for t, r in steady]
-    assert D.saturation_share(State(rates=rates(*steep)), 290.0, 75.0, 1000.0) == D.UTILISATION
-
-
 # --- step: forecast (trend, noise, level) ------------------------------------------------------
 def test_trend_follows_a_ramp_not_a_step_or_noise():
     ramp = rates(*((t, 100 + 2.0 * t) for t in range(0, 241, 15)))

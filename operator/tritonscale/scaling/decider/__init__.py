@@ -68,7 +68,6 @@ from tritonscale.scaling.decider.model import (
 from tritonscale.scaling.decider.signals import (
     Demand,
     bought,
-    climb,
     cold_start,
     data_age,
     demand,
@@ -148,7 +147,7 @@ __all__ = [
     "Decision", "Demand", "Observation", "PendingReading", "Policy", "Replicas", "SourceStatus", "State", "Step",
     "add_batch_sample",
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
-    "climb", "cold_start", "constants",
+    "cold_start", "constants",
     "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",
     "limit", "noise", "plan_horizon", "recommend", "saturation_share", "scale_down_window", "settle", "stabilize",
     "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend",

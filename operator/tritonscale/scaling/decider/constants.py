@@ -33,15 +33,16 @@ TREND_HORIZON_SHARE = 1.0
 # ... but extrapolated at most this far ahead: over three minutes a wandering rate turns as
 # often as it goes on (suite, cold start 180 s, seeds 0-1: 11/28 scenarios meet the criteria
 # extrapolating a whole horizon, 14 with no trend at all, 15 with 90 or 120 s; measured with the
-# decider of 2026-11-22). Only cold starts above ~100 s reach the cap. Re-measured in session 39
-# with that session's decider, re-runs of tritonscale against the stored suites, from 120 s:
-# 140 s: seeds 0-2 101 -> 103/126 (missed windows 293 -> 288, +0.19% replica-hours: diurnal at
-# 180 s meets every window in two more seeds), held-out seeds 3-4 60 -> 60 (203 -> 197, +0.13%),
-# 5-6 60 -> 61 (229 -> 223, +0.11%), the wide ranges 82 -> 83/108 (374 -> 371, +0.16%); 160 s:
-# 102, 60, 61 (287, 196, 222; +0.22-0.34%); 200 s: 100 and 300 s (the whole horizon): 99, random
-# walks at 180 s then peaking at 13-14 against limits of 12-13. A smooth rise goes on for longer
-# than a wander does; the cap sits where the random walk's turns start to cost more than the
-# diurnal's climb gains. (Session 33 rejected 160 s: with its decider it gained on seeds 0-2 only.)
+# decider of 2026-11-22). Only cold starts above ~100 s reach the cap. Re-measured in session 39,
+# re-runs of tritonscale against the stored suites, 140 s against 120 s: seeds 0-2 100 -> 102/126
+# (missed windows 296 -> 291, +0.18% replica-hours: diurnal at 180 s meets every window in two
+# more seeds), held-out seeds 3-4 60 -> 60 (203 -> 197, +0.13%), 5-6 59 -> 60 (230 -> 226, +0.11%).
+# On top of a share change tried that session (since reverted): 140 s 101 -> 103, 60 -> 60,
+# 60 -> 61 and the wide ranges 82 -> 83/108; 160 s 102, 60, 61; 200 s 100 and 300 s (the whole
+# horizon) 99, random walks at 180 s then peaking at 13-14 against limits of 12-13. A smooth rise
+# goes on for longer than a wander does; the cap sits where the random walk's turns start to cost
+# more than the diurnal's climb gains. (Session 33 rejected 160 s: with its decider it gained on
+# seeds 0-2 only.)
 TREND_MAX_HORIZON_S = 140.0
 # Rate noise: the rate's tick-to-tick variability (robust: median absolute difference of
 # consecutive samples over the last five minutes, as a standard deviation) is planned for at

@@ -230,8 +230,7 @@ def horizon_rise(rates: tuple[tuple[float, float, float], ...], horizon: float) 
 def saturation_share(state: State, now: float, horizon: float, rate: float, sigma: float | None = None) -> float:
     """The share of saturation a replica may be planned at, between UTILISATION and 1: one minus
     the rate's unforeseen movement relative to ``rate`` -- the larger of its tick-to-tick noise
-    and its rise over one horizon (``horizon_rise``), each at the 95% quantile, or the climb under
-    way now (``climb``), which the history's quantile does not see yet. Near saturation
+    and its rise over one horizon (``horizon_rise``), each at the 95% quantile. Near saturation
     any rise beyond the plan builds a queue that grows until replicas arrive, a horizon later;
     below the p95 capacity the queueing is already priced in. Steady traffic may run its
     replicas up to the p95 capacity; a rate that wanders, jumps or climbs keeps UTILISATION.
@@ -239,28 +238,8 @@ def saturation_share(state: State, now: float, horizon: float, rate: float, sigm
     rise = horizon_rise(state.rates, horizon)
     if rise is None or rate <= 0.0:
         return C.UTILISATION
-    moved = max(C.NOISE_Z * noise_now(state, now, sigma), rise, climb(state.rates, now, horizon, rate))
+    moved = max(C.NOISE_Z * noise_now(state, now, sigma), rise)
     return min(1.0, max(C.UTILISATION, 1.0 - moved / rate))
-
-
-def climb(rates: tuple[tuple[float, float, float], ...], now: float, horizon: float, rate: float) -> float:
-    """How far the rate has climbed over the last horizon, if it rose in both halves of it: twice
-    the smaller half's rise (the readings one horizon and half a horizon before ``now``, and
-    ``rate``), 0 if either half fell or the history is shorter. A ramp rises in both halves and a
-    step in one; noise rises in both only by chance, by about its own size.
-
-    ``horizon_rise`` is a robust quantile of the whole history, so a climb that starts after
-    minutes of steady traffic does not move it for a while, and ``saturation_share`` kept running
-    replicas at the p95 capacity into a ramp's onset (the suite's ramps, loose target: the five
-    flat minutes before the first ramp). Whatever it reads, the share stays at least UTILISATION."""
-    def at(t: float) -> float | None:
-        before = [r for s, r, *_ in rates if s <= t]
-        return before[-1] if before else None
-
-    start, middle = at(now - horizon), at(now - horizon / 2)
-    if start is None or middle is None:
-        return 0.0
-    return max(0.0, 2.0 * min(middle - start, rate - middle))
 
 
 def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
