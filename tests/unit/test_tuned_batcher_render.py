@@ -103,3 +103,27 @@ def test_renderer_and_autoscaler_read_status_batching_alike() -> None:
                     rendered_settings.max_queue_delay_microseconds, rendered_settings.preferred_batch_sizes)
     assert batcher_in_force(InferenceServiceSpec.model_validate(owner({"enabled": True}, IN_FORCE)["spec"]),
                             owner({"enabled": True}, IN_FORCE)) == BatcherInForce(500, (16,))
+
+
+def test_tuned_settings_outside_the_edited_spec_give_way_to_the_spec() -> None:
+    """A spec edited after the tuner chose its settings (a smaller maxBatchSize, tighter autoTune
+    bounds) renders the spec's own values: Triton refuses a preferred size above max_batch_size,
+    and a new pod with that config would never load the model."""
+    cases: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        ({"enabled": True}, {"model": {"maxBatchSize": 8}}),  # preferred 16 > maxBatchSize 8
+        ({"enabled": True, "maxQueueDelayMicroseconds": 400}, {}),  # delay 500 > the tuner's bound
+        ({"enabled": True, "preferredBatchSizes": [4, 8]}, {}),  # 16 no longer among the allowed sizes
+    ]
+    for auto_tune, edit in cases:
+        doc = owner(auto_tune, IN_FORCE)
+        for key, value in edit.items():
+            doc["spec"][key].update(value)
+        doc["spec"]["batching"]["preferredBatchSizes"] = [4, 8]
+        spec = InferenceServiceSpec.model_validate(doc["spec"])
+        assert batcher_in_force(spec, doc) is None, (auto_tune, edit)
+        assert batching_block(rendered(doc)["ConfigMap"]["data"]["config.pbtxt"]) == (
+            "  preferred_batch_size: [ 4, 8 ]\n  max_queue_delay_microseconds: 2000")
+    # Within the bounds, the tuner's settings stay in force.
+    doc = owner({"enabled": True, "maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [8, 16]}, IN_FORCE)
+    spec = InferenceServiceSpec.model_validate(doc["spec"])
+    assert batcher_in_force(spec, doc) == BatcherInForce(500, (16,))

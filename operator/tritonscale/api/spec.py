@@ -16,6 +16,9 @@ from pydantic.alias_generators import to_camel
 
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES, Rule, cel_block
 
+# The longest queue delay a spec (or the tuner) may set: 10 s, far beyond any latency target.
+MAX_QUEUE_DELAY_US = 10_000_000
+
 GROUP = "tritonscale.io"
 VERSION = "v1alpha1"
 KIND = "InferenceService"
@@ -162,7 +165,7 @@ class AutoTuneSpec(_Model):
         "are where tuning starts.",
     )
     max_queue_delay_microseconds: int | None = Field(
-        default=None, ge=0, le=10_000_000,
+        default=None, ge=0, le=MAX_QUEUE_DELAY_US,
         description="The largest queue delay the tuner may use. Unset: what the p95 target leaves after "
         "the model's full-batch time.",
     )
@@ -178,7 +181,7 @@ class AutoTuneSpec(_Model):
 class BatchingSpec(_Model):
     enabled: bool = Field(default=True, description="Render a dynamic_batching block.")
     max_queue_delay_microseconds: int = Field(
-        default=0, ge=0, le=10_000_000,
+        default=0, ge=0, le=MAX_QUEUE_DELAY_US,
         description="How long Triton may hold a request to grow a batch. Trades a little queueing for throughput.",
     )
     preferred_batch_sizes: list[int] = Field(

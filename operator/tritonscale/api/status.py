@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tritonscale.api.merge_patch import merge_patch
-from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.api.spec import MAX_QUEUE_DELAY_US, InferenceServiceSpec
 
 # Condition types.
 READY = "Ready"
@@ -90,10 +90,26 @@ def tuned_batcher(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) 
     if not auto_tune_enabled(spec) or not isinstance(live, Mapping) or live.get("source") != "tuner":
         return None
     try:
-        return BatcherInForce(int(live["maxQueueDelayMicroseconds"]),
-                              tuple(int(p) for p in live.get("preferredBatchSizes") or ()))
+        tuned = BatcherInForce(int(live["maxQueueDelayMicroseconds"]),
+                               tuple(int(p) for p in live.get("preferredBatchSizes") or ()))
     except (KeyError, TypeError, ValueError):
         return None  # hand-edited or corrupt: the spec's values, and the tuner starts again from them
+    return tuned if _within_bounds(spec, tuned) else None
+
+
+def _within_bounds(spec: InferenceServiceSpec, tuned: BatcherInForce) -> bool:
+    """The tuner's settings still fit the spec: a spec edited since they were chosen (a smaller
+    model.maxBatchSize, tighter autoTune bounds) puts the spec's own values back in force, and the
+    tuner starts again from them. Rendering stale ones would give Triton a config it refuses
+    ("preferred batch size must be <= max batch size"): new pods would never load the model."""
+    tune = spec.batching.auto_tune if spec.batching is not None else None
+    limit = tune.max_queue_delay_microseconds if tune is not None else None
+    if tuned.max_queue_delay_microseconds < 0 or tuned.max_queue_delay_microseconds > MAX_QUEUE_DELAY_US \
+            or (limit is not None and tuned.max_queue_delay_microseconds > limit):
+        return False
+    allowed = set(tune.preferred_batch_sizes) if tune is not None and tune.preferred_batch_sizes else None
+    return all(1 <= p <= spec.model.max_batch_size and (allowed is None or p in allowed)
+               for p in tuned.preferred_batch_sizes)
 
 
 class InferenceServiceStatus(_Model):
