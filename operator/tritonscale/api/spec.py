@@ -70,10 +70,11 @@ class TensorSpec(_Model):
     name: str = Field(min_length=1, max_length=128, description="Tensor name as the model declares it.")
     data_type: DataType = Field(description="Triton data type without the TYPE_ prefix, e.g. FP32.")
     dims: list[int] = Field(
-        max_length=16,
+        min_length=1, max_length=16,
         json_schema_extra={"items": {"type": "integer", "minimum": -1}, "x-kubernetes-validations": [
             {"rule": "self.all(d, d != 0)", "message": "dims entries must be positive or -1 (variable)"}]},
-        description="Shape without the batch dimension; -1 marks a variable dimension.",
+        description="Shape without the batch dimension; -1 marks a variable dimension. Triton needs at least one "
+        "entry ([1] for a scalar per request).",
     )
 
     @field_validator("dims")
@@ -100,8 +101,9 @@ class WarmupSpec(_Model):
 
 class ModelSpec(_Model):
     name: str | None = Field(
-        default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]+$",
-        description="Triton model name; defaults to metadata.name.",
+        default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$",
+        description="Triton model name; defaults to metadata.name. Letters, digits, '_', '-' and '.', "
+        "not dots alone ('.' and '..' name directories, not models).",
     )
     storage_uri: str = Field(
         max_length=2048,
