@@ -706,6 +706,11 @@ def test_state_roundtrips_through_status_dict():
                last_pending=PendingReading(1.0, 7.0, 2.0), last_batch_size=4.0)
     assert State.from_dict(st.to_dict()) == st
     assert State.from_dict({"rates": "garbage"}) == State()  # corrupt memory: start fresh
+    for corrupt in ({"recommendations": [{"t": 1.0, "r": 4}]}, {"capacityRps": "lots"}, {"rates": [None]},
+                    {"lastScaleTime": [1]}):
+        assert State.from_dict(corrupt) == State(), corrupt
+    # numbers written as strings (a hand edit) read as the numbers they are
+    assert State.from_dict({"capacityRps": "10"}).capacity_rps == 10.0
     assert State.from_dict({"recommendations": [[1.0, 4]]}).recommendations == ((1.0, 4, 4),)  # old format
 
 

@@ -175,6 +175,13 @@ def test_replicas_in_stale_last_applied_is_not_nulled() -> None:
     ({}, {"a": {}}, True),
     ({"a": [1]}, {"a": []}, False),
     ({}, {"a": [1]}, False),
+    # Resource quantities come back in canonical form and compare by value, only under limits/requests.
+    ({"resources": {"requests": {"cpu": "500m", "memory": "1536Mi"}}},
+     {"resources": {"requests": {"cpu": "0.5", "memory": "1.5Gi"}}}, True),
+    ({"resources": {"limits": {"cpu": "2"}}}, {"resources": {"limits": {"cpu": "2000m"}}}, True),
+    ({"resources": {"limits": {"cpu": "1"}}}, {"resources": {"limits": {"cpu": "2"}}}, False),
+    ({"resources": {"limits": {"cpu": "lots"}}}, {"resources": {"limits": {"cpu": "many"}}}, False),
+    ({"env": {"value": "1"}}, {"env": {"value": "1.0"}}, False),
 ])
 def test_contains_table(live: Any, desired: Any, expected: bool) -> None:
     assert contains(live, desired) is expected

@@ -143,3 +143,17 @@ async def test_a_fetch_that_raises_is_a_failed_snapshot_and_is_not_cached():
     assert snap.observation("ns", "svc", "m").status == "failed"
     await cache.get("http://p", 60, max_age_s=15)
     assert len(calls) == 2  # the next tick tries again
+
+
+async def test_a_failed_snapshot_the_source_returns_is_not_cached_either():
+    calls = []
+
+    class Down:
+        def fetch(self, window_s: int) -> Snapshot:
+            calls.append(window_s)
+            return Snapshot(taken_at=clock[0], ok=False, error="connection refused")
+
+    cache = SnapshotCache(lambda url: Down(), clock=lambda: clock[0])
+    assert not (await cache.get("http://p", 60, max_age_s=15)).ok
+    assert not (await cache.get("http://p", 60, max_age_s=15)).ok
+    assert len(calls) == 2  # the second tick asked again instead of reusing the failure

@@ -15,22 +15,38 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kubernetes.utils import parse_quantity
+
 from tritonscale.api.merge_patch import merge_patch
 
 LAST_APPLIED = "tritonscale.io/last-applied"
 
 
-def contains(live: Any, desired: Any) -> bool:
+# Maps of resource quantities (a container's ``resources``): the API server returns each in its
+# canonical form (``0.5`` -> ``500m``, ``1.5Gi`` -> ``1536Mi``), so they compare by value.
+QUANTITY_MAPS = frozenset({"limits", "requests"})
+
+
+def contains(live: Any, desired: Any, quantities: bool = False) -> bool:
     if isinstance(desired, dict):
         # An empty list or map is omitted by the API server (``omitempty``): a Deployment
         # rendered with ``env: []`` comes back without ``env``, and was patched on every reconcile.
         return isinstance(live, dict) and all(
-            contains(live[k], v) if k in live else v in ([], {}) for k, v in desired.items())
+            contains(live[k], v, quantities or k in QUANTITY_MAPS) if k in live else v in ([], {}) for k, v in desired.items())
     if isinstance(desired, list):
         return isinstance(live, list) and len(live) == len(desired) and all(
             contains(lv, dv) for lv, dv in zip(live, desired, strict=True)
         )
+    if quantities and live != desired:
+        return _same_quantity(live, desired)
     return bool(live == desired)  # numbers by value: the API server may return 2 for 2.0
+
+
+def _same_quantity(live: Any, desired: Any) -> bool:
+    try:
+        return bool(parse_quantity(live) == parse_quantity(desired))
+    except ValueError:
+        return False
 
 
 def removals(last: Any, desired: Any) -> Any:

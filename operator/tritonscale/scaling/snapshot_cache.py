@@ -43,13 +43,16 @@ class SnapshotCache:
     async def _fetch(self, key: tuple[str, int], url: str, window_s: int) -> Snapshot:
         """Never raises: a task that ends in an exception nobody awaits any more is re-raised by
         Kopf when the operator stops. A failure is a failed snapshot, which the tick handles
-        (hold, count it towards fallbackReplicas) and which is not cached."""
+        (hold, count it towards fallbackReplicas) and which is not cached -- nor is a failed snapshot
+        the source returns: each tick that finds no fresh good snapshot asks again (concurrent ones
+        still share one round), so one blip is not counted against every object's failureThreshold."""
         try:
             source = self._sources.get(url)
             if source is None:
                 source = self._sources[url] = self._factory(url)
             snap = await asyncio.to_thread(source.fetch, window_s)
-            self._cache[key] = snap
+            if snap.ok:  # a failed round (Prometheus down, a query refused) is tried again by the next tick
+                self._cache[key] = snap
             return snap
         except Exception as exc:  # noqa: BLE001
             return Snapshot(taken_at=self._clock(), ok=False, error=f"{type(exc).__name__}: {exc}")

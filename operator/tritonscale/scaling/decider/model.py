@@ -161,11 +161,11 @@ class State:
                 recommendations=tuple((float(e[0]), int(e[1]), int(e[-1]))
                                       for e in d.get("recommendations") or ()),
                 failures=int(d.get("failures") or 0),
-                capacity_rps=d.get("capacityRps"),
-                capacity_ceiling_rps=d.get("capacityCeilingRps"),
+                capacity_rps=_float_or_none(d.get("capacityRps")),
+                capacity_ceiling_rps=_float_or_none(d.get("capacityCeilingRps")),
                 batch_samples=tuple((float(e[0]), float(e[1]), float(e[2]) if len(e) > 2 else 0.0)
                                     for e in d.get("batchSamples") or ()),
-                last_scale_time=d.get("lastScaleTime"),
+                last_scale_time=_float_or_none(d.get("lastScaleTime")),
                 rates=tuple((float(e[0]), float(e[1]), float(e[-1])) for e in d.get("rates") or ()),
                 cold_start_s=None if d.get("coldStartSeconds") is None else float(d["coldStartSeconds"]),
                 surprises=tuple(float(t) for t in d.get("surprises") or ()),
@@ -174,8 +174,14 @@ class State:
                 last_batch_size=None if d.get("lastBatchSize") is None else float(d["lastBatchSize"]),
                 queueing=tuple((float(e[0]), float(e[1]), float(e[2]), float(e[3])) for e in d.get("queueing") or ()),
             )
-        except (TypeError, ValueError, IndexError):
-            return cls()  # corrupt memory: start fresh rather than crash the tick
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+            # corrupt or hand-edited memory (a list of maps, a number as a string): start fresh
+            # rather than fail every tick -- the tick rewrites the memory it starts with
+            return cls()
+
+
+def _float_or_none(v: Any) -> float | None:
+    return None if v is None else float(v)
 
 
 @dataclass(frozen=True)
