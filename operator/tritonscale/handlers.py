@@ -25,6 +25,10 @@ from tritonscale.scaling.snapshot_cache import SnapshotCache
 
 log = logging.getLogger("tritonscale")
 
+# How often a reconcile blocked by a name another object holds is tried again (s): the holder's
+# removal is not an event the operator watches.
+CONFLICT_RETRY_S = 30.0
+
 # Set by the CLI before Kopf starts (see tritonscale.operator_main).
 KUBE: Kube | None = None
 PROMETHEUS_URL: str | None = None
@@ -57,7 +61,12 @@ def _events_for(body: Any) -> Any:
 @kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.preferredBatchSizes")
 @kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.source")
 def reconcile_inference_service(body: kopf.Body, **_: Any) -> None:
-    reconcile(_kube(), dict(body), _events_for(body))
+    outcome = reconcile(_kube(), dict(body), _events_for(body))
+    if outcome.conflicts:
+        # Another object holds a child's name (status says which). Its removal sends us no event
+        # (it is not ours to watch), so Kopf tries again until the name is free.
+        raise kopf.TemporaryError(f"{', '.join(outcome.conflicts)} belong(s) to something else",
+                                  delay=CONFLICT_RETRY_S)
 
 
 def _reconcile_owner(namespace: str, name: str) -> None:

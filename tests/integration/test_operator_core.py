@@ -242,3 +242,89 @@ def test_invalid_spec_is_refused_or_reported_and_creates_nothing(api_client, nam
     assert warnings and warnings[0].reason == "InvalidSpec"
     assert op.alive()
     assert "Traceback" not in op.output(), op.output()
+
+
+def _warnings(k: Cluster, name: str, reason: str) -> list:
+    return [e for e in k.core.list_namespaced_event(k.ns).items
+            if e.involved_object.name == name and e.type == "Warning" and e.reason == reason]
+
+
+def test_a_name_another_object_holds_is_reported_and_never_taken_over(api_client, namespace, start_operator):
+    """A user's own Service named like the InferenceService: the operator reports the conflict
+    (Ready=False, NameConflict, a Warning event), writes nothing -- the Service keeps its selector
+    and gains no ownerReference, so deleting the InferenceService could never delete it -- and
+    creates the children once the name is free (Kopf retries the handler)."""
+    from tritonscale.handlers import CONFLICT_RETRY_S
+
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    ns = namespace
+    theirs = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "linear", "labels": {"app": "web"}},
+              "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}}
+    k.core.create_namespaced_service(ns, theirs)
+    k.create(sample(ns))
+    cond = wait_for(lambda: (c := k.condition("linear", "Ready")) and c["reason"] == "NameConflict" and c, 5,
+                    what="Ready=False, NameConflict")
+    assert cond["status"] == "False" and "Service/linear" in cond["message"], cond
+    assert (k.condition("linear", "SpecValid") or {}).get("status") == "True"
+    time.sleep(1.0)  # give a wrong implementation time to write something
+    service = k.core.read_namespaced_service("linear", ns)
+    assert service.spec.selector == {"app": "web"} and not service.metadata.owner_references
+    assert not exists(k.apps.read_namespaced_deployment, "linear", ns)
+    assert not exists(k.core.read_namespaced_config_map, "linear-config", ns)
+    assert _warnings(k, "linear", "NameConflict")
+
+    # The name freed: the next retry creates every child, the Service now the operator's own.
+    k.core.delete_namespaced_service("linear", ns)
+    kids = wait_for(lambda: k.children("linear"), CONFLICT_RETRY_S + 15, interval=0.5,
+                    what="the children once the name is free")
+    assert kids["Service"]["spec"]["selector"] == {LABEL: "linear"}
+    wait_for(lambda: (k.condition("linear", "Ready") or {}).get("reason") != "NameConflict", 5,
+             what="the conflict cleared from Ready")
+    assert op.alive()
+    assert "Traceback" not in op.output(), op.output()
+
+
+def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client, namespace, start_operator):
+    """What only Kubernetes' own schema checks (runtime.env and runtime.resources are free-form
+    Kubernetes objects the CRD passes as they are): every write is a dry run first, so a refusal --
+    by the client's schema (an EnvVar without a name) or by the API server (an env var name with
+    '=' in it) -- is a SpecValid=False condition naming the Deployment's field, and no child, not
+    even the ConfigMap written first, changes. (Resource quantities the operator checks itself.)"""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    ns = namespace
+    bad = sample(ns)
+    bad["spec"]["runtime"]["env"] = [{"value": "no name"}]
+    k.create(bad)
+    cond = wait_for(lambda: (c := k.condition("linear", "SpecValid")) and c["status"] == "False" and c, 5,
+                    what="SpecValid=False")
+    assert cond["reason"] == "ChildRejected", cond
+    assert "Deployment/linear" in cond["message"] and "env[0].name" in cond["message"], cond["message"]
+    assert not k.remaining_children("linear")
+    assert _warnings(k, "linear", "ChildRejected")
+
+    # What the client's schema passes and only the API server refuses: "=" in an env var's name.
+    k.patch("linear", {"spec": {"runtime": {"env": [{"name": "A=B", "value": "x"}]}}})
+    cond = wait_for(lambda: (c := k.condition("linear", "SpecValid")) and "A=B" in c["message"] and c, 5,
+                    what="SpecValid=False for the env name")
+    assert cond["status"] == "False" and cond["reason"] == "ChildRejected", cond
+    assert "Deployment/linear spec.template.spec.containers[0].env[0].name" in cond["message"], cond["message"]
+    assert not k.remaining_children("linear")
+
+    # Fixed: the children appear. Then a change the API server refuses again, with a ConfigMap
+    # change in it: nothing changes, the ConfigMap included.
+    k.patch("linear", {"spec": {"runtime": {"env": [{"name": "GREETING", "value": "hi"}]}}})
+    before = wait_for(lambda: k.children("linear"), 5, what="the children of the fixed spec")
+    wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 5, what="SpecValid=True")
+    k.patch("linear", {"spec": {"batching": {"maxQueueDelayMicroseconds": 500},
+                                "runtime": {"env": [{"value": "no name"}]}}})
+    wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "False", 5,
+             what="SpecValid=False after the refused change")
+    time.sleep(0.5)
+    after = k.children("linear")
+    for kind in before:
+        assert _desired(after[kind]) == _desired(before[kind]), kind
+    assert "max_queue_delay_microseconds: 2000" in after["ConfigMap"]["data"]["config.pbtxt"]
+    assert op.alive()
+    assert "Traceback" not in op.output(), op.output()

@@ -193,3 +193,24 @@ def test_validate_body_without_metadata_or_spec() -> None:
     parsed, problems = validate_body({})
     assert parsed is None
     assert [p.field for p in problems] == ["metadata.name", "spec"]
+
+
+@pytest.mark.parametrize(("resources", "message"), [
+    ({"limits": {"cpu": "lots"}}, "limits.cpu: 'lots' is not a Kubernetes quantity"),
+    ({"requests": {"memory": "1.5 Gi"}}, "requests.memory: '1.5 Gi' is not a Kubernetes quantity"),
+    ({"requests": ["cpu"]}, "requests must be a map of resource name to quantity"),
+])
+def test_resource_quantities_are_checked_by_the_operator(resources: dict[str, Any], message: str) -> None:
+    """runtime.resources is free-form in the CRD (Kubernetes' own ResourceRequirements): the operator
+    names a quantity the API server would refuse in the Deployment, before writing anything."""
+    spec = mutate(load_sample()["spec"], {"runtime.resources": resources})
+    parsed, problems = validate_spec(spec)
+    assert parsed is None and [p.field for p in problems] == ["spec.runtime.resources"]
+    assert message in problems[0].message, problems
+
+
+def test_resource_quantities_in_any_valid_form_pass() -> None:
+    spec = mutate(load_sample()["spec"], {"runtime.resources": {
+        "limits": {"cpu": "1500m", "memory": "1.5Gi", "nvidia.com/gpu": 1}, "requests": {"cpu": 0.5}}})
+    parsed, problems = validate_spec(spec)
+    assert problems == [] and parsed is not None

@@ -11,10 +11,15 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from kubernetes.utils import parse_quantity
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES, Rule, cel_block
+
+# A resource quantity as the API server parses it (its own error message gives this expression);
+# parse_quantity, which gives the value, is more lenient (it accepts "1.5 Gi").
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 
 # The longest queue delay a spec (or the tuner) may set: 10 s, far beyond any latency target.
 MAX_QUEUE_DELAY_US = 10_000_000
@@ -228,6 +233,27 @@ class RuntimeSpec(_Model):
         default=256 * 1024 * 1024, ge=1024 * 1024,
         description="Size of Triton's local response cache, used when model.responseCache is true.",
     )
+
+    @field_validator("resources")
+    @classmethod
+    def _quantities(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """Each request and limit is a Kubernetes quantity: the CRD keeps the block free-form, and a
+        value the API server cannot parse would otherwise surface only as a refused Deployment."""
+        for kind in ("limits", "requests"):
+            block = v.get(kind)
+            if block is None:
+                continue
+            if not isinstance(block, dict):
+                raise ValueError(f"{kind} must be a map of resource name to quantity")
+            for resource, quantity in block.items():
+                try:
+                    if isinstance(quantity, bool) or not _QUANTITY.match(str(quantity)):
+                        raise ValueError(quantity)
+                    parse_quantity(quantity)
+                except (ValueError, TypeError):
+                    raise ValueError(f"{kind}.{resource}: {quantity!r} is not a Kubernetes quantity "
+                                     "(e.g. 500m, 2, 1536Mi)") from None
+        return v
 
 
 class ScaleUpPolicy(_Model):

@@ -118,13 +118,18 @@ class Kube:
                 return None
             raise
 
-    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def create(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """Create ``obj``; with ``dry_run`` the API server validates and admits it (every admission
+        step, defaults filled in) and stores nothing."""
+        extra = {"dry_run": "All"} if dry_run else {}
         with _writing():
-            return self._dict(self._kinds[obj["kind"]].create(obj["metadata"]["namespace"], obj))
+            return self._dict(self._kinds[obj["kind"]].create(obj["metadata"]["namespace"], obj, **extra))
 
-    def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+    def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any],
+              dry_run: bool = False) -> dict[str, Any]:
+        extra = {"dry_run": "All"} if dry_run else {}
         with _writing():
-            return self._dict(self._kinds[kind].patch(name, namespace, patch, _content_type=MERGE))
+            return self._dict(self._kinds[kind].patch(name, namespace, patch, _content_type=MERGE, **extra))
 
     def get_inference_service(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

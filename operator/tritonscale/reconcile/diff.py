@@ -32,7 +32,8 @@ def contains(live: Any, desired: Any, quantities: bool = False) -> bool:
         # An empty list or map is omitted by the API server (``omitempty``): a Deployment
         # rendered with ``env: []`` comes back without ``env``, and was patched on every reconcile.
         return isinstance(live, dict) and all(
-            contains(live[k], v, quantities or k in QUANTITY_MAPS) if k in live else v in ([], {}) for k, v in desired.items())
+            contains(live[k], v, quantities or k in QUANTITY_MAPS) if k in live else v in ([], {})
+            for k, v in desired.items())
     if isinstance(desired, list):
         return isinstance(live, list) and len(live) == len(desired) and all(
             contains(lv, dv) for lv, dv in zip(live, desired, strict=True)

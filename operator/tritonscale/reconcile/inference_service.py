@@ -7,10 +7,14 @@ the I/O they call for, through :class:`tritonscale.kube.client.Kube`.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import pydantic
+from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
 from tritonscale.api.spec import InferenceServiceSpec, model_name
@@ -29,6 +33,7 @@ class Outcome:
     created: list[str] = field(default_factory=list)
     patched: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)  # children whose names something else holds
 
 
 def ready_condition(min_replicas: int, deployment: dict[str, Any] | None) -> tuple[bool, str, str]:
@@ -62,17 +67,100 @@ def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None
     )
 
 
-def status_for_invalid(body: dict[str, Any], problems: list[Problem], now: float) -> st.InferenceServiceStatus:
-    """The reconciler's fields for a spec it refuses: SpecValid=False names every problem."""
+def status_for_invalid(body: dict[str, Any], problems: list[Problem], now: float,
+                       reason: str = "InvalidSpec") -> st.InferenceServiceStatus:
+    """The reconciler's fields for a spec it refuses (or the API server refused as rendered:
+    ``ChildRejected``): SpecValid=False names every problem."""
     gen = body["metadata"].get("generation")
     message = "; ".join(str(p) for p in problems)
-    conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, False, "InvalidSpec", message,
+    conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, False, reason, message,
                              now, gen)
     # Children from an earlier valid generation keep serving; Ready reflects that the
     # new generation was not rolled out.
-    conds = st.set_condition(conds, st.READY, False, "InvalidSpec",
+    conds = st.set_condition(conds, st.READY, False, reason,
                              "spec rejected; nothing was created or changed: " + message, now, gen)
     return st.InferenceServiceStatus(observed_generation=gen, conditions=conds)
+
+
+def foreign_children(desired: list[dict[str, Any]], lives: list[dict[str, Any] | None]) -> list[str]:
+    """``Kind/name`` of each live object at a child's name that the owner does not own: none of
+    its ownerReferences carries the owner's uid (a user's own Service, another controller's
+    Deployment, or a former InferenceService's child the garbage collector has yet to remove)."""
+    taken = []
+    for child, live in zip(desired, lives, strict=True):
+        if live is None:
+            continue
+        uid = child["metadata"]["ownerReferences"][0]["uid"]
+        refs = (live.get("metadata") or {}).get("ownerReferences") or []
+        if not any(isinstance(r, dict) and r.get("uid") == uid for r in refs):
+            taken.append(f"{child['kind']}/{child['metadata']['name']}")
+    return taken
+
+
+Write = tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]  # (desired, live, patch)
+
+
+def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> list[Problem]:
+    """Each create or patch, tried as a server-side dry run: the problems of those the API
+    server refuses as invalid (400, 422), one per field it names. Other errors propagate."""
+    problems: list[Problem] = []
+    for child, live, patch in writes:
+        kind, cname = child["kind"], child["metadata"]["name"]
+        try:
+            if live is None:
+                kube.create(child, dry_run=True)
+            elif patch is not None:
+                kube.patch(kind, namespace, cname, patch, dry_run=True)
+        except ApiException as exc:
+            if exc.status not in (400, 422):
+                raise
+            problems.extend(api_problems(f"{kind}/{cname}", exc))
+        except pydantic.ValidationError as exc:  # the client checks a body against the API's schema first
+            problems.extend(client_problems(f"{kind}/{cname}", exc))
+    return problems
+
+
+def client_problems(ref: str, exc: pydantic.ValidationError) -> list[Problem]:
+    """The kubernetes client's own refusal of a body (its models validate the API's schema before
+    sending): one problem per error, its location as a field path of the object."""
+    out = []
+    for err in exc.errors():
+        loc = list(err.get("loc", ()))[1:]  # the first is the argument (the body's position or name)
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+        out.append(Problem(f"{ref} {path}", str(err.get("msg") or "invalid")))
+    return out or [Problem(ref, str(exc))]
+
+
+def api_problems(ref: str, exc: ApiException) -> list[Problem]:
+    """The API server's refusal as problems: one per cause it gives (field and message), else its
+    message."""
+    try:
+        body = json.loads(exc.body or "{}")
+    except ValueError:
+        body = {}
+    causes = [c for c in ((body.get("details") or {}).get("causes") or []) if isinstance(c, dict)]
+    named = [Problem(f"{ref} {c.get('field')}", str(c.get("message") or c.get("reason") or "invalid"))
+             for c in causes if c.get("field") and c.get("field") != "<nil>"]
+    return named or [Problem(ref, str(body.get("message") or exc.reason or f"HTTP {exc.status}"))]
+
+
+def status_for_conflict(body: dict[str, Any], message: str, now: float) -> st.InferenceServiceStatus:
+    """The reconciler's fields while a child's name is taken: the spec is valid, nothing is ready."""
+    gen = body["metadata"].get("generation")
+    conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid",
+                             now, gen)
+    conds = st.set_condition(conds, st.READY, False, "NameConflict", message, now, gen)
+    return st.InferenceServiceStatus(observed_generation=gen, conditions=conds)
+
+
+def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceStatus, event: EventFn,
+                  reason: str, message: str) -> None:
+    """Write the reconciler's status fields and a Warning event, once: nothing when they already say so."""
+    meta = body["metadata"]
+    patch = st.status_patch(body.get("status"), status)
+    if patch is not None:
+        kube.patch_inference_service_status(meta["namespace"], meta["name"], patch)
+        event("Warning", reason, message[:1000])
 
 
 def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[], float] = time.time) -> Outcome:
@@ -89,10 +177,8 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             return Outcome(valid=spec is not None, problems=problems)  # deleted meanwhile
         body = {**body, "status": fresh.get("status") or {}}
         if spec is None:
-            patch = st.status_patch(body.get("status"), status_for_invalid(body, problems, now()))
-            if patch is not None:
-                kube.patch_inference_service_status(ns, name, patch)
-                event("Warning", "InvalidSpec", "; ".join(str(p) for p in problems)[:1000])
+            _patch_status(kube, body, status_for_invalid(body, problems, now()), event, "InvalidSpec",
+                          "; ".join(str(p) for p in problems))
             return Outcome(valid=False, problems=problems)
 
         outcome = Outcome(valid=True)
@@ -100,17 +186,36 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         # Render everything before the first write: a rendering problem can never
         # leave half the children behind.
         desired = [with_last_applied(c) for c in build_children(spec, body)]
-        for child in desired:
+        lives = [kube.get(c["kind"], ns, c["metadata"]["name"]) for c in desired]
+        # An object of a child's name that this InferenceService does not own is someone else's:
+        # patching it would take it over (our selector, our ownerReference -- and the garbage
+        # collector would delete it with us). Nothing is written while any name is taken.
+        taken = foreign_children(desired, lives)
+        if taken:
+            message = (f"{', '.join(taken)} already exist(s) and belong(s) to something else: rename this "
+                       "InferenceService or remove them; nothing was created or changed")
+            outcome.conflicts = taken
+            _patch_status(kube, body, status_for_conflict(body, message, now()), event, "NameConflict", message)
+            return outcome
+        writes = [(c, live, None if live is None else plan_patch(c, live)) for c, live in zip(desired, lives,
+                                                                                             strict=True)]
+        # The API server validates what the CRD cannot (a Deployment's env entry without a name, a
+        # resource quantity that does not parse): every write is tried as a dry run first, so a
+        # refusal leaves every child as it was -- not a new ConfigMap beside the old Deployment.
+        refused = dry_run_refusals(kube, ns, writes)
+        if refused:
+            outcome.valid, outcome.problems = False, refused
+            _patch_status(kube, body, status_for_invalid(body, refused, now(), reason="ChildRejected"),
+                          event, "ChildRejected", "; ".join(str(p) for p in refused))
+            return outcome
+        for child, live, patch in writes:
             kind, cname = child["kind"], child["metadata"]["name"]
-            live = kube.get(kind, ns, cname)
             if live is None:
                 live = kube.create(child)
                 outcome.created.append(f"{kind}/{cname}")
-            else:
-                patch = plan_patch(child, live)
-                if patch is not None:
-                    live = kube.patch(kind, ns, cname, patch)
-                    outcome.patched.append(f"{kind}/{cname}")
+            elif patch is not None:
+                live = kube.patch(kind, ns, cname, patch)
+                outcome.patched.append(f"{kind}/{cname}")
             if kind == "Deployment":
                 deployment = live
         for ref in outcome.created:
