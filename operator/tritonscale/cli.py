@@ -9,7 +9,6 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-import yaml
 
 
 def _crd(_: argparse.Namespace) -> int:
@@ -20,18 +19,9 @@ def _crd(_: argparse.Namespace) -> int:
 
 
 def _load_documents(path: str) -> tuple[list[Any], list[str]]:
-    try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason} at byte {exc.start})"
-        return [], [f"{path}: cannot read: {reason}"]
-    try:
-        return [d for d in yaml.safe_load_all(text) if d is not None], []
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return [], [f"{path}: {where}invalid YAML: {problem}"]
+    from tritonscale.api.manifests import read_documents
+
+    return read_documents(path)
 
 
 def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any]], list[str]]:

@@ -142,13 +142,19 @@ def build_load(scenario: Scenario) -> LoadShape:
 
 def load_service(scenario: Scenario) -> dict[str, Any]:
     """The InferenceService the sandbox creates, validated; SandboxError if unusable."""
+    from tritonscale.api.manifests import read_documents
     from tritonscale.api.validation import validate_body
 
     path = scenario.service_file or SAMPLE
-    docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
-    body = next((d for d in docs if d.get("kind") == "InferenceService"), None)
-    if body is None:
+    docs, problems = read_documents(str(path), "--service")
+    if problems:
+        raise SandboxError("; ".join(problems))
+    found = [d for d in docs if isinstance(d, dict) and d.get("kind") == "InferenceService"]
+    if not found:
         raise SandboxError(f"{path}: no InferenceService document")
+    if len(found) > 1:
+        raise SandboxError(f"{path}: {len(found)} InferenceService documents; the sandbox serves one")
+    body = found[0]
     if scenario.service_file is None:
         body["spec"] = merge_patch(body["spec"], SANDBOX_SIZING)
     if scenario.tuner_from_delay_us is not None:

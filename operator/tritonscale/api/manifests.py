@@ -1,0 +1,87 @@
+"""Reading manifests (YAML files of Kubernetes objects) as a user gives them: every problem is one
+line naming the file, never a traceback.
+
+``tritonscale render -f`` and ``tritonscale sandbox --service`` read InferenceServices this way.
+Beyond what the YAML parser refuses, three kinds of document parse but are refused: one whose
+aliases expand past what any request to the API server could carry (a "billion laughs": a few
+lines that expand to billions of values, which writing them out would never finish), one whose
+aliases refer to themselves (no finite object is that document), and one nested far deeper than
+any Kubernetes object.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import yaml
+
+# The API server takes at most 3 MiB per request; a value takes at least two bytes of YAML or JSON,
+# so no object it accepts holds more than about 1.5 million. Past this a document is refused.
+MAX_VALUES = 1_500_000
+# No Kubernetes object nests deeper than a few dozen levels (a Deployment's deepest field is about
+# 15 down); far deeper documents are refused rather than written out (the YAML writer recurses).
+MAX_DEPTH = 100
+
+
+def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:
+    """(the non-empty documents of ``path``, or problems): ``-`` reads stdin. ``flag`` (e.g.
+    ``--service``) prefixes each problem."""
+    label = f"{flag}: {path}" if flag else path
+    try:
+        raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        return [], [f"{label}: cannot read: {exc.strerror}"]
+    except UnicodeDecodeError as exc:
+        return [], [f"{label}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})"]
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return [], [f"{label}: {where}invalid YAML: {problem}"]
+    except RecursionError:
+        return [], [f"{label}: invalid YAML: nested too deeply"]
+    try:
+        values = expanded_size(docs)
+    except ValueError as exc:
+        return [], [f"{label}: {exc}"]
+    if values > MAX_VALUES:
+        return [], [f"{label}: its aliases expand to more than {MAX_VALUES:,} values, more than any object "
+                    "the API server accepts (3 MiB per request)"]
+    return docs, []
+
+
+def expanded_size(root: Any) -> int:
+    """How many values ``root`` holds with every alias written out (a shared list or map counts each
+    time it appears), computed once per distinct container; ValueError for a container inside
+    itself, or one nested deeper than MAX_DEPTH. Iterative: a deeply nested document must not
+    exhaust Python's recursion limit."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool, int]] = [(root, False, 1)]
+    while stack:
+        node, finished, depth = stack.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        if depth > MAX_DEPTH:
+            raise ValueError(f"nested more than {MAX_DEPTH} levels deep (a Deployment nests about 15)")
+        key = id(node)
+        children = list(node.values()) if isinstance(node, dict) else node
+        if finished:
+            sizes[key] = 1 + sum(sizes[id(c)] if isinstance(c, (dict, list)) else 1 for c in children)
+            on_path.discard(key)
+            continue
+        if key in sizes:
+            continue
+        on_path.add(key)
+        stack.append((node, True, depth))
+        for child in children:
+            if isinstance(child, (dict, list)):
+                if id(child) in on_path:
+                    raise ValueError("an alias refers to a list or map that contains it: no object is infinite")
+                if id(child) not in sizes:
+                    stack.append((child, False, depth + 1))
+    return sizes.get(id(root), 1)

@@ -1,0 +1,56 @@
+"""api/manifests.py: a manifest file becomes documents or one-line problems naming the file --
+never a traceback, never a run that does not end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tritonscale.api.manifests import MAX_DEPTH, MAX_VALUES, expanded_size, read_documents
+
+
+def write(tmp_path: Path, text: str | bytes) -> str:
+    path = tmp_path / "m.yaml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return str(path)
+
+
+def test_documents_of_a_plain_file(tmp_path: Path) -> None:
+    docs, problems = read_documents(write(tmp_path, "a: 1\n---\n---\nb: [1, 2]\n"))
+    assert (docs, problems) == ([{"a": 1}, {"b": [1, 2]}], [])
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    (b"\xff\xfe a: 1", "not UTF-8 text"),
+    ("a: [1, 2\n", "invalid YAML"),
+    ("[" * 2000 + "]" * 2000, "nested too deeply"),  # deeper than the parser's recursion
+    ("x: " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), f"nested more than {MAX_DEPTH} levels"),
+    ("a: &a [*a]\n", "an alias refers to a list or map that contains it"),
+    # "billion laughs": nine levels of ten aliases each expand to 10^9 values
+    ("l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 10)), "aliases expand to more than"),
+])
+def test_a_file_that_is_no_object_is_one_problem(tmp_path: Path, text: str | bytes, problem: str) -> None:
+    path = write(tmp_path, text)
+    docs, problems = read_documents(path, "--service")
+    assert docs == [] and len(problems) == 1, problems
+    assert problems[0].startswith(f"--service: {path}: ") and problem in problems[0], problems
+
+
+def test_missing_file_names_the_flag(tmp_path: Path) -> None:
+    assert read_documents(str(tmp_path / "none.yaml"), "--service")[1] == [
+        f"--service: {tmp_path / 'none.yaml'}: cannot read: No such file or directory"]
+    assert "cannot read" in read_documents(str(tmp_path))[1][0]  # a directory
+
+
+def test_expanded_size_counts_shared_values_each_time() -> None:
+    shared = [1, 2, 3]
+    assert expanded_size({"a": shared, "b": shared}) == 1 + 2 * (1 + 3)
+    assert expanded_size("scalar") == 1
+    assert expanded_size([[[]]]) == 3
+    wide = [list(range(100))] * 20_000  # 2,020,001 values written out, 101 stored
+    assert expanded_size(wide) > MAX_VALUES
