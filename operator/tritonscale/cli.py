@@ -10,7 +10,6 @@ from collections.abc import Iterable
 from typing import Any
 
 
-
 def _crd(_: argparse.Namespace) -> int:
     from tritonscale.render.crd_manifest import crd_yaml
 

@@ -7,11 +7,22 @@ otherwise a ValueError naming the flag, for a one-line error.
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 
+def path_arg(text: str) -> Path:
+    """An argparse type for a path flag: ``Path('')`` would be the current folder, silently."""
+    if text == "":
+        raise argparse.ArgumentTypeError("an empty path")
+    return Path(text)
+
+
 def ensure_folder(flag: str, folder: Path | str) -> Path:
+    if str(folder) == "":
+        raise ValueError(f"{flag}: an empty path")
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"{flag}: {folder} is a file, not a folder")
@@ -25,6 +36,37 @@ def ensure_folder(flag: str, folder: Path | str) -> Path:
 
 
 def ensure_parent(flag: str, path: Path | str | None) -> None:
-    """The folder of an output file (nothing to check without one)."""
-    if path:
-        ensure_folder(flag, Path(path).parent)
+    """An output file (nothing to check without one, None): its folder takes files, and the path
+    is not an empty string, a folder, or a file that cannot be written."""
+    if path is None:
+        return
+    if str(path) == "":
+        raise ValueError(f"{flag}: an empty path")
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{flag}: {path} is a folder, not a file")
+    ensure_folder(flag, path.parent)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ValueError(f"{flag}: cannot write {path}")
+
+
+def ensure_image(flag: str, path: Path | str | None) -> None:
+    """An output image: ``ensure_parent``, and a file name whose extension matplotlib writes (it
+    picks the format by it: 'x.json' fails only after the run, and 'x' silently becomes 'x.png')."""
+    ensure_parent(flag, path)
+    if path is None:
+        return
+    from matplotlib.figure import Figure
+
+    formats = Figure().canvas.get_supported_filetypes()
+    suffix = Path(path).suffix.lstrip(".").lower()
+    if suffix not in formats:
+        raise ValueError(f"{flag}: {path}: name the image .png (or one of .{', .'.join(sorted(formats))})")
+
+
+def write_output(flag: str, path: Path | str, write: Callable[[], object]) -> None:
+    """Run ``write`` (which writes ``path``); an OSError becomes a ValueError naming the flag."""
+    try:
+        write()
+    except OSError as exc:
+        raise ValueError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from None

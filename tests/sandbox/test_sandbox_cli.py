@@ -81,9 +81,35 @@ def test_bad_options_are_one_line_errors(capsys, tmp_path):
         (("--kill-at", "150"), "--kill-at must be within 0..--duration (150 s)"),
         (("--workdir", str(under_file / "w")), f"--workdir: cannot create {under_file / 'w'}: Not a directory"),
         (("--summary", str(under_file / "s.json")), f"--summary: {under_file} is a file, not a folder"),
+        (("--summary", str(tmp_path)), f"--summary: {tmp_path} is a folder, not a file"),
+        (("--plot", str(tmp_path / "p.json")), f"--plot: {tmp_path / 'p.json'}: name the image .png"),
+        (("--load", "step:foo"), "--load must be step, burst or trace[:FILE], not 'step:foo'"),
     ]:
         assert command.run(_args(*argv)) == 1
-        assert capsys.readouterr().err.strip() == f"tritonscale sandbox: {message}"
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"tritonscale sandbox: {message}") and "\n" not in err, err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("--duration", "nan"), "argument --duration: 'nan' is not a finite number"),
+    (("--rate-scale", "inf"), "argument --rate-scale: 'inf' is not a finite number"),
+    (("--kill-at", "-1"), "argument --kill-at: '-1': must be >= 0"),
+    (("--workdir", ""), "argument --workdir: an empty path"),
+])
+def test_numbers_and_paths_argparse_refuses(capsys, argv, message):
+    with pytest.raises(SystemExit):
+        _args(*argv)
+    assert message in capsys.readouterr().err
+
+
+def test_a_service_file_that_is_no_manifest_names_the_flag(tmp_path):
+    path = tmp_path / "two.yaml"
+    doc = yaml.safe_load(SAMPLE.read_text())
+    path.write_text(yaml.safe_dump_all([doc, doc]))
+    with pytest.raises(SandboxError, match=r"2 InferenceService documents; the sandbox serves one"):
+        load_service(Scenario(service_file=path))
+    with pytest.raises(SandboxError, match=r"^--service: .*none.yaml: cannot read: No such file or directory$"):
+        load_service(Scenario(service_file=tmp_path / "none.yaml"))
 
 
 def test_load_shapes_name_their_phases():

@@ -72,11 +72,22 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "poisson", "--slo-ms", "150", "--policy", "static:0"], "static:N needs N >= 1"),
     (["--trace", "/nonexistent.csv", "--slo-ms", "150"], "/nonexistent.csv: cannot read"),
     (["--shape", "poisson", "--slo-ms", "10"], "SLO of 10 ms is below what one replica serves"),
-    (["--shape", "poisson", "--slo-ms", "abc"], "argument --slo-ms: invalid float value"),
+    (["--shape", "poisson", "--slo-ms", "abc"], "argument --slo-ms: 'abc' is not a number"),
+    (["--shape", "poisson", "--slo-ms", "150", "--duration", "inf"], "argument --duration: 'inf' is not a finite"),
+    (["--shape", "poisson", "--slo-ms", "150", "--cold-start-s", "nan"], "argument --cold-start-s: 'nan' is not a"),
+    (["--shape", "poisson", "--slo-ms", "150", "--scrape-s", "1e-9"], "argument --scrape-s: '1e-9': must be >= 1"),
+    (["--shape", "poisson", "--slo-ms", "150", "--interval-s", "1.5"], "--interval-s: 1.5: the CRD's intervalSeconds"),
+    (["--shape", "poisson", "--slo-ms", "150", "--plot", "/tmp/p.json"], "--plot: /tmp/p.json: name the image .png"),
+    (["--shape", "poisson", "--slo-ms", "150", "--plot", "/tmp"], "--plot: /tmp is a folder, not a file"),
+    (["--shape", "poisson", "--slo-ms", "150", "--decisions", ""], "--decisions: an empty path"),
+    (["--suite", "quick", "--cold-starts", "15,inf"], "--cold-starts: cannot read '15,inf'"),
+    (["--suite", "quick", "--seeds", "1,1"], "--seeds: 1 given more than once"),
+    (["--suite", "quick", "--seeds", "99999999999999999999"], "--seeds: a count of at most 1000"),
+    (["--suite", "quick", "--batching-tuner", "--plot", "/tmp/t.png"], "--plot: the tuner's evaluation"),
     (["--shape", "poisson"], "--slo-ms is required"),
     (["--shape", "poisson", "--slo-ms", "150", "--preferred-batch-sizes", "4,32"], "outside 1..16"),
     (["--shape", "poisson", "--slo-ms", "150", "--scale-down-stabilization-s", "-1"],
-     "--scale-down-stabilization-s: Input should be greater than or equal to 0"),
+     "argument --scale-down-stabilization-s: '-1': must be >= 0"),
     (["--shape", "poisson", "--slo-ms", "150", "--plot", "/dev/null/p.png"],
      "--plot: /dev/null is a file, not a folder"),
     (["--suite", "quick", "--plot", "/dev/null/p.png"], "--plot: /dev/null is a file, not a folder"),
@@ -100,3 +111,22 @@ def test_default_preferred_sizes_follow_max_batch(capsys) -> None:
     assert "preferred [4, 8]" in capsys.readouterr().out
     assert main_simulate([*argv, "--max-batch", "8", "--preferred-batch-sizes", "16"]) == 1  # given: checked
     assert "preferred batch sizes [16] are outside 1..8" in capsys.readouterr().err
+
+
+def test_a_failed_plot_write_keeps_the_report(capsys, monkeypatch, tmp_path) -> None:
+    """The files are written after the report: a write that fails (a full disk) costs the file,
+    not the run -- and names the flag."""
+    import errno
+
+    from tritonscale.simulate import command
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(command, "plot", full_disk)
+    argv = ["--shape", "poisson", "--rate", "50", "--duration", "120", "--slo-ms", "150", "--policy", "tritonscale",
+            "--no-oracle", "--jobs", "1", "--json", "--plot", str(tmp_path / "p.png")]
+    assert main_simulate(argv) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["policy"] == "tritonscale"  # the report is out
+    assert captured.err == f"tritonscale simulate: --plot: cannot write {tmp_path / 'p.png'}: No space left on device\n"

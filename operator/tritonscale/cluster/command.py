@@ -12,7 +12,7 @@ from types import FrameType
 
 from tritonscale.cluster.build import ClusterError, ensure_binaries
 from tritonscale.cluster.control_plane import ControlPlane
-from tritonscale.output_paths import ensure_folder
+from tritonscale.output_paths import ensure_folder, path_arg
 
 
 class _Stop(Exception):
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="cluster_command", required=True, metavar="ACTION")
     up = sub.add_parser("up", help="start etcd, kube-apiserver, kube-controller-manager and kube-scheduler on "
                                    "127.0.0.1; write DIR/kubeconfig once ready; stop everything on Ctrl-C/SIGTERM")
-    up.add_argument("--dir", required=True, type=Path,
+    up.add_argument("--dir", required=True, type=path_arg,
                     help="state directory: kubeconfig, keys, etcd data and logs/ (kept between runs)")
     sub.add_parser("build", help="only build (or find cached) the control-plane binaries and print their directory")
 

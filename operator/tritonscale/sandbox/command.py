@@ -22,10 +22,10 @@ import argparse
 import asyncio
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
-from tritonscale.output_paths import ensure_folder, ensure_parent
+from tritonscale.cli_numbers import non_negative_float, positive_float
+from tritonscale.output_paths import ensure_folder, ensure_image, ensure_parent, path_arg
 from tritonscale.sandbox.live_view import LiveView
 from tritonscale.sandbox.preflight import format_missing, preflight
 from tritonscale.sandbox.scenario import (
@@ -43,23 +43,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = ("Run the operator's closed loop locally with real parts: a Kubernetes control plane, "
                      "kubelets whose pods are real tritonserver processes, a real Prometheus, the operator, "
                      "and a load generator routed by the Service's EndpointSlices.")
-    p.add_argument("--duration", type=float, default=150.0, metavar="SECONDS",
+    p.add_argument("--duration", type=positive_float, default=150.0, metavar="SECONDS",
                    help="seconds of load (default 150); startup adds ~30 s")
     p.add_argument("--load", default="step", metavar="SHAPE",
                    help="step (15 -> 70 -> 10 rps), burst (15 rps with 12 s at 80 rps every 50 s), or "
                         "trace[:FILE] (arrival timestamps; default the Azure LLM trace "
                         "../shared/data/azure-llm-conv-2023.csv) (default step)")
-    p.add_argument("--rate-scale", type=float, metavar="X",
+    p.add_argument("--rate-scale", type=positive_float, metavar="X",
                    help=f"multiply the offered rate (default 1; trace: {TRACE_RATE_SCALE:g}, about 50 rps)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the Poisson arrivals (default 0)")
     p.add_argument("--summary", metavar="FILE.json", help="write the JSON summary here")
     p.add_argument("--plot", metavar="FILE.png", help="draw offered load, p95 vs target and replicas here")
-    p.add_argument("--kill-at", type=float, metavar="SECONDS",
+    p.add_argument("--kill-at", type=non_negative_float, metavar="SECONDS",
                    help="SIGKILL one ready tritonserver this many seconds into the load (its kubelet restarts it)")
-    p.add_argument("--service", type=Path, metavar="FILE",
+    p.add_argument("--service", type=path_arg, metavar="FILE",
                    help="InferenceService to run instead of the sized python-cpu sample (python backend, gpus 0, "
                         "storageUri pvc://CLAIM/PATH)")
-    p.add_argument("--kubeconfig", type=Path, metavar="FILE",
+    p.add_argument("--kubeconfig", type=path_arg, metavar="FILE",
                    help="use this running cluster (e.g. `tritonscale cluster up --dir D`'s D/kubeconfig) "
                         "instead of starting a control plane")
     p.add_argument("--nodes", type=int, default=1, metavar="N",
@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batching-tuner-from", type=int, metavar="DELAY_US",
                    help="turn the batching tuner on (batching.autoTune) and start it from this queue delay "
                         "with no preferred sizes; its changes roll the pods (kubectl get tis -o wide: QueueDelay)")
-    p.add_argument("--workdir", type=Path, metavar="DIR",
+    p.add_argument("--workdir", type=path_arg, metavar="DIR",
                    help="keep logs, the control plane, model repositories and Prometheus data here (default: a "
                         "temporary directory, removed after a clean run)")
     p.add_argument("--quiet", "-q", action="store_true", help="no live view")
@@ -81,7 +81,8 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
         raise ValueError("--duration must be > 0")
     if args.rate_scale is not None and args.rate_scale <= 0:
         raise ValueError("--rate-scale must be > 0")
-    if args.load.partition(":")[0] not in ("step", "burst", "trace"):
+    shape, colon, _ = args.load.partition(":")
+    if shape not in ("step", "burst", "trace") or (colon and shape != "trace"):
         raise ValueError(f"--load must be step, burst or trace[:FILE], not {args.load!r}")
     if args.nodes < 1:
         raise ValueError("--nodes must be >= 1")
@@ -134,7 +135,7 @@ def _check_writable(args: argparse.Namespace) -> None:
     if args.workdir is not None:
         ensure_folder("--workdir", args.workdir)
     ensure_parent("--summary", args.summary)
-    ensure_parent("--plot", args.plot)
+    ensure_image("--plot", args.plot)
 
 
 async def _main(scenario: Scenario, args: argparse.Namespace) -> int:
@@ -165,11 +166,18 @@ async def _main(scenario: Scenario, args: argparse.Namespace) -> int:
             loop.remove_signal_handler(sig)
     summary = result.summary
     report(summary, sys.stdout)
-    if args.summary:
-        print(f"sandbox: summary written to {write_summary(summary, args.summary)}", flush=True)
-    if args.plot:
-        print(f"sandbox: plot written to {write_plot(summary, args.plot)}", flush=True)
-    if result.leftover_pids:
+    failed = False
+    for flag, path, write in (("--summary", args.summary, write_summary), ("--plot", args.plot, write_plot)):
+        if not path:
+            continue
+        try:  # the report above is out whatever happens here
+            written = write(summary, path)
+        except OSError as exc:
+            print(f"tritonscale sandbox: {flag}: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+            failed = True
+        else:
+            print(f"sandbox: {flag[2:]} written to {written}", flush=True)
+    if result.leftover_pids or failed:
         return 1
     return 130 if result.interrupted else 0
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 import tritonscale
 from tritonscale.api.merge_patch import merge_patch
@@ -146,9 +145,9 @@ def load_service(scenario: Scenario) -> dict[str, Any]:
     from tritonscale.api.validation import validate_body
 
     path = scenario.service_file or SAMPLE
-    docs, problems = read_documents(str(path), "--service")
-    if problems:
-        raise SandboxError("; ".join(problems))
+    docs, unreadable = read_documents(str(path), "--service")
+    if unreadable:
+        raise SandboxError("; ".join(unreadable))
     found = [d for d in docs if isinstance(d, dict) and d.get("kind") == "InferenceService"]
     if not found:
         raise SandboxError(f"{path}: no InferenceService document")

@@ -19,7 +19,8 @@ import numpy as np
 from pydantic import ValidationError
 
 from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS, ScaleDownPolicy
-from tritonscale.output_paths import ensure_parent
+from tritonscale.cli_numbers import at_least, finite_float, non_negative_float, positive_float
+from tritonscale.output_paths import ensure_image, ensure_parent, write_output
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
 from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, fair_start, run_benchmark, scaling_spec
@@ -37,30 +38,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     one.add_argument("--trace", metavar="FILE",
                      help="Azure CSV (TIMESTAMP column) or one arrival per line (seconds or ISO time)")
     one.add_argument("--shape", choices=arrivals_mod.SHAPES, help="built-in arrival shape")
-    src.add_argument("--rate", type=float, default=200.0, help="--shape: base rate in rps (default 200)")
-    src.add_argument("--duration", type=float, default=3600.0,
+    src.add_argument("--rate", type=positive_float, default=200.0, help="--shape: base rate in rps (default 200)")
+    src.add_argument("--duration", type=positive_float, default=3600.0,
                      help="--shape and the suite's classes: seconds (default 3600); the suite's trace class "
                           "replays the trace's first --duration s")
-    src.add_argument("--rate-scale", type=float, default=1.0, metavar="X",
+    src.add_argument("--rate-scale", type=positive_float, default=1.0, metavar="X",
                      help="multiply the rate: Poisson at X times the trace's rate per --rate-bin-s slice "
                           "(default 1: replay the trace as is)")
-    src.add_argument("--rate-bin-s", type=float, default=10.0, help="slice for --rate-scale (default 10 s)")
+    src.add_argument("--rate-bin-s", type=at_least(0.1, "a slice of the trace"), default=10.0,
+                     help="slice for --rate-scale (default 10 s)")
     src.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
-    p.add_argument("--slo-ms", type=float, help="p95 latency target in ms (required without --suite)")
+    p.add_argument("--slo-ms", type=positive_float, help="p95 latency target in ms (required without --suite)")
     p.add_argument("--policy", default="all",
                    help="tritonscale, hpa, keda, kpa, static:N, oracle, or all (default all)")
 
     m = p.add_argument_group("replica model (Triton dynamic batcher, batch of n costs a + b*n ms)")
-    m.add_argument("--batch-base-ms", type=float, default=20.0, help="a (default 20)")
-    m.add_argument("--batch-item-ms", type=float, default=2.0, help="b (default 2)")
+    m.add_argument("--batch-base-ms", type=non_negative_float, default=20.0, help="a (default 20)")
+    m.add_argument("--batch-item-ms", type=non_negative_float, default=2.0, help="b (default 2)")
     m.add_argument("--max-batch", type=int, default=16, help="max_batch_size (default 16)")
-    m.add_argument("--max-queue-delay-us", type=float, default=2000.0, help="default 2000")
+    m.add_argument("--max-queue-delay-us", type=non_negative_float, default=2000.0, help="default 2000")
     m.add_argument("--preferred-batch-sizes",
                    help="comma list, '' for none (default: those of 4,8,16 within --max-batch)")
-    m.add_argument("--queue-timeout-us", type=float,
+    m.add_argument("--queue-timeout-us", type=non_negative_float,
                    help="Triton queue timeout (REJECT); default: the operator's, twice --slo-ms; 0: none")
-    m.add_argument("--cold-start-s", type=float, default=60.0, help="pod creation to ready (default 60)")
+    m.add_argument("--cold-start-s", type=non_negative_float, default=60.0, help="pod creation to ready (default 60)")
     m.add_argument("--batching-tuner", action="store_true",
                    help="tritonscale also tunes the queue delay and preferred sizes (spec.batching.autoTune); "
                         "with --suite: replica-hours with and without it from poor starts, and the best static "
@@ -69,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how a tuned batcher reaches the replicas: 'rollout' (the operator's way: extra pods "
                         "with the new settings, maxSurge 25%% at a time, a cold start each) or 'reload' "
                         "(Triton's model-control reload, a pause per replica; default rollout)")
-    m.add_argument("--reload-pause-s", type=float, default=RELOAD_PAUSE_S,
+    m.add_argument("--reload-pause-s", type=non_negative_float, default=RELOAD_PAUSE_S,
                    help=f"with --batching-apply reload: each replica pauses this long, one after the other "
                         f"(default {RELOAD_PAUSE_S:g})")
 
@@ -77,15 +79,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--min-replicas", type=int, default=1)
     c.add_argument("--max-replicas", type=int, default=20)
     c.add_argument("--initial-replicas", type=int, help="warm at t=0 (default: the oracle's first-minute need)")
-    c.add_argument("--scrape-s", type=float, default=15.0, help="Prometheus scrape interval (default 15)")
-    c.add_argument("--window-s", type=float, default=60.0,
+    c.add_argument("--scrape-s", type=at_least(1.0), default=15.0, help="Prometheus scrape interval (default 15)")
+    c.add_argument("--window-s", type=positive_float, default=60.0,
                    help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
-    c.add_argument("--interval-s", type=float, help="tritonscale tick (default: the CRD's intervalSeconds)")
-    c.add_argument("--scale-down-stabilization-s", type=float,
+    c.add_argument("--interval-s", type=at_least(1.0, "the CRD's intervalSeconds: whole seconds, 1-600"),
+                   help="tritonscale tick (default: the CRD's intervalSeconds)")
+    c.add_argument("--scale-down-stabilization-s", type=non_negative_float,
                    help="tritonscale scaleDown.stabilizationSeconds (default: the CRD default)")
-    c.add_argument("--headroom", type=float, default=0.8,
+    c.add_argument("--headroom", type=finite_float, default=0.8,
                    help="baselines aim at this share of the measured capacity (default 0.8)")
-    c.add_argument("--hpa-target", type=float, default=0.7, help="HPA GPU duty-cycle target (default 0.7)")
+    c.add_argument("--hpa-target", type=finite_float, default=0.7, help="HPA GPU duty-cycle target (default 0.7)")
     c.add_argument("--static-replicas", type=int, help="static policy in --policy all (default: oracle's peak)")
     c.add_argument("--no-oracle", action="store_true", help="skip the oracle (no cost_vs_oracle)")
     c.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes (default: up to 2)")
@@ -116,6 +119,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
         raise ValueError("--jobs must be >= 1")
     if args.static_replicas is not None and not args.min_replicas <= args.static_replicas <= args.max_replicas:
         raise ValueError("--static-replicas must be within --min-replicas..--max-replicas")
+    if args.interval_s is not None and (args.interval_s != round(args.interval_s) or args.interval_s > 600):
+        raise ValueError(f"--interval-s: {args.interval_s:g}: the CRD's intervalSeconds is whole seconds, 1-600")
     if args.scale_down_stabilization_s is not None:
         try:  # the CRD's own bounds, from the API model
             ScaleDownPolicy(stabilization_seconds=round(args.scale_down_stabilization_s))
@@ -173,6 +178,11 @@ def write_decisions(b: Benchmark, path: str) -> None:
     suite_command.write_ticks(path, (((), out.summary.policy, r) for out in b.outcomes for r in out.ticks))
 
 
+# A replay holds every request's arrival and latency, and per-second timelines, in memory.
+OUT_OF_MEMORY = ("out of memory: the replay is too large for this machine -- too many requests or too long a "
+                 "span (lower --rate, --rate-scale or --duration, or replay a shorter trace)")
+
+
 # Flags of one replay that the suite sets per scenario itself or does not vary, and why; and the
 # suite's own flags, which one replay does not read. Either, given where it is not read, is an
 # error rather than a flag silently dropped.
@@ -223,17 +233,16 @@ def run(args: argparse.Namespace) -> int:
         if args.slo_ms is None:
             raise ValueError("--slo-ms is required (or run --suite)")
         validate_name(args.policy)
-        ensure_parent("--plot", args.plot)
+        ensure_image("--plot", args.plot)
         ensure_parent("--decisions", args.decisions)
         opts = options_from_args(args)
         arrivals, horizon, what = load_arrivals(args)
         bench = run_benchmark(arrivals, horizon, args.policy, opts)
-        if args.plot:
-            plot(arrivals, horizon, bench.outcomes, opts.slo_ms, args.plot)
-        if args.decisions:
-            write_decisions(bench, args.decisions)
     except (ValueError, OSError) as exc:  # TraceError is a ValueError
         print(f"tritonscale simulate: {exc}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print(f"tritonscale simulate: {OUT_OF_MEMORY}", file=sys.stderr)
         return 1
     rows = [o.summary for o in bench.outcomes]
     if args.json:
@@ -243,6 +252,15 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(table(rows, opts.slo_ms))
         print(f"\nwall time: {time.perf_counter() - started:.1f} s")
+    # The files last: a failed write (a full disk) costs them, not the report above.
+    try:
+        if args.plot:
+            write_output("--plot", args.plot, lambda: plot(arrivals, horizon, bench.outcomes, opts.slo_ms, args.plot))
+        if args.decisions:
+            write_output("--decisions", args.decisions, lambda: write_decisions(bench, args.decisions))
+    except ValueError as exc:
+        print(f"tritonscale simulate: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

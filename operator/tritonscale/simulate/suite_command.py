@@ -11,7 +11,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from tritonscale.output_paths import ensure_parent
+from tritonscale.cli_numbers import non_negative_float
+from tritonscale.output_paths import ensure_image, ensure_parent, write_output
 from tritonscale.simulate import suite_report, traffic, tuner_suite
 from tritonscale.simulate.engine import TickRecord
 from tritonscale.simulate.replica import DEFAULT_PREFERRED, BatcherConfig
@@ -53,15 +54,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--brief", action="store_true", help="print only the summary, not a table per scenario")
 
 
+# A count of seeds (--seeds N) above this is a typo, not a run: each seed is ~42 scenarios.
+MAX_SEED_COUNT = 1000
+
+
 def _list(text: str | None, what: str, conv=str) -> tuple | None:
     if text is None:
         return None
     try:
         items = tuple(conv(x) for x in text.replace(" ", "").split(",") if x)
-    except ValueError:
+    except (ValueError, argparse.ArgumentTypeError):
         raise ValueError(f"--{what}: cannot read {text!r}") from None
     if not items:
         raise ValueError(f"--{what}: empty list")
+    twice = sorted({x for x in items if items.count(x) > 1}, key=str)
+    if twice:  # the same scenarios twice would only weigh them double in the summary
+        raise ValueError(f"--{what}: {', '.join(str(x) for x in twice)} given more than once")
     return items
 
 
@@ -90,8 +98,11 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     quick = args.suite == "quick"
     if args.jobs < 1:
         raise ValueError("--jobs must be >= 1")
-    ensure_parent("--plot", args.plot)
+    ensure_image("--plot", args.plot)
     ensure_parent("--decisions", args.decisions)
+    if args.plot and args.batching_tuner:
+        raise ValueError("--plot: the tuner's evaluation (--suite --batching-tuner) draws no plot; "
+                         "leave out one of the two")
     if args.decisions and args.batching_tuner:
         raise ValueError("--decisions: the tuner's evaluation (--suite --batching-tuner) writes no ticks; "
                          "leave out one of the two")
@@ -101,6 +112,9 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     if seeds is not None and len(seeds) == 1 and args.seeds.strip().isdigit() and "," not in args.seeds:
         if seeds[0] < 1:  # a count: 0 would silently mean the default seeds
             raise ValueError("--seeds: a count must be >= 1 (seed 0 alone: --seeds 0,)")
+        if seeds[0] > MAX_SEED_COUNT:
+            raise ValueError(f"--seeds: a count of at most {MAX_SEED_COUNT} (each seed is a whole matrix of "
+                             "scenarios); list seeds to pick larger ones")
         seeds = tuple(range(seeds[0]))
     classes = _list(args.classes, "classes") or traffic.CLASSES
     trace = _trace_path(args)
@@ -115,7 +129,8 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
                             preferred_sizes(args.preferred_batch_sizes, args.max_batch))
     return SuiteConfig(
         classes=classes,
-        cold_starts=_list(args.cold_starts, "cold-starts", float) or (QUICK_COLD_STARTS if quick else COLD_STARTS),
+        cold_starts=(_list(args.cold_starts, "cold-starts", non_negative_float)
+                     or (QUICK_COLD_STARTS if quick else COLD_STARTS)),
         slos=_list(args.slos, "slos") or (QUICK_SLOS if quick else ("tight", "loose")),
         seeds=seeds or (QUICK_SEEDS if quick else (0, 1, 2)),
         duration_s=args.duration,
@@ -186,10 +201,6 @@ def run(args: argparse.Namespace) -> int:
         if args.batching_tuner:
             return run_tuner(args, cfg, started)
         results = run_suite(cfg, progress=stderr_progress("suite", started))
-        if args.plot:
-            suite_report.plot(results, args.plot)
-        if args.decisions:
-            write_decisions(results, args.decisions)
     except (ValueError, OSError) as exc:
         print(f"tritonscale simulate: {exc}", file=sys.stderr)
         return 1
@@ -199,6 +210,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(suite_report.text(cfg, results, per_scenario=not args.brief))
         print(f"\nwall time: {wall:.1f} s on {os.cpu_count()} CPU(s), {cfg.jobs} worker(s)")
+    # The files after the report: a failed write costs them, not a run of many minutes.
+    try:
+        if args.plot:
+            write_output("--plot", args.plot, lambda: suite_report.plot(results, args.plot))
+        if args.decisions:
+            write_output("--decisions", args.decisions, lambda: write_decisions(results, args.decisions))
+    except ValueError as exc:
+        print(f"tritonscale simulate: {exc}", file=sys.stderr)
+        return 1
     if args.check and not all(check(r).holds for r in results):
         return 2
     return 0
