@@ -189,6 +189,21 @@ def test_validate_body_reports_name_and_spec(name: str, spec_changes: dict[str, 
     assert (parsed is None) == bool(fields), "a body with any problem must not come back parsed"
 
 
+@pytest.mark.parametrize(("namespace", "ok"), [
+    (None, True), ("default", True), ("team-a", True), ("a" * 63, True),
+    ("a" * 64, False), ("Bad Namespace!", False), ("", False), (5, False), ("-a", False), ("a.b", False),
+])
+def test_metadata_namespace_rules(namespace: Any, ok: bool) -> None:
+    doc = load_sample()
+    doc["metadata"]["namespace"] = namespace
+    _, problems = validate_body(doc)
+    assert [p.field for p in problems] == ([] if ok else ["metadata.namespace"])
+
+
+def test_a_name_that_is_no_string_says_so() -> None:
+    assert [str(p) for p in validate_name(5)] == ["metadata.name: must be a string, not int"]
+
+
 def test_validate_body_without_metadata_or_spec() -> None:
     parsed, problems = validate_body({})
     assert parsed is None

@@ -376,10 +376,34 @@ def _cel_errors(schema: dict[str, Any], value: Any, path: str) -> list[str]:
     return out
 
 
+def _list_map_errors(schema: dict[str, Any], value: Any, path: str) -> list[str]:
+    """``x-kubernetes-list-type: map``: the API server refuses an item whose keys repeat an earlier
+    item's ("Duplicate value"), at that item's index."""
+    out: list[str] = []
+    if isinstance(value, dict):
+        for key, sub in (schema.get("properties") or {}).items():
+            if key in value:
+                out += _list_map_errors(sub, value[key], f"{path}.{key}")
+    elif isinstance(value, list):
+        if schema.get("x-kubernetes-list-type") == "map":
+            keys = schema["x-kubernetes-list-map-keys"]
+            seen: set[tuple[Any, ...]] = set()
+            for i, item in enumerate(value):
+                k = tuple(item.get(key) for key in keys)
+                if k in seen:
+                    out.append(f"{path}[{i}]")
+                seen.add(k)
+        if isinstance(schema.get("items"), dict):
+            for i, item in enumerate(value):
+                out += _list_map_errors(schema["items"], item, f"{path}[{i}]")
+    return out
+
+
 def api_server_errors(spec: dict[str, Any]) -> list[str]:
     defaulted = cel.crd_defaulted(spec)
     structural = ["spec" + "".join(f"[{k}]" if isinstance(k, int) else f".{k}" for k in e.absolute_path)
                   for e in SPEC_VALIDATOR.iter_errors(defaulted)]
+    structural += _list_map_errors(SPEC_SCHEMA, defaulted, "spec")
     return sorted(structural) or sorted(_cel_errors(SPEC_SCHEMA, defaulted, "spec"))
 
 

@@ -58,7 +58,7 @@ def _cel(rules: tuple[Rule, ...]) -> dict[str, Any]:
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True
     )
 
 
@@ -104,6 +104,11 @@ class WarmupSpec(_Model):
         return v
 
 
+# Tensors are keyed by name (Triton refuses a model with two inputs, or two outputs, of one name): the
+# API server refuses a duplicate name in a list of this type, as the operator does (ModelSpec).
+_NAMED_LIST: dict[str, Any] = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+
+
 class ModelSpec(_Model):
     name: str | None = Field(
         default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$",
@@ -122,12 +127,12 @@ class ModelSpec(_Model):
         description="Largest batch Triton forms; 0 means the model has no batch dimension.",
     )
     inputs: list[TensorSpec] = Field(
-        default_factory=list, max_length=64,
+        default_factory=list, max_length=64, json_schema_extra=_NAMED_LIST,
         description="Model inputs; optional where Triton can autocomplete them "
         "(ONNX, TensorRT, TensorFlow SavedModel).",
     )
     outputs: list[TensorSpec] = Field(
-        default_factory=list, max_length=64, description="Model outputs; optional like inputs.",
+        default_factory=list, max_length=64, json_schema_extra=_NAMED_LIST, description="Model outputs; optional like inputs.",
     )
     instance_count: int = Field(
         default=1, ge=1, le=64, description="Model instances per GPU (Triton instance_group count).",
@@ -154,6 +159,15 @@ class ModelSpec(_Model):
     def _uri(cls, v: str) -> str:
         if not _STORAGE_URI.match(v):
             raise ValueError("must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH")
+        return v
+
+    @field_validator("inputs", "outputs")
+    @classmethod
+    def _unique_names(cls, v: list[TensorSpec]) -> list[TensorSpec]:
+        names = [t.name for t in v]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"tensor names must be unique: {', '.join(repr(n) for n in twice)} more than once")
         return v
 
 
@@ -196,7 +210,8 @@ class BatchingSpec(_Model):
         description="Batch sizes the batcher aims for; each <= model.maxBatchSize.",
     )
     preserve_ordering: bool = Field(default=False, description="Return responses in request order.")
-    max_queue_size: int = Field(default=0, ge=0, description="Reject beyond this many queued requests; 0 = unbounded.")
+    max_queue_size: int = Field(default=0, ge=0, le=2**32 - 1,  # Triton's ModelQueuePolicy.max_queue_size: uint32
+                                description="Reject beyond this many queued requests; 0 = unbounded.")
     queue_timeout_microseconds: int | None = Field(
         default=None, ge=0,
         description="Reject (or delay, see timeoutAction) requests queued longer than this; 0 = no timeout. "

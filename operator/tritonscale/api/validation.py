@@ -74,17 +74,34 @@ def scaling_spec(spec: Mapping[str, Any] | None) -> ScalingSpec:
 
 
 def validate_name(name: Any) -> list[Problem]:
-    if not isinstance(name, str) or not name:
+    if name is None or name == "":
         return [Problem("metadata.name", "required")]
+    if not isinstance(name, str):
+        return [Problem("metadata.name", f"must be a string, not {type(name).__name__}")]
     if len(name) > NAME_MAX or not NAME_PATTERN.match(name):
         return [Problem("metadata.name", f"must be a DNS-1035 label of at most {NAME_MAX} characters "
                         "(lowercase letters, digits, '-'; starts with a letter), since it names the Service")]
     return []
 
 
+# A namespace is a DNS-1123 label (Kubernetes' IsDNS1123Label).
+NAMESPACE_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def validate_namespace(namespace: Any) -> list[Problem]:
+    """metadata.namespace, where a file gives one (the API server fills it in otherwise)."""
+    if namespace is None:
+        return []
+    if not isinstance(namespace, str) or len(namespace) > 63 or not NAMESPACE_PATTERN.match(namespace):
+        return [Problem("metadata.namespace", "must be a DNS-1123 label of at most 63 characters (lowercase "
+                        "letters, digits, '-'; starts and ends with a letter or digit)")]
+    return []
+
+
 def validate_body(body: Mapping[str, Any]) -> tuple[InferenceServiceSpec | None, list[Problem]]:
-    """Validate a whole object: metadata.name plus spec."""
-    name_problems = validate_name((body.get("metadata") or {}).get("name"))
+    """Validate a whole object: metadata.name and namespace, plus spec."""
+    meta = body.get("metadata") or {}
+    name_problems = validate_name(meta.get("name")) + validate_namespace(meta.get("namespace"))
     spec, problems = validate_spec(body.get("spec"))
     problems = name_problems + problems
     return (spec if not problems else None), problems
