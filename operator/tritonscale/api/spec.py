@@ -132,7 +132,8 @@ class ModelSpec(_Model):
         "(ONNX, TensorRT, TensorFlow SavedModel).",
     )
     outputs: list[TensorSpec] = Field(
-        default_factory=list, max_length=64, json_schema_extra=_NAMED_LIST, description="Model outputs; optional like inputs.",
+        default_factory=list, max_length=64, json_schema_extra=_NAMED_LIST,
+        description="Model outputs; optional like inputs.",
     )
     instance_count: int = Field(
         default=1, ge=1, le=64, description="Model instances per GPU (Triton instance_group count).",
