@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import ValidationError
 
-from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS, ScaleDownPolicy
+from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS, ModelSpec, ScaleDownPolicy
 from tritonscale.cli_numbers import at_least, finite_float, non_negative_float, positive_float
 from tritonscale.output_paths import ensure_image, ensure_parent, write_output
 from tritonscale.simulate import arrivals as arrivals_mod
@@ -102,6 +102,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     suite_command.add_arguments(p)
 
 
+# The flags that set a field of the simulated service's spec.scaling (benchmark.scaling_spec).
+SCALING_FLAGS = {"target_p95_milliseconds": "--slo-ms", "min_replicas": "--min-replicas",
+                 "max_replicas": "--max-replicas", "interval_seconds": "--interval-s",
+                 "scale_down": "--scale-down-stabilization-s"}
+MAX_BATCH = next(m.le for m in ModelSpec.model_fields["max_batch_size"].metadata if hasattr(m, "le"))
+
+
 def options_from_args(args: argparse.Namespace) -> Options:
     if args.queue_timeout_us is not None and args.queue_timeout_us < 0:
         raise ValueError("--queue-timeout-us must be >= 0")
@@ -126,9 +133,18 @@ def options_from_args(args: argparse.Namespace) -> Options:
             ScaleDownPolicy(stabilization_seconds=round(args.scale_down_stabilization_s))
         except ValidationError as exc:
             raise ValueError(f"--scale-down-stabilization-s: {exc.errors()[0]['msg']}") from None
-    return Options(args.slo_ms, cluster, args.interval_s, args.scale_down_stabilization_s, args.headroom,
+    if not 1 <= args.max_batch <= MAX_BATCH:
+        raise ValueError(f"--max-batch must be within 1..{MAX_BATCH} (the CRD's model.maxBatchSize)")
+    opts = Options(args.slo_ms, cluster, args.interval_s, args.scale_down_stabilization_s, args.headroom,
                    args.hpa_target, args.initial_replicas, args.static_replicas, not args.no_oracle, args.jobs,
                    args.seed, args.batching_tuner)
+    try:  # the spec.scaling the run's tritonscale gets, within the CRD's bounds
+        scaling_spec(opts)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err.get("loc") else ""
+        raise ValueError(f"{SCALING_FLAGS.get(field, field)}: {err['msg']} (the CRD's spec.scaling bounds)") from None
+    return opts
 
 
 def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
@@ -218,6 +234,18 @@ def unread_flag(args: argparse.Namespace) -> str | None:
     for dest in SUITE_ONLY:
         if getattr(args, dest) != defaults[dest]:
             return f"{_flag(dest)} is a --suite flag"
+    given = {dest for dest in ("rate", "duration", "rate_bin_s", "static_replicas", "batching_apply",
+                               "reload_pause_s") if getattr(args, dest) != defaults[dest]}
+    if args.trace:
+        for dest in sorted(given & {"rate", "duration"}):
+            return f"{_flag(dest)} shapes a --shape; a --trace brings its own rate and span (scale it: --rate-scale)"
+    if "rate_bin_s" in given and not (args.trace and args.rate_scale != 1):
+        return "--rate-bin-s slices a --trace for --rate-scale; it sets nothing here"
+    if "static_replicas" in given and args.policy != "all":
+        return "--static-replicas sizes the static fleet of --policy all (alone: --policy static:N)"
+    for dest in sorted(given & {"batching_apply", "reload_pause_s"}):
+        if not args.batching_tuner:
+            return f"{_flag(dest)} applies the batching tuner's changes: add --batching-tuner"
     return None
 
 
