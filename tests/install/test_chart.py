@@ -79,6 +79,13 @@ def test_helm_lint_is_clean(config, tmp_path):
      "/leaderElection/retryPeriodSeconds"),
     ({"prometheus": {"url": "prometheus:9090"}}, "/prometheus/url"),
     ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
+    # URLs the operator's --prometheus-url refuses (the pods would crash-loop after a clean install)
+    ({"prometheus": {"url": "http://prom:abc"}}, "/prometheus/url"),
+    ({"prometheus": {"url": "http://x:99999"}}, "/prometheus/url"),
+    ({"prometheus": {"url": "http://:9090"}}, "/prometheus/url"),
+    ({"image": {"repository": "x", "tag": "a b"}}, "/image/tag"),
+    ({"image": {"repository": "x", "digest": "latest"}}, "/image/digest"),
+    ({"seriesLabels": {"bad-name": "x"}}, "invalid propertyName 'bad-name'"),
 ])
 def test_values_schema_rejects_bad_values(bad, message, tmp_path):
     path = tmp_path / "bad.yaml"
@@ -268,6 +275,61 @@ def test_unsafe_leader_election_timings_fail_to_render(timings, message, tmp_pat
     proc = subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
                           text=True)
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"serviceAccount": {"create": False}}, "serviceAccount.name: name the ServiceAccount to run as"),
+    ({"replicaCount": 2, "podDisruptionBudget": {"maxUnavailable": 2}},
+     "podDisruptionBudget.maxUnavailable must be less than replicaCount"),
+])
+def test_values_that_would_install_something_unsafe_fail_to_render(values, message, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(values))
+    proc = subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
+                          text=True)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+def test_image_digest_series_labels_and_extra_args(tmp_path):
+    digest = "sha256:" + "ab" * 32
+    objects = helm_template({"image": {"digest": digest}, "seriesLabels": {"cluster": "prod"},
+                             "extraArgs": ["--verbose"], "serviceAccount": {"create": False, "name": "ops"}},
+                            tmp_path)
+    dep = _one(objects, "Deployment")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == f"ghcr.io/tritonscale/tritonscale@{digest}"
+    assert "--series-label=cluster=prod" in c["args"] and c["args"][-1] == "--verbose"
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "ops"
+    assert not [o for o in objects if o["kind"] == "ServiceAccount"]
+
+
+def test_pod_monitor_scrape_timeout_is_left_to_prometheus_unless_set(tmp_path):
+    """Prometheus refuses a timeout longer than the interval; left out, it takes the shorter of its
+    global timeout and the interval (so interval: 5s just works)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    objects = helm_template({"podMonitor": {"enabled": True, "interval": "5s"}}, tmp_path / "a")
+    for pm in (o for o in objects if o["kind"] == "PodMonitor"):
+        (endpoint,) = pm["spec"]["podMetricsEndpoints"]
+        assert endpoint["interval"] == "5s" and "scrapeTimeout" not in endpoint
+    objects = helm_template({"podMonitor": {"enabled": True, "interval": "5s", "scrapeTimeout": "4s"}}, tmp_path / "b")
+    assert {pm["spec"]["podMetricsEndpoints"][0]["scrapeTimeout"] for pm in objects if pm["kind"] == "PodMonitor"} \
+        == {"4s"}
+
+
+def test_long_release_names_and_name_override(tmp_path):
+    release_objects = yaml.safe_load_all(helm("template", "platform-inference-autoscaler-prod-eu-west-1a", str(CHART),
+                                              "--namespace", NAMESPACE, tmp_dir=tmp_path))
+    objects = [o for o in release_objects if o]
+    services = [o["metadata"]["name"] for o in objects if o["kind"] == "Service"]  # DNS-1035 labels: 63 at most
+    assert services and all(len(n) <= 63 for n in services), services
+    assert all(len(o["metadata"]["name"]) <= 253 for o in objects)
+    objects = helm_template({"nameOverride": "triton-op", "prometheusScrapeConfig": {"enabled": True}}, tmp_path)
+    jobs = yaml.safe_load(_one(objects, "ConfigMap")["data"]["tritonscale-scrape-configs.yaml"])
+    operator_job = next(j for j in jobs if j["job_name"] == "tritonscale-operator")
+    assert operator_job["relabel_configs"][0]["regex"] == "triton-op;operator"
+    dep = _one(objects, "Deployment")
+    assert dep["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "triton-op"
 
 
 def test_one_replica_runs_alone_with_recreate(tmp_path):

@@ -39,12 +39,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "tritonscale.fullname" .) .Values.serviceAccount.name }}
 {{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{- required "serviceAccount.name: name the ServiceAccount to run as when serviceAccount.create is false (the chart binds the operator's RBAC to it; the namespace's \"default\" ServiceAccount would give every pod there the operator's rights)" .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
 
+{{/* repository@digest when a digest is pinned, else repository:tag. */}}
 {{- define "tritonscale.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The operator's metrics Service: the full name and "-metrics", within 63 characters. */}}
+{{- define "tritonscale.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "tritonscale.fullname" . | trunc 55 | trimSuffix "-") }}
 {{- end }}
 
 {{/*
