@@ -21,18 +21,26 @@ def test_old_go_is_a_one_line_error_naming_what_to_install(tmp_path):
     with pytest.raises(build.ClusterError) as err:
         build.check_go(_fake_go(tmp_path, "go1.19.8"))
     message = str(err.value)
-    assert "\n" not in message and "Go >= 1.24" in message and "go1.19.8" in message
+    assert "\n" not in message and "Go >= 1.25" in message and "go1.19.8" in message
+
+
+def test_go_minimum_is_the_go_line_of_the_module(tmp_path):
+    go_line = next(line for line in (build.module_dir() / "go.mod").read_text().splitlines()
+                   if line.startswith("go "))
+    assert tuple(int(x) for x in go_line.split()[1].split(".")[:2]) == build.GO_MINIMUM
+    with pytest.raises(build.ClusterError):
+        build.check_go(_fake_go(tmp_path, "go1.24.9"))
 
 
 def test_new_enough_go_passes(tmp_path):
-    assert build.check_go(_fake_go(tmp_path, "go1.24.0")) == "go1.24.0"
+    assert build.check_go(_fake_go(tmp_path, "go1.25.0")) == "go1.25.0"
     assert build.check_go(_fake_go(tmp_path, "go1.26.8")) == "go1.26.8"
 
 
 def test_missing_go_names_what_to_install(monkeypatch):
     monkeypatch.setattr(build.shutil, "which", lambda name: None)
     monkeypatch.setattr(build.os, "access", lambda path, mode: False)
-    with pytest.raises(build.ClusterError, match=r"Go >= 1\.24 is needed .*found: none"):
+    with pytest.raises(build.ClusterError, match=r"Go >= 1\.25 is needed .*found: none"):
         build.find_go()
 
 

@@ -3,7 +3,7 @@
     tritonscale simulate --trace FILE|--shape NAME [--rate-scale X] --slo-ms N --policy P
                          [--seed S] [--json] [--plot FILE.png]
 
-P is tritonscale, hpa, keda, kpa, static:N, oracle or all. ``add_arguments`` +
+P is tritonscale, hpa, keda, kpa, triton-queue, slo-ratio, static:N, oracle or all. ``add_arguments`` +
 ``run`` plug into the main CLI; ``main_simulate(argv)`` is the same as a standalone
 entry point. Bad input exits 1 with one line on stderr.
 """
@@ -26,7 +26,7 @@ from tritonscale.simulate import suite_command
 from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, fair_start, run_benchmark, scaling_spec
 from tritonscale.simulate.engine import BATCHING_APPLY, RELOAD_PAUSE_S, ClusterConfig
 from tritonscale.simulate.metrics_view import PromConfig
-from tritonscale.simulate.policies import validate_name
+from tritonscale.simulate.policies import POLICY_NAMES, validate_name
 from tritonscale.simulate.replica import BatcherConfig
 from tritonscale.simulate.report import plot, table, to_json
 from tritonscale.simulate.suite_command import preferred_sizes
@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--slo-ms", type=positive_float, help="p95 latency target in ms (required without --suite)")
     p.add_argument("--policy", default="all",
-                   help="tritonscale, hpa, keda, kpa, static:N, oracle, or all (default all)")
+                   help=f"{', '.join(POLICY_NAMES[:-1])}, static:N, oracle, or all (default all)")
 
     m = p.add_argument_group("replica model (Triton dynamic batcher, batch of n costs a + b*n ms)")
     m.add_argument("--batch-base-ms", type=non_negative_float, default=20.0, help="a (default 20)")
@@ -76,8 +76,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"(default {RELOAD_PAUSE_S:g})")
 
     c = p.add_argument_group("cluster, metrics and policies")
-    c.add_argument("--min-replicas", type=int, default=1)
-    c.add_argument("--max-replicas", type=int, default=20)
+    c.add_argument("--min-replicas", type=int, default=1, help="warm floor (default 1)")
+    c.add_argument("--max-replicas", type=int, default=20, help="ceiling (default 20)")
     c.add_argument("--initial-replicas", type=int, help="warm at t=0 (default: the oracle's first-minute need)")
     c.add_argument("--scrape-s", type=at_least(1.0), default=15.0, help="Prometheus scrape interval (default 15)")
     c.add_argument("--window-s", type=positive_float, default=60.0,

@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "('quick': one scenario per class, cold start 60 s, tight SLO, seed 0)")
     g.add_argument("--classes", help=f"comma list of traffic classes (default all: {','.join(traffic.CLASSES)})")
     g.add_argument("--cold-starts", help="comma list of cold starts in s (default 15,60,180)")
-    g.add_argument("--slos", help="comma list of SLO levels: tight (2x the full-batch time), loose (6x)")
+    g.add_argument("--slos", help="comma list of SLO levels: tight (2x the full-batch time), loose (6x) "
+                                  "(default both)")
     g.add_argument("--seeds", help="comma list of seeds, or a count N for 0..N-1 (default 3)")
     g.add_argument("--ranges", default="suite", choices=tuple(traffic.RANGES),
                    help="the synthetic classes' parameter ranges: 'suite' (default, what the suite's figures were "
