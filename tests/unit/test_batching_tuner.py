@@ -160,6 +160,8 @@ def test_state_survives_a_round_trip_and_corrupt_memory_starts_fresh() -> None:
     assert TunerState.from_dict(st.to_dict()) == st
     assert TunerState.from_dict({"candidate": {"delayUs": "x"}}) == TunerState()
     assert TunerState.from_dict(None) == TunerState()
+    assert TunerState.from_dict({"lastChange": "inf"}) == TunerState()
+    assert TunerState.from_dict({"candidateSince": "nan"}) == TunerState()
 
 
 # ---- status.batching and the tick's inputs ----------------------------------------------------

@@ -709,6 +709,14 @@ def test_state_roundtrips_through_status_dict():
     for corrupt in ({"recommendations": [{"t": 1.0, "r": 4}]}, {"capacityRps": "lots"}, {"rates": [None]},
                     {"lastScaleTime": [1]}):
         assert State.from_dict(corrupt) == State(), corrupt
+    # non-finite numbers (which would be written back as Infinity/NaN, a patch the API server refuses)
+    # and times no RFC 3339 string can carry
+    for corrupt in ({"coldStartSeconds": "inf"}, {"capacityRps": "nan"}, {"lastScaleTime": 1e12 * 1000},
+                    {"rates": [[1.0, "nan", 2.0]]}):
+        assert State.from_dict(corrupt) == State(), corrupt
+    # a queueing entry of a development version's three fields is dropped, not the whole memory
+    old = State.from_dict({"coldStartSeconds": 180.0, "queueing": [[1.0, 0.5, 2.0]]})
+    assert old.cold_start_s == 180.0 and old.queueing == ()
     # numbers written as strings (a hand edit) read as the numbers they are
     assert State.from_dict({"capacityRps": "10"}).capacity_rps == 10.0
     assert State.from_dict({"recommendations": [[1.0, 4]]}).recommendations == ((1.0, 4, 4),)  # old format

@@ -176,7 +176,7 @@ def test_resources_merge_gpu_limit_keeping_user_values(resources: dict[str, Any]
 
 
 @pytest.mark.parametrize(("warm_buffer", "min_replicas", "max_replicas", "replicas"), [
-    (0, 1, 4, 1), (1, 1, 4, 2), (2, 2, 4, 4), (0, 0, 4, 0), (3, 1, 10, 4),
+    (0, 1, 4, 1), (1, 1, 4, 2), (2, 2, 4, 4), (3, 1, 10, 4),
 ])
 def test_initial_replicas_are_the_warm_floor(warm_buffer: int, min_replicas: int, max_replicas: int,
                                              replicas: int) -> None:

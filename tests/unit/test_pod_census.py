@@ -103,3 +103,17 @@ def test_start_budget_from_the_startup_probe_with_kubernetes_defaults():
     defaults = {"httpGet": {"path": "/ready", "port": "http"}}  # periodSeconds 10, failureThreshold 3
     assert start_budget_s(pod("p", startup_probe=defaults)) == 10 * 3 + 5
     assert start_budget_s(pod("p")) is None
+
+
+def test_a_pod_seen_ready_stays_reported_through_a_flap():
+    """Ready at 30 s (a 30 s cold start, counted once), unready at 290 s, Ready again at 305 s -- within
+    the startup probe's budget, so only the census's memory tells the flap from a first start."""
+    first = take_census([pod("p", ready_at=30, started=5, startup_probe=STARTUP)], frozenset(), T0 + 15)
+    assert first.startup_s == (30.0,) and first.ready_uids == {"p"}
+    unready = pod("p", started=5, startup_probe=STARTUP)  # no Ready condition: not ready now
+    during = take_census([unready], first.ready_uids, T0 + 290)
+    assert during.startup_s == () and during.ready_uids == {"p"}  # still remembered: it exists
+    back = take_census([pod("p", ready_at=305, started=5, startup_probe=STARTUP)], during.ready_uids, T0 + 300)
+    assert back.startup_s == ()  # its age (305 s) is no cold start
+    gone = take_census([], back.ready_uids, T0 + 320)
+    assert gone.ready_uids == frozenset()  # forgotten once the pod is gone

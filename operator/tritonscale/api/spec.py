@@ -305,7 +305,11 @@ class PrometheusSpec(_Model):
 class ScalingSpec(_Model):
     model_config = ConfigDict(json_schema_extra=_cel(SCALING_RULES))
 
-    min_replicas: int = Field(default=1, ge=0, le=1000, description="Warm floor: replicas never scaled below.")
+    min_replicas: int = Field(
+        default=1, ge=1, le=1000,
+        description="Warm floor: replicas never scaled below. At least 1: tritonscale does not scale to zero "
+        "(with no pod there is no Triton metric to wake on, and requests would fail until someone scaled it by hand).",
+    )
     max_replicas: int = Field(default=10, ge=1, le=1000, description="Ceiling on replicas (and GPUs x runtime.gpus).")
     target_p95_milliseconds: float | None = Field(
         default=None, gt=0, le=600_000,

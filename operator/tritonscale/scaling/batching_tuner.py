@@ -137,7 +137,10 @@ class TunerState:
             c = d.get("candidate")
             cand = None if not c else Settings(int(c["delayUs"]), tuple(int(p) for p in c.get("preferred") or ()))
             since, last = d.get("candidateSince"), d.get("lastChange")
-            return cls(cand, None if since is None else float(since), None if last is None else float(last))
+            times = [None if t is None else float(t) for t in (since, last)]
+            if any(t is not None and not math.isfinite(t) for t in times):
+                raise ValueError("not a finite time")  # written back as NaN, the status patch would fail
+            return cls(cand, times[0], times[1])
         except (TypeError, ValueError, KeyError):
             return cls()  # corrupt memory: start fresh rather than crash the tick
 

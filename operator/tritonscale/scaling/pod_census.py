@@ -25,7 +25,10 @@ class PodCensus:
     # "0/1 nodes are available: 1 Insufficient nvidia.com/gpu. ..."; "" if none.
     unschedulable_message: str
     startup_s: tuple[float, ...]  # creation -> Ready of pods that became ready in the window
-    ready_uids: frozenset[str]  # every ready pod now (reported or not): next tick's `reported`
+    # Pods seen Ready, now or at an earlier census, that still exist: next tick's `reported`. A pod
+    # that goes unready and back (a readiness flap) stays in it, so its new Ready time -- its age,
+    # not a cold start -- is never counted.
+    ready_uids: frozenset[str]
 
 
 def parse_time(value: str | None) -> float | None:
@@ -78,14 +81,17 @@ def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since:
     and are not in ``reported`` (pods already counted by an earlier tick).
 
     A pod that restarted a container is left out: its Ready time measures its
-    restart, not a cold start from creation. So is one whose Ready time is later than
-    its startup probe allows after the container started: the condition's last transition
-    is then a readiness flap (the pod went unready and back), and creation to it is the
-    pod's age.
+    restart, not a cold start from creation. So is a pod seen Ready before (in ``reported``,
+    which keeps every pod seen Ready while it exists): the condition's last transition is then
+    a readiness flap (the pod went unready and back), and creation to it is the pod's age. Where
+    no earlier census saw it (the operator restarted), a Ready time later than the startup probe
+    allows after the container started gives the flap away.
     """
-    unschedulable, message, startups, ready = 0, "", [], set()
+    unschedulable, message, startups, ready, alive = 0, "", [], set(), set()
     for pod in pods:
         meta = pod.get("metadata") or {}
+        if not meta.get("deletionTimestamp"):
+            alive.add(meta.get("uid") or "")
         if is_unschedulable(pod):
             unschedulable += 1
             message = message or _condition(pod, "PodScheduled").get("message") or ""
@@ -108,4 +114,4 @@ def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since:
         if started_at is not None and budget is not None and ready_at - started_at > budget + TIMESTAMP_SLACK_S:
             continue  # Ready later than a first start can be: a readiness flap, not a cold start
         startups.append(max(0.0, ready_at - created))
-    return PodCensus(unschedulable, message, tuple(sorted(startups)), frozenset(ready))
+    return PodCensus(unschedulable, message, tuple(sorted(startups)), frozenset(ready | (reported & alive)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -158,21 +159,23 @@ class State:
         try:
             lp = d.get("lastPending")
             return cls(
-                recommendations=tuple((float(e[0]), int(e[1]), int(e[-1]))
+                recommendations=tuple((_finite(e[0]), int(e[1]), int(e[-1]))
                                       for e in d.get("recommendations") or ()),
                 failures=int(d.get("failures") or 0),
                 capacity_rps=_float_or_none(d.get("capacityRps")),
                 capacity_ceiling_rps=_float_or_none(d.get("capacityCeilingRps")),
-                batch_samples=tuple((float(e[0]), float(e[1]), float(e[2]) if len(e) > 2 else 0.0)
+                batch_samples=tuple((_finite(e[0]), _finite(e[1]), _finite(e[2]) if len(e) > 2 else 0.0)
                                     for e in d.get("batchSamples") or ()),
-                last_scale_time=_float_or_none(d.get("lastScaleTime")),
-                rates=tuple((float(e[0]), float(e[1]), float(e[-1])) for e in d.get("rates") or ()),
-                cold_start_s=None if d.get("coldStartSeconds") is None else float(d["coldStartSeconds"]),
-                surprises=tuple(float(t) for t in d.get("surprises") or ()),
-                last_pending=(PendingReading(*(float(v) for v in lp[:len(PendingReading._fields)]))
+                last_scale_time=_epoch_or_none(d.get("lastScaleTime")),
+                rates=tuple((_finite(e[0]), _finite(e[1]), _finite(e[-1])) for e in d.get("rates") or ()),
+                cold_start_s=None if d.get("coldStartSeconds") is None else _finite(d["coldStartSeconds"]),
+                surprises=tuple(_finite(t) for t in d.get("surprises") or ()),
+                last_pending=(PendingReading(*(_finite(v) for v in lp[:len(PendingReading._fields)]))
                               if lp and len(lp) >= 2 else None),
-                last_batch_size=None if d.get("lastBatchSize") is None else float(d["lastBatchSize"]),
-                queueing=tuple((float(e[0]), float(e[1]), float(e[2]), float(e[3])) for e in d.get("queueing") or ()),
+                last_batch_size=None if d.get("lastBatchSize") is None else _finite(d["lastBatchSize"]),
+                # entries of fewer fields (one development version wrote three) are dropped, not the memory
+                queueing=tuple((_finite(e[0]), _finite(e[1]), _finite(e[2]), _finite(e[3]))
+                               for e in d.get("queueing") or () if len(e) >= 4),
             )
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             # corrupt or hand-edited memory (a list of maps, a number as a string): start fresh
@@ -180,8 +183,28 @@ class State:
             return cls()
 
 
+def _finite(v: Any) -> float:
+    """A float that JSON can carry back: "inf" or "nan" in a hand-edited status would be written
+    back as Infinity or NaN, which the API server refuses -- every later status patch would fail."""
+    f = float(v)
+    if not math.isfinite(f):
+        raise ValueError(f"not a finite number: {v!r}")
+    return f
+
+
 def _float_or_none(v: Any) -> float | None:
-    return None if v is None else float(v)
+    return None if v is None else _finite(v)
+
+
+# The last second of year 9999: status.lastScaleTime is written as an RFC 3339 time from this.
+MAX_EPOCH_S = 253402300799.0
+
+
+def _epoch_or_none(v: Any) -> float | None:
+    t = _float_or_none(v)
+    if t is not None and not 0.0 <= t <= MAX_EPOCH_S:
+        raise ValueError(f"not a time: {v!r}")
+    return t
 
 
 @dataclass(frozen=True)
