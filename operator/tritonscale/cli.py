@@ -9,6 +9,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from tritonscale.cli_numbers import positive_float
+
 
 def _crd(_: argparse.Namespace) -> int:
     from tritonscale.render.crd_manifest import crd_yaml
@@ -200,10 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="namespace of the Lease (default: env POD_NAMESPACE, else the ServiceAccount's)")
     g.add_argument("--leader-elect-lease-duration", type=int, default=15, metavar="SECONDS",
                    help="how long a standby waits after the last renewal it saw before taking over (default 15)")
-    g.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS",
+    g.add_argument("--leader-elect-renew-deadline", type=positive_float, default=10.0, metavar="SECONDS",
                    help="the leader stops acting this long after its last successful renewal started "
                         "(default 10; must be below the lease duration)")
-    g.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS",
+    g.add_argument("--leader-elect-retry-period", type=positive_float, default=2.0, metavar="SECONDS",
                    help="how often the leader renews and standbys try to acquire (default 2, at least 1)")
     p.set_defaults(func=_run)
 
