@@ -262,20 +262,32 @@ def test_a_name_another_object_holds_is_reported_and_never_taken_over(api_client
     theirs = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "linear", "labels": {"app": "web"}},
               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}}
     k.core.create_namespaced_service(ns, theirs)
+    # ... and a Deployment of theirs, scaled to zero: the autoscaler must not raise it to the warm floor.
+    their_deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "linear"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}
+    k.apps.create_namespaced_deployment(ns, their_deployment)
     k.create(sample(ns))
     cond = wait_for(lambda: (c := k.condition("linear", "Ready")) and c["reason"] == "NameConflict" and c, 5,
                     what="Ready=False, NameConflict")
     assert cond["status"] == "False" and "Service/linear" in cond["message"], cond
+    assert "Deployment/linear" in cond["message"], cond
     assert (k.condition("linear", "SpecValid") or {}).get("status") == "True"
     time.sleep(1.0)  # give a wrong implementation time to write something
     service = k.core.read_namespaced_service("linear", ns)
     assert service.spec.selector == {"app": "web"} and not service.metadata.owner_references
-    assert not exists(k.apps.read_namespaced_deployment, "linear", ns)
+    theirs_now = k.deployment("linear")
+    assert theirs_now["spec"]["replicas"] == 0 and not theirs_now["metadata"].get("ownerReferences"), theirs_now
+    assert theirs_now["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx"
     assert not exists(k.core.read_namespaced_config_map, "linear-config", ns)
     assert _warnings(k, "linear", "NameConflict")
 
-    # The name freed: the next retry creates every child, the Service now the operator's own.
+    # The names freed: the next retry creates every child, the Service now the operator's own.
     k.core.delete_namespaced_service("linear", ns)
+    k.apps.delete_namespaced_deployment("linear", ns)
+    wait_for(lambda: not exists(k.apps.read_namespaced_deployment, "linear", ns), 10, what="their Deployment gone")
     kids = wait_for(lambda: k.children("linear"), CONFLICT_RETRY_S + 15, interval=0.5,
                     what="the children once the name is free")
     assert kids["Service"]["spec"]["selector"] == {LABEL: "linear"}

@@ -22,7 +22,7 @@ from tritonscale.api.validation import Problem, validate_body
 from tritonscale.kube.client import Kube
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.reconcile.diff import plan_patch, with_last_applied
-from tritonscale.render.kubernetes_objects import build_children, endpoints
+from tritonscale.render.kubernetes_objects import build_children, endpoints, owned_by
 
 EventFn = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 
@@ -86,15 +86,8 @@ def foreign_children(desired: list[dict[str, Any]], lives: list[dict[str, Any] |
     """``Kind/name`` of each live object at a child's name that the owner does not own: none of
     its ownerReferences carries the owner's uid (a user's own Service, another controller's
     Deployment, or a former InferenceService's child the garbage collector has yet to remove)."""
-    taken = []
-    for child, live in zip(desired, lives, strict=True):
-        if live is None:
-            continue
-        uid = child["metadata"]["ownerReferences"][0]["uid"]
-        refs = (live.get("metadata") or {}).get("ownerReferences") or []
-        if not any(isinstance(r, dict) and r.get("uid") == uid for r in refs):
-            taken.append(f"{child['kind']}/{child['metadata']['name']}")
-    return taken
+    return [f"{child['kind']}/{child['metadata']['name']}" for child, live in zip(desired, lives, strict=True)
+            if live is not None and not owned_by(live, child["metadata"]["ownerReferences"][0]["uid"])]
 
 
 Write = tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]  # (desired, live, patch)

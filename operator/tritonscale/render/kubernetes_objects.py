@@ -90,6 +90,14 @@ def owner_reference(owner: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def owned_by(obj: dict[str, Any], uid: str) -> bool:
+    """``obj`` is a child of the object with ``uid``: one of its ownerReferences carries that uid.
+    An object of a child's name without one is someone else's (a user's own Service, another
+    controller's Deployment): neither the reconciler nor the autoscaler may touch it."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(isinstance(r, dict) and r.get("uid") == uid for r in refs)
+
+
 def _meta(name: str, owner: dict[str, Any], owner_name: str) -> dict[str, Any]:
     return {
         "name": name,

@@ -24,6 +24,7 @@ from tritonscale.api.spec import model_name
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import Kube
 from tritonscale.kube.object_lock import object_lock
+from tritonscale.render.kubernetes_objects import owned_by
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide
@@ -113,9 +114,9 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         if spec is None:
             return
         deployment = kube.get("Deployment", namespace, name)
-        if deployment is None:
-            return
         uid = body["metadata"]["uid"]
+        if deployment is None or not owned_by(deployment, uid):
+            return  # not made yet, or someone else's of that name (the reconciler reports NameConflict)
         status = body.get("status") or {}
         state = _memory.get(uid) or State.from_dict(status.get("scalingState"))
         current = int((deployment.get("spec") or {}).get("replicas") or 0)
