@@ -12,11 +12,12 @@ import time
 from typing import Any
 
 import kopf
+import urllib3
 from kubernetes.client import ApiException
 
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 from tritonscale.api.validation import scaling_spec
-from tritonscale.kube.client import Kube
+from tritonscale.kube.client import Kube, describe_api_error
 from tritonscale.reconcile.inference_service import reconcile
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
@@ -61,7 +62,13 @@ def _events_for(body: Any) -> Any:
 @kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.preferredBatchSizes")
 @kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.source")
 def reconcile_inference_service(body: kopf.Body, **_: Any) -> None:
-    outcome = reconcile(_kube(), dict(body), _events_for(body))
+    try:
+        outcome = reconcile(_kube(), dict(body), _events_for(body))
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        # Forbidden (RBAC, a ResourceQuota), a conflict, an API server down or slow: Kopf tries
+        # again with its backoff, and logs and posts this one line instead of a traceback.
+        raise kopf.TemporaryError(f"the Kubernetes API refused or failed a request: {describe_api_error(exc)}") \
+            from None
     if outcome.conflicts:
         # Another object holds a child's name (status says which). Its removal sends us no event
         # (it is not ours to watch), so Kopf tries again until the name is free.
@@ -78,10 +85,14 @@ def _reconcile_owner(namespace: str, name: str) -> None:
         reconcile(kube, owner, _events_for(owner))
     except ApiException as exc:
         if exc.status != 404:
-            raise
-        # The owner or a child vanished between our read and our write: the garbage
+            # Kopf never retries an event handler: one line, not a traceback; the next event of the
+            # owner or its children (or the resume at a restart) reconciles again.
+            log.warning(f"{namespace}/{name}: correcting a child failed: {describe_api_error(exc)}")
+        # 404: the owner or a child vanished between our read and our write: the garbage
         # collector removes a just-deleted owner's children within milliseconds. That
         # deletion's own watch event reconciles again if the owner is still there.
+    except urllib3.exceptions.HTTPError as exc:
+        log.warning(f"{namespace}/{name}: correcting a child failed: {describe_api_error(exc)}")
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={LABEL: kopf.PRESENT})
@@ -126,7 +137,8 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                 await asyncio.to_thread(autoscaler.run_tick, _kube(), namespace, name, snapshot, time.time(),
                                         _post_event)
             except Exception as exc:  # a failed tick must never end the loop: hold and retry next tick
-                logger.warning(f"autoscaler tick failed, holding replicas: {type(exc).__name__}: {exc}")
+                logger.warning(f"autoscaler tick failed (replicas unchanged; the next tick tries again): "
+                               f"{describe_api_error(exc)}")
             finally:
                 om.TICK_SECONDS.observe(time.monotonic() - started)
             # A plain sleep, not `await stopped.wait(t)`: Kopf stops an async daemon by setting

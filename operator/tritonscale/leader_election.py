@@ -31,7 +31,6 @@ operator needs:
 from __future__ import annotations
 
 import datetime
-import functools
 import logging
 import os
 import socket
@@ -48,6 +47,7 @@ from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from prometheus_client import Gauge
 
+from tritonscale.kube.client import WithTimeout
 from tritonscale.process_exit import flush_and_exit
 
 log = logging.getLogger("tritonscale.leader_election")
@@ -107,16 +107,6 @@ def default_identity() -> str:
     """Unique per process, as client-go's ``hostname_uuid``: a restarted container must
     not mistake its predecessor's lease for its own."""
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4()}"
-
-
-class _WithTimeout:
-    """An API object whose every call carries ``_request_timeout``."""
-
-    def __init__(self, api: Any, timeout_s: float) -> None:
-        self._api, self._timeout = api, timeout_s
-
-    def __getattr__(self, name: str) -> Any:
-        return functools.partial(getattr(self._api, name), _request_timeout=self._timeout)
 
 
 class FencedLeaseLock(LeaseLock):
@@ -228,7 +218,7 @@ class Elector:
         self.stopping = False  # set once the operator has stopped writing (graceful stop)
         self.started_at = clock()
         if lease_api is None:  # its own connection pool: renewals never queue behind the operator's requests
-            lease_api = _WithTimeout(kubernetes.client.CoordinationV1Api(kubernetes.client.ApiClient()),
+            lease_api = WithTimeout(kubernetes.client.CoordinationV1Api(kubernetes.client.ApiClient()),
                                      settings.renew_deadline_s / 2)  # one attempt (GET + PUT) fits the deadline
         self.lock = FencedLeaseLock(settings.lease_name, settings.lease_namespace, settings.identity, lease_api,
                                     clock=clock, on_holder=self._saw_holder)

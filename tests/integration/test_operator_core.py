@@ -327,8 +327,12 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     # Fixed: the children appear. Then a change the API server refuses again, with a ConfigMap
     # change in it: nothing changes, the ConfigMap included.
     k.patch("linear", {"spec": {"runtime": {"env": [{"name": "GREETING", "value": "hi"}]}}})
-    before = wait_for(lambda: k.children("linear"), 5, what="the children of the fixed spec")
+    wait_for(lambda: k.children("linear"), 5, what="the children of the fixed spec")
     wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 5, what="SpecValid=True")
+    # the Deployment controller stamps its revision annotation just after the create
+    wait_for(lambda: "deployment.kubernetes.io/revision" in k.deployment("linear")["metadata"].get("annotations", {}),
+             5, what="the Deployment's revision annotation")
+    before = k.children("linear")
     k.patch("linear", {"spec": {"batching": {"maxQueueDelayMicroseconds": 500},
                                 "runtime": {"env": [{"value": "no name"}]}}})
     wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "False", 5,

@@ -157,3 +157,42 @@ async def test_a_failed_snapshot_the_source_returns_is_not_cached_either():
     assert not (await cache.get("http://p", 60, max_age_s=15)).ok
     assert not (await cache.get("http://p", 60, max_age_s=15)).ok
     assert len(calls) == 2  # the second tick asked again instead of reusing the failure
+
+
+def test_a_round_slower_than_its_deadline_is_a_failed_snapshot(monkeypatch):
+    """Each read has its timeout, but a Prometheus answering each query slowly would stretch the
+    round of 12 past several ticks: the round stops at its deadline, a failure the tick counts."""
+    import time
+
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    source = PrometheusSource("http://127.0.0.1:1", round_timeout_s=0.1)
+    asked = []
+
+    def slow_query(q):
+        asked.append(q)
+        time.sleep(0.04)
+        return []
+
+    monkeypatch.setattr(source._prom, "custom_query", slow_query)
+    snap = source.fetch(60)
+    assert not snap.ok and 0 < len(asked) < 12, (snap, len(asked))
+    assert f"answered {len(asked)} of 12 queries in 0.1 s" in snap.error
+
+
+async def test_a_tick_waits_about_one_interval_for_a_round_then_holds():
+    """A round still running after the tick's wait is a failed snapshot for that tick (it holds and
+    counts the failure); the round goes on, and its result serves the next tick."""
+    import time
+
+    class Slow:
+        def fetch(self, window_s: int) -> Snapshot:
+            time.sleep(1.5)
+            return Snapshot(taken_at=time.time(), ok=True)
+
+    cache = SnapshotCache(lambda url: Slow())
+    first = await cache.get("http://p", 60, max_age_s=1.0)
+    assert not first.ok and "no complete answer within 1 s" in first.error  # not the round's ok
+    await asyncio.sleep(0.8)  # the round finishes in the background
+    second = await cache.get("http://p", 60, max_age_s=1.0)
+    assert second.ok

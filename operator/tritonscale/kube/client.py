@@ -6,6 +6,7 @@ merge), so they mean the same thing on every API server version.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -85,15 +86,46 @@ class _Kind:
     patch: Callable[..., Any]
 
 
+# Every request the reconciler and the autoscaler make gives up after this (connect, read), in s: a
+# request that never answers (a half-open connection after an API server's failover) would hold the
+# object's lock -- and with it every later reconcile and tick of the object, the warm floor's
+# included -- until TCP gives up, minutes later. Kopf's own requests use the same 30 s
+# (operator_main: settings.networking.request_timeout).
+REQUEST_TIMEOUT_S = (5.0, 30.0)
+
+
+class WithTimeout:
+    """An API object whose every call carries ``_request_timeout``."""
+
+    def __init__(self, api: Any, timeout: float | tuple[float, float]) -> None:
+        self._api, self._timeout = api, timeout
+
+    def __getattr__(self, name: str) -> Any:
+        return functools.partial(getattr(self._api, name), _request_timeout=self._timeout)
+
+
+def describe_api_error(exc: BaseException) -> str:
+    """One line for a failed request: ``403 Forbidden: <the API server's message>`` for an
+    ApiException (not its four lines of headers and body), else the exception's first line."""
+    if isinstance(exc, ApiException):
+        try:
+            message = json.loads(exc.body or "{}").get("message") or ""
+        except (ValueError, AttributeError):
+            message = ""
+        return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
 class Kube:
     """Namespaced get/create/patch for the kinds tritonscale owns, as plain dicts."""
 
     def __init__(self, api_client: kubernetes.client.ApiClient | None = None) -> None:
         self.client = api_client or kubernetes.client.ApiClient()
-        core = kubernetes.client.CoreV1Api(self.client)
-        apps = kubernetes.client.AppsV1Api(self.client)
-        policy = kubernetes.client.PolicyV1Api(self.client)
-        self.custom = kubernetes.client.CustomObjectsApi(self.client)
+        core: Any = WithTimeout(kubernetes.client.CoreV1Api(self.client), REQUEST_TIMEOUT_S)
+        apps: Any = WithTimeout(kubernetes.client.AppsV1Api(self.client), REQUEST_TIMEOUT_S)
+        policy: Any = WithTimeout(kubernetes.client.PolicyV1Api(self.client), REQUEST_TIMEOUT_S)
+        self.custom: Any = WithTimeout(kubernetes.client.CustomObjectsApi(self.client), REQUEST_TIMEOUT_S)
         self.core = core
         self._kinds = {
             "ConfigMap": _Kind(core.read_namespaced_config_map, core.create_namespaced_config_map,

@@ -221,12 +221,18 @@ def _parse_vector(result: list[dict[str, Any]], sel: SeriesSelector) -> dict[Key
 class PrometheusSource:
     """Queries one Prometheus with prometheus-api-client (sync; the operator calls it in a thread)."""
 
-    def __init__(self, url: str, selector: SeriesSelector | None = None, timeout_s: float = 5.0) -> None:
+    def __init__(self, url: str, selector: SeriesSelector | None = None, timeout_s: float = 5.0,
+                 round_timeout_s: float = 10.0) -> None:
         from prometheus_api_client import PrometheusConnect
         from urllib3.util.retry import Retry
 
         self.url = url.rstrip("/")
         self._timeout_s = timeout_s
+        # ``timeout_s`` bounds each read, not a query: a Prometheus that answers slowly, or trickles
+        # bytes, would stretch one round of 12 queries past several ticks with no failure counted.
+        # The round stops after this (s), short of the default 15 s tick, as a failed snapshot (the
+        # tick holds and counts it towards fallbackReplicas).
+        self._round_timeout_s = round_timeout_s
         self.selector = selector or SeriesSelector()
         # No client-side retries: a dead Prometheus must show up as a failure within one
         # tick (the decider holds), not after urllib3's backoff eats several ticks.
@@ -240,6 +246,10 @@ class PrometheusSource:
         queries = build_queries(self.selector, window_s)
         done = 0
         for signal, q in queries.items():
+            if time.time() - started > self._round_timeout_s:
+                return Snapshot(taken_at=started, ok=False, queries=done,
+                                error=f"Prometheus at {self.url}: answered {done} of {len(queries)} queries in "
+                                      f"{self._round_timeout_s:g} s; too slow for a tick")
             try:
                 result = self._prom.custom_query(q)
             except Exception as exc:  # connection refused, timeout, HTTP 4xx/5xx, bad JSON

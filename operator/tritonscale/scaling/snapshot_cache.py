@@ -12,10 +12,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from tritonscale.scaling.prometheus_source import MetricSource, Snapshot
 
 SourceFactory = Callable[[str], MetricSource]
+# Rounds in flight at once, one per (Prometheus URL, window): most clusters have one or two.
+FETCH_THREADS = 8
+# A tick waits at least this long (s) for a round, however short its interval.
+MIN_WAIT_S = 1.0
 
 
 class SnapshotCache:
@@ -25,8 +30,13 @@ class SnapshotCache:
         self._sources: dict[str, MetricSource] = {}
         self._cache: dict[tuple[str, int], Snapshot] = {}
         self._inflight: dict[tuple[str, int], asyncio.Task[Snapshot]] = {}
+        self._executor = ThreadPoolExecutor(max_workers=FETCH_THREADS, thread_name_prefix="prometheus")
 
     async def get(self, url: str, window_s: int, max_age_s: float) -> Snapshot:
+        """The snapshot for ``url`` and ``window_s``: the cached one if younger than ``max_age_s``,
+        else the round in flight or a new one -- waited on for at most ``max_age_s`` (about one
+        tick): a round still running then is a failed snapshot for this tick (it holds and counts
+        the failure), and the round goes on for the next."""
         key = (url, window_s)
         cached = self._cache.get(key)
         if cached is not None and self._clock() - cached.taken_at < max_age_s:
@@ -38,7 +48,11 @@ class SnapshotCache:
             self._inflight[key] = task
         # The fetch is a task of its own, not the first caller's: a caller cancelled while it waits
         # (its InferenceService deleted, its daemon stopped) must not cancel the others' fetch.
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), timeout=max(max_age_s, MIN_WAIT_S))
+        except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11; its own class on 3.10
+            return Snapshot(taken_at=self._clock(), ok=False,
+                            error=f"Prometheus at {url}: no complete answer within {max(max_age_s, MIN_WAIT_S):g} s")
 
     async def _fetch(self, key: tuple[str, int], url: str, window_s: int) -> Snapshot:
         """Never raises: a task that ends in an exception nobody awaits any more is re-raised by
@@ -50,7 +64,9 @@ class SnapshotCache:
             source = self._sources.get(url)
             if source is None:
                 source = self._sources[url] = self._factory(url)
-            snap = await asyncio.to_thread(source.fetch, window_s)
+            # Their own threads: a round stuck on a slow Prometheus must not take the default
+            # executor's, which every object's tick runs in (handlers.autoscale).
+            snap = await asyncio.get_running_loop().run_in_executor(self._executor, source.fetch, window_s)
             if snap.ok:  # a failed round (Prometheus down, a query refused) is tried again by the next tick
                 self._cache[key] = snap
             return snap

@@ -1,0 +1,44 @@
+"""A failed Kubernetes request is one line for the user (log, Kopf's event), never a traceback or
+four lines of HTTP headers; the reconcile handler turns it into Kopf's retry."""
+
+from __future__ import annotations
+
+import json
+
+import kopf
+import pytest
+import urllib3
+from kubernetes.client import ApiException
+
+from tritonscale import handlers
+from tritonscale.kube.client import describe_api_error
+
+
+def api_error(status: int, reason: str, message: str | None) -> ApiException:
+    exc = ApiException(status=status, reason=reason)
+    exc.body = json.dumps({"kind": "Status", "message": message}) if message is not None else "not json"
+    return exc
+
+
+@pytest.mark.parametrize(("exc", "line"), [
+    (api_error(403, "Forbidden", 'deployments.apps "linear" is forbidden: exceeded quota: gpus'),
+     '403 Forbidden: deployments.apps "linear" is forbidden: exceeded quota: gpus'),
+    (api_error(500, "Internal Server Error", None), "500 Internal Server Error"),
+    (urllib3.exceptions.ReadTimeoutError(None, "/apis", "Read timed out. (read timeout=30)"),
+     "ReadTimeoutError: None: Read timed out. (read timeout=30)"),
+])
+def test_a_failed_request_is_one_line(exc: BaseException, line: str) -> None:
+    assert describe_api_error(exc) == line
+
+
+def test_the_reconcile_handler_retries_api_failures_without_a_traceback(monkeypatch) -> None:
+    def refused(*_args, **_kwargs):
+        raise api_error(403, "Forbidden", "exceeded quota: gpus")
+
+    monkeypatch.setattr(handlers, "reconcile", refused)
+    monkeypatch.setattr(handlers, "_kube", lambda: None)
+    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
+    with pytest.raises(kopf.TemporaryError) as err:
+        handlers.reconcile_inference_service(body={"metadata": {"name": "x", "namespace": "y"}})
+    assert str(err.value) == "the Kubernetes API refused or failed a request: 403 Forbidden: exceeded quota: gpus"
+    assert err.value.__cause__ is None
