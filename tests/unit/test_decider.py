@@ -357,30 +357,52 @@ def test_noise_needs_enough_differences_to_ignore_a_start_and_a_step():
     seen = [0.0, 0.0, 2.0, 14.0, 18.0, 15.0, 13.0, 18.0, 26.0, 84.5]
     for n in range(2, len(seen) + 1):
         sigma = D.noise(rates(*((2.0 * k, r) for k, r in enumerate(seen[:n]))), 2.0 * (n - 1))
-        if n - 1 < 2 * D.NOISE_SHIFTS + 1:
+        if n - 1 < 2 * D.NOISE_SHIFTS * D.SHIFT_READINGS + 1:
             assert sigma == 0.0, n
         else:
             assert 0.0 < sigma < 5.9, n
 
 
+def test_noise_ignores_a_start_and_a_step_that_each_take_two_readings(monkeypatch):
+    """A reading sums the pods' ``irate`` over the interval before each pod's last scrape, so a step
+    in the offered load shows partly in one reading and fully in the next (SHIFT_READINGS). The
+    decider's readings of a sandbox step run (15 -> 70 rps at 2 s ticks; requests out plus the
+    queue's change, from that run's Prometheus): the start reads 0, 2.5, 12.5, the step 22, 76.5.
+    Whichever of the base phase's readings a history starts from, the noise read at the step's first
+    full reading and the two after it -- when the scale-up is sized -- stays under a 70 rps Poisson
+    load's (sqrt(70 x 2) / 2 = 5.9). Counting one moved difference per shift (five differences were
+    enough) it read up to 10 rps: a plan 16 rps above the step's 76.5, a fourth replica with the
+    backlog (the sandbox's step peaked at 4 in a CI run)."""
+    seen = [0.0, 2.5, 12.5, 16.0, 18.0, 13.5, 18.5, 22.0, 76.5, 66.5, 72.5, 69.0]
+    step = seen.index(76.5)
+
+    def worst() -> float:
+        return max(D.noise(rates(*((2.0 * k, r) for k, r in enumerate(seen[a:b]))), 2.0 * (b - a - 1))
+                   for a in range(step - 3) for b in range(step + 1, step + 4))
+
+    assert worst() < 5.9
+    monkeypatch.setattr(D.constants, "SHIFT_READINGS", 1)
+    assert worst() > 1.5 * 5.9
+
+
 def test_noise_of_alternating_readings_is_no_larger_than_their_spread():
-    # the first five readings of the real trace replayed from its busiest half, and a sixth in their
+    # the first five readings of the real trace replayed from its busiest half, and five more in their
     # pattern: they alternate, so the differences are +-440 or so. From the first four differences
     # alone their median absolute deviation said 697 rps against the readings' spread of 314 (now too
     # few differences for an estimate); the noise is never more than the spread
-    seen = [1966.7, 1737.9, 2174.2, 1738.1, 2178.8, 1741.0]
+    seen = [1966.7, 1737.9, 2174.2, 1738.1, 2178.8, 1741.0, 2170.0, 1740.0, 2175.0, 1739.0]
     first = rates(*((15 * k, r) for k, r in enumerate(seen)))
     spread = D.signals._median_and_sd(seen)[1]
     diffs = D.signals._median_and_sd([b - a for a, b in zip(seen, seen[1:], strict=False)])[1] / math.sqrt(2)
-    assert D.noise(first, 75.0) == pytest.approx(min(diffs, spread))
-    assert D.noise(rates(*((15 * k, r) for k, r in enumerate(seen[:5]))), 60.0) == 0.0
-    for k in range(6, 12):  # alternating on: whichever of the two is smaller
+    assert D.noise(first, 135.0) == pytest.approx(min(diffs, spread))
+    assert D.noise(rates(*((15 * k, r) for k, r in enumerate(seen[:9]))), 120.0) == 0.0
+    for k in range(10, 16):  # alternating on: whichever of the two is smaller
         more = seen + [1966.7 if j % 2 == 0 else 1737.9 for j in range(6, k)]
         s_k = D.signals._median_and_sd(more)[1]
         assert D.noise(rates(*((15 * j, r) for j, r in enumerate(more))), 15.0 * (len(more) - 1)) <= s_k + 1e-9
     # readings that do not alternate keep the differences' estimate (smaller than the spread of a trend)
-    climbing = rates(*((15 * k, 1000 + 40 * k + (5 if k % 3 else -5)) for k in range(6)))
-    assert 0.0 < D.noise(climbing, 75.0) < 15.0  # the readings themselves spread 104
+    climbing = rates(*((15 * k, 1000 + 40 * k + (5 if k % 3 else -5)) for k in range(10)))
+    assert 0.0 < D.noise(climbing, 135.0) < 15.0  # the readings themselves spread 178
 
 
 def test_noise_of_readings_that_blend_two_intervals_is_read_two_ticks_apart():
@@ -448,7 +470,8 @@ def test_the_plan_looks_ahead_from_when_its_data_was_scraped():
 
 # --- step: surprise ----------------------------------------------------------------------------
 def test_surprise_when_the_rate_outruns_the_plan_of_a_cold_start_ago():
-    hist = tuple((t, 100.0, 120.0) for t in range(0, 181, 15))  # planned 120 all along
+    # planned 120 all along, from a history long enough for the noise (noise_measured)
+    hist = tuple((t, 100.0, 120.0) for t in range(-120, 181, 15))
     st = State(rates=hist, cold_start_s=60.0)
     assert D.surprise(st, D.Demand(119.0, 119.0, 0.0), 180.0).surprises == ()  # within the plan
     got = D.surprise(st, D.Demand(400.0, 400.0, 0.0), 180.0).surprises
@@ -461,7 +484,7 @@ def test_a_plan_read_low_for_one_tick_is_no_surprise_later():
     """A removed pod's rate leaves the sum a tick before its traffic shows on the others (a
     rollout, a scale-down): the plan of that tick is low, but the fleet was sized for the minute's
     highest plan, so the rate's return a cold start later is no surprise."""
-    hist = tuple((t, 500.0, 550.0) for t in range(0, 181, 15))
+    hist = tuple((t, 500.0, 550.0) for t in range(-120, 181, 15))
     dip = tuple((t, 380.0, 400.0) if t == 120 else (t, r, p) for t, r, p in hist)
     st = State(rates=dip, cold_start_s=60.0)
     assert D.surprise(st, D.Demand(520.0, 520.0, 0.0), 180.0).surprises == ()
@@ -496,7 +519,7 @@ def test_decide_remembers_what_its_plan_bought_so_a_rise_within_the_last_replica
 
 def test_the_first_plans_made_before_the_noise_was_measured_are_no_evidence_of_a_surprise():
     """A new service's first plans are its first readings, with no noise margin (noise needs
-    2 x NOISE_SHIFTS + 1 differences): a later reading above one of them is no evidence. The same
+    2 x NOISE_SHIFTS x SHIFT_READINGS + 1 differences): a later reading above one of them is no evidence. The same
     reading against the same plans, made once enough samples preceded them, is a surprise. (With
     three differences, as before, the plans at 60 and 75 s counted, and 390 was a surprise.)"""
     first = ((15.0, 376.0, 376.0), (30.0, 377.0, 377.0), (45.0, 380.0, 380.0), (60.0, 365.0, 365.0),
@@ -605,6 +628,31 @@ def test_tolerate_holds_scale_down_only(rec, planned, current, replicas, reason)
     step = D.tolerate(Step(rec, "LoadDecreased" if rec < current else "LoadIncreased", ""), planned, CAP,
                       current, POLICY)
     assert (step.replicas, step.reason) == (replicas, reason)
+
+
+# --- step: measure -----------------------------------------------------------------------------
+SHORT = tuple((15.0 * k, 500.0, 500.0) for k in range(9))  # 8 differences: the noise is not measured yet
+LONG = tuple((15.0 * k, 500.0, 500.0) for k in range(10))  # 9: it is (2 x NOISE_SHIFTS x SHIFT_READINGS + 1)
+
+
+@pytest.mark.parametrize(("hist", "step", "current", "replicas", "reason"), [
+    (SHORT, D.Step(3, "LoadDecreased", "x"), 5, 5, "MeasuringNoise"),  # a plan without its margin: no less
+    (LONG, D.Step(3, "LoadDecreased", "x"), 5, 3, "LoadDecreased"),
+    (SHORT, D.Step(7, "LoadIncreased", "x"), 5, 7, "LoadIncreased"),  # more, at once
+    (SHORT, D.Step(1, "Idle", "x"), 5, 1, "Idle"),  # no requests: nothing to measure
+    (SHORT, D.Step(5, "Steady", "x"), 5, 5, "Steady"),
+])
+def test_measure_holds_scale_down_until_the_noise_is_measured(hist, step, current, replicas, reason):
+    now = hist[-1][0]
+    assert D.noise_measured(hist, now) == (len(hist) - 1 >= 2 * D.NOISE_SHIFTS * D.SHIFT_READINGS + 1)
+    got = D.measure(step, State(rates=hist), now, current)
+    assert (got.replicas, got.reason) == (replicas, reason)
+
+
+def test_noise_is_measured_over_the_last_noise_window_only():
+    stale = tuple((15.0 * k, 500.0, 500.0) for k in range(10))
+    assert D.noise_measured(stale, 135.0)
+    assert not D.noise_measured(stale, 135.0 + D.NOISE_S)  # the readings are older than NOISE_S
 
 
 # --- step: stabilize (windows and burst memory) --------------------------------------------------

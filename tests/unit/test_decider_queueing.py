@@ -120,7 +120,8 @@ def test_a_ratio_counts_larger_for_a_smaller_fleet():
 def test_a_scale_down_plans_the_smaller_fleet_with_its_own_capacity():
     # measured over 4 replicas: ~31 rps each at the target (the M/D/1 model: 13); 24 rps would fit
     # on one such replica, but one replica sees Poisson arrivals: two, by the model
-    memory = replace(_with(0.25, 0.25, 0.25, per=20.0), rates=((0.0, 24.0, 24.0),),
+    # (a history of steady readings: the rate's noise is measured, so the plan may ask for fewer)
+    memory = replace(_with(0.25, 0.25, 0.25, per=20.0), rates=tuple((15.0 * k, 24.0, 24.0) for k in range(-10, 1)),
                      last_pending=PendingReading(0.0, 0.0, 4.0, 0.0, 0.0))
     policy = replace(UNBATCHED, scale_down_stabilization_s=0.0, tolerance=0.0, scale_down_max_step=10)
     d = D.decide(obs(24.0, 30.0), Replicas(4, 4), policy, memory, 15.0)

@@ -26,6 +26,8 @@ function that returns its result and the reason for it:
    ``settle``     -- no scale-up while the queue drains right after replicas joined (the
                      arrival reading then mixes the drain's stretches), all replicas ready.
 7. ``tolerate``   -- the dead band: no scale-down for a load within the tolerance.
+   ``measure``    -- no scale-down (but to the floor when idle) before the rate's noise is
+                     measured: until then the plan carries no noise margin.
 8. ``stabilize``  -- scale-up/down look-back windows; the scale-down window defaults to the
                      learned cold start and a tick (what a removed replica takes to come back),
                      longer while the rate keeps jumping (burst memory; at long cold starts
@@ -77,6 +79,7 @@ from tritonscale.scaling.decider.signals import (
     learn_cold_start,
     level,
     noise,
+    noise_measured,
     plan_horizon,
     saturation_share,
     surprise,
@@ -88,6 +91,7 @@ from tritonscale.scaling.decider.steps import (
     clamp,
     guard,
     limit,
+    measure,
     recommend,
     scale_down_window,
     settle,
@@ -134,6 +138,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     step = breach(demanded, obs, replicas, cap, policy, d)
     step = settle(step, d, replicas)
     step = tolerate(step, planned, cap, current, policy)
+    step = measure(step, state, now, current)
     details["recommendation"] = step.replicas
     full = bare_capacity(cap, source, state, policy)
     bare = math.ceil(now_level / full) if full else current
@@ -149,6 +154,7 @@ __all__ = [
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
     "cold_start", "constants",
     "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",
-    "limit", "noise", "plan_horizon", "recommend", "saturation_share", "scale_down_window", "settle", "stabilize",
+    "limit", "measure", "noise", "noise_measured",
+    "plan_horizon", "recommend", "saturation_share", "scale_down_window", "settle", "stabilize",
     "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend",
 ]

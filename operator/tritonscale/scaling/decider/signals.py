@@ -270,9 +270,16 @@ def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
     return min(sd / math.sqrt(2.0), spread)
 
 
+def noise_measured(rates: tuple[tuple[float, float, float], ...], now: float) -> bool:
+    """``noise`` has an estimate: enough readings over the last NOISE_S. Before, a plan carries
+    no noise margin."""
+    return sum(1 for e in rates if now - e[0] <= C.NOISE_S) - 1 >= _enough_differences(1)
+
+
 def _enough_differences(lag: int) -> int:
-    """How many lag-``lag`` differences the MAD needs to ignore NOISE_SHIFTS level shifts."""
-    return 2 * C.NOISE_SHIFTS * lag + 1
+    """How many lag-``lag`` differences the MAD needs to ignore NOISE_SHIFTS level shifts, each
+    moving lag + SHIFT_READINGS - 1 of them: more than twice as many as move."""
+    return 2 * C.NOISE_SHIFTS * (lag + C.SHIFT_READINGS - 1) + 1
 
 
 def noise_now(state: State, now: float, sigma: float | None = None) -> float:

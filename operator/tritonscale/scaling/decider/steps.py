@@ -1,4 +1,5 @@
-"""The decision steps after the forecast: guard, recommend, breach, settle, tolerate, stabilize, limit, clamp."""
+"""The decision steps after the forecast: guard, recommend, breach, settle, tolerate, measure, stabilize, limit,
+clamp."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.model import Observation, Policy, Replicas, State, Step, _clamp
-from tritonscale.scaling.decider.signals import Demand, cold_start, joined, noise_now, plan_horizon, replicas_for
+from tritonscale.scaling.decider.signals import (
+    Demand,
+    cold_start,
+    joined,
+    noise_measured,
+    noise_now,
+    plan_horizon,
+    replicas_for,
+)
 
 
 def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) -> tuple[Step | None, State, bool]:
@@ -131,6 +140,17 @@ def tolerate(step: Step, planned: float, cap: float | None, current: int, policy
         return Step(down, step.reason if down < current else "WithinTolerance",
                     step.why + f"; {step.replicas} would run within {policy.tolerance:.0%} of full: {down}")
     return step
+
+
+def measure(step: Step, state: State, now: float, current: int) -> Step:
+    """No scale-down (but to Idle) before the rate's noise is measured (``signals.noise_measured``):
+    until then the plan carries no noise margin -- it is the rate's level, a low estimate of the
+    need -- so it may ask for more, never for less. A new service's first readings are its
+    load starting (and, in the sandbox, a step within seconds): too few differences to tell
+    noise from those shifts (NOISE_SHIFTS, SHIFT_READINGS)."""
+    if step.replicas >= current or step.reason == "Idle" or noise_measured(state.rates, now):
+        return step
+    return Step(current, "MeasuringNoise", step.why + f"; holding {current} until the rate's noise is measured")
 
 
 def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
