@@ -29,10 +29,17 @@ log = logging.getLogger("tritonscale")
 # How often a reconcile blocked by a name another object holds is tried again (s): the holder's
 # removal is not an event the operator watches.
 CONFLICT_RETRY_S = 30.0
+# Every InferenceService is reconciled again this often (s), events or not: Kopf never retries an
+# event handler, so a child's correction that failed (an API server restarting, a 5xx, a timeout)
+# would otherwise wait for the next event of the owner or a child -- perhaps never. The periodic
+# resync of controller-runtime and client-go informers, for the same reason; each pass is a few
+# reads and dry runs, and writes nothing where nothing drifted.
+RESYNC_S = 300.0
 
 # Set by the CLI before Kopf starts (see tritonscale.operator_main).
 KUBE: Kube | None = None
 PROMETHEUS_URL: str | None = None
+PROMETHEUS_TLS_VERIFY: bool | str = True
 SNAPSHOTS: SnapshotCache | None = None
 
 
@@ -78,15 +85,15 @@ def reconcile_inference_service(body: kopf.Body, **_: Any) -> None:
 
 def _reconcile_owner(namespace: str, name: str) -> None:
     kube = _kube()
-    owner = kube.get_inference_service(namespace, name)
-    if owner is None or owner["metadata"].get("deletionTimestamp"):
-        return  # the owner is gone; garbage collection removes the children
     try:
+        owner = kube.get_inference_service(namespace, name)
+        if owner is None or owner["metadata"].get("deletionTimestamp"):
+            return  # the owner is gone; garbage collection removes the children
         reconcile(kube, owner, _events_for(owner))
     except ApiException as exc:
         if exc.status != 404:
             # Kopf never retries an event handler: one line, not a traceback; the next event of the
-            # owner or its children (or the resume at a restart) reconciles again.
+            # owner or its children, the resync (RESYNC_S) or the resume at a restart reconciles again.
             log.warning(f"{namespace}/{name}: correcting a child failed: {describe_api_error(exc)}")
         # 404: the owner or a child vanished between our read and our write: the garbage
         # collector removes a just-deleted owner's children within milliseconds. That
@@ -106,10 +113,17 @@ def child_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
         _reconcile_owner(namespace, owner)
 
 
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_S, initial_delay=RESYNC_S)
+def resync(namespace: str | None, name: str, **_: Any) -> None:
+    """Every RESYNC_S, reconcile again from a fresh read: whatever a failed correction left."""
+    if namespace:  # InferenceServices are namespaced
+        _reconcile_owner(namespace, name)
+
+
 def _snapshots() -> SnapshotCache:
     global SNAPSHOTS
     if SNAPSHOTS is None:
-        SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url))
+        SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url, verify=PROMETHEUS_TLS_VERIFY))
     return SNAPSHOTS
 
 
@@ -155,11 +169,14 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
 
 def configure(options: Any) -> None:
     """Called once by `tritonscale run` before Kopf starts."""
-    global KUBE, PROMETHEUS_URL, SNAPSHOTS
+    global KUBE, PROMETHEUS_URL, PROMETHEUS_TLS_VERIFY, SNAPSHOTS
     KUBE = Kube()
     PROMETHEUS_URL = options.prometheus_url
+    PROMETHEUS_TLS_VERIFY = verify = options.prometheus_tls_verify
     selector = SeriesSelector(namespaces=tuple(options.namespaces), extra=tuple(options.selector_labels.items()))
-    SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url, selector))
+    SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url, selector, verify=verify))
+    if verify is False:
+        log.warning("Prometheus's TLS certificates are not checked (--prometheus-insecure-skip-tls-verify)")
     if options.metrics_port:
         from prometheus_client import start_http_server
 

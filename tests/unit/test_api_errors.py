@@ -42,3 +42,38 @@ def test_the_reconcile_handler_retries_api_failures_without_a_traceback(monkeypa
         handlers.reconcile_inference_service(body={"metadata": {"name": "x", "namespace": "y"}})
     assert str(err.value) == "the Kubernetes API refused or failed a request: 403 Forbidden: exceeded quota: gpus"
     assert err.value.__cause__ is None
+
+
+class _Kube:
+    """A Kube whose reads fail ``failures`` times, then return the InferenceService."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.reads = failures, 0
+
+    def get_inference_service(self, namespace: str, name: str) -> dict:
+        self.reads += 1
+        if self.reads <= self.failures:
+            raise api_error(503, "Service Unavailable", "etcdserver: leader changed")
+        return {"metadata": {"name": name, "namespace": namespace}}
+
+
+def test_a_failed_child_correction_is_one_line_and_the_resync_corrects_it(monkeypatch, caplog) -> None:
+    """A child's event handler is never retried by Kopf: its failure (here the owner's read) is one
+    warning line, and the periodic resync (RESYNC_S) reconciles the owner again from a fresh read."""
+    kube, reconciled = _Kube(failures=1), []
+    monkeypatch.setattr(handlers, "_kube", lambda: kube)
+    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
+    monkeypatch.setattr(handlers, "reconcile", lambda _kube, owner, _events: reconciled.append(owner["metadata"]))
+    with caplog.at_level("WARNING", logger="tritonscale"):
+        handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="prod")
+    assert reconciled == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "prod/linear: correcting a child failed: 503 Service Unavailable: etcdserver: leader changed"]
+    handlers.resync(namespace="prod", name="linear")
+    assert reconciled == [{"name": "linear", "namespace": "prod"}]
+
+
+def test_the_resync_is_a_kopf_timer_on_inference_services() -> None:
+    timers = [h for h in kopf.get_default_registry()._spawning.get_all_handlers() if h.fn is handlers.resync]
+    assert len(timers) == 1
+    assert timers[0].interval == timers[0].initial_delay == handlers.RESYNC_S
