@@ -104,15 +104,37 @@ def _run(args: argparse.Namespace) -> int:
         for p in problems:
             print(f"tritonscale run: {p}", file=sys.stderr)
         return 2
+    if args.prometheus_ca_file and args.prometheus_insecure_skip_tls_verify:
+        print("tritonscale run: --prometheus-ca-file and --prometheus-insecure-skip-tls-verify exclude each other "
+              "(the first checks the certificate against a CA, the second not at all)", file=sys.stderr)
+        return 2
     return run(OperatorOptions(
         namespaces=args.namespace or [],
         prometheus_url=args.prometheus_url,
+        prometheus_tls_verify=(False if args.prometheus_insecure_skip_tls_verify
+                               else args.prometheus_ca_file or True),
         metrics_port=args.metrics_port,
         liveness_port=args.liveness_port,
         verbose=args.verbose,
         selector_labels=dict(args.series_label or []),
         leader_election=election,
     ))
+
+
+def _ca_bundle(text: str) -> str:
+    """A readable PEM file of CA certificates (loaded once here, so a wrong file is a usage error
+    at start, not a failed query on every tick)."""
+    import ssl
+
+    try:
+        ssl.create_default_context(cafile=text)
+    except FileNotFoundError:
+        raise argparse.ArgumentTypeError(f"{text!r}: no such file") from None
+    except OSError as exc:  # ssl.SSLError too: no certificate in it, a damaged one
+        detail = re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(exc.strerror or exc))
+        raise argparse.ArgumentTypeError(f"{text!r} is not a readable PEM file of CA certificates "
+                                         f"({detail})") from None
+    return text
 
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -182,6 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="watch only this namespace (repeatable); default: cluster-wide")
     p.add_argument("--prometheus-url", default=os.environ.get("TRITONSCALE_PROMETHEUS_URL"), type=_http_url,
                    help="Prometheus base URL (env TRITONSCALE_PROMETHEUS_URL)")
+    p.add_argument("--prometheus-ca-file", default=os.environ.get("TRITONSCALE_PROMETHEUS_CA_FILE") or None,
+                   type=_ca_bundle, metavar="PEM",
+                   help="CA certificate(s) to check an https Prometheus against, for every Prometheus URL "
+                        "(env TRITONSCALE_PROMETHEUS_CA_FILE; default: the system's CAs)")
+    p.add_argument("--prometheus-insecure-skip-tls-verify", action="store_true",
+                   help="do not check an https Prometheus's certificate (anyone on the path can then feed "
+                        "the autoscaler its metrics)")
     # String defaults from the environment go through `type` too: a bad value is a usage error.
     p.add_argument("--metrics-port", type=_port, default=os.environ.get("TRITONSCALE_METRICS_PORT", "8080"),
                    help="port of the operator's own /metrics (0 disables; default 8080)")

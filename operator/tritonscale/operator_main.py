@@ -25,6 +25,9 @@ from tritonscale.process_exit import flush_and_exit
 class OperatorOptions:
     namespaces: list[str] = field(default_factory=list)  # empty: cluster-wide
     prometheus_url: str | None = None
+    # How an https Prometheus's certificate is checked: True against the system's CAs, a path
+    # against that PEM bundle, False not at all (PrometheusSource's ``verify``).
+    prometheus_tls_verify: bool | str = True
     metrics_port: int = 8080  # the operator's own /metrics; 0 disables
     liveness_port: int = 8081  # /healthz; 0 disables
     verbose: bool = False

@@ -86,6 +86,11 @@ def test_helm_lint_is_clean(config, tmp_path):
     ({"image": {"repository": "x", "tag": "a b"}}, "/image/tag"),
     ({"image": {"repository": "x", "digest": "latest"}}, "/image/digest"),
     ({"seriesLabels": {"bad-name": "x"}}, "invalid propertyName 'bad-name'"),
+    ({"prometheus": {"url": "", "tls": {"caConfigMap": {"name": "Trust_Bundle", "key": "ca.crt"}}}},
+     "/prometheus/tls/caConfigMap/name"),
+    ({"prometheus": {"url": "", "tls": {"caConfigMap": {"name": "trust", "key": "../ca.crt/x"}}}},
+     "/prometheus/tls/caConfigMap/key"),
+    ({"prometheus": {"url": "", "tls": {"insecureSkipVerify": "yes"}}}, "/prometheus/tls/insecureSkipVerify"),
 ])
 def test_values_schema_rejects_bad_values(bad, message, tmp_path):
     path = tmp_path / "bad.yaml"
@@ -281,6 +286,9 @@ def test_unsafe_leader_election_timings_fail_to_render(timings, message, tmp_pat
     ({"serviceAccount": {"create": False}}, "serviceAccount.name: name the ServiceAccount to run as"),
     ({"replicaCount": 2, "podDisruptionBudget": {"maxUnavailable": 2}},
      "podDisruptionBudget.maxUnavailable must be less than replicaCount"),
+    ({"prometheus": {"url": "https://prometheus.monitoring:9090",
+                     "tls": {"caConfigMap": {"name": "trust", "key": "ca.crt"}, "insecureSkipVerify": True}}},
+     "prometheus.tls.caConfigMap.name and prometheus.tls.insecureSkipVerify exclude each other"),
 ])
 def test_values_that_would_install_something_unsafe_fail_to_render(values, message, tmp_path):
     path = tmp_path / "bad.yaml"
@@ -301,6 +309,30 @@ def test_image_digest_series_labels_and_extra_args(tmp_path):
     assert "--series-label=cluster=prod" in c["args"] and c["args"][-1] == "--verbose"
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "ops"
     assert not [o for o in objects if o["kind"] == "ServiceAccount"]
+
+
+def test_an_https_prometheus_ca_from_a_config_map_or_no_check(tmp_path):
+    """prometheus.tls: the ConfigMap's key is mounted read-only and passed as --prometheus-ca-file;
+    insecureSkipVerify passes --prometheus-insecure-skip-tls-verify; by default neither (the
+    image's system CAs)."""
+    (tmp_path / "ca").mkdir()
+    (tmp_path / "skip").mkdir()
+    url = "https://prometheus.monitoring:9090"
+    spec = _one(helm_template({"prometheus": {"url": url, "tls": {"caConfigMap": {"name": "trust-bundle",
+                                                                                    "key": "prometheus-ca.pem"}}}},
+                              tmp_path / "ca"), "Deployment")["spec"]["template"]["spec"]
+    (c,) = spec["containers"]
+    assert "--prometheus-ca-file=/etc/tritonscale/prometheus-ca/prometheus-ca.pem" in c["args"]
+    assert "--prometheus-insecure-skip-tls-verify" not in c["args"]
+    assert {"name": "prometheus-ca", "mountPath": "/etc/tritonscale/prometheus-ca", "readOnly": True} \
+        in c["volumeMounts"]
+    assert {"name": "prometheus-ca", "configMap": {"name": "trust-bundle", "items": [
+        {"key": "prometheus-ca.pem", "path": "prometheus-ca.pem"}]}} in spec["volumes"]
+    (c,) = _one(helm_template({"prometheus": {"url": url, "tls": {"insecureSkipVerify": True}}}, tmp_path / "skip"),
+                "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--prometheus-insecure-skip-tls-verify" in c["args"]
+    assert not [a for a in c["args"] if a.startswith("--prometheus-ca-file")]
+    assert [m["name"] for m in c["volumeMounts"]] == ["tmp"]
 
 
 def test_pod_monitor_scrape_timeout_is_left_to_prometheus_unless_set(tmp_path):

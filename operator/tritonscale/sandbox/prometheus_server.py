@@ -74,7 +74,9 @@ class PrometheusServer:
         retention: str = "2h",
         log_path: Path | str | None = None,
         binary: Path | str | None = None,
+        tls: tuple[Path, Path] | None = None,
     ) -> None:
+        """``tls``: (certificate, key) PEM files to serve https with (``--web.config.file``)."""
         self.workdir = Path(workdir)
         self.scrape_interval_s = float(scrape_interval_s)
         self.evaluation_interval_s = float(evaluation_interval_s or scrape_interval_s)
@@ -87,13 +89,15 @@ class PrometheusServer:
         self.config_path = self.workdir / "prometheus.yml"
         self.targets_path = self.workdir / "targets.json"
         self.tsdb_path = self.workdir / "data"
+        self.tls = tls
+        self.web_config_path = self.workdir / "web.yml"
         self._proc: subprocess.Popen | None = None
         self._log: IO[bytes] | None = None
 
     # ---- addresses
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -140,6 +144,10 @@ class PrometheusServer:
         self._atomic_write(self.config_path, yaml.safe_dump(self.config(), sort_keys=False))
         if not self.targets_path.exists():
             self.write_targets([])
+        if self.tls:
+            cert, key = self.tls
+            self._atomic_write(self.web_config_path, yaml.safe_dump(
+                {"tls_server_config": {"cert_file": str(cert), "key_file": str(key)}}))
 
     def write_targets(self, targets: Iterable[tuple[str, Mapping[str, str]]]) -> None:
         """Replace the ``triton`` job's targets: ``[("127.0.0.1:PORT", {"pod": ...}), ...]``.
@@ -168,6 +176,7 @@ class PrometheusServer:
             f"--web.listen-address=127.0.0.1:{self.port}",
             "--web.enable-lifecycle",
             "--log.level=warn",
+            *([f"--web.config.file={self.web_config_path}"] if self.tls else []),
         ]
 
     def start(self) -> PrometheusServer:

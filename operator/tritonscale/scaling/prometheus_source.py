@@ -222,7 +222,11 @@ class PrometheusSource:
     """Queries one Prometheus with prometheus-api-client (sync; the operator calls it in a thread)."""
 
     def __init__(self, url: str, selector: SeriesSelector | None = None, timeout_s: float = 5.0,
-                 round_timeout_s: float = 10.0) -> None:
+                 round_timeout_s: float = 10.0, verify: bool | str = True) -> None:
+        """``verify``: how an https Prometheus's certificate is checked -- True against the system's
+        CAs (or the bundle in REQUESTS_CA_BUNDLE), a path against that PEM bundle, False not at all
+        (``tritonscale run --prometheus-ca-file`` / ``--prometheus-insecure-skip-tls-verify``)."""
+        import requests
         from prometheus_api_client import PrometheusConnect
         from urllib3.util.retry import Retry
 
@@ -237,7 +241,15 @@ class PrometheusSource:
         # No client-side retries: a dead Prometheus must show up as a failure within one
         # tick (the decider holds), not after urllib3's backoff eats several ticks.
         # POST keeps long selectors (many namespaces) out of the URL.
-        self._prom = PrometheusConnect(url=self.url, disable_ssl=True, timeout=timeout_s,
+        session = requests.Session()
+        session.verify = verify
+        if verify is False:  # asked for (and said once at start): not a warning on every query
+            import warnings
+
+            import urllib3
+
+            warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        self._prom = PrometheusConnect(url=self.url, session=session, timeout=timeout_s,
                                        retry=Retry(total=0), method="POST")
 
     def fetch(self, window_s: int) -> Snapshot:
@@ -267,6 +279,12 @@ def describe_failure(exc: BaseException, timeout_s: float) -> str:
     text = str(exc)
     if isinstance(exc, requests.exceptions.Timeout):
         return f"no answer within {timeout_s:g} s"
+    if isinstance(exc, requests.exceptions.SSLError):
+        why = re.search(r"certificate verify failed: (.+?)\s*\(_ssl", text)
+        if why:
+            return (f"its TLS certificate is not trusted ({why.group(1)}): give its CA with "
+                    "--prometheus-ca-file")
+        return "the TLS handshake failed (is it https at that address?)"
     if isinstance(exc, requests.exceptions.ConnectionError):
         for needle, plain in (("Connection refused", "connection refused"),
                               ("Name or service not known", "host name not found"),

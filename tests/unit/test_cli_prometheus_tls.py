@@ -1,0 +1,66 @@
+"""`tritonscale run`'s TLS flags for an https Prometheus: a CA bundle that is checked at start (a
+wrong file is a usage error naming the flag, not a failed query on every tick), or no check at all
+when asked; both at once is refused. What reaches the operator is PrometheusSource's ``verify``."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tritonscale import cli, operator_main
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """The options `run` would start the operator with (the operator itself is not started)."""
+    seen = []
+    monkeypatch.setattr(operator_main, "run", lambda options: seen.append(options) or 0)
+    monkeypatch.delenv("TRITONSCALE_PROMETHEUS_CA_FILE", raising=False)
+    return seen
+
+
+@pytest.mark.skipif(not shutil.which("openssl"), reason="openssl missing")
+def test_the_ca_file_and_the_skip_flag_reach_the_prometheus_client(started, tmp_path, monkeypatch):
+    ca = tmp_path / "ca.crt"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                    "-keyout", str(tmp_path / "ca.key"), "-out", str(ca), "-days", "2", "-subj", "/CN=ca"],
+                   check=True, capture_output=True, timeout=60)
+    assert cli.main(["run"]) == 0
+    assert cli.main(["run", "--prometheus-ca-file", str(ca)]) == 0
+    assert cli.main(["run", "--prometheus-insecure-skip-tls-verify"]) == 0
+    monkeypatch.setenv("TRITONSCALE_PROMETHEUS_CA_FILE", str(ca))
+    assert cli.main(["run"]) == 0
+    assert [o.prometheus_tls_verify for o in started] == [True, str(ca), False, str(ca)]
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "no such file"),
+    ("not a certificate\n", "is not a readable PEM file of CA certificates ([X509: NO_CERTIFICATE_OR_CRL_FOUND]"),
+])
+def test_a_wrong_ca_file_is_a_usage_error_naming_the_flag(started, tmp_path, capsys, content, message):
+    path = tmp_path / "ca.crt"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["run", "--prometheus-ca-file", str(path)])
+    assert exit_.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"tritonscale run: error: argument --prometheus-ca-file: '{path}'"), last
+    assert message in last, last
+    assert started == []
+
+
+def test_a_ca_file_and_skipping_the_check_exclude_each_other(started, tmp_path, capsys):
+    with pytest.raises(SystemExit):  # the CA file is read first: give it a real one
+        cli.main(["run", "--prometheus-ca-file", str(tmp_path), "--prometheus-insecure-skip-tls-verify"])
+    assert "is not a readable PEM file of CA certificates (Is a directory)" in capsys.readouterr().err
+    ca = "/etc/ssl/certs/ca-certificates.crt"
+    if not Path(ca).exists():
+        pytest.skip("no system CA bundle")
+    assert cli.main(["run", "--prometheus-ca-file", ca, "--prometheus-insecure-skip-tls-verify"]) == 2
+    assert capsys.readouterr().err.startswith("tritonscale run: --prometheus-ca-file and "
+                                              "--prometheus-insecure-skip-tls-verify exclude each other")
+    assert started == []
