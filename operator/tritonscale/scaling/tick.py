@@ -17,12 +17,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import urllib3
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
 from tritonscale.api.spec import model_name
 from tritonscale.api.validation import validate_body
-from tritonscale.kube.client import Kube
+from tritonscale.kube.client import Kube, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.render.kubernetes_objects import owned_by
 from tritonscale.scaling import batching_status as bs
@@ -103,6 +104,25 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
     return new
 
 
+def _scale_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any], new_status: st.InferenceServiceStatus,
+                  decision: Decision, current: int, exc: BaseException, now: float, event: EventFn) -> None:
+    """The Deployment's replica patch failed (RBAC, an admission webhook, the API server down): the
+    user sees it where they look -- the Scaling condition (reason ScaleFailed), a Warning event and
+    one log line -- not only in the operator's log. The next tick decides and tries again."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    message = (f"asked for {decision.replicas} replicas (from {current}; {decision.reason}), but the Deployment's "
+               f"patch failed: {describe_api_error(exc)}; the next tick tries again")[:1000]
+    event(body, "Warning", "ScaleFailed", message)
+    log.warning("%s/%s: %s", namespace, name, message)
+    om.DECISIONS.labels(namespace, name, "failed", decision.reason).inc()
+    conds = st.set_condition(new_status.conditions, st.SCALING, False, "ScaleFailed", message, now,
+                             meta.get("generation"))
+    patch = st.status_patch(status, new_status.model_copy(update={"conditions": conds}))
+    if patch is not None:
+        kube.patch_inference_service_status(namespace, name, patch)
+
+
 def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: float, event: EventFn) -> None:
     """One tick: nothing for an object being deleted, with an invalid spec (the reconciler
     reports it) or without its Deployment yet."""
@@ -156,7 +176,11 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         what = (f"scaled {verb} from {current} to {decision.replicas}" if scaled
                 else f"holding {current} replica{'' if current == 1 else 's'} ({ready} ready)")
         if scaled:
-            kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
+            try:
+                kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
+            except (ApiException, urllib3.exceptions.HTTPError) as exc:
+                _scale_failed(kube, body, status, new_status, decision, current, exc, now, event)
+                return
             event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
         om.DECISIONS.labels(namespace, name, verb, decision.reason).inc()
         # The operator log keeps what Events lose when they expire: at INFO each scale and each change

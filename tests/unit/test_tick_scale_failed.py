@@ -1,0 +1,84 @@
+"""A refused replica patch reaches the user where they look: the Scaling condition (ScaleFailed,
+naming the refusal), a Warning event and one log line -- not only the operator's log -- and the
+next tick tries again."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes.client import ApiException
+
+from tritonscale.scaling import tick
+from tritonscale.scaling.prometheus_source import Snapshot
+
+SAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "samples" / "python-cpu.yaml"
+UID = "0b8d3f2e-1111-4222-8333-444455556666"
+
+
+class Kube:
+    """The InferenceService and its Deployment at 0 replicas (below the warm floor of 1); the
+    Deployment's patch is refused until ``refuse`` is cleared."""
+
+    def __init__(self) -> None:
+        body = yaml.safe_load(SAMPLE.read_text())
+        body["metadata"].update(uid=UID, generation=1)
+        self.body = body
+        self.deployment = {"metadata": {"name": "linear", "namespace": "default",
+                                        "ownerReferences": [{"uid": UID, "kind": "InferenceService",
+                                                             "name": "linear", "controller": True}]},
+                           "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "linear"}}},
+                           "status": {}}
+        self.refuse = True
+        self.status_patches: list[dict[str, Any]] = []
+
+    def get_inference_service(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.body
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        return self.deployment
+
+    def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return []
+
+    def patch_inference_service_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self.status_patches.append(patch)
+        self.body["status"] = {**(self.body.get("status") or {}), **patch}  # st.status_patch: status's fields
+
+    def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        if self.refuse:
+            exc = ApiException(status=403, reason="Forbidden")
+            exc.body = json.dumps({"kind": "Status", "message": 'deployments.apps "linear" is forbidden: '
+                                                               'exceeded quota: pods'})
+            raise exc
+        self.deployment["spec"].update(patch["spec"])
+
+
+def _scaling(kube: Kube) -> dict[str, Any]:
+    conds = (kube.body.get("status") or {}).get("conditions") or []
+    return next(c for c in conds if c["type"] == "Scaling")
+
+
+def test_a_refused_replica_patch_is_a_scale_failed_condition_and_a_warning_and_is_retried(caplog):
+    kube, events = Kube(), []
+    down = Snapshot(taken_at=1000.0, ok=False, error="Prometheus at http://p:9090: connection refused")
+    with caplog.at_level(logging.WARNING, logger="tritonscale.autoscaler"):
+        tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
+    message = ('asked for 1 replicas (from 0; MetricsUnavailable), but the Deployment\'s patch failed: '
+               '403 Forbidden: deployments.apps "linear" is forbidden: exceeded quota: pods; '
+               'the next tick tries again')
+    assert events == [("Warning", "ScaleFailed", message)]
+    assert [r.getMessage() for r in caplog.records] == [f"default/linear: {message}"]
+    cond = _scaling(kube)
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "ScaleFailed", message)
+    assert kube.deployment["spec"]["replicas"] == 0
+    # The refusal is lifted: the next tick scales, and the condition says what it did.
+    kube.refuse = False
+    tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
+    assert kube.deployment["spec"]["replicas"] == 1
+    assert events[-1][:2] == ("Normal", "Scaled")
+    assert _scaling(kube)["reason"] == "MetricsUnavailable"
+    tick.forget(UID)
