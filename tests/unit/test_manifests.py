@@ -30,6 +30,8 @@ def test_documents_of_a_plain_file(tmp_path: Path) -> None:
     ("[" * 2000 + "]" * 2000, "nested too deeply"),  # deeper than the parser's recursion
     ("x: " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), f"nested more than {MAX_DEPTH} levels"),
     ("a: &a [*a]\n", "an alias refers to a list or map that contains it"),
+    ("spec:\n  scaling:\n    minReplicas: 2\n    maxReplicas: 4\n    minReplicas: 0\n",
+     "line 5: invalid YAML: found key 'minReplicas' twice in one mapping"),
     # "billion laughs": nine levels of ten aliases each expand to 10^9 values
     ("l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 10)), "aliases expand to more than"),
@@ -54,3 +56,10 @@ def test_expanded_size_counts_shared_values_each_time() -> None:
     assert expanded_size([[[]]]) == 3
     wide = [list(range(100))] * 20_000  # 2,020,001 values written out, 101 stored
     assert expanded_size(wide) > MAX_VALUES
+
+
+def test_a_merge_key_may_be_overridden_and_keys_may_repeat_across_mappings(tmp_path: Path) -> None:
+    text = "base: &b {minReplicas: 1, maxReplicas: 4}\nsvc:\n  <<: *b\n  maxReplicas: 8\nother: {minReplicas: 2}\n"
+    docs, problems = read_documents(write(tmp_path, text))
+    assert problems == []
+    assert docs[0]["svc"] == {"minReplicas": 1, "maxReplicas": 8} and docs[0]["other"] == {"minReplicas": 2}

@@ -24,6 +24,29 @@ MAX_VALUES = 1_500_000
 MAX_DEPTH = 100
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: PyYAML keeps the last
+    silently, so ``minReplicas: 2`` written twice, the second left at 0, would scale to zero,
+    where kubectl refuses the file ("key already set in map"). Keys a merge (``<<``) brings in
+    may be overridden, as YAML intends."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # an unhashable key: the base constructor refuses it in its own words
+            if duplicate:
+                raise yaml.constructor.ConstructorError("while constructing a mapping", node.start_mark,
+                                                        f"found key {key!r} twice in one mapping", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:
     """(the non-empty documents of ``path``, or problems): ``-`` reads stdin. ``flag`` (e.g.
     ``--service``) prefixes each problem."""
@@ -36,7 +59,7 @@ def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:
     except UnicodeDecodeError as exc:
         return [], [f"{label}: cannot read: not UTF-8 text ({exc.reason} at byte {exc.start})"]
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
