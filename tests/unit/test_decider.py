@@ -649,10 +649,21 @@ def test_measure_holds_scale_down_until_the_noise_is_measured(hist, step, curren
     assert (got.replicas, got.reason) == (replicas, reason)
 
 
-def test_noise_is_measured_over_the_last_noise_window_only():
-    stale = tuple((15.0 * k, 500.0, 500.0) for k in range(10))
-    assert D.noise_measured(stale, 135.0)
-    assert not D.noise_measured(stale, 135.0 + D.NOISE_S)  # the readings are older than NOISE_S
+def test_noise_is_measured_over_the_last_five_minutes_or_enough_readings_at_long_ticks():
+    """At 15 s ticks the last NOISE_S hold 20 readings; at 60 s ticks only 5 or 6, never the 10 the
+    noise needs, so a slow-ticking service would never measure it -- and, held by ``measure``, never
+    scale down. There the last readings enough for both lags' estimates count instead, and the rate
+    history keeps that many."""
+    wobble = (3.0, -4.0, 6.0, -1.0, 2.0, -7.0, 5.0, 0.0, -3.0, 4.0)
+    slow = tuple((60.0 * k, 500.0 + wobble[k], 500.0) for k in range(10))
+    now = slow[-1][0]
+    assert sum(1 for e in slow if now - e[0] <= D.NOISE_S) == 6
+    assert D.noise_measured(slow, now) and D.noise(slow, now) > 0.0
+    assert not D.noise_measured(slow[:9], slow[8][0])  # eight differences: not yet
+    fast = tuple((15.0 * k, 500.0, 500.0) for k in range(40))
+    assert D.noise_measured(fast, fast[-1][0])
+    policy = replace(POLICY, interval_s=60.0)
+    assert D.signals.rate_memory(State(cold_start_s=15.0), policy) >= 14 * 60.0  # 15 readings at 60 s
 
 
 # --- step: stabilize (windows and burst memory) --------------------------------------------------

@@ -163,3 +163,19 @@ def test_a_breach_adds_one_and_holds_it_while_the_summary_lags():
     assert changes <= 1, seen  # up once, and down at most once afterwards
 
 
+
+
+def test_a_slow_ticking_service_scales_down_once_its_noise_is_measured():
+    """intervalSeconds 60: five minutes hold five or six readings, never the ten the rate's noise
+    needs, and ``measure`` holds every scale-down until it is measured -- so the noise is read over
+    the last readings enough for it instead, and the fleet comes down after ten ticks, not never."""
+    policy = replace(POLICY, interval_s=60.0)
+    p = Plant(policy, replicas=8, cold_start=60.0, interval=60.0)
+    p.state = known_capacity()
+    for _ in range(30):
+        p.tick(300.0)
+    replicas = [r for _, r, _, _ in p.history]
+    reasons = [why for _, _, _, why in p.history]
+    assert replicas[-1] <= p.need(300.0) + 1 < 8, p.history
+    first_down = next(i for i, r in enumerate(replicas) if r < 8)
+    assert "MeasuringNoise" in reasons[:first_down] and first_down >= 9, p.history

@@ -109,8 +109,10 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
 
 def rate_memory(state: State, policy: Policy) -> float:
     """How far back the rate history reaches (s): as far as the longest of its readers looks --
-    the noise (NOISE_S), or RISE_HORIZONS + 1 horizons of rises for long cold starts."""
-    return max(C.NOISE_S, (C.RISE_HORIZONS + 1) * plan_horizon(state, policy, policy.interval_s))
+    the noise (NOISE_S, or its readings at long ticks: ``_noise_readings``), or RISE_HORIZONS + 1
+    horizons of rises for long cold starts."""
+    return max(C.NOISE_S, _noise_count() * policy.interval_s,
+               (C.RISE_HORIZONS + 1) * plan_horizon(state, policy, policy.interval_s))
 
 
 def learn_cold_start(state: State, replicas: Replicas) -> State:
@@ -162,7 +164,7 @@ def surprise(state: State, d: Demand, now: float, sigma: float | None = None) ->
 
 def _noise_known(rates: tuple[tuple[float, float, float], ...], i: int) -> bool:
     """The plan of sample ``i`` was made with a noise estimate: ``noise`` saw enough differences."""
-    return sum(1 for e in rates[:i] if rates[i][0] - e[0] <= C.NOISE_S) >= _enough_differences(1)
+    return noise_measured(rates[:i + 1], rates[i][0])
 
 
 def cold_start(state: State) -> float:
@@ -257,7 +259,7 @@ def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
       3326 rps for a rate of 2179, and the fleet peaked at 14 replicas where 9 sufficed.
     - The median absolute deviation of the readings themselves: alternation does not inflate it;
       a trend or a step does, and then the first is the smaller."""
-    pts = [e[1] for e in rates if now - e[0] <= C.NOISE_S]
+    pts = _noise_readings(rates, now)
     diffs = [b - a for a, b in zip(pts, pts[1:], strict=False)]
     if len(diffs) < _enough_differences(1):
         return 0.0
@@ -271,9 +273,24 @@ def noise(rates: tuple[tuple[float, float, float], ...], now: float) -> float:
 
 
 def noise_measured(rates: tuple[tuple[float, float, float], ...], now: float) -> bool:
-    """``noise`` has an estimate: enough readings over the last NOISE_S. Before, a plan carries
-    no noise margin."""
-    return sum(1 for e in rates if now - e[0] <= C.NOISE_S) - 1 >= _enough_differences(1)
+    """``noise`` has an estimate: enough readings (``_noise_readings``). Before, a plan carries no
+    noise margin."""
+    return len(_noise_readings(rates, now)) - 1 >= _enough_differences(1)
+
+
+def _noise_readings(rates: tuple[tuple[float, float, float], ...], now: float) -> list[float]:
+    """The readings the noise is measured over: those of the last NOISE_S or, where ticks are too
+    far apart for NOISE_S to hold enough for both lags' estimates (``intervalSeconds`` above 20 s),
+    the last ``_noise_count()`` -- else a slow-ticking service's noise would never be measured
+    (and, through ``steps.measure``, it would never scale down)."""
+    past = [e for e in rates if e[0] <= now]
+    recent = [e[1] for e in past if now - e[0] <= C.NOISE_S]
+    return recent if len(recent) >= _noise_count() else [e[1] for e in past[-_noise_count():]]
+
+
+def _noise_count() -> int:
+    """Readings enough for the lag-2 estimate: ``_enough_differences(2)`` differences two apart."""
+    return _enough_differences(2) + 2
 
 
 def _enough_differences(lag: int) -> int:
