@@ -33,7 +33,9 @@ CONFLICT_RETRY_S = 30.0
 # event handler, so a child's correction that failed (an API server restarting, a 5xx, a timeout)
 # would otherwise wait for the next event of the owner or a child -- perhaps never. The periodic
 # resync of controller-runtime and client-go informers, for the same reason; each pass is a few
-# reads and dry runs, and writes nothing where nothing drifted.
+# reads and dry runs, and writes nothing where nothing drifted. It runs in the object's autoscaler
+# daemon, not as a Kopf timer: Kopf logs every timer run at INFO, and the operator posts INFO
+# records as Events -- one per object every pass.
 RESYNC_S = 300.0
 
 # Set by the CLI before Kopf starts (see tritonscale.operator_main).
@@ -113,13 +115,6 @@ def child_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
         _reconcile_owner(namespace, owner)
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_S, initial_delay=RESYNC_S)
-def resync(namespace: str | None, name: str, **_: Any) -> None:
-    """Every RESYNC_S, reconcile again from a fresh read: whatever a failed correction left."""
-    if namespace:  # InferenceServices are namespaced
-        _reconcile_owner(namespace, name)
-
-
 def _snapshots() -> SnapshotCache:
     global SNAPSHOTS
     if SNAPSHOTS is None:
@@ -132,6 +127,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                     logger: kopf.Logger, **_: Any) -> None:
     """One autoscaler loop per InferenceService; every intervalSeconds it runs one tick."""
     assert namespace is not None  # InferenceServices are namespaced
+    resynced = time.monotonic()
     try:
         while not stopped:
             scaling = scaling_spec(spec)  # defaults from the API model
@@ -155,6 +151,12 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                                f"{describe_api_error(exc)}")
             finally:
                 om.TICK_SECONDS.observe(time.monotonic() - started)
+            if time.monotonic() - resynced >= RESYNC_S:
+                resynced = time.monotonic()
+                try:  # reconcile again from a fresh read: whatever a failed correction left
+                    await asyncio.to_thread(_reconcile_owner, namespace, name)
+                except Exception as exc:  # _reconcile_owner says API failures itself; anything else here
+                    logger.warning(f"resync failed (the next one tries again): {describe_api_error(exc)}")
             # A plain sleep, not `await stopped.wait(t)`: Kopf stops an async daemon by setting
             # `stopped` and then cancelling it (cancellation_backoff is unset), which ends this
             # sleep at once. `stopped.wait(t)` spawns a helper task that ends with TimeoutError

@@ -57,9 +57,9 @@ class _Kube:
         return {"metadata": {"name": name, "namespace": namespace}}
 
 
-def test_a_failed_child_correction_is_one_line_and_the_resync_corrects_it(monkeypatch, caplog) -> None:
+def test_a_failed_child_correction_is_one_line(monkeypatch, caplog) -> None:
     """A child's event handler is never retried by Kopf: its failure (here the owner's read) is one
-    warning line, and the periodic resync (RESYNC_S) reconciles the owner again from a fresh read."""
+    warning line, not a traceback; the daemon's resync (test_autoscale_daemon.py) corrects it."""
     kube, reconciled = _Kube(failures=1), []
     monkeypatch.setattr(handlers, "_kube", lambda: kube)
     monkeypatch.setattr(handlers, "_events_for", lambda body: None)
@@ -69,11 +69,5 @@ def test_a_failed_child_correction_is_one_line_and_the_resync_corrects_it(monkey
     assert reconciled == []
     assert [r.getMessage() for r in caplog.records] == [
         "prod/linear: correcting a child failed: 503 Service Unavailable: etcdserver: leader changed"]
-    handlers.resync(namespace="prod", name="linear")
+    handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="prod")
     assert reconciled == [{"name": "linear", "namespace": "prod"}]
-
-
-def test_the_resync_is_a_kopf_timer_on_inference_services() -> None:
-    timers = [h for h in kopf.get_default_registry()._spawning.get_all_handlers() if h.fn is handlers.resync]
-    assert len(timers) == 1
-    assert timers[0].interval == timers[0].initial_delay == handlers.RESYNC_S

@@ -74,3 +74,30 @@ def test_cancelling_the_daemon_ends_its_wait_at_once(ticks: list[float]) -> None
 
     assert _run(scenario())
     assert len(ticks) == 1
+
+
+def test_the_daemon_reconciles_its_object_again_every_resync_period(ticks: list[float], monkeypatch) -> None:
+    """Kopf never retries a child's event handler: a correction that failed waits for this resync
+    (RESYNC_S), run from the object's own daemon between ticks -- and a failing one is a line, not
+    the end of the loop."""
+    resyncs: list[tuple[str, str]] = []
+
+    def reconcile_owner(namespace: str, name: str) -> None:
+        resyncs.append((namespace, name))
+        if len(resyncs) == 1:
+            raise RuntimeError("the API server went away")
+
+    monkeypatch.setattr(handlers, "_reconcile_owner", reconcile_owner)
+    monkeypatch.setattr(handlers, "RESYNC_S", 1.5)
+
+    async def scenario() -> None:
+        task, setter = await _start({"scaling": {"intervalSeconds": 1}})
+        while len(ticks) < 5:
+            await asyncio.sleep(0.05)
+        setter.set(reason=kopf.DaemonStoppingReason.OPERATOR_EXITING)
+        task.cancel()
+        await asyncio.wait([task], timeout=1)
+
+    _run(scenario())
+    assert resyncs[:2] == [("ns", "svc"), ("ns", "svc")]  # the first failed; the loop went on
+    assert len(resyncs) < len(ticks)  # every RESYNC_S, not every tick
