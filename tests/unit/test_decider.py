@@ -505,7 +505,7 @@ def test_decide_remembers_what_its_plan_bought_so_a_rise_within_the_last_replica
     """Steady 500 rps on replicas of CAP: the plan buys whole replicas, and a rise a cold start
     later that they still serve (the last one's spare room) costs nothing -- no surprise."""
     st, now = State(cold_start_s=60.0), 0.0
-    for _ in range(12):
+    for _ in range(16):  # every plan a cold start before the rise had its noise measured
         now += 15.0
         d = D.decide(ok(500.0), Replicas(6, 6), POLICY, st, now)
         st = d.state
@@ -521,14 +521,20 @@ def test_the_first_plans_made_before_the_noise_was_measured_are_no_evidence_of_a
     """A new service's first plans are its first readings, with no noise margin (noise needs
     2 x NOISE_SHIFTS x SHIFT_READINGS + 1 differences): a later reading above one of them is no evidence. The same
     reading against the same plans, made once enough samples preceded them, is a surprise. (With
-    three differences, as before, the plans at 60 and 75 s counted, and 390 was a surprise.)"""
-    first = ((15.0, 376.0, 376.0), (30.0, 377.0, 377.0), (45.0, 380.0, 380.0), (60.0, 365.0, 365.0),
+    three differences, as before, the plans at 60 and 75 s counted, and 390 was a surprise.)
+    Within one minute of plans it is all of them or none (``signals.surprise``)."""
+    first = ((-15.0, 371.0, 371.0), (0.0, 375.0, 375.0),
+             (15.0, 376.0, 376.0), (30.0, 377.0, 377.0), (45.0, 380.0, 380.0), (60.0, 365.0, 365.0),
              (75.0, 366.0, 366.0), (90.0, 384.0, 384.0), (105.0, 377.0, 380.0), (120.0, 378.0, 381.0))
     st = State(rates=first + ((135.0, 390.0, 392.0),), cold_start_s=60.0)
     assert D.surprise(st, D.Demand(390.0, 390.0, 0.0), 135.0).surprises == ()
-    later = tuple((t + 120.0, r, p) for t, r, p in first)  # the same plans, once eight samples preceded them
+    later = tuple((t + 120.0, r, p) for t, r, p in first[2:])  # the same plans, once ten samples preceded them
     st = State(rates=first + later + ((255.0, 390.0, 392.0),), cold_start_s=60.0)
     assert D.surprise(st, D.Demand(390.0, 390.0, 0.0), 255.0).surprises == (255.0,)
+    # ... and a minute of plans only some of which had their noise is no evidence either: the others
+    # alone would be a lower bar than the fleet was sized for
+    mixed = State(rates=first + later[:3] + ((180.0, 390.0, 392.0),), cold_start_s=60.0)
+    assert D.surprise(mixed, D.Demand(390.0, 390.0, 0.0), 180.0).surprises == ()
 
 
 # --- step: recommend ---------------------------------------------------------------------------

@@ -153,8 +153,11 @@ def surprise(state: State, d: Demand, now: float, sigma: float | None = None) ->
     samples) carries no noise margin, so the next noisy reading would pass it by chance: it is
     no evidence either way. ``sigma``: the rate's ``noise`` now, if the caller has it."""
     horizon = cold_start(state)
-    past = [e[2] for i, e in enumerate(state.rates)
-            if horizon <= now - e[0] <= horizon + C.LEVEL_S and _noise_known(state.rates, i)]
+    window = [i for i, e in enumerate(state.rates) if horizon <= now - e[0] <= horizon + C.LEVEL_S]
+    # Every plan of that minute, or none: leaving out only the plans made before the noise was
+    # measured would compare with the others alone -- a lower bar, and a surprise where the fleet
+    # was sized for the higher ones.
+    past = [state.rates[i][2] for i in window] if all(_noise_known(state.rates, i) for i in window) else []
     kept = tuple(t for t in state.surprises if now - t <= C.MAX_BURST_HOLD_S)
     if past and d.rate - C.NOISE_Z * noise_now(state, now, sigma) > max(past) \
             and (not kept or now - kept[-1] > horizon):
