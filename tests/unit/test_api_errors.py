@@ -71,3 +71,24 @@ def test_a_failed_child_correction_is_one_line(monkeypatch, caplog) -> None:
         "prod/linear: correcting a child failed: 503 Service Unavailable: etcdserver: leader changed"]
     handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="prod")
     assert reconciled == [{"name": "linear", "namespace": "prod"}]
+
+
+def _refusal(body: str) -> ApiException:
+    exc = ApiException(status=422, reason="Unprocessable Entity")
+    exc.body = body
+    return exc
+
+
+def test_a_refusal_names_the_fields_it_gives_and_survives_any_body() -> None:
+    """``api_problems`` (the reconciler's ChildRejected) reads the Status the API server sends; a
+    body that is no Status (a proxy's page, JSON that is no object) is the reason line, not a crash."""
+    from tritonscale.reconcile.inference_service import api_problems
+
+    status = json.dumps({"kind": "Status", "message": "Deployment.apps \"x\" is invalid", "details": {"causes": [
+        {"field": "spec.template.spec.containers[0].env[0].name", "message": "Required value"}]}})
+    assert [(p.field, p.message) for p in api_problems("Deployment x", _refusal(status))] == [
+        ("Deployment x spec.template.spec.containers[0].env[0].name", "Required value")]
+    for body in ("[1, 2]", "<html>bad gateway</html>", "", json.dumps({"details": "none"})):
+        assert [(p.field, p.message) for p in api_problems("Deployment x", _refusal(body))] == [
+            ("Deployment x", "Unprocessable Entity")], body
+        assert describe_api_error(_refusal(body)) == "422 Unprocessable Entity"

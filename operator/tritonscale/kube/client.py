@@ -104,14 +104,21 @@ class WithTimeout:
         return functools.partial(getattr(self._api, name), _request_timeout=self._timeout)
 
 
+def api_status(exc: ApiException) -> dict[str, Any]:
+    """The ``Status`` object an API server sends with a refusal, or {} when the body is none (a
+    proxy's HTML page, an empty body, JSON that is no object)."""
+    try:
+        body = json.loads(exc.body or "{}")
+    except (ValueError, TypeError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
 def describe_api_error(exc: BaseException) -> str:
     """One line for a failed request: ``403 Forbidden: <the API server's message>`` for an
     ApiException (not its four lines of headers and body), else the exception's first line."""
     if isinstance(exc, ApiException):
-        try:
-            message = json.loads(exc.body or "{}").get("message") or ""
-        except (ValueError, AttributeError):
-            message = ""
+        message = api_status(exc).get("message") or ""
         return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__

@@ -7,7 +7,6 @@ the I/O they call for, through :class:`tritonscale.kube.client.Kube`.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from kubernetes.client import ApiException
 from tritonscale.api import status as st
 from tritonscale.api.spec import InferenceServiceSpec, model_name
 from tritonscale.api.validation import Problem, validate_body
-from tritonscale.kube.client import Kube
+from tritonscale.kube.client import Kube, api_status
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.reconcile.diff import plan_patch, with_last_applied
 from tritonscale.render.kubernetes_objects import build_children, endpoints, owned_by
@@ -127,11 +126,9 @@ def client_problems(ref: str, exc: pydantic.ValidationError) -> list[Problem]:
 def api_problems(ref: str, exc: ApiException) -> list[Problem]:
     """The API server's refusal as problems: one per cause it gives (field and message), else its
     message."""
-    try:
-        body = json.loads(exc.body or "{}")
-    except ValueError:
-        body = {}
-    causes = [c for c in ((body.get("details") or {}).get("causes") or []) if isinstance(c, dict)]
+    body = api_status(exc)
+    details = body.get("details")
+    causes = [c for c in ((details if isinstance(details, dict) else {}).get("causes") or []) if isinstance(c, dict)]
     named = [Problem(f"{ref} {c.get('field')}", str(c.get("message") or c.get("reason") or "invalid"))
              for c in causes if c.get("field") and c.get("field") != "<nil>"]
     return named or [Problem(ref, str(body.get("message") or exc.reason or f"HTTP {exc.status}"))]
