@@ -214,7 +214,8 @@ def test_operator_deployment_non_default(rendered):
     objects = rendered["non-default"]
     (c,) = _one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081",
-                         "--prometheus-url=http://prometheus.monitoring:9090", "--namespace=a", "--namespace=b",
+                         "--prometheus-url=http://prometheus.monitoring:9090",
+                         "--prometheus-ca-file=/etc/tritonscale/prometheus-ca/ca.crt", "--namespace=a", "--namespace=b",
                          "--verbose", *LEADER_ELECTION_ARGS]
     assert c["env"] == [{"name": "TRITONSCALE_PROMETHEUS_URL", "value": "http://prometheus.monitoring:9090"},
                         POD_NAME_ENV]

@@ -24,7 +24,8 @@ NAMESPACE = "tritonscale-system"
 
 # Every toggle flipped, and namespaced mode: the configuration that renders the most.
 NON_DEFAULT_VALUES: dict[str, Any] = {
-    "prometheus": {"url": "http://prometheus.monitoring:9090"},
+    "prometheus": {"url": "http://prometheus.monitoring:9090",
+                   "tls": {"caConfigMap": {"name": "trust-bundle", "key": "ca.crt"}, "insecureSkipVerify": False}},
     "watchNamespaces": ["a", "b"],
     "podMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "grafanaDashboard": {"enabled": True},
