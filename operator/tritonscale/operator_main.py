@@ -35,6 +35,18 @@ class OperatorOptions:
     leader_election: ElectionSettings | None = None  # None: act at once, alone (standalone)
 
 
+class QuietChildEvents(logging.Filter):
+    """Drops Kopf's INFO line for each child event handled (``Handler 'child_changed' succeeded.``):
+    one per change of every child of every InferenceService -- a Deployment's status moves at each
+    pod's start and readiness -- so at scale most of the operator's log, for nothing done. What the
+    handler does (a correction, a failure) it logs itself. ``tritonscale run --verbose`` keeps them."""
+
+    SUCCEEDED = "Handler 'child_changed' succeeded."
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.INFO and record.getMessage() == self.SUCCEEDED)
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Keep Kopf's bookkeeping in our own annotation namespace and out of status.
@@ -59,6 +71,8 @@ def run(options: OperatorOptions) -> int:
         level=logging.DEBUG if options.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not options.verbose:
+        logging.getLogger("kopf.objects").addFilter(QuietChildEvents())
     from tritonscale import handlers  # noqa: F401  (registers the handlers)
     from tritonscale.kube.client import load_credentials
 
