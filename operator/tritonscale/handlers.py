@@ -9,6 +9,7 @@ import asyncio
 import functools
 import logging
 import time
+import warnings
 from typing import Any
 
 import kopf
@@ -41,7 +42,6 @@ RESYNC_S = 300.0
 # Set by the CLI before Kopf starts (see tritonscale.operator_main).
 KUBE: Kube | None = None
 PROMETHEUS_URL: str | None = None
-PROMETHEUS_TLS_VERIFY: bool | str = True
 SNAPSHOTS: SnapshotCache | None = None
 
 
@@ -92,16 +92,14 @@ def _reconcile_owner(namespace: str, name: str) -> None:
         if owner is None or owner["metadata"].get("deletionTimestamp"):
             return  # the owner is gone; garbage collection removes the children
         reconcile(kube, owner, _events_for(owner))
-    except ApiException as exc:
-        if exc.status != 404:
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        # A 404: the owner or a child vanished between our read and our write: the garbage
+        # collector removes a just-deleted owner's children within milliseconds. That
+        # deletion's own watch event reconciles again if the owner is still there.
+        if not (isinstance(exc, ApiException) and exc.status == 404):
             # Kopf never retries an event handler: one line, not a traceback; the next event of the
             # owner or its children, the resync (RESYNC_S) or the resume at a restart reconciles again.
             log.warning(f"{namespace}/{name}: correcting a child failed: {describe_api_error(exc)}")
-        # 404: the owner or a child vanished between our read and our write: the garbage
-        # collector removes a just-deleted owner's children within milliseconds. That
-        # deletion's own watch event reconciles again if the owner is still there.
-    except urllib3.exceptions.HTTPError as exc:
-        log.warning(f"{namespace}/{name}: correcting a child failed: {describe_api_error(exc)}")
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={LABEL: kopf.PRESENT})
@@ -118,7 +116,7 @@ def child_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
 def _snapshots() -> SnapshotCache:
     global SNAPSHOTS
     if SNAPSHOTS is None:
-        SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url, verify=PROMETHEUS_TLS_VERIFY))
+        SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url))
     return SNAPSHOTS
 
 
@@ -171,14 +169,15 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
 
 def configure(options: Any) -> None:
     """Called once by `tritonscale run` before Kopf starts."""
-    global KUBE, PROMETHEUS_URL, PROMETHEUS_TLS_VERIFY, SNAPSHOTS
+    global KUBE, PROMETHEUS_URL, SNAPSHOTS
     KUBE = Kube()
     PROMETHEUS_URL = options.prometheus_url
-    PROMETHEUS_TLS_VERIFY = verify = options.prometheus_tls_verify
+    verify = options.prometheus_tls_verify
     selector = SeriesSelector(namespaces=tuple(options.namespaces), extra=tuple(options.selector_labels.items()))
     SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url, selector, verify=verify))
-    if verify is False:
+    if verify is False:  # asked for: said once here, not urllib3's warning on every query
         log.warning("Prometheus's TLS certificates are not checked (--prometheus-insecure-skip-tls-verify)")
+        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
     if options.metrics_port:
         from prometheus_client import start_http_server
 

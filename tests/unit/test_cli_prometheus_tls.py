@@ -64,3 +64,25 @@ def test_a_ca_file_and_skipping_the_check_exclude_each_other(started, tmp_path, 
     assert capsys.readouterr().err.startswith("tritonscale run: --prometheus-ca-file and "
                                               "--prometheus-insecure-skip-tls-verify exclude each other")
     assert started == []
+
+
+def test_skipping_the_check_is_said_once_at_start_not_on_every_query(caplog, monkeypatch):
+    """With the check off, configure says so once and silences urllib3's warning, which would
+    otherwise come with the first query of every source."""
+    import logging
+    import warnings
+
+    import urllib3
+
+    from tritonscale import handlers
+
+    monkeypatch.setattr(handlers, "Kube", lambda: object())
+    for name in ("KUBE", "PROMETHEUS_URL", "SNAPSHOTS"):  # configure sets them: restored after
+        monkeypatch.setattr(handlers, name, getattr(handlers, name))
+    with warnings.catch_warnings(record=True) as seen, caplog.at_level(logging.WARNING, logger="tritonscale"):
+        warnings.simplefilter("always")
+        handlers.configure(operator_main.OperatorOptions(prometheus_tls_verify=False, metrics_port=0))
+        warnings.warn("x", urllib3.exceptions.InsecureRequestWarning, stacklevel=1)
+    assert seen == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "Prometheus's TLS certificates are not checked (--prometheus-insecure-skip-tls-verify)"]

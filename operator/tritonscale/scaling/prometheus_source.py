@@ -242,13 +242,7 @@ class PrometheusSource:
         # tick (the decider holds), not after urllib3's backoff eats several ticks.
         # POST keeps long selectors (many namespaces) out of the URL.
         session = requests.Session()
-        session.verify = verify
-        if verify is False:  # asked for (and said once at start): not a warning on every query
-            import warnings
-
-            import urllib3
-
-            warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+        session.verify = verify  # False: the operator says so once at start (handlers.configure)
         self._prom = PrometheusConnect(url=self.url, session=session, timeout=timeout_s,
                                        retry=Retry(total=0), method="POST")
 
