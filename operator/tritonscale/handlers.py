@@ -6,6 +6,7 @@ Nothing here decides anything; see ``reconcile/`` and ``scaling/``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
@@ -126,6 +127,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
     """One autoscaler loop per InferenceService; every intervalSeconds it runs one tick."""
     assert namespace is not None  # InferenceServices are namespaced
     resynced = time.monotonic()
+    gone = False
     try:
         while not stopped:
             scaling = scaling_spec(spec)  # defaults from the API model
@@ -142,8 +144,11 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                                               "TRITONSCALE_PROMETHEUS_URL or spec.scaling.prometheus.url")
                 if not snapshot.ok:
                     om.METRIC_FAILURES.labels(url or "").inc()
-                await asyncio.to_thread(autoscaler.run_tick, _kube(), namespace, name, snapshot, time.time(),
-                                        _post_event)
+                alive = await asyncio.to_thread(autoscaler.run_tick, _kube(), namespace, name, snapshot,
+                                                time.time(), _post_event, uid)
+                if not alive:  # deleted (no finalizer holds it for us: _without_finalizer) or replaced
+                    gone = True
+                    return
             except Exception as exc:  # a failed tick must never end the loop: hold and retry next tick
                 logger.warning(f"autoscaler tick failed (replicas unchanged; the next tick tries again): "
                                f"{describe_api_error(exc)}")
@@ -162,9 +167,28 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             # Kopf's shutdown, and the process exits 1 on a plain SIGTERM.
             await asyncio.sleep(max(0.5, interval - (time.monotonic() - started)))
     finally:
-        if stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason:
+        if gone or (stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason):
             autoscaler.forget(uid)
             om.forget(namespace, name)
+
+
+def _without_finalizer(fn: Any) -> None:
+    """Serve ``fn``'s daemon without a finalizer on the objects. Kopf puts its finalizer on every
+    object a daemon serves, only to stop the daemon before the object goes; the daemon here ends
+    by itself at its next tick once its object is gone (``run_tick`` says so). A finalizer would
+    hold every InferenceService, and so its namespace and the CRD, whenever the operator is not
+    running to remove it: ``helm uninstall`` and then deleting the CRD or a namespace hung for
+    good, and even with the operator running, deleting the CRD did (Kopf stops serving a resource
+    whose CRD is terminating, and never removes the finalizers). Objects that still carry it from
+    an earlier version lose it at their next event: Kopf removes a finalizer no handler needs.
+    Kopf has no option for it (``requires_finalizer`` is fixed for daemons), so the handler is
+    replaced in the registry; ``tests/unit/test_autoscale_daemon.py`` checks it took."""
+    spawning = kopf.get_default_registry()._spawning
+    spawning._handlers[:] = [dataclasses.replace(h, requires_finalizer=False) if h.fn is fn else h
+                             for h in spawning._handlers]
+
+
+_without_finalizer(autoscale)
 
 
 def configure(options: Any) -> None:

@@ -106,6 +106,9 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 3, what="SpecValid")
     ready = k.condition("linear", "Ready")
     assert ready["status"] == "False" and ready["reason"] == "ReplicasStarting"
+    # No finalizer (handlers._without_finalizer): nothing holds the object, its namespace or the CRD
+    # when the operator is not there to remove one.
+    assert not k.get("linear")["metadata"].get("finalizers")
     st = k.get("linear")["status"]
     assert st["endpoints"] == {"http": f"http://linear.{ns}.svc:8000", "grpc": f"linear.{ns}.svc:8001"}
     assert st["model"] == "linear"
@@ -160,6 +163,20 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
              what=f"garbage collection of the children (left: {k.remaining_children('linear')})")
     assert op.alive(), op.output()
     assert "Traceback" not in op.output(), op.output()
+    # The autoscaler's daemon found its object gone at its next tick and ended (Kopf logs that at DEBUG,
+    # so its absence of failures is what shows here), and a stopped operator holds nothing either:
+    # an InferenceService deleted while it is down goes at once. One that carries the finalizer earlier
+    # versions put on loses it (Kopf removes a finalizer no handler needs).
+    old = sample(ns)
+    old["metadata"]["finalizers"] = ["tritonscale.io/finalizer"]
+    again = k.create(old)
+    wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 3, what="SpecValid")
+    wait_for(lambda: not k.get("linear")["metadata"].get("finalizers"), 5, what="the old finalizer removed")
+    time.sleep(3)  # a tick of its daemon (the sample ticks every 2 s) after the first object's deletion
+    assert "Daemon 'autoscale' failed" not in op.output(), op.output()[-3000:]
+    op.stop()
+    k.delete("linear")
+    wait_for(lambda: not exists(k.get, "linear"), 5, what=f"{again['metadata']['uid']} deleted, operator stopped")
     # Kopf's line for every child event handled is left out (operator_main.QuietChildEvents): the
     # children changed dozens of times above, and the handler's name must still be Kopf's.
     assert "kopf.objects: Handler 'reconcile_inference_service' succeeded." in op.output(), op.output()[-3000:]

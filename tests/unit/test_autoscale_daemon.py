@@ -26,7 +26,7 @@ def _run(coro: Any) -> Any:
 @pytest.fixture
 def ticks(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     seen: list[float] = []
-    monkeypatch.setattr(handlers.autoscaler, "run_tick", lambda *args: seen.append(args[4]))
+    monkeypatch.setattr(handlers.autoscaler, "run_tick", lambda *args: seen.append(args[4]) is None)  # still there
     monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
     monkeypatch.setattr(handlers, "KUBE", object())
     return seen
@@ -101,3 +101,32 @@ def test_the_daemon_reconciles_its_object_again_every_resync_period(ticks: list[
     _run(scenario())
     assert resyncs[:2] == [("ns", "svc"), ("ns", "svc")]  # the first failed; the loop went on
     assert len(resyncs) < len(ticks)  # every RESYNC_S, not every tick
+
+
+def test_the_daemon_ends_and_forgets_its_object_once_it_is_gone(monkeypatch) -> None:
+    """No finalizer holds a deleted InferenceService for Kopf to stop its daemon first
+    (``handlers._without_finalizer``): the daemon's own tick finds it gone, or replaced by another
+    of its name, and the loop ends with the object's memory and metrics dropped."""
+    calls: list[tuple] = []
+    forgotten: list[str] = []
+    monkeypatch.setattr(handlers.autoscaler, "run_tick", lambda *args: calls.append(args) or len(calls) < 2)
+    monkeypatch.setattr(handlers.autoscaler, "forget", forgotten.append)
+    monkeypatch.setattr(handlers.om, "forget", lambda ns, name: forgotten.append(f"metrics {ns}/{name}"))
+    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
+    monkeypatch.setattr(handlers, "KUBE", object())
+
+    async def scenario() -> bool:
+        task, _ = await _start({"scaling": {"intervalSeconds": 1}})
+        await asyncio.wait([task], timeout=5)
+        return task.done()
+
+    assert _run(scenario())  # ended by itself, not stopped by Kopf
+    assert len(calls) == 2 and all(c[-1] == "u1" for c in calls)  # each tick checks the object's uid
+    assert forgotten == ["u1", "metrics ns/svc"]
+
+
+def test_the_daemon_holds_no_finalizer_on_its_objects() -> None:
+    """Kopf's daemons require a finalizer, fixed; the operator's is replaced in the registry so that
+    none is put on an InferenceService (the real control plane's check: test_operator_core)."""
+    (daemon,) = [h for h in kopf.get_default_registry()._spawning.get_all_handlers() if h.fn is handlers.autoscale]
+    assert daemon.requires_finalizer is False

@@ -35,3 +35,12 @@ def test_ci_runs_the_readme_test_command():
 def test_main_job_command_is_the_sandbox():
     match = re.search(r"\*\*Set-up and main job\*\*.*?```sh\n(.+?)\n```", README, re.S)
     assert match and "tritonscale sandbox" in match.group(1) and match.group(1).startswith(".ci/setup")
+
+
+def test_the_charts_readme_is_the_readmes_install_section():
+    """The chart ships the README's "Install on a cluster" section (through the walkthrough) as its
+    own README; a hand-kept copy had drifted (missing conditions, the log record, uninstall)."""
+    section = README[README.index("## Install on a cluster\n"): README.index("## Measurements\n")].rstrip("\n") + "\n"
+    chart = (REPO / "charts" / "tritonscale" / "README.md").read_text()
+    assert chart == section, ("charts/tritonscale/README.md differs from README.md's install section; copy it: "
+                              "sed -n '/^## Install on a cluster/,/^## Measurements/p' README.md | sed '$d'")

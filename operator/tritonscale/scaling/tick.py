@@ -123,20 +123,24 @@ def _scale_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any], n
         kube.patch_inference_service_status(namespace, name, patch)
 
 
-def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: float, event: EventFn) -> None:
+def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: float, event: EventFn,
+             uid: str | None = None) -> bool:
     """One tick: nothing for an object being deleted, with an invalid spec (the reconciler
-    reports it) or without its Deployment yet."""
+    reports it) or without its Deployment yet. False when the object is gone, or (``uid``
+    given) replaced by another of its name: the caller's loop for it is over."""
     with object_lock(namespace, name):
         body = kube.get_inference_service(namespace, name)
-        if body is None or body["metadata"].get("deletionTimestamp"):
-            return
+        if body is None or (uid is not None and body["metadata"].get("uid") != uid):
+            return False
+        if body["metadata"].get("deletionTimestamp"):
+            return True
         spec, _ = validate_body(body)
         if spec is None:
-            return
+            return True
         deployment = kube.get("Deployment", namespace, name)
         uid = body["metadata"]["uid"]
         if deployment is None or not owned_by(deployment, uid):
-            return  # not made yet, or someone else's of that name (the reconciler reports NameConflict)
+            return True  # not made yet, or someone else's of that name (the reconciler reports NameConflict)
         status = body.get("status") or {}
         state = _memory.get(uid) or State.from_dict(status.get("scalingState"))
         current = int((deployment.get("spec") or {}).get("replicas") or 0)
@@ -180,7 +184,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                 kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
             except (ApiException, urllib3.exceptions.HTTPError) as exc:
                 _scale_failed(kube, body, status, new_status, decision, current, exc, now, event)
-                return
+                return True
             event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
         om.DECISIONS.labels(namespace, name, verb, decision.reason).inc()
         # The operator log keeps what Events lose when they expire: at INFO each scale and each change
@@ -194,3 +198,4 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         om.READY.labels(namespace, name).set(ready)
         om.set_or_remove(om.TARGET_P95, namespace, name, spec.scaling.target_p95_milliseconds)
         om.set_or_remove(om.OBSERVED_P95, namespace, name, obs.p95_ms)  # idle/unknown: no stale value
+        return True
