@@ -108,6 +108,14 @@ def _run(args: argparse.Namespace) -> int:
         print("tritonscale run: --prometheus-ca-file and --prometheus-insecure-skip-tls-verify exclude each other "
               "(the first checks the certificate against a CA, the second not at all)", file=sys.stderr)
         return 2
+    ports = [p for p in (_port_problem("--metrics-port", args.metrics_port),
+                         _port_problem("--liveness-port", args.liveness_port)) if p]
+    if args.metrics_port and args.metrics_port == args.liveness_port:
+        ports = [f"--metrics-port and --liveness-port are both {args.metrics_port}: give them different ports"]
+    if ports:
+        for p in ports:
+            print(f"tritonscale run: {p}", file=sys.stderr)
+        return 2
     return run(OperatorOptions(
         namespaces=args.namespace or [],
         prometheus_url=args.prometheus_url,
@@ -119,6 +127,23 @@ def _run(args: argparse.Namespace) -> int:
         selector_labels=dict(args.series_label or []),
         leader_election=election,
     ))
+
+
+def _port_problem(flag: str, port: int) -> str | None:
+    """Why the operator could not serve on ``port`` (all interfaces, as its /metrics and /healthz
+    servers bind), or None: checked before anything starts, so a port in use is one line naming the
+    flag, not a traceback from the server's thread (or Kopf's health reporter) once it runs."""
+    import socket
+
+    if not port:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers: TIME_WAIT is no conflict
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError as exc:
+            return f"{flag} {port}: {(exc.strerror or str(exc)).lower()} (0 disables)"
+    return None
 
 
 def _ca_bundle(text: str) -> str:

@@ -325,3 +325,20 @@ def test_run_without_credentials_is_one_line(tmp_path: Path, monkeypatch: pytest
     assert cli.main(["run", "--metrics-port", "0", "--liveness-port", "0"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("tritonscale run: no Kubernetes credentials") and err.count("\n") == 1, err
+
+
+def test_run_on_a_port_in_use_is_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """Checked before anything starts: the servers would fail in their own threads, with tracebacks
+    (prometheus_client's start_http_server, Kopf's health reporter)."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["run", "--metrics-port", str(port), "--liveness-port", "0"]) == 2
+        assert capsys.readouterr().err == f"tritonscale run: --metrics-port {port}: address already in use (0 disables)\n"
+        assert cli.main(["run", "--metrics-port", "0", "--liveness-port", str(port)]) == 2
+        assert capsys.readouterr().err.startswith(f"tritonscale run: --liveness-port {port}: address already in use")
+    assert cli.main(["run", "--metrics-port", str(port), "--liveness-port", str(port)]) == 2
+    assert "both" in capsys.readouterr().err
