@@ -229,3 +229,28 @@ def test_resource_quantities_in_any_valid_form_pass() -> None:
         "limits": {"cpu": "1500m", "memory": "1.5Gi", "nvidia.com/gpu": 1}, "requests": {"cpu": 0.5}}})
     parsed, problems = validate_spec(spec)
     assert problems == [] and parsed is not None
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    (None, "required object is missing"),
+    ("hello", "must be an object, not a string"),
+    ([1, 2], "must be an object, not an array"),
+    (5, "must be an object, not a number"),
+])
+def test_a_spec_that_is_not_an_object_is_named_so(spec, message) -> None:
+    """Reachable past the CRD's schema only (an older or looser CRD): the message says what it is."""
+    from tritonscale.api.validation import validate_spec
+
+    assert validate_spec(spec) == (None, [Problem("spec", message)])
+
+
+@pytest.mark.parametrize("spec", ["hello", [1, 2], 5, None])
+def test_the_autoscalers_pace_survives_any_spec_even_through_kopfs_view(spec) -> None:
+    """The daemon reads ``scaling`` through Kopf's ``spec`` view, a Mapping whatever the spec is, whose
+    ``get`` raised TypeError on a string: the daemon failed every 60 s with a traceback."""
+    import kopf
+
+    from tritonscale.api.validation import scaling_spec
+
+    body = kopf.Body({} if spec is None else {"spec": spec})
+    assert scaling_spec(body.spec).interval_seconds == 15

@@ -38,6 +38,19 @@ def _loc_to_path(loc: tuple[Any, ...]) -> str:
     return path
 
 
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed YAML/JSON value's type, as the API server's messages use them."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
 def _pydantic_problems(err: ValidationError) -> list[Problem]:
     out = []
     for e in err.errors(include_url=False):
@@ -51,8 +64,10 @@ def _pydantic_problems(err: ValidationError) -> list[Problem]:
 
 
 def validate_spec(spec: Mapping[str, Any] | None) -> tuple[InferenceServiceSpec | None, list[Problem]]:
-    if not isinstance(spec, Mapping):
+    if spec is None:
         return None, [Problem("spec", "required object is missing")]
+    if not isinstance(spec, Mapping):
+        return None, [Problem("spec", f"must be an object, not {_json_type(spec)}")]
     try:
         parsed = InferenceServiceSpec.model_validate(dict(spec))
     except ValidationError as err:
@@ -66,7 +81,10 @@ def scaling_spec(spec: Mapping[str, Any] | None) -> ScalingSpec:
     """The ``scaling`` block of a raw spec, parsed on its own (unset fields take the model's
     defaults), or the defaults alone when it does not parse: the autoscaler paces its ticks
     with it even while another part of the spec is invalid (its ticks then change nothing)."""
-    raw = spec.get("scaling") if isinstance(spec, Mapping) else None
+    try:
+        raw = spec.get("scaling") if isinstance(spec, Mapping) else None
+    except TypeError:  # Kopf's ``spec`` is a view, a Mapping whatever the spec is: "hello" raises here
+        raw = None
     try:
         return ScalingSpec.model_validate(dict(raw) if isinstance(raw, Mapping) else {})
     except ValidationError:
