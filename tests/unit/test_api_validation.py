@@ -254,3 +254,21 @@ def test_the_autoscalers_pace_survives_any_spec_even_through_kopfs_view(spec) ->
 
     body = kopf.Body({} if spec is None else {"spec": spec})
     assert scaling_spec(body.spec).interval_seconds == 15
+
+
+@pytest.mark.parametrize(("gpus", "resources", "fields"), [
+    (1, {"limits": {"nvidia.com/gpu": 4}, "requests": {"nvidia.com/gpu": 4}},
+     ["spec.runtime.resources.limits.nvidia.com/gpu", "spec.runtime.resources.requests.nvidia.com/gpu"]),
+    (2, {"requests": {"nvidia.com/gpu": "1", "cpu": "2"}}, ["spec.runtime.resources.requests.nvidia.com/gpu"]),
+    (0, {"limits": {"nvidia.com/gpu": 1}}, ["spec.runtime.resources.limits.nvidia.com/gpu"]),
+    (2, {"limits": {"nvidia.com/gpu": 2}, "requests": {"nvidia.com/gpu": "2"}}, []),  # agrees: harmless
+    (1, {"limits": {"cpu": "4"}}, []),
+])
+def test_a_gpu_count_in_resources_must_agree_with_runtime_gpus(gpus, resources, fields) -> None:
+    """runtime.gpus renders the nvidia.com/gpu limit: a different count in the free-form resources was
+    silently replaced (limits) or refused by the API server for a limit the user never wrote (requests)."""
+    doc = load_sample()
+    doc["spec"]["runtime"] = {**doc["spec"].get("runtime", {}), "gpus": gpus, "resources": resources}
+    _, problems = validate_spec(doc["spec"])
+    assert [p.field for p in problems] == fields
+    assert all("runtime.gpus" in p.message for p in problems)

@@ -38,6 +38,28 @@ def _loc_to_path(loc: tuple[Any, ...]) -> str:
     return path
 
 
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def _gpu_resource_problems(spec: InferenceServiceSpec) -> list[Problem]:
+    """``runtime.gpus`` renders the container's ``nvidia.com/gpu`` limit; the same resource in the
+    free-form ``runtime.resources`` must agree with it. Otherwise the rendered limit silently replaced
+    the user's, and a request left different was refused by the API server (extended resources need
+    request == limit) with a message about a limit the user never wrote. Checked here, not in the
+    CRD: CEL cannot see inside a free-form block."""
+    out = []
+    for kind in ("limits", "requests"):
+        block = spec.runtime.resources.get(kind)
+        if not isinstance(block, Mapping) or GPU_RESOURCE not in block:
+            continue
+        value = str(block[GPU_RESOURCE])
+        if value != str(spec.runtime.gpus):
+            out.append(Problem(f"spec.runtime.resources.{kind}.{GPU_RESOURCE}",
+                               f"{value} disagrees with runtime.gpus ({spec.runtime.gpus}), which sets the "
+                               f"{GPU_RESOURCE} limit: set the count in runtime.gpus only"))
+    return out
+
+
 def _json_type(value: Any) -> str:
     """The JSON name of a parsed YAML/JSON value's type, as the API server's messages use them."""
     if isinstance(value, bool):
@@ -73,6 +95,7 @@ def validate_spec(spec: Mapping[str, Any] | None) -> tuple[InferenceServiceSpec 
     except ValidationError as err:
         return None, _pydantic_problems(err)
     problems = [Problem(f"spec.{r.field}", r.message) for r in SPEC_RULES if not r.holds(parsed)]
+    problems += _gpu_resource_problems(parsed)
     problems += [Problem(f"spec.{r.field}", r.message) for r in SCALING_RULES if not r.holds(parsed.scaling)]
     return (None, problems) if problems else (parsed, [])
 
