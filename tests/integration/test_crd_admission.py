@@ -92,3 +92,14 @@ def test_name_length_rule_names_metadata_name(api_client, module_namespace):
     assert refused is not None and refused.status == 422
     assert "metadata.name must be at most 56 characters" in json.loads(refused.body)["message"]
     assert _fields(refused) == ["metadata.name"], refused.body  # the error names the field
+
+
+@pytest.mark.parametrize("name", ["linear.v2", "1model", "model-", "Model"])
+def test_a_name_that_cannot_name_the_service_is_refused_naming_metadata_name(api_client, module_namespace, name):
+    """The Service is named after the InferenceService, so the name must be a DNS-1035 label; the API
+    server's own check on a custom object's name is only a DNS subdomain."""
+    refused = _dry_run_create(api_client, module_namespace, table.base_spec(), name=name)
+    assert refused is not None and refused.status == 422, name
+    assert "must be a DNS-1035 label" in json.loads(refused.body)["message"]
+    # ("model-" and "Model" are no DNS subdomain either: the API server's own cause comes first, same field)
+    assert set(_fields(refused)) == {"metadata.name"}, refused.body

@@ -225,7 +225,7 @@ def test_resource_quantities_are_checked_by_the_operator(resources: dict[str, An
 
 
 def test_resource_quantities_in_any_valid_form_pass() -> None:
-    spec = mutate(load_sample()["spec"], {"runtime.resources": {
+    spec = mutate(load_sample()["spec"], {"runtime.gpus": 1, "runtime.resources": {
         "limits": {"cpu": "1500m", "memory": "1.5Gi", "nvidia.com/gpu": 1}, "requests": {"cpu": 0.5}}})
     parsed, problems = validate_spec(spec)
     assert problems == [] and parsed is not None

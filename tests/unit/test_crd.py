@@ -307,7 +307,8 @@ def test_the_name_rule_sits_on_metadata_name_and_the_root_has_none() -> None:
     assert "x-kubernetes-validations" not in ROOT
     metadata = ROOT["properties"]["metadata"]
     assert set(metadata["properties"]) == {"name"}
-    assert [v["rule"] for v in metadata["properties"]["name"]["x-kubernetes-validations"]] == ["size(self) <= 56"]
+    assert [v["rule"] for v in metadata["properties"]["name"]["x-kubernetes-validations"]] == [
+        "size(self) <= 56", "self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"]
 
 
 def _resolve_field_path(node: dict[str, Any], field_path: str) -> dict[str, Any] | None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from tritonscale.api import spec as S
 from tritonscale.api.status import InferenceServiceStatus
-from tritonscale.api.validation import NAME_MAX
+from tritonscale.api.validation import NAME_MAX, NAME_PATTERN
 
 _DROP = {"title", "examples"}
 
@@ -115,6 +115,14 @@ def openapi_schema() -> dict[str, Any]:
                     "rule": f"size(self) <= {NAME_MAX}",
                     "message": f"metadata.name must be at most {NAME_MAX} characters: it names the Service "
                                "and ConfigMap",
+                }, {
+                    # The Service's name must be a DNS-1035 label; the API server admits any DNS
+                    # subdomain for an InferenceService ("linear.v2", "1model"), which then sat with
+                    # blank columns and only a condition saying why (the operator's own check,
+                    # validation.validate_name, stays for objects admitted by an earlier CRD).
+                    "rule": f"self.matches('{NAME_PATTERN.pattern}')",
+                    "message": "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', "
+                               "starting with a letter and ending with a letter or digit): it names the Service",
                 }],
             }}},
             "spec": spec_schema,
