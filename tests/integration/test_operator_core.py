@@ -145,6 +145,17 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
         {**container, "image": "evil/image:latest"}]}}}})
     wait_for(lambda: k.deployment("linear")["spec"]["template"]["spec"]["containers"][0]["image"] == container["image"],
              3, what="image drift to be reverted")
+    # ... and keys added where the child's value is held whole (reconcile.diff.WHOLE_MAPS): a Service
+    # selecting no pod, a container told to run something else.
+    patched = k.core.patch_namespaced_service("linear", ns, {"spec": {"selector": {"typo": "x"}}})
+    assert patched.spec.selector["typo"] == "x"
+    wait_for(lambda: "typo" not in k.core.read_namespaced_service("linear", ns).spec.selector, 3,
+             what="the selector key added to be removed")
+    patched = k.apps.patch_namespaced_deployment("linear", ns, {"spec": {"template": {"spec": {"containers": [
+        {**container, "command": ["sleep", "infinity"]}]}}}})
+    assert patched.spec.template.spec.containers[0].command == ["sleep", "infinity"]
+    wait_for(lambda: "command" not in k.deployment("linear")["spec"]["template"]["spec"]["containers"][0], 3,
+             what="the command added to be removed")
     k.core.delete_namespaced_config_map("linear-config", ns)
     wait_for(lambda: exists(k.core.read_namespaced_config_map, "linear-config", ns), 3, what="ConfigMap recreated")
 

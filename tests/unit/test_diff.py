@@ -222,8 +222,16 @@ def _container(obj: dict[str, Any]) -> dict[str, Any]:
      lambda p, d: p["metadata"]["labels"] == d["metadata"]["labels"]),
     ("ConfigMap", lambda o: o["metadata"].pop("ownerReferences"),
      lambda p, d: p["metadata"]["ownerReferences"] == d["metadata"]["ownerReferences"]),
+    # Keys added where the child's value is held whole (diff.WHOLE_MAPS, WHOLE_CONTAINER_KEYS).
+    ("Service", lambda o: o["spec"]["selector"].update(typo="x"),
+     lambda p, d: p["spec"]["selector"] == {**d["spec"]["selector"], "typo": None}),
+    ("PodDisruptionBudget", lambda o: o["spec"]["selector"]["matchLabels"].update(typo="x"),
+     lambda p, d: p["spec"]["selector"]["matchLabels"] == {**d["spec"]["selector"]["matchLabels"], "typo": None}),
+    ("Deployment", lambda o: _container(o).update(command=["sleep", "infinity"]),
+     lambda p, d: "command" not in _container(p) and _container(p)["args"] == _container(d)["args"]),
 ], ids=["image", "extra-arg", "missing-arg", "config-hash", "max-unavailable", "configmap-data",
-        "service-port-removed", "service-port-changed", "pdb", "label-removed", "owner-ref-removed"])
+        "service-port-removed", "service-port-changed", "pdb", "label-removed", "owner-ref-removed",
+        "service-selector-key-added", "pdb-selector-key-added", "container-command-added"])
 def test_drift_is_patched_and_converges(kind: str, drift: Any, check: Any) -> None:
     desired = desired_children(_base())[kind]
     live = api_server_view(desired)
@@ -365,3 +373,14 @@ def test_merge_patch_follows_rfc_7386(target: Any, patch: Any, result: Any) -> N
     before = copy.deepcopy((target, patch))
     assert merge_patch(target, patch) == result
     assert (target, patch) == before, "neither argument is changed"
+
+
+def test_keys_others_add_elsewhere_are_left_alone() -> None:
+    """Only the maps held whole are exact: a label or annotation another controller adds to a child,
+    or a default the API server fills in, is no drift (as with ``kubectl apply``)."""
+    for kind in ("Deployment", "Service", "PodDisruptionBudget", "ConfigMap"):
+        desired = desired_children(_base())[kind]
+        live = api_server_view(desired)
+        live["metadata"].setdefault("labels", {})["team"] = "serving"
+        live["metadata"].setdefault("annotations", {})["example.com/owner"] = "me"
+        assert plan_patch(desired, live) is None, kind

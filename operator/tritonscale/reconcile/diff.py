@@ -43,6 +43,63 @@ def contains(live: Any, desired: Any, quantities: bool = False) -> bool:
     return bool(live == desired)  # numbers by value: the API server may return 2 for 2.0
 
 
+# Where a key another writer adds changes what the child does, the child's value is held whole
+# (the rest of an object tolerates additions: the API server's defaults, other controllers' labels
+# and annotations, as ``kubectl apply`` does). A Service's selector that also asks for ``typo: x``
+# matches no pod; a PodDisruptionBudget's likewise protects none; a container given a ``command``
+# runs something else than Triton. Maps: keys the desired one lacks are sent as null. Container
+# keys: compared whole, absent included; the merge patch then replaces the containers list.
+WHOLE_MAPS = {
+    "Service": (("spec", "selector"),),
+    "PodDisruptionBudget": (("spec", "selector", "matchLabels"),),
+}
+WHOLE_CONTAINER_KEYS = ("command", "args")
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+def added_keys(kind: str, live: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any] | None:
+    """A merge-patch fragment nulling the keys another writer added to a map the child holds whole
+    (WHOLE_MAPS), or None."""
+    out: dict[str, Any] = {}
+    for path in WHOLE_MAPS.get(kind, ()):
+        have, want = _at(live, path), _at(desired, path)
+        if not isinstance(have, dict) or not isinstance(want, dict):
+            continue
+        extra = {k: None for k in have if k not in want}
+        if extra:
+            node = out
+            for key in path[:-1]:
+                node = node.setdefault(key, {})
+            node[path[-1]] = extra
+    return out or None
+
+
+def containers_differ(kind: str, live: dict[str, Any], desired: dict[str, Any]) -> bool:
+    """A Deployment's container (or init container) whose WHOLE_CONTAINER_KEYS differ from the
+    desired one's, a key added included."""
+    if kind != "Deployment":
+        return False
+    for key in ("containers", "initContainers"):
+        want = _at(desired, ("spec", "template", "spec", key)) or []
+        have = _at(live, ("spec", "template", "spec", key)) or []
+        for w, h in zip(want, have, strict=False):
+            if isinstance(w, dict) and isinstance(h, dict) and any(w.get(k) != h.get(k) for k in WHOLE_CONTAINER_KEYS):
+                return True
+    return False
+
+
+def _union(a: Any, b: Any) -> Any:
+    """Two merge-patch fragments as one (their nulls kept: ``merge_patch`` would apply them)."""
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return b if b is not None or not isinstance(a, dict) else a
+    return {**a, **{k: _union(a[k], v) if k in a else v for k, v in b.items()}}
+
+
 def _same_quantity(live: Any, desired: Any) -> bool:
     try:
         return bool(parse_quantity(live) == parse_quantity(desired))
@@ -99,7 +156,8 @@ def plan_patch(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any] 
         last = {}
     last = strip_owned_by_others(desired["kind"], last) if isinstance(last, dict) else {}
     gone = removals(last, {k: v for k, v in body.items() if k != "metadata"}) or {}
-    if contains(live, body) and not gone:
+    gone = _union(gone, added_keys(desired["kind"], live, body) or {})
+    if contains(live, body) and not gone and not containers_differ(desired["kind"], live, body):
         return None
     patch: dict[str, Any] = merge_patch(gone, body)  # the desired fields, and a null for each one removed
     return patch
