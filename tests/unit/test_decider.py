@@ -25,6 +25,10 @@ from tritonscale.scaling.decider.batcher_model import md1_p95_capacity
     (ok(100), 3, replace(POLICY, target_p95_ms=None), State(), 3, "NoTarget", True),
     (NO_DATA, 3, POLICY, State(), 3, "NoData", False),
     (ok(100), 3, POLICY, State(), None, None, True),  # nothing to guard: the pipeline decides
+    # No target: nothing to scale on, whatever the metrics do (it said MetricsUnavailable).
+    (FAILED, 3, replace(POLICY, target_p95_ms=None), State(), 3, "NoTarget", False),
+    (FAILED, 0, replace(POLICY, target_p95_ms=None), State(), 1, "BelowFloor", False),
+    (FAILED, 25, POLICY, State(), POLICY.max_replicas, "MetricsUnavailable", False),  # the ceiling holds too
 ])
 def test_guard(obs, current, policy, state, replicas, reason, metrics_ok):
     step, st, good = D.guard(obs, Replicas(current, current), policy, state)
@@ -34,6 +38,17 @@ def test_guard(obs, current, policy, state, replicas, reason, metrics_ok):
     else:
         assert (step.replicas, step.reason) == (replicas, reason)
     assert st.failures == (state.failures + 1 if obs.status == "failed" else 0)
+
+
+@pytest.mark.parametrize(("current", "words"), [
+    (1, "holding 1 replica: metric source failed"),
+    (4, "holding 4 replicas: metric source failed"),
+    (0, "raising to the warm floor of 1 replica: metric source failed"),  # it said "holding 1 replicas"
+    (25, "lowering to maxReplicas=20: metric source failed"),  # it said "holding 25 replicas"
+])
+def test_guard_says_what_it_does_while_metrics_fail(current, words):
+    step, _, _ = D.guard(FAILED, Replicas(current, current), POLICY, State())
+    assert step.why.startswith(words), step.why
 
 
 # --- step: demand ------------------------------------------------------------------------------

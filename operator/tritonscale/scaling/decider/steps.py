@@ -22,25 +22,33 @@ from tritonscale.scaling.decider.signals import (
 def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) -> tuple[Step | None, State, bool]:
     """Hold (or fall back) when there is nothing to decide on. Returns (step or None, state, metrics ok)."""
     floor, current = policy.floor, replicas.current
-    if obs.status == "failed":
-        st = replace(state, failures=state.failures + 1)
+    failed = obs.status == "failed"
+    st = replace(state, failures=state.failures + 1 if failed else 0)
+    if policy.target_p95_ms is None:  # nothing to scale on: the metrics, failing or not, change nothing
+        if current < floor:
+            return Step(floor, "BelowFloor", f"raising to the warm floor of {_count(floor)}"), st, not failed
+        return Step(current, "NoTarget", "no targetP95Milliseconds: holding between the floor and the ceiling"), \
+            st, not failed
+    if failed:
         if policy.fallback_replicas is not None and st.failures >= policy.failure_threshold:
             n = _clamp(policy.fallback_replicas, floor, policy.max_replicas)
             return Step(n, "FallbackAfterFailures",
                         f"metrics failed {st.failures} times in a row (threshold {policy.failure_threshold}); "
                         f"running fallbackReplicas={n}: {obs.message}"), st, False
-        n = max(current, floor)
-        return Step(n, "MetricsUnavailable", f"holding {n} replicas: metric source failed ({obs.message})"), st, False
-    state = replace(state, failures=0)
+        n = _clamp(current, floor, policy.max_replicas)  # the bounds still hold: never below the warm floor
+        what = (f"holding {_count(n)}" if n == current else f"raising to the warm floor of {_count(n)}"
+                if n > current else f"lowering to maxReplicas={n}")
+        return Step(n, "MetricsUnavailable", f"{what}: metric source failed ({obs.message})"), st, False
     if current < floor:
-        return Step(floor, "BelowFloor", f"raising to the warm floor of {floor} replicas"), state, True
-    if policy.target_p95_ms is None:
-        return Step(current, "NoTarget", "no targetP95Milliseconds: holding between the floor and the ceiling"), \
-            state, True
+        return Step(floor, "BelowFloor", f"raising to the warm floor of {_count(floor)}"), st, True
     if obs.status == "no_data" or obs.rps is None:
-        return Step(current, "NoData", f"holding {current} replicas: no series for this service yet "
-                                       f"({obs.message or 'no data'})"), state, False
-    return None, state, True
+        return Step(current, "NoData", f"holding {_count(current)}: no series for this service yet "
+                                       f"({obs.message or 'no data'})"), st, False
+    return None, st, True
+
+
+def _count(n: int) -> str:
+    return f"{n} replica{'' if n == 1 else 's'}"
 
 
 def recommend(d: Demand, planned: float, horizon: float, cap: float | None, cap_source: str, current: int,
