@@ -68,8 +68,8 @@ class Case:
 # Cross-field cases: every spec here passes Pydantic, so only rules.py decides.
 RULE_CASES: tuple[Case, ...] = (
     # --- scaling scope ---
-    Case("min-gt-max", {"scaling.minReplicas": 5},
-         ("spec.scaling.minReplicas", "spec.scaling.warmBuffer"), ("minReplicas must be <= scaling.maxReplicas",)),
+    Case("min-gt-max", {"scaling.minReplicas": 5},  # the warmBuffer rule says nothing more then
+         ("spec.scaling.minReplicas",), ("minReplicas must be <= scaling.maxReplicas",)),
     Case("min-eq-max", {"scaling.minReplicas": 4}),
     Case("min-plus-buffer-gt-max", {"scaling.minReplicas": 3, "scaling.warmBuffer": 2},
          ("spec.scaling.warmBuffer",), ("minReplicas + scaling.warmBuffer",)),
@@ -83,7 +83,7 @@ RULE_CASES: tuple[Case, ...] = (
     Case("fallback-eq-min", {"scaling.minReplicas": 2, "scaling.fallbackReplicas": 2}),
     Case("fallback-eq-max", {"scaling.fallbackReplicas": 4}),
     Case("defaults-max-10-min-11", {"scaling.maxReplicas": DELETE, "scaling.minReplicas": 11},
-         ("spec.scaling.minReplicas", "spec.scaling.warmBuffer")),
+         ("spec.scaling.minReplicas",)),
     # --- batching ---
     Case("preferred-gt-max-batch", {"batching.preferredBatchSizes": [4, 32]},
          ("spec.batching.preferredBatchSizes",), ("preferredBatchSizes entry must be <= model.maxBatchSize",)),
@@ -140,7 +140,7 @@ RULE_CASES: tuple[Case, ...] = (
          {"model.precision": "int8", "model.warmup.batchSizes": [64], "scaling.minReplicas": 9,
           "scaling.fallbackReplicas": 0},
          ("spec.model.warmup.batchSizes", "spec.model.precision", "spec.model.precision",
-          "spec.scaling.minReplicas", "spec.scaling.warmBuffer", "spec.scaling.fallbackReplicas")),
+          "spec.scaling.minReplicas", "spec.scaling.fallbackReplicas")),
 )
 
 # Type and range errors: Pydantic rejects these before any rule runs.

@@ -176,7 +176,7 @@ def test_metadata_name_rules(name: Any, ok: bool) -> None:
     ("a" * (NAME_MAX + 1), {}, ["metadata.name"]),
     ("Linear", {}, ["metadata.name"]),
     ("Linear", {"scaling.minReplicas": 2, "scaling.maxReplicas": 1},
-     ["metadata.name", "spec.scaling.minReplicas", "spec.scaling.warmBuffer"]),
+     ["metadata.name", "spec.scaling.minReplicas"]),
     ("linear", {"model.backend": "jax"}, ["spec.model.backend"]),
     ("linear", {}, []),
 ])

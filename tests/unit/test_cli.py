@@ -84,7 +84,6 @@ BAD_INPUTS: dict[str, Bad] = {
     "contradictory-spec": Bad(_contradictory(), (
         ("linear: spec.model.warmup.batchSizes:",),
         ("linear: spec.scaling.minReplicas:", "must be <= scaling.maxReplicas"),
-        ("linear: spec.scaling.warmBuffer:",),
         ("linear: spec.scaling.fallbackReplicas:",),
     )),
     "type-errors": Bad(_bad_types(), (
@@ -255,8 +254,7 @@ def test_render_keeps_going_after_a_bad_document_to_report_all(tmp_path: Path,
     assert cli.main(["render", "-f", str(path)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert [line.split(": ")[1:3] for line in err] == [
-        ["linear", "spec.scaling.minReplicas"], ["linear", "spec.scaling.warmBuffer"],
-        ["bert-classifier", "spec.model.backend"]]
+        ["linear", "spec.scaling.minReplicas"], ["bert-classifier", "spec.model.backend"]]
 
 
 @pytest.mark.parametrize(("argv", "expected"), [

@@ -95,7 +95,8 @@ def _fallback_within_bounds(scaling: ScalingSpec) -> bool:
 
 
 def _floor_within_max(scaling: ScalingSpec) -> bool:
-    return scaling.min_replicas + scaling.warm_buffer <= scaling.max_replicas
+    # Said once: with minReplicas above maxReplicas already, the minReplicas rule names the fault.
+    return scaling.min_replicas > scaling.max_replicas or scaling.min_replicas + scaling.warm_buffer <= scaling.max_replicas
 
 
 SPEC_RULES: tuple[Rule, ...] = (
@@ -174,7 +175,7 @@ SCALING_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         scope="scaling",
-        cel="self.minReplicas + self.warmBuffer <= self.maxReplicas",
+        cel="self.minReplicas > self.maxReplicas || self.minReplicas + self.warmBuffer <= self.maxReplicas",
         message="scaling.minReplicas + scaling.warmBuffer must be <= scaling.maxReplicas",
         field="scaling.warmBuffer",
         holds=_floor_within_max,
