@@ -28,9 +28,11 @@ from tritonscale.scaling.snapshot_cache import SnapshotCache
 
 log = logging.getLogger("tritonscale")
 
-# How often a reconcile blocked by a name another object holds is tried again (s): the holder's
-# removal is not an event the operator watches.
+# How soon a reconcile blocked by a name another object holds is tried again (s): the holder's
+# removal is not an event the operator watches. Doubling at each retry up to CONFLICT_RETRY_MAX_S:
+# Kopf logs and posts every retry, and a conflict nobody resolves said so every 30 s forever.
 CONFLICT_RETRY_S = 30.0
+CONFLICT_RETRY_MAX_S = 300.0
 # Every InferenceService is reconciled again this often (s), events or not: Kopf never retries an
 # event handler, so a child's correction that failed (an API server restarting, a 5xx, a timeout)
 # would otherwise wait for the next event of the owner or a child -- perhaps never. The periodic
@@ -71,7 +73,7 @@ def _events_for(body: Any) -> Any:
 @kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.maxQueueDelayMicroseconds")
 @kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.preferredBatchSizes")
 @kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.source")
-def reconcile_inference_service(body: kopf.Body, **_: Any) -> None:
+def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> None:
     try:
         outcome = reconcile(_kube(), dict(body), _events_for(body))
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
@@ -82,8 +84,14 @@ def reconcile_inference_service(body: kopf.Body, **_: Any) -> None:
     if outcome.conflicts:
         # Another object holds a child's name (status says which). Its removal sends us no event
         # (it is not ours to watch), so Kopf tries again until the name is free.
-        raise kopf.TemporaryError(f"{', '.join(outcome.conflicts)} belong(s) to something else",
-                                  delay=CONFLICT_RETRY_S)
+        raise kopf.TemporaryError(f"another object holds the name of {', '.join(outcome.conflicts)} (see the Ready "
+                                  "condition)", delay=conflict_retry_delay(retry))
+
+
+def conflict_retry_delay(retry: int) -> float:
+    """CONFLICT_RETRY_S, doubled at each of Kopf's retries (``retry``: 0 the first time), at most
+    CONFLICT_RETRY_MAX_S."""
+    return min(CONFLICT_RETRY_S * 2.0 ** min(retry, 16), CONFLICT_RETRY_MAX_S)
 
 
 def _reconcile_owner(namespace: str, name: str) -> None:

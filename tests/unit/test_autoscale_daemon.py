@@ -130,3 +130,9 @@ def test_the_daemon_holds_no_finalizer_on_its_objects() -> None:
     none is put on an InferenceService (the real control plane's check: test_operator_core)."""
     (daemon,) = [h for h in kopf.get_default_registry()._spawning.get_all_handlers() if h.fn is handlers.autoscale]
     assert daemon.requires_finalizer is False
+
+
+def test_a_name_conflict_is_retried_ever_less_often() -> None:
+    """Kopf logs and posts every retry; a conflict nobody resolves said so every 30 s forever."""
+    assert [handlers.conflict_retry_delay(r) for r in range(6)] == [30.0, 60.0, 120.0, 240.0, 300.0, 300.0]
+    assert handlers.conflict_retry_delay(10_000) == handlers.CONFLICT_RETRY_MAX_S

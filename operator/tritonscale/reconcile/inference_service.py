@@ -182,8 +182,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         # collector would delete it with us). Nothing is written while any name is taken.
         taken = foreign_children(desired, lives)
         if taken:
-            message = (f"{', '.join(taken)} already exist(s) and belong(s) to something else: rename this "
-                       "InferenceService or remove them; nothing was created or changed")
+            one = len(taken) == 1
+            message = (f"{', '.join(taken)} {'is' if one else 'are'} not this InferenceService's: another "
+                       f"object holds the name. Rename the InferenceService, or delete {'that object' if one else 'them'} "
+                       f"if nothing uses {'it' if one else 'them'}; nothing was created or changed")
             outcome.conflicts = taken
             _patch_status(kube, body, status_for_conflict(body, message, now()), event, "NameConflict", message)
             return outcome
