@@ -227,8 +227,10 @@ def test_operator_deployment_non_default(rendered):
                                       "name": role["metadata"]["name"]}
         assert binding["subjects"][0]["namespace"] == NAMESPACE
     (cr,) = [o for o in objects if o["kind"] == "ClusterRole"]
-    assert {v for rule in cr["rules"] for v in rule["verbs"]} == {"list", "watch"}
-    assert {r for rule in cr["rules"] for r in rule["resources"]} == {"namespaces", "customresourcedefinitions"}
+    assert {v for rule in cr["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
+    assert [r["resources"] for r in cr["rules"] if "get" in r["verbs"]] == [["nodes"]]  # the drain surge's reads
+    resources = {r for rule in cr["rules"] for r in rule["resources"]}
+    assert resources == {"namespaces", "customresourcedefinitions", "nodes"}
 
 
 def test_replica_count_2_renders_leader_election_pdb_and_anti_affinity(tmp_path):

@@ -100,12 +100,15 @@ def _lifecycle(k: _Api) -> None:
     k.core.delete_namespaced_config_map("linear-config", ns)
     wait_for(lambda: k.config_pbtxt("linear"), 5, what="deleted ConfigMap recreated")
 
-    # An object the API server admits but the operator refuses (its name cannot name a Service).
-    k.create(_sample(ns, "linear.v2"))
-    wait_for(lambda: k.condition("linear.v2", "SpecValid").get("status") == "False", 5, what="SpecValid=False")
+    # An object the API server admits but the operator refuses (a GPU count in the free-form resources
+    # that disagrees with runtime.gpus: CEL cannot see inside those).
+    conflicting = _sample(ns, "linear-v2")
+    conflicting["spec"]["runtime"]["resources"] = {"limits": {"nvidia.com/gpu": 2}}
+    k.create(conflicting)
+    wait_for(lambda: k.condition("linear-v2", "SpecValid").get("status") == "False", 5, what="SpecValid=False")
 
     k.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "linear")
-    wait_for(lambda: k.gone("linear"), 5, what="linear deleted (finalizer released)")
+    wait_for(lambda: k.gone("linear"), 5, what="linear deleted")
 
 
 def _chart_leader_election_args() -> list[str]:
@@ -211,9 +214,10 @@ def test_chart_rbac_covers_exactly_the_requests_in_the_audit_log(api_client, nam
         assert not missing, f"Role in {role['metadata']['namespace']} + discovery ClusterRole lack:\n{_fmt(missing)}"
     # In namespaced mode Kopf also lists and watches Namespaces (test_operator_namespaced
     # runs that mode under these Roles on the API server), and the cluster-scoped
-    # grants stay read-only.
+    # grants stay read-only (the autoscaler's reads of Nodes, the drain surge's, are gets).
     assert {("", "namespaces", "list"), ("", "namespaces", "watch")} <= discovery
-    assert {v for _, _, v in discovery} <= {"list", "watch"}, discovery
+    assert {v for _, _, v in discovery} <= {"get", "list", "watch"}, discovery
+    assert {res for _, res, v in discovery if v == "get"} == {"nodes"}, discovery
 
 
 def test_finalizers_grant_is_what_admission_checks(api_client, namespace, operator_install):

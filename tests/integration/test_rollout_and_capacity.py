@@ -154,3 +154,42 @@ def test_scaling_beyond_the_nodes_gpus_leaves_pods_pending_and_stops_asking(api_
     finally:
         prom.stop()
         exporter.stop()
+
+
+def _evict(core: kubernetes.client.CoreV1Api, ns: str, pod: str) -> int:
+    """The Eviction API, as `kubectl drain` uses it: 201 evicted, 429 refused by the PodDisruptionBudget."""
+    body = kubernetes.client.V1Eviction(metadata=kubernetes.client.V1ObjectMeta(name=pod, namespace=ns))
+    try:
+        core.create_namespaced_pod_eviction(pod, ns, body)
+    except kubernetes.client.ApiException as exc:
+        return exc.status
+    return 201
+
+
+def test_a_drain_of_the_warm_floor_gets_a_replica_elsewhere_first(api_client, namespace, models_claim, node,
+                                                                  start_operator):
+    """The PodDisruptionBudget keeps minReplicas available, so at the floor it refuses every eviction
+    and `kubectl drain` (a node upgrade) would wait for good. A cordoned node's pods are started
+    again elsewhere first (decider.steps.drain_surge), and then the eviction goes through. No
+    Prometheus here: the surge applies to a held decision too."""
+    ns = namespace
+    core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    first = node()
+    op = start_operator()
+    body = sample(ns)
+    body["spec"]["scaling"].update({"minReplicas": 1, "maxReplicas": 3})
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    (pod,) = wait_for(lambda: [p for p in _pods(core, ns) if _ready(p)] or None, 30, what="the warm floor's pod")
+    assert pod.spec.node_name == first.node
+    wait_for(lambda: (kubernetes.client.PolicyV1Api(api_client).read_namespaced_pod_disruption_budget(NAME, ns)
+                      .status.current_healthy == 1), 10, what="the PDB to count the pod")
+    assert _evict(core, ns, pod.metadata.name) == 429  # what a drain meets at the floor without the surge
+
+    node()  # somewhere to go
+    core.patch_node(first.node, {"spec": {"unschedulable": True}})  # kubectl cordon: the drain's first step
+    wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.replicas == 2, 15, what="the surge to 2")
+    assert _condition(custom, ns, "Scaling").get("reason") == "DrainSurge", _condition(custom, ns, "Scaling")
+    wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 30, what="the replacement ready on the other node")
+    wait_for(lambda: _evict(core, ns, pod.metadata.name) == 201, 10, what="the PDB to allow the eviction")
+    assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]

@@ -335,7 +335,8 @@ def test_run_on_a_port_in_use_is_one_line_naming_the_flag(capsys: pytest.Capture
         taken.listen()
         port = taken.getsockname()[1]
         assert cli.main(["run", "--metrics-port", str(port), "--liveness-port", "0"]) == 2
-        assert capsys.readouterr().err == f"tritonscale run: --metrics-port {port}: address already in use (0 disables)\n"
+        err = capsys.readouterr().err
+        assert err == f"tritonscale run: --metrics-port {port}: address already in use (0 disables)\n"
         assert cli.main(["run", "--metrics-port", "0", "--liveness-port", str(port)]) == 2
         assert capsys.readouterr().err.startswith(f"tritonscale run: --liveness-port {port}: address already in use")
     assert cli.main(["run", "--metrics-port", str(port), "--liveness-port", str(port)]) == 2

@@ -780,6 +780,26 @@ def test_clamp(rec, rep, policy, replicas, reason):
     assert (step.replicas, step.reason) == (replicas, reason)
 
 
+@pytest.mark.parametrize(("rec", "rep", "replicas", "reason"), [
+    (1, Replicas(1, 1, draining=1), 2, "DrainSurge"),  # the warm floor on a node being drained: one more first
+    (3, Replicas(4, 4, draining=2), 5, "DrainSurge"),
+    (19, Replicas(19, 19, draining=3), 20, "DrainSurge"),  # within maxReplicas
+    (20, Replicas(20, 20, draining=1), 20, "x"),  # no room: the drain waits, as before
+    (1, Replicas(2, 1, unschedulable=1, draining=1), 1, "x"),  # nowhere to put the surge
+    (3, Replicas(3, 3), 3, "x"),
+])
+def test_drain_surge(rec, rep, replicas, reason):
+    step = D.drain_surge(Step(rec, "x", ""), rep, POLICY)
+    assert (step.replicas, step.reason) == (replicas, reason)
+
+
+def test_a_drain_surges_through_a_held_decision_too():
+    """A Prometheus outage holds the count; a drain still gets its surge (applied to every decision)."""
+    d = D.decide(FAILED, Replicas(1, 1, draining=1), POLICY, State(), 0.0)
+    assert (d.replicas, d.reason) == (2, "DrainSurge")
+    assert D.decide(FAILED, Replicas(2, 2), POLICY, State(), 15.0).replicas == 2  # drained: MetricsUnavailable holds
+
+
 def test_state_roundtrips_through_status_dict():
     st = State(recommendations=((1.0, 3, 2),), failures=2, capacity_rps=12.5, batch_samples=((4.0, 28.0, 1.0),),
                last_scale_time=5.0, rates=((1.0, 10.0, 12.0),), cold_start_s=42.0, surprises=(3.0,),

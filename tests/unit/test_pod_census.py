@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tritonscale.scaling.pod_census import first_census_since, parse_time, start_budget_s, take_census
+from tritonscale.scaling.pod_census import first_census_since, node_names, parse_time, start_budget_s, take_census
 
 T0 = parse_time("2026-01-01T00:00:00Z")
 
@@ -117,3 +117,17 @@ def test_a_pod_seen_ready_stays_reported_through_a_flap():
     assert back.startup_s == ()  # its age (305 s) is no cold start
     gone = take_census([], back.ready_uids, T0 + 320)
     assert gone.ready_uids == frozenset()  # forgotten once the pod is gone
+
+
+def _on(p: dict[str, Any], node: str) -> dict[str, Any]:
+    p["spec"]["nodeName"] = node
+    return p
+
+
+def test_pods_on_a_cordoned_node_are_draining_until_they_terminate():
+    pods = [_on(pod("a", ready_at=5), "gpu-0"), _on(pod("b", ready_at=5), "gpu-1"),
+            _on(pod("c", ready_at=5, deleting=True), "gpu-0"), pod("d", unschedulable=True)]
+    assert node_names(pods) == frozenset({"gpu-0", "gpu-1"})
+    assert take_census(pods, frozenset(), T0, cordoned=frozenset({"gpu-0"})).draining == 1  # c is already going
+    assert take_census(pods, frozenset(), T0, cordoned=frozenset({"gpu-0", "gpu-1"})).draining == 2
+    assert take_census(pods, frozenset(), T0).draining == 0

@@ -96,7 +96,8 @@ def _fallback_within_bounds(scaling: ScalingSpec) -> bool:
 
 def _floor_within_max(scaling: ScalingSpec) -> bool:
     # Said once: with minReplicas above maxReplicas already, the minReplicas rule names the fault.
-    return scaling.min_replicas > scaling.max_replicas or scaling.min_replicas + scaling.warm_buffer <= scaling.max_replicas
+    return (scaling.min_replicas > scaling.max_replicas
+            or scaling.min_replicas + scaling.warm_buffer <= scaling.max_replicas)
 
 
 SPEC_RULES: tuple[Rule, ...] = (

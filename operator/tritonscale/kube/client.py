@@ -178,6 +178,17 @@ class Kube:
                 return None
             raise
 
+    def node_unschedulable(self, name: str) -> bool | None:
+        """Whether the node is cordoned (``spec.unschedulable``, set by ``kubectl cordon`` and
+        ``drain``); None if it is gone."""
+        try:
+            node = self.core.read_node(name, _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return bool((json.loads(node.data).get("spec") or {}).get("unschedulable"))
+
     def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
         """Pods matching ``label_selector``, as the API's JSON (not deserialised into
         client models: a tick lists them for every InferenceService).

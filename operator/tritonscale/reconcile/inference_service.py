@@ -183,9 +183,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         taken = foreign_children(desired, lives)
         if taken:
             one = len(taken) == 1
+            that, it = ("that object", "it") if one else ("them", "them")
             message = (f"{', '.join(taken)} {'is' if one else 'are'} not this InferenceService's: another "
-                       f"object holds the name. Rename the InferenceService, or delete {'that object' if one else 'them'} "
-                       f"if nothing uses {'it' if one else 'them'}; nothing was created or changed")
+                       f"object holds the name. Rename the InferenceService, or delete {that} if nothing "
+                       f"uses {it}; nothing was created or changed")
             outcome.conflicts = taken
             _patch_status(kube, body, status_for_conflict(body, message, now()), event, "NameConflict", message)
             return outcome

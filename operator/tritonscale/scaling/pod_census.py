@@ -1,5 +1,6 @@
 """What the Deployment's pods say that the Deployment's status does not: how many
-the scheduler cannot place, and how long the ones that just became ready took.
+the scheduler cannot place, how many sit on a node being drained, and how long the ones
+that just became ready took.
 
 Pure functions over pod dicts (as the API returns them); the tick lists the pods.
 """
@@ -29,6 +30,8 @@ class PodCensus:
     # that goes unready and back (a readiness flap) stays in it, so its new Ready time -- its age,
     # not a cold start -- is never counted.
     ready_uids: frozenset[str]
+    # Pods (not terminating) on a node cordoned for a drain: ``draining_pods``.
+    draining: int = 0
 
 
 def parse_time(value: str | None) -> float | None:
@@ -76,7 +79,19 @@ def first_census_since(now: float, interval_s: float, cold_start_known: bool) ->
     return now - interval_s if cold_start_known else -math.inf
 
 
-def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since: float) -> PodCensus:
+def node_names(pods: Iterable[dict[str, Any]]) -> frozenset[str]:
+    """The nodes the pods are bound to."""
+    return frozenset(n for p in pods if (n := (p.get("spec") or {}).get("nodeName")))
+
+
+def draining_pods(pods: Iterable[dict[str, Any]], cordoned: frozenset[str]) -> int:
+    """Pods on a cordoned node that are not terminating yet: a drain's evictions still to come."""
+    return sum(1 for p in pods if (p.get("spec") or {}).get("nodeName") in cordoned
+               and not (p.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since: float,
+                cordoned: frozenset[str] = frozenset()) -> PodCensus:
     """Count unschedulable pods, and the cold starts of pods that turned Ready after ``since``
     and are not in ``reported`` (pods already counted by an earlier tick).
 
@@ -87,6 +102,7 @@ def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since:
     no earlier census saw it (the operator restarted), a Ready time later than the startup probe
     allows after the container started gives the flap away.
     """
+    pods = list(pods)
     unschedulable, message, startups, ready, alive = 0, "", [], set(), set()
     for pod in pods:
         meta = pod.get("metadata") or {}
@@ -114,4 +130,5 @@ def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since:
         if started_at is not None and budget is not None and ready_at - started_at > budget + TIMESTAMP_SLACK_S:
             continue  # Ready later than a first start can be: a readiness flap, not a cold start
         startups.append(max(0.0, ready_at - created))
-    return PodCensus(unschedulable, message, tuple(sorted(startups)), frozenset(ready | (reported & alive)))
+    return PodCensus(unschedulable, message, tuple(sorted(startups)), frozenset(ready | (reported & alive)),
+                     draining_pods(pods, cordoned))

@@ -34,6 +34,8 @@ function that returns its result and the reason for it:
                      from its first unforeseen jump up, or ``sudden_fall`` down).
 9. ``limit``      -- at most maxStep replicas up or down per tick.
 10. ``clamp``     -- [floor, maxReplicas]; never ask for more while pods are unschedulable.
+    ``drain_surge`` -- on every decision, held ones too: one more replica for each pod on a node
+                     being drained, so the PodDisruptionBudget lets the drain through.
 
 Constants (``constants.py``) were chosen with the scenario suite (``tritonscale simulate --suite``:
 traffic classes x cold starts x SLOs x seeds); their comments give the reason and the
@@ -89,6 +91,7 @@ from tritonscale.scaling.decider.steps import (
     breach,
     burst_hold,
     clamp,
+    drain_surge,
     guard,
     limit,
     measure,
@@ -108,6 +111,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
                                "max": policy.max_replicas}
 
     def done(step: Step, st: State, ok: bool) -> Decision:
+        step = drain_surge(step, replicas, policy)
         n = _clamp(step.replicas, policy.floor, policy.max_replicas)
         if n != current:
             st = replace(st, last_scale_time=now)
@@ -152,7 +156,7 @@ __all__ = [
     "Decision", "Demand", "Observation", "PendingReading", "Policy", "Replicas", "SourceStatus", "State", "Step",
     "add_batch_sample",
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
-    "cold_start", "constants",
+    "cold_start", "constants", "drain_surge",
     "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",
     "plan_horizon", "recommend", "saturation_share", "scale_down_window", "settle", "stabilize",

@@ -60,6 +60,9 @@ class Replicas:
     # Pods the scheduler could not place (PodScheduled=False, reason Unschedulable, e.g.
     # insufficient nvidia.com/gpu): asking for more would only add more Pending pods.
     unschedulable: int = 0
+    # Pods on nodes cordoned for a drain (spec.unschedulable): about to be evicted, which the
+    # PodDisruptionBudget refuses while they are the warm floor (steps.drain_surge).
+    draining: int = 0
     # Seconds from creation to Ready of pods seen becoming ready since the last tick
     # (the cold start: image pull, Triton start, model load and warmup).
     startup_s: tuple[float, ...] = ()

@@ -267,6 +267,24 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
     return Step(desired, reason, why), state
 
 
+def drain_surge(step: Step, replicas: Replicas, policy: Policy) -> Step:
+    """Pods on a node being drained (cordoned) are started again elsewhere first, as a rollout's
+    maxSurge does: one more replica for each, within maxReplicas. The PodDisruptionBudget keeps
+    ``minReplicas`` available, so at the warm floor it refuses every eviction and the drain (a
+    node upgrade) waits for good; once the extra replicas are ready it allows them one by one, the
+    ReplicaSet replaces each evicted pod on another node, and when none is left on a cordoned
+    node the decision needs no surge and the fleet comes back down. Applied to every decision,
+    a held one included (a Prometheus outage does not stop a drain). Not while pods are
+    unschedulable: the surge's own pods would have nowhere to go."""
+    if replicas.draining <= 0 or replicas.unschedulable > 0:
+        return step
+    n = min(step.replicas + replicas.draining, policy.max_replicas)
+    if n <= step.replicas:
+        return step
+    return Step(n, "DrainSurge", step.why + f"; {replicas.draining} pod(s) on a node being drained (cordoned): "
+                                            f"{n} replicas, so that their replacements are warm before they go")
+
+
 def limit(step: Step, current: int, policy: Policy) -> Step:
     if step.replicas > current + policy.scale_up_max_step:
         return Step(current + policy.scale_up_max_step, step.reason,
