@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -56,6 +57,11 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     settings.persistence.finalizer = "tritonscale.io/finalizer"
     settings.posting.level = logging.INFO
+    # Events say they come from tritonscale (the "From" column of `kubectl describe`), and which
+    # replica posted them; Kopf's own defaults are "kopf" and "dev".
+    settings.posting.reporting_component = "tritonscale"
+    settings.posting.reporting_instance = os.environ.get("POD_NAME") or socket.gethostname()
+    settings.posting.event_name_prefix = "tritonscale-event-"
     # No Kopf peering: one replica acts at a time, either alone or as the holder of the
     # leader Lease (tritonscale.leader_election; Kopf starts only once it is held).
     settings.peering.standalone = True

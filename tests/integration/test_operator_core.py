@@ -164,6 +164,8 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
                                if e.involved_object.name == "linear" and e.reason in ("Created", "Updated")],
                       5, what="events")
     assert any("Deployment/linear" in e.message for e in events)
+    # ... from tritonscale ("From" in kubectl describe; Kopf's default says "kopf").
+    assert {(e.source.component, e.reporting_component) for e in events} == {("tritonscale", "tritonscale")}
 
     # 5. delete: the object goes, and the garbage collector removes every child (and the
     # Deployment's ReplicaSets and Pods) through their ownerReferences.

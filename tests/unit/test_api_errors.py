@@ -92,3 +92,26 @@ def test_a_refusal_names_the_fields_it_gives_and_survives_any_body() -> None:
         assert [(p.field, p.message) for p in api_problems("Deployment x", _refusal(body))] == [
             ("Deployment x", "Unprocessable Entity")], body
         assert describe_api_error(_refusal(body)) == "422 Unprocessable Entity"
+
+
+def test_the_operators_api_client_has_a_connection_per_worker_thread(tmp_path, monkeypatch) -> None:
+    """With the client's default pool of 4, urllib3 warned "Connection pool is full, discarding
+    connection" at every start with a dozen InferenceServices (Kopf's 16 workers, the ticks' threads)."""
+    import kubernetes
+
+    from tritonscale.kube import client as kc
+
+    config = tmp_path / "kubeconfig"
+    config.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+                      "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+                      "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    real = kubernetes.config.load_kube_config  # its default file is read from KUBECONFIG at import
+    monkeypatch.setattr(kubernetes.config, "load_kube_config", lambda: real(str(config)))
+    before = kubernetes.client.Configuration.get_default_copy()
+    try:
+        kc.load_credentials()
+        assert kubernetes.client.Configuration.get_default_copy().connection_pool_maxsize == kc.API_CONNECTIONS
+        assert kc.Kube().client.rest_client.pool_manager.connection_pool_kw["maxsize"] == kc.API_CONNECTIONS
+    finally:
+        kubernetes.client.Configuration.set_default(before)

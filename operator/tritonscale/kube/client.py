@@ -61,6 +61,9 @@ def _writing() -> Iterator[None]:
             _writes.notify_all()
 
 
+API_CONNECTIONS = 32
+
+
 def load_credentials() -> None:
     """In-cluster service account if present, else KUBECONFIG / ~/.kube/config."""
     if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(
@@ -69,6 +72,13 @@ def load_credentials() -> None:
         kubernetes.config.load_incluster_config()
     else:
         kubernetes.config.load_kube_config()
+    # One connection per thread that may talk to the API at once: the reconciler's and the
+    # autoscaler's worker threads (Kopf's max_workers, asyncio.to_thread's pool). With the
+    # client's default of 4, urllib3 warned "Connection pool is full, discarding connection" at
+    # every start with a dozen InferenceServices, and reconnected for the requests beyond 4.
+    cfg = kubernetes.client.Configuration.get_default_copy()
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, API_CONNECTIONS)
+    kubernetes.client.Configuration.set_default(cfg)
 
 
 def client_for(kubeconfig: Path | str) -> kubernetes.client.ApiClient:
