@@ -43,9 +43,15 @@ class QuietChildEvents(logging.Filter):
     handler does (a correction, a failure) it logs itself. ``tritonscale run --verbose`` keeps them."""
 
     SUCCEEDED = "Handler 'child_changed' succeeded."
+    # Kopf stops the autoscaler's daemons by cancelling them (the daemon's loop is written for it:
+    # handlers.autoscale), and says so at WARNING for each InferenceService at every stop of the
+    # operator -- a thousand warnings per rollout for the designed way out.
+    CANCELLED = "Daemon 'autoscale' is cancelled. Will escalate."
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.levelno == logging.INFO and record.getMessage() == self.SUCCEEDED)
+        message = record.getMessage()
+        return not ((record.levelno == logging.INFO and message == self.SUCCEEDED)
+                    or (record.levelno == logging.WARNING and message == self.CANCELLED))
 
 
 @kopf.on.startup()

@@ -194,6 +194,8 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     # children changed dozens of times above, and the handler's name must still be Kopf's.
     assert "kopf.objects: Handler 'reconcile_inference_service' succeeded." in op.output(), op.output()[-3000:]
     assert "Handler 'child_changed'" not in op.output(), op.output()[-3000:]
+    # The stop above cancelled the second object's daemon, as designed: no WARNING for it.
+    assert "is cancelled. Will escalate" not in op.output(), op.output()[-3000:]
 
 
 def _api_error_fields(exc: kubernetes.client.ApiException) -> list[str]:

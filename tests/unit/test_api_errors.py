@@ -115,3 +115,20 @@ def test_the_operators_api_client_has_a_connection_per_worker_thread(tmp_path, m
         assert kc.Kube().client.rest_client.pool_manager.connection_pool_kw["maxsize"] == kc.API_CONNECTIONS
     finally:
         kubernetes.client.Configuration.set_default(before)
+
+
+def test_the_operator_log_leaves_out_kopfs_routine_lines_only() -> None:
+    """operator_main.QuietChildEvents: Kopf's INFO line per child event and its WARNING per daemon
+    cancelled at the operator's stop (the designed way out) are dropped; anything else is kept."""
+    import logging
+
+    from tritonscale.operator_main import QuietChildEvents
+
+    def kept(level: int, message: str) -> bool:
+        return QuietChildEvents().filter(logging.LogRecord("kopf.objects", level, "", 0, message, None, None))
+
+    assert not kept(logging.INFO, "Handler 'child_changed' succeeded.")
+    assert not kept(logging.WARNING, "Daemon 'autoscale' is cancelled. Will escalate.")
+    assert kept(logging.INFO, "Handler 'reconcile_inference_service' succeeded.")
+    assert kept(logging.ERROR, "Daemon 'autoscale' is cancelled. Will escalate.")
+    assert kept(logging.WARNING, "Daemon 'autoscale' failed with an exception and will try again in 60 seconds")

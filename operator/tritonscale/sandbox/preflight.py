@@ -81,6 +81,7 @@ def preflight(load: str = "step", need_plot: bool = False, service_file: Path | 
     sf = service_file or SAMPLE
     if not sf.is_file():
         missing.append(Missing(f"InferenceService file {sf}",
+                               "check the path given to --service" if service_file else
                                "run from a clone of the repository, or pass --service FILE"))
     return missing
 

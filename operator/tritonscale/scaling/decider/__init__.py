@@ -115,7 +115,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
         n = _clamp(step.replicas, policy.floor, policy.max_replicas)
         if n != current:
             st = replace(st, last_scale_time=now)
-        return Decision(n, step.reason, f"{step.why} -> {n} replicas", st, ok, details)
+        return Decision(n, step.reason, f"{step.why} -> {n} replica{'' if n == 1 else 's'}", st, ok, details)
 
     state = learn_cold_start(state, replicas)
     held, state, ok = guard(obs, replicas, policy, state)
