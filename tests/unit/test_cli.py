@@ -341,3 +341,16 @@ def test_run_on_a_port_in_use_is_one_line_naming_the_flag(capsys: pytest.Capture
         assert capsys.readouterr().err.startswith(f"tritonscale run: --liveness-port {port}: address already in use")
     assert cli.main(["run", "--metrics-port", str(port), "--liveness-port", str(port)]) == 2
     assert "both" in capsys.readouterr().err
+
+
+def test_render_reads_the_list_kubectl_get_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kubectl get tis -o yaml` prints a `kind: List`; each of its items renders as if given alone."""
+    path = tmp_path / "listed.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+                                    "items": [sample_doc("python-cpu"), sample_doc("pytorch-warmup")]}))
+    alone = tmp_path / "alone.yaml"
+    alone.write_text(yaml.safe_dump_all([sample_doc("python-cpu"), sample_doc("pytorch-warmup")]))
+    assert cli.main(["render", "-f", str(path)]) == 0
+    listed = capsys.readouterr().out
+    assert cli.main(["render", "-f", str(alone)]) == 0
+    assert listed == capsys.readouterr().out and "kind: Deployment" in listed

@@ -74,7 +74,19 @@ def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:
     if values > MAX_VALUES:
         return [], [f"{label}: its aliases expand to more than {MAX_VALUES:,} values, more than any object "
                     "the API server accepts (3 MiB per request)"]
-    return docs, []
+    return unlisted(docs), []
+
+
+def unlisted(docs: list[Any]) -> list[Any]:
+    """Each list document (``kind: List``, or ``InferenceServiceList``: what ``kubectl get tis -o
+    yaml`` prints) replaced by its items, as kubectl reads one."""
+    out: list[Any] = []
+    for doc in docs:
+        if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+            out.extend(item for item in doc["items"] if item is not None)
+        else:
+            out.append(doc)
+    return out
 
 
 def expanded_size(root: Any) -> int:
