@@ -103,3 +103,19 @@ def test_a_name_that_cannot_name_the_service_is_refused_naming_metadata_name(api
     assert "must be a DNS-1035 label" in json.loads(refused.body)["message"]
     # ("model-" and "Model" are no DNS subdomain either: the API server's own cause comes first, same field)
     assert set(_fields(refused)) == {"metadata.name"}, refused.body
+
+
+@pytest.mark.parametrize(("path", "value", "field", "message"), [
+    ("model.storageUri", "http://x", "spec.model.storageUri", "must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://"),
+    ("model.name", "..", "spec.model.name", "must be letters, digits, '_', '-' and '.', and not dots alone"),
+    ("scaling.prometheus", {"url": "prom:9090"}, "spec.scaling.prometheus.url", "must be an http:// or https:// URL"),
+])
+def test_a_malformed_string_is_refused_in_words_not_as_a_regex(api_client, module_namespace, path, value, field,
+                                                              message):
+    """The formats are CEL rules with the operator's own message: the API server's message for an
+    OpenAPI pattern is the regex itself."""
+    refused = _dry_run_create(api_client, module_namespace, table.mutate(table.base_spec(), {path: value}))
+    assert refused is not None and refused.status == 422
+    body = json.loads(refused.body)
+    assert message in body["message"] and "should match" not in body["message"], body["message"]
+    assert _fields(refused) == [field], refused.body

@@ -49,6 +49,20 @@ DataType = Literal[
 Backend = Literal["onnxruntime", "tensorrt", "pytorch", "tensorflow", "python"]
 Precision = Literal["fp32", "fp16", "int8"]
 
+STORAGE_URI_MESSAGE = "must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH"
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+MODEL_NAME_MESSAGE = "must be letters, digits, '_', '-' and '.', and not dots alone"
+_HTTP_URL = re.compile(r"^https?://\S+$")
+HTTP_URL_MESSAGE = "must be an http:// or https:// URL"
+
+
+def _matches(pattern: re.Pattern[str], message: str) -> dict[str, Any]:
+    """A string field's format as a CEL rule with our message, not an OpenAPI ``pattern``: the API
+    server's message for a pattern is the regex itself ("should match '^(s3://[^/\\s]+...'"). The
+    operator's validator gives the same message."""
+    return {"x-kubernetes-validations": [{"rule": f"self.matches(r'{pattern.pattern}')", "message": message}]}
+
+
 _STORAGE_URI = re.compile(r"^(s3://[^/\s]+(/\S*)?|gs://[^/\s]+(/\S*)?|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?/\S+)$")
 
 
@@ -111,7 +125,7 @@ _NAMED_LIST: dict[str, Any] = {"x-kubernetes-list-type": "map", "x-kubernetes-li
 
 class ModelSpec(_Model):
     name: str | None = Field(
-        default=None, min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$",
+        default=None, min_length=1, max_length=128, json_schema_extra=_matches(_MODEL_NAME, MODEL_NAME_MESSAGE),
         description="Triton model name; defaults to metadata.name. Letters, digits, '_', '-' and '.', "
         "not dots alone ('.' and '..' name directories, not models).",
     )
@@ -119,7 +133,7 @@ class ModelSpec(_Model):
         max_length=2048,
         description="Where the model repository entry lives: s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH. "
         "The directory holds version subdirectories (1/, 2/...); tritonscale writes config.pbtxt beside them.",
-        json_schema_extra={"pattern": _STORAGE_URI.pattern},
+        json_schema_extra=_matches(_STORAGE_URI, STORAGE_URI_MESSAGE),
     )
     backend: Backend = Field(description="Triton backend that runs the model.")
     max_batch_size: int = Field(
@@ -159,7 +173,14 @@ class ModelSpec(_Model):
     @classmethod
     def _uri(cls, v: str) -> str:
         if not _STORAGE_URI.match(v):
-            raise ValueError("must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH")
+            raise ValueError(STORAGE_URI_MESSAGE)
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str | None) -> str | None:
+        if v is not None and not _MODEL_NAME.match(v):
+            raise ValueError(MODEL_NAME_MESSAGE)
         return v
 
     @field_validator("inputs", "outputs")
@@ -297,9 +318,16 @@ def _object_default() -> dict[str, Any]:
 
 class PrometheusSpec(_Model):
     url: str | None = Field(
-        default=None, pattern=r"^https?://\S+$",
+        default=None, json_schema_extra=_matches(_HTTP_URL, HTTP_URL_MESSAGE),
         description="Per-object Prometheus URL, overriding the operator's --prometheus-url.",
     )
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not _HTTP_URL.match(v):
+            raise ValueError(HTTP_URL_MESSAGE)
+        return v
 
 
 class ScalingSpec(_Model):
