@@ -131,7 +131,8 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
         scaling = _cond(custom, NS, "Scaling")
         assert scaling["reason"] == "MetricsUnavailable" and scaling["status"] == "False"
         # The log says why it holds once, when the reason changed -- not at every 2 s tick.
-        holds = [ln for ln in op.output().splitlines() if f"{NS}/{NAME}: holding {before} replicas" in ln
+        held = f"holding {before} replica{'' if before == 1 else 's'}"
+        holds = [ln for ln in op.output().splitlines() if f"{NS}/{NAME}: {held}" in ln
                  and "MetricsUnavailable" in ln]
         assert len(holds) == 1, holds
 

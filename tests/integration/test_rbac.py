@@ -103,7 +103,7 @@ def _lifecycle(k: _Api) -> None:
     # An object the API server admits but the operator refuses (a GPU count in the free-form resources
     # that disagrees with runtime.gpus: CEL cannot see inside those).
     conflicting = _sample(ns, "linear-v2")
-    conflicting["spec"]["runtime"]["resources"] = {"limits": {"nvidia.com/gpu": 2}}
+    conflicting["spec"]["runtime"].update(gpus=1, resources={"limits": {"nvidia.com/gpu": 2}})
     k.create(conflicting)
     wait_for(lambda: k.condition("linear-v2", "SpecValid").get("status") == "False", 5, what="SpecValid=False")
 

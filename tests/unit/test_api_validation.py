@@ -260,7 +260,7 @@ def test_the_autoscalers_pace_survives_any_spec_even_through_kopfs_view(spec) ->
     (1, {"limits": {"nvidia.com/gpu": 4}, "requests": {"nvidia.com/gpu": 4}},
      ["spec.runtime.resources.limits.nvidia.com/gpu", "spec.runtime.resources.requests.nvidia.com/gpu"]),
     (2, {"requests": {"nvidia.com/gpu": "1", "cpu": "2"}}, ["spec.runtime.resources.requests.nvidia.com/gpu"]),
-    (0, {"limits": {"nvidia.com/gpu": 1}}, ["spec.runtime.resources.limits.nvidia.com/gpu"]),
+    (0, {"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 1}}, []),  # none rendered: theirs stands
     (2, {"limits": {"nvidia.com/gpu": 2}, "requests": {"nvidia.com/gpu": "2"}}, []),  # agrees: harmless
     (1, {"limits": {"cpu": "4"}}, []),
 ])

@@ -42,12 +42,16 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def _gpu_resource_problems(spec: InferenceServiceSpec) -> list[Problem]:
-    """``runtime.gpus`` renders the container's ``nvidia.com/gpu`` limit; the same resource in the
-    free-form ``runtime.resources`` must agree with it. Otherwise the rendered limit silently replaced
-    the user's, and a request left different was refused by the API server (extended resources need
-    request == limit) with a message about a limit the user never wrote. Checked here, not in the
-    CRD: CEL cannot see inside a free-form block."""
-    out = []
+    """A positive ``runtime.gpus`` renders the container's ``nvidia.com/gpu`` limit; the same
+    resource in the free-form ``runtime.resources`` must then agree with it. Otherwise the rendered
+    limit silently replaced the user's, and a request left different was refused by the API server
+    (extended resources need request == limit) with a message about a limit the user never wrote.
+    With ``gpus: 0`` nothing is rendered and the user's resources stand as written (the sandbox asks
+    a GPU per replica for its CPU model, to be scheduled as a GPU service is). Checked here, not in
+    the CRD: CEL cannot see inside a free-form block."""
+    out: list[Problem] = []
+    if spec.runtime.gpus == 0:
+        return out
     for kind in ("limits", "requests"):
         block = spec.runtime.resources.get(kind)
         if not isinstance(block, Mapping) or GPU_RESOURCE not in block:
