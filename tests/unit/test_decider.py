@@ -785,7 +785,8 @@ def test_clamp(rec, rep, policy, replicas, reason):
     (3, Replicas(4, 4, draining=2), 5, "DrainSurge"),
     (19, Replicas(19, 19, draining=3), 20, "DrainSurge"),  # within maxReplicas
     (20, Replicas(20, 20, draining=1), 20, "x"),  # no room: the drain waits, as before
-    (1, Replicas(2, 1, unschedulable=1, draining=1), 1, "x"),  # nowhere to put the surge
+    (1, Replicas(2, 1, unschedulable=1, draining=1), 2, "DrainSurge"),  # its pod waits for room: kept, no flap
+    (1, Replicas(1, 1, unschedulable=1, draining=1), 1, "x"),  # pods Pending already: none added
     (3, Replicas(3, 3), 3, "x"),
 ])
 def test_drain_surge(rec, rep, replicas, reason):

@@ -274,11 +274,15 @@ def drain_surge(step: Step, replicas: Replicas, policy: Policy) -> Step:
     node upgrade) waits for good; once the extra replicas are ready it allows them one by one, the
     ReplicaSet replaces each evicted pod on another node, and when none is left on a cordoned
     node the decision needs no surge and the fleet comes back down. Applied to every decision,
-    a held one included (a Prometheus outage does not stop a drain). Not while pods are
-    unschedulable: the surge's own pods would have nowhere to go."""
-    if replicas.draining <= 0 or replicas.unschedulable > 0:
+    a held one included (a Prometheus outage does not stop a drain). While pods are
+    unschedulable, no more than are asked for already: the surge's own pod waiting for room is
+    kept, not removed at one tick and asked for again at the next."""
+    if replicas.draining <= 0:
         return step
-    n = min(step.replicas + replicas.draining, policy.max_replicas)
+    want = min(step.replicas + replicas.draining, policy.max_replicas)
+    if replicas.unschedulable > 0:
+        want = min(want, replicas.current)
+    n = max(step.replicas, want)
     if n <= step.replicas:
         return step
     return Step(n, "DrainSurge", step.why + f"; {replicas.draining} pod(s) on a node being drained (cordoned): "
