@@ -243,7 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="port of /healthz (0 disables; default 8081)")
     p.add_argument("--series-label", action="append", type=_label_pair, metavar="NAME=VALUE",
                    help="extra label matcher for Triton's series, e.g. job=triton (repeatable; values are escaped)")
-    p.add_argument("--verbose", "-v", action="store_true")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="log at DEBUG: every autoscaler tick, and Kopf's routine lines (each child event handled, "
+                        "each daemon cancelled at stop)")
     g = p.add_argument_group(
         "leader election", "Run several replicas: one holds a coordination.k8s.io/v1 Lease and acts, the others "
                            "stand by (serving /healthz and /metrics) and take over when the Lease expires. "

@@ -82,6 +82,11 @@ def test_load_trace_reads_gzip_by_its_magic_bytes(tmp_path) -> None:
     (tmp_path / "cut.gz").write_bytes(gzip.compress(AZURE.encode())[:20])
     with pytest.raises(TraceError, match="a truncated gzip file"):
         load_trace(str(tmp_path / "cut.gz"))
+    damaged = bytearray(gzip.compress("\n".join(str(i / 100) for i in range(20000)).encode()))
+    damaged[200:260] = bytes(b ^ 0xFF for b in damaged[200:260])  # a damaged deflate stream: zlib.error
+    (tmp_path / "flip.gz").write_bytes(bytes(damaged))
+    with pytest.raises(TraceError, match="a corrupt gzip file"):
+        load_trace(str(tmp_path / "flip.gz"))
     (tmp_path / "bin").write_bytes(b"\xff\xfe\x00\x81")
     with pytest.raises(TraceError, match="not a text file"):
         load_trace(str(tmp_path / "bin"))

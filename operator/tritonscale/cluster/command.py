@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 import time
@@ -53,7 +54,7 @@ def _up(directory: Path) -> int:
     plane = ControlPlane(directory, progress=_progress)
     try:
         kubeconfig = plane.start()
-        print(f"export KUBECONFIG={kubeconfig}", flush=True)
+        print(f"export KUBECONFIG={shlex.quote(str(kubeconfig))}", flush=True)  # pasted into a shell
         _progress("running; Ctrl-C or SIGTERM stops it")
         while (problem := plane.failed()) is None:
             time.sleep(0.5)

@@ -35,6 +35,7 @@ import csv
 import gzip
 import io
 import math
+import zlib
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -161,6 +162,8 @@ def load_trace(path: str) -> np.ndarray:
         raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except EOFError:
         raise TraceError(f"{path}: a truncated gzip file") from None
+    except zlib.error as exc:  # a damaged deflate stream: zlib's own error, neither OSError nor EOFError
+        raise TraceError(f"{path}: a corrupt gzip file ({exc})") from None
     except UnicodeDecodeError:
         raise TraceError(f"{path}: not a text file") from None
     return parse_trace_text(text, path)
