@@ -272,3 +272,14 @@ def test_a_gpu_count_in_resources_must_agree_with_runtime_gpus(gpus, resources, 
     _, problems = validate_spec(doc["spec"])
     assert [p.field for p in problems] == fields
     assert all("runtime.gpus" in p.message for p in problems)
+
+
+def test_a_request_above_its_limit_is_refused_as_the_api_server_would() -> None:
+    """render said nothing and the operator learned it only from the Deployment's dry run."""
+    spec = mutate(load_sample()["spec"], {"runtime.resources": {
+        "requests": {"memory": "32Gi", "cpu": "500m"}, "limits": {"memory": "16Gi", "cpu": 1}}})
+    parsed, problems = validate_spec(spec)
+    assert parsed is None and [p.field for p in problems] == ["spec.runtime.resources"]
+    assert "requests.memory: 32Gi is more than its limit 16Gi" in problems[0].message
+    ok = mutate(load_sample()["spec"], {"runtime.resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}})
+    assert validate_spec(ok)[1] == []

@@ -290,6 +290,11 @@ class RuntimeSpec(_Model):
                 except (ValueError, TypeError):
                     raise ValueError(f"{kind}.{resource}: {quantity!r} is not a Kubernetes quantity "
                                      "(e.g. 500m, 2, 1536Mi)") from None
+        requests, limits = v.get("requests") or {}, v.get("limits") or {}
+        for resource in sorted(set(requests) & set(limits)):  # as the API server checks a container
+            if parse_quantity(requests[resource]) > parse_quantity(limits[resource]):
+                raise ValueError(f"requests.{resource}: {requests[resource]} is more than its limit "
+                                 f"{limits[resource]}")
         return v
 
 
