@@ -281,5 +281,6 @@ def test_a_request_above_its_limit_is_refused_as_the_api_server_would() -> None:
     parsed, problems = validate_spec(spec)
     assert parsed is None and [p.field for p in problems] == ["spec.runtime.resources"]
     assert "requests.memory: 32Gi is more than its limit 16Gi" in problems[0].message
-    ok = mutate(load_sample()["spec"], {"runtime.resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}})
+    ok = mutate(load_sample()["spec"],
+                {"runtime.resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}})
     assert validate_spec(ok)[1] == []
