@@ -494,3 +494,40 @@ def test_install_yaml_is_in_sync_with_the_chart():
     assert [d["kind"] for d in docs].count("CustomResourceDefinition") == 1
     for doc in docs:
         kubernetes_validate.validate(doc, KUBE_VERSIONS[-1], strict=True)
+
+
+def helm_template_raw(values: dict[str, Any], tmp_path) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
+                          text=True)
+
+
+@pytest.mark.parametrize("arg", ["--metrics-port=9999", "--liveness-port", "--namespace=other", "-n",
+                                 "--prometheus-url=http://p:9090", "--leader-elect-lease-duration=30"])
+def test_extra_args_may_not_set_what_the_chart_sets(tmp_path, arg):
+    """The later flag wins in the operator: --metrics-port 9999 left the container port, the Service and
+    the PodMonitor on 8080, and metrics broke silently."""
+    proc = helm_template_raw({"extraArgs": [arg, "1"]}, tmp_path)
+    assert proc.returncode != 0
+    assert f"extraArgs: {arg.split('=')[0]} is set by the chart" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("values", "key"), [
+    ({"image": {"repository": "UPPER case/x"}}, "image"),
+    ({"image": {"repository": "ghcr.io/x:1.0"}}, "image"),  # a tag in the name: 'ghcr.io/x:1.0:0.1.0'
+    ({"serviceAccount": {"create": False, "name": "Bad Name"}}, "serviceAccount"),
+    ({"nameOverride": "UPPER_bad"}, "nameOverride"),
+    ({"priorityClassName": "Bad Name"}, "priorityClassName"),
+    ({"podMonitor": {"enabled": True, "namespace": "Bad NS"}}, "podMonitor"),
+])
+def test_the_schema_refuses_names_kubernetes_would(tmp_path, values, key):
+    """Each rendered before and was refused by the API server (or, for the image, by the kubelet)."""
+    proc = helm_template_raw(values, tmp_path)
+    assert proc.returncode != 0 and "schema" in proc.stderr and key in proc.stderr, proc.stderr
+
+
+def test_a_registry_with_a_port_is_a_valid_repository(tmp_path):
+    (dep,) = [o for o in helm_template({"image": {"repository": "localhost:5000/team/tritonscale"}}, tmp_path)
+              if o["kind"] == "Deployment"]
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "localhost:5000/team/tritonscale:0.1.0"
