@@ -47,3 +47,29 @@ def at_least(low: float, what: str = "") -> Callable[[str], float]:
 
     parse.__name__ = f"at_least_{low:g}"
     return parse
+
+
+def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
+    """A whole number of at least ``low`` (and at most ``high``): refused by argparse with the flag's
+    name, not later by the code it feeds, in that code's words."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low or (high is not None and value > high):
+            bounds = f">= {low}" if high is None else f"within {low}..{high}"
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {bounds}")
+        return value
+
+    parse.__name__ = f"int_in_{low}_{high}"
+    return parse
+
+
+def share(text: str) -> float:
+    """A share in (0, 1]."""
+    value = finite_float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be in (0, 1]")
+    return value

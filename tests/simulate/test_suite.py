@@ -108,8 +108,8 @@ def test_dominance_and_the_criteria():
     (["--suite", "--slos", "medium"], "unknown SLO level"),
     (["--suite", "--cold-starts", "x"], "--cold-starts"),
     (["--suite", "--classes", "trace", "--trace", "/nonexistent/trace.csv"], "/nonexistent/trace.csv"),
-    (["--suite", "quick", "--jobs", "0"], "--jobs must be >= 1"),
-    (["--suite", "quick", "--batching-tuner", "--jobs", "-1"], "--jobs must be >= 1"),
+    (["--suite", "quick", "--jobs", "0"], "--jobs: '0': must be >= 1"),
+    (["--suite", "quick", "--batching-tuner", "--jobs", "-1"], "--jobs: '-1': must be >= 1"),
     # flags of one replay, which the suite sets per scenario, are refused, not dropped
     (["--suite", "quick", "--cold-start-s", "90"], "--cold-start-s sets one replay, not --suite (use --cold-starts)"),
     (["--suite", "--seed", "3"], "--seed sets one replay, not --suite (use --seeds)"),

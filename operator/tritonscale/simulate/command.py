@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS, ModelSpec, ScaleDownPolicy
-from tritonscale.cli_numbers import at_least, finite_float, non_negative_float, positive_float
+from tritonscale.cli_numbers import at_least, finite_float, int_in, non_negative_float, positive_float, share
 from tritonscale.output_paths import ensure_image, ensure_parent, write_output
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           "(default 1: replay the trace as is)")
     src.add_argument("--rate-bin-s", type=at_least(0.1, "a slice of the trace"), default=10.0,
                      help="slice for --rate-scale (default 10 s)")
-    src.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    src.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="random seed (default 0)")
 
     p.add_argument("--slo-ms", type=positive_float, help="p95 latency target in ms (required without --suite)")
     p.add_argument("--policy", default="all",
@@ -56,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("replica model (Triton dynamic batcher, batch of n costs a + b*n ms)")
     m.add_argument("--batch-base-ms", type=non_negative_float, default=20.0, help="a (default 20)")
     m.add_argument("--batch-item-ms", type=non_negative_float, default=2.0, help="b (default 2)")
-    m.add_argument("--max-batch", type=int, default=16, help="max_batch_size (default 16)")
+    m.add_argument("--max-batch", type=int_in(1, MAX_BATCH), default=16, help="max_batch_size (default 16)")
     m.add_argument("--max-queue-delay-us", type=non_negative_float, default=2000.0, help="default 2000")
     m.add_argument("--preferred-batch-sizes",
                    help="comma list, '' for none (default: those of 4,8,16 within --max-batch)")
@@ -76,9 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"(default {RELOAD_PAUSE_S:g})")
 
     c = p.add_argument_group("cluster, metrics and policies")
-    c.add_argument("--min-replicas", type=int, default=1, help="warm floor (default 1)")
-    c.add_argument("--max-replicas", type=int, default=20, help="ceiling (default 20)")
-    c.add_argument("--initial-replicas", type=int, help="warm at t=0 (default: the oracle's first-minute need)")
+    c.add_argument("--min-replicas", type=int_in(1), default=1, help="warm floor (default 1)")
+    c.add_argument("--max-replicas", type=int_in(1), default=20, help="ceiling (default 20)")
+    c.add_argument("--initial-replicas", type=int_in(0), help="warm at t=0 (default: the oracle's first-minute need)")
     c.add_argument("--scrape-s", type=at_least(1.0), default=15.0, help="Prometheus scrape interval (default 15)")
     c.add_argument("--window-s", type=positive_float, default=60.0,
                    help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
@@ -86,12 +86,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="tritonscale tick (default: the CRD's intervalSeconds)")
     c.add_argument("--scale-down-stabilization-s", type=non_negative_float,
                    help="tritonscale scaleDown.stabilizationSeconds (default: the CRD default)")
-    c.add_argument("--headroom", type=finite_float, default=0.8,
+    c.add_argument("--headroom", type=share, default=0.8,
                    help="baselines aim at this share of the measured capacity (default 0.8)")
     c.add_argument("--hpa-target", type=finite_float, default=0.7, help="HPA GPU duty-cycle target (default 0.7)")
-    c.add_argument("--static-replicas", type=int, help="static policy in --policy all (default: oracle's peak)")
+    c.add_argument("--static-replicas", type=int_in(1), help="static policy in --policy all (default: oracle's peak)")
     c.add_argument("--no-oracle", action="store_true", help="skip the oracle (no cost_vs_oracle)")
-    c.add_argument("--jobs", type=int, default=default_jobs(), help="worker processes (default: up to 2)")
+    c.add_argument("--jobs", type=int_in(1), default=default_jobs(), help="worker processes (default: up to 2)")
 
     o = p.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="JSON: one object, or a list with --policy all")

@@ -64,7 +64,9 @@ def _list(text: str | None, what: str, conv=str) -> tuple | None:
         return None
     try:
         items = tuple(conv(x) for x in text.replace(" ", "").split(",") if x)
-    except (ValueError, argparse.ArgumentTypeError):
+    except argparse.ArgumentTypeError as exc:  # read, but out of range: say why
+        raise ValueError(f"--{what}: {exc}") from None
+    except ValueError:
         raise ValueError(f"--{what}: cannot read {text!r}") from None
     if not items:
         raise ValueError(f"--{what}: empty list")
