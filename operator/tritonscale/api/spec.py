@@ -9,10 +9,11 @@ Field names are camelCase on the wire (``maxBatchSize``) and snake_case in Pytho
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from kubernetes.utils import parse_quantity
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES, Rule, cel_block
@@ -49,21 +50,37 @@ DataType = Literal[
 Backend = Literal["onnxruntime", "tensorrt", "pytorch", "tensorflow", "python"]
 Precision = Literal["fp32", "fp16", "int8"]
 
-STORAGE_URI_MESSAGE = "must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH"
-_MODEL_NAME = re.compile(r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
-MODEL_NAME_MESSAGE = "must be letters, digits, '_', '-' and '.', and not dots alone"
-_HTTP_URL = re.compile(r"^https?://\S+$")
-HTTP_URL_MESSAGE = "must be an http:// or https:// URL"
+# The GPU resource: ``runtime.gpus`` renders it as the container's limit.
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
-def _matches(pattern: re.Pattern[str], message: str) -> dict[str, Any]:
-    """A string field's format as a CEL rule with our message, not an OpenAPI ``pattern``: the API
-    server's message for a pattern is the regex itself ("should match '^(s3://[^/\\s]+...'"). The
-    operator's validator gives the same message."""
-    return {"x-kubernetes-validations": [{"rule": f"self.matches(r'{pattern.pattern}')", "message": message}]}
+@dataclass(frozen=True)
+class _Format:
+    """A string field's format, one object for both checks: the CRD's (a CEL rule with our message,
+    not an OpenAPI ``pattern``, whose message from the API server is the regex itself: "should match
+    '^(s3://[^/\\s]+...'") and the operator's (the field validator, the same message)."""
+
+    pattern: re.Pattern[str]
+    message: str
+
+    def schema(self) -> dict[str, Any]:
+        return {"x-kubernetes-validations": [{"rule": f"self.matches(r'{self.pattern.pattern}')",
+                                              "message": self.message}]}
+
+    def check(self, value: str | None) -> str | None:
+        if value is not None and not self.pattern.match(value):
+            raise ValueError(self.message)
+        return value
 
 
-_STORAGE_URI = re.compile(r"^(s3://[^/\s]+(/\S*)?|gs://[^/\s]+(/\S*)?|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?/\S+)$")
+_STORAGE_URI = _Format(
+    re.compile(r"^(s3://[^/\s]+(/\S*)?|gs://[^/\s]+(/\S*)?|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?/\S+)$"),
+    "must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH")
+_MODEL_NAME = _Format(re.compile(r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$"),
+                      "must be letters, digits, '_', '-' and '.', and not dots alone")
+_HTTP_URL = _Format(re.compile(r"^https?://\S+$"), "must be an http:// or https:// URL")
+# Where each ModelSpec field's format is checked (``ModelSpec._formats``).
+_MODEL_FORMATS = {"name": _MODEL_NAME, "storage_uri": _STORAGE_URI}
 
 
 def _cel(rules: tuple[Rule, ...]) -> dict[str, Any]:
@@ -125,7 +142,7 @@ _NAMED_LIST: dict[str, Any] = {"x-kubernetes-list-type": "map", "x-kubernetes-li
 
 class ModelSpec(_Model):
     name: str | None = Field(
-        default=None, min_length=1, max_length=128, json_schema_extra=_matches(_MODEL_NAME, MODEL_NAME_MESSAGE),
+        default=None, min_length=1, max_length=128, json_schema_extra=_MODEL_NAME.schema(),
         description="Triton model name; defaults to metadata.name. Letters, digits, '_', '-' and '.', "
         "not dots alone ('.' and '..' name directories, not models).",
     )
@@ -133,7 +150,7 @@ class ModelSpec(_Model):
         max_length=2048,
         description="Where the model repository entry lives: s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH. "
         "The directory holds version subdirectories (1/, 2/...); tritonscale writes config.pbtxt beside them.",
-        json_schema_extra=_matches(_STORAGE_URI, STORAGE_URI_MESSAGE),
+        json_schema_extra=_STORAGE_URI.schema(),
     )
     backend: Backend = Field(description="Triton backend that runs the model.")
     max_batch_size: int = Field(
@@ -169,19 +186,10 @@ class ModelSpec(_Model):
         default=None, ge=1, le=16, description="Serve only the N latest versions (Triton version_policy.latest).",
     )
 
-    @field_validator("storage_uri")
+    @field_validator(*_MODEL_FORMATS)
     @classmethod
-    def _uri(cls, v: str) -> str:
-        if not _STORAGE_URI.match(v):
-            raise ValueError(STORAGE_URI_MESSAGE)
-        return v
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str | None) -> str | None:
-        if v is not None and not _MODEL_NAME.match(v):
-            raise ValueError(MODEL_NAME_MESSAGE)
-        return v
+    def _formats(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _MODEL_FORMATS[str(info.field_name)].check(v)
 
     @field_validator("inputs", "outputs")
     @classmethod
@@ -323,16 +331,14 @@ def _object_default() -> dict[str, Any]:
 
 class PrometheusSpec(_Model):
     url: str | None = Field(
-        default=None, json_schema_extra=_matches(_HTTP_URL, HTTP_URL_MESSAGE),
+        default=None, json_schema_extra=_HTTP_URL.schema(),
         description="Per-object Prometheus URL, overriding the operator's --prometheus-url.",
     )
 
     @field_validator("url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        if v is not None and not _HTTP_URL.match(v):
-            raise ValueError(HTTP_URL_MESSAGE)
-        return v
+        return _HTTP_URL.check(v)
 
 
 class ScalingSpec(_Model):

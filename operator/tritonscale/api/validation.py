@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES
-from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec
+from tritonscale.api.spec import GPU_RESOURCE, InferenceServiceSpec, ScalingSpec
 
 # Children are named NAME and NAME-config; Services need a DNS-1035 label (<= 63).
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -36,9 +36,6 @@ def _loc_to_path(loc: tuple[Any, ...]) -> str:
     for part in loc:
         path += f"[{part}]" if isinstance(part, int) else f".{part}"
     return path
-
-
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def _gpu_resource_problems(spec: InferenceServiceSpec) -> list[Problem]:

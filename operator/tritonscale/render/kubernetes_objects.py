@@ -26,7 +26,16 @@ import math
 import shlex
 from typing import Any
 
-from tritonscale.api.spec import GROUP, HASH_ANNOTATION, KIND, LABEL, VERSION, InferenceServiceSpec, model_name
+from tritonscale.api.spec import (
+    GPU_RESOURCE,
+    GROUP,
+    HASH_ANNOTATION,
+    KIND,
+    LABEL,
+    VERSION,
+    InferenceServiceSpec,
+    model_name,
+)
 from tritonscale.api.status import BatcherInForce, tuned_batcher
 from tritonscale.render.triton_config import render_config_pbtxt
 
@@ -195,7 +204,7 @@ def _resources(spec: InferenceServiceSpec) -> dict[str, Any]:
     # compare equal to the live object and the Deployment would be patched on every reconcile.
     res = {k: {q: str(n) for q, n in v.items()} for k, v in spec.runtime.resources.items() if isinstance(v, dict)}
     if spec.runtime.gpus > 0:
-        res.setdefault("limits", {})["nvidia.com/gpu"] = str(spec.runtime.gpus)
+        res.setdefault("limits", {})[GPU_RESOURCE] = str(spec.runtime.gpus)
     return res
 
 

@@ -34,12 +34,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from tritonscale.api.spec import GPU_RESOURCE as GPU
 from tritonscale.api.status import rfc3339
 from tritonscale.sandbox.pod_network import HOST_IP, node_pod_cidr
 
 log = logging.getLogger(__name__)
 
-GPU = "nvidia.com/gpu"
 GPUS_PER_CORE = 2
 MAX_PODS = 110  # the kubelet's default --max-pods
 LEASE_NAMESPACE = "kube-node-lease"
