@@ -94,10 +94,11 @@ def containers_differ(kind: str, live: dict[str, Any], desired: dict[str, Any]) 
 
 
 def _union(a: Any, b: Any) -> Any:
-    """Two merge-patch fragments as one (their nulls kept: ``merge_patch`` would apply them)."""
-    if not isinstance(a, dict) or not isinstance(b, dict):
-        return b if b is not None or not isinstance(a, dict) else a
-    return {**a, **{k: _union(a[k], v) if k in a else v for k, v in b.items()}}
+    """Two fragments of nulls (``removals``, ``added_keys``) as one, their nulls kept: ``merge_patch``
+    would apply them. Where only one side goes deeper, its subtree."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {**a, **{k: _union(a[k], v) if k in a else v for k, v in b.items()}}
+    return a if b is None else b
 
 
 def _same_quantity(live: Any, desired: Any) -> bool:

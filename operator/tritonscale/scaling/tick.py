@@ -28,7 +28,7 @@ from tritonscale.kube.object_lock import object_lock
 from tritonscale.render.kubernetes_objects import owned_by
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import operator_metrics as om
-from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide
+from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide, replicas_text
 from tritonscale.scaling.pod_census import PodCensus, first_census_since, node_names, take_census
 from tritonscale.scaling.prometheus_source import Snapshot
 
@@ -206,7 +206,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         scaled = decision.replicas != current
         verb = ("up" if decision.replicas > current else "down") if scaled else "none"
         what = (f"scaled {verb} from {current} to {decision.replicas}" if scaled
-                else f"holding {current} replica{'' if current == 1 else 's'} ({ready} ready)")
+                else f"holding {replicas_text(current)} ({ready} ready)")
         if scaled:
             try:
                 kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})

@@ -96,6 +96,7 @@ from tritonscale.scaling.decider.steps import (
     limit,
     measure,
     recommend,
+    replicas_text,
     scale_down_window,
     settle,
     stabilize,
@@ -115,7 +116,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
         n = _clamp(step.replicas, policy.floor, policy.max_replicas)
         if n != current:
             st = replace(st, last_scale_time=now)
-        return Decision(n, step.reason, f"{step.why} -> {n} replica{'' if n == 1 else 's'}", st, ok, details)
+        return Decision(n, step.reason, f"{step.why} -> {replicas_text(n)}", st, ok, details)
 
     state = learn_cold_start(state, replicas)
     held, state, ok = guard(obs, replicas, policy, state)
@@ -159,6 +160,6 @@ __all__ = [
     "cold_start", "constants", "drain_surge",
     "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",
-    "plan_horizon", "recommend", "saturation_share", "scale_down_window", "settle", "stabilize",
+    "plan_horizon", "recommend", "replicas_text", "saturation_share", "scale_down_window", "settle", "stabilize",
     "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend",
 ]

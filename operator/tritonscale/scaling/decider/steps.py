@@ -26,7 +26,7 @@ def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) ->
     st = replace(state, failures=state.failures + 1 if failed else 0)
     if policy.target_p95_ms is None:  # nothing to scale on: the metrics, failing or not, change nothing
         if current < floor:
-            return Step(floor, "BelowFloor", f"raising to the warm floor of {_count(floor)}"), st, not failed
+            return Step(floor, "BelowFloor", f"raising to the warm floor of {replicas_text(floor)}"), st, not failed
         return Step(current, "NoTarget", "no targetP95Milliseconds: holding between the floor and the ceiling"), \
             st, not failed
     if failed:
@@ -36,18 +36,19 @@ def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) ->
                         f"metrics failed {st.failures} times in a row (threshold {policy.failure_threshold}); "
                         f"running fallbackReplicas={n}: {obs.message}"), st, False
         n = _clamp(current, floor, policy.max_replicas)  # the bounds still hold: never below the warm floor
-        what = (f"holding {_count(n)}" if n == current else f"raising to the warm floor of {_count(n)}"
+        what = (f"holding {replicas_text(n)}" if n == current else f"raising to the warm floor of {replicas_text(n)}"
                 if n > current else f"lowering to maxReplicas={n}")
         return Step(n, "MetricsUnavailable", f"{what}: metric source failed ({obs.message})"), st, False
     if current < floor:
-        return Step(floor, "BelowFloor", f"raising to the warm floor of {_count(floor)}"), st, True
+        return Step(floor, "BelowFloor", f"raising to the warm floor of {replicas_text(floor)}"), st, True
     if obs.status == "no_data" or obs.rps is None:
-        return Step(current, "NoData", f"holding {_count(current)}: no series for this service yet "
+        return Step(current, "NoData", f"holding {replicas_text(current)}: no series for this service yet "
                                        f"({obs.message or 'no data'})"), st, False
     return None, st, True
 
 
-def _count(n: int) -> str:
+def replicas_text(n: int) -> str:
+    """``1 replica``, ``3 replicas``: the decision messages' (and the operator log's) wording."""
     return f"{n} replica{'' if n == 1 else 's'}"
 
 
