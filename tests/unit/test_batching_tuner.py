@@ -151,6 +151,18 @@ def test_bounds_narrowed_apply_at_once_and_candidates_stay_within_them() -> None
         assert c.delay_us <= 5000 and set(c.preferred) <= {8, 16}
 
 
+def test_any_size_up_to_the_maximum_is_within_bounds_that_name_none() -> None:
+    """autoTune.preferredBatchSizes empty: "any size up to model.maxBatchSize". A spec's [6, 12] is
+    within that, so no Bounds change (a rollout of every pod) before anything is known; the powers
+    of two are only the sizes the tuner tries."""
+    for current in (Settings(2000, (6, 12)), Settings(2000, (3, 6, 12)), Settings(0, (16,))):
+        out = tune(TunerObservation(None, None, 100.0), current, B16, TunerState(), 5.0)
+        assert not out.changed and out.reason == "LearningCost", out
+        assert out.settings == current
+    assert Bounds(12).within(Settings(2000, (3, 6, 12, 13)), None, None) == Settings(2000, (3, 6, 12))
+    assert Bounds(16, preferred=(8,)).within(Settings(0, (6, 8)), None, None) == Settings(0, (8,))
+
+
 def test_implied_delay_bound_is_what_the_target_leaves_after_a_full_batch() -> None:
     assert max(c.delay_us for c in candidates(GREEDY, B16, COST, TIGHT)) == 52_000  # 104 - 52 ms
 

@@ -91,7 +91,14 @@ class Bounds:
         a, b = cost
         return max(0, round(1000.0 * (target_ms - (a + b * self.max_batch))))
 
-    def allowed_sizes(self) -> tuple[int, ...]:
+    def permits(self, size: int) -> bool:
+        """``size`` is within the bounds: one of autoTune.preferredBatchSizes, or, with none given,
+        any size from 1 to model.maxBatchSize (the spec's [6, 12] is as allowed as [4, 8])."""
+        return size in self.preferred if self.preferred else 1 <= size <= self.max_batch
+
+    def candidate_sizes(self) -> tuple[int, ...]:
+        """The preferred sizes the tuner tries: the allowed ones, or, with none given, the powers of two
+        and the maximum (the model says finer steps change little; the bound is still ``permits``)."""
         if self.preferred:
             return tuple(sorted({p for p in self.preferred if 1 <= p <= self.max_batch}))
         sizes = {self.max_batch}
@@ -103,10 +110,9 @@ class Bounds:
 
     def within(self, s: Settings, cost: tuple[float, float] | None, target_ms: float | None) -> Settings:
         """``s`` within the spec's explicit bounds: the delay capped at maxQueueDelayMicroseconds, preferred
-        sizes not in preferredBatchSizes dropped. (The implied delay bound only limits the candidates.)"""
+        sizes the bounds do not permit dropped. (The implied delay bound only limits the candidates.)"""
         delay = s.delay_us if self.max_delay_us is None else min(s.delay_us, self.max_delay_us)
-        allowed = set(self.allowed_sizes())
-        return Settings(delay, tuple(p for p in s.preferred if p in allowed))
+        return Settings(delay, tuple(p for p in s.preferred if self.permits(p)))
 
 
 @dataclass(frozen=True)
@@ -178,7 +184,7 @@ def candidates(current: Settings, bounds: Bounds, cost: tuple[float, float], tar
     allowed size alone, all allowed sizes; and the settings in force."""
     limit = bounds.delay_limit_us(cost, target_ms)
     delays = sorted({round(d * 1000) for d in DELAY_LADDER_MS if d * 1000 <= limit} | {limit})
-    sizes = bounds.allowed_sizes()
+    sizes = bounds.candidate_sizes()
     prefs: list[tuple[int, ...]] = [()] + [(p,) for p in sizes] + ([sizes] if len(sizes) > 1 else [])
     out = [Settings(d, p) for d in delays for p in prefs]
     return out + ([current] if current not in out else [])
