@@ -347,7 +347,7 @@ def test_lists_iterated_by_cel_have_max_items(entry: tuple[str, dict[str, Any], 
 def test_list_macro_pattern_finds_the_iterated_lists() -> None:
     iterated = sorted(m.group(1) for _, _, v in _all_validations() for m in _LIST_MACRO.finditer(v["rule"]))
     assert iterated == ["self.batching.autoTune.preferredBatchSizes", "self.batching.preferredBatchSizes",
-                        "self.model.warmup.batchSizes"]
+                        "self.batching.preferredBatchSizes", "self.model.warmup.batchSizes"]
 
 
 # --- the API server and the operator agree ------------------------------------------------------------

@@ -201,6 +201,18 @@ VARIANTS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         "dynamic_batching.default_queue_policy.default_timeout_microseconds": 250,
         "dynamic_batching.default_queue_policy.max_queue_size": 0,
     }),
+    # A delay longer than twice the target: the default timeout outlasts it by one target, or Triton
+    # would reject every request the batcher holds for the whole delay (all of them at light load).
+    ("default-timeout-outlasts-a-long-delay", variant(batching={"maxQueueDelayMicroseconds": 500_000},
+                                                       scaling={"targetP95Milliseconds": 100}), {
+        "dynamic_batching.max_queue_delay_microseconds": 500_000,
+        "dynamic_batching.default_queue_policy.default_timeout_microseconds": 600_000,
+        "dynamic_batching.default_queue_policy.timeout_action": REJECT,
+    }),
+    ("default-timeout-twice-the-target", variant(batching={"maxQueueDelayMicroseconds": 50_000},
+                                                  scaling={"targetP95Milliseconds": 100}), {
+        "dynamic_batching.default_queue_policy.default_timeout_microseconds": 200_000,
+    }),
     ("queue-size-only", variant(batching={"maxQueueSize": 5}), {
         "dynamic_batching.default_queue_policy.max_queue_size": 5,
         "dynamic_batching.default_queue_policy.default_timeout_microseconds": 0,

@@ -51,6 +51,30 @@ def _tuner_needs_batching(spec: InferenceServiceSpec) -> bool:
     return b is None or b.auto_tune is None or not b.auto_tune.enabled or b.enabled
 
 
+def _tuning_starts_within_bounds_delay(spec: InferenceServiceSpec) -> bool:
+    b = spec.batching
+    if b is None or b.auto_tune is None or not b.auto_tune.enabled or b.auto_tune.max_queue_delay_microseconds is None:
+        return True
+    return b.max_queue_delay_microseconds <= b.auto_tune.max_queue_delay_microseconds
+
+
+def _tuning_starts_within_bounds_sizes(spec: InferenceServiceSpec) -> bool:
+    b = spec.batching
+    if b is None or b.auto_tune is None or not b.auto_tune.enabled or not b.auto_tune.preferred_batch_sizes:
+        return True
+    return all(s in b.auto_tune.preferred_batch_sizes for s in b.preferred_batch_sizes)
+
+
+def _timeout_outlasts_delay(spec: InferenceServiceSpec) -> bool:
+    b = spec.batching
+    if b is None or not b.enabled or not b.queue_timeout_microseconds or b.timeout_action != "REJECT":
+        return True
+    delays = [b.max_queue_delay_microseconds]
+    if b.auto_tune is not None and b.auto_tune.enabled and b.auto_tune.max_queue_delay_microseconds is not None:
+        delays.append(b.auto_tune.max_queue_delay_microseconds)
+    return b.queue_timeout_microseconds > max(delays)
+
+
 def _batching_needs_batch_dim(spec: InferenceServiceSpec) -> bool:
     b = spec.batching
     return b is None or not b.enabled or spec.model.max_batch_size > 0
@@ -125,6 +149,42 @@ SPEC_RULES: tuple[Rule, ...] = (
         message="batching.autoTune.enabled needs batching.enabled: there is no batcher to tune",
         field="batching.autoTune.enabled",
         holds=_tuner_needs_batching,
+    ),
+    Rule(
+        scope="",
+        cel="!has(self.batching) || !has(self.batching.autoTune) || !self.batching.autoTune.enabled || "
+        "!has(self.batching.autoTune.maxQueueDelayMicroseconds) || "
+        "self.batching.maxQueueDelayMicroseconds <= self.batching.autoTune.maxQueueDelayMicroseconds",
+        message="batching.maxQueueDelayMicroseconds must be <= batching.autoTune.maxQueueDelayMicroseconds: "
+        "tuning starts from the spec's values, which must lie within its bounds",
+        field="batching.maxQueueDelayMicroseconds",
+        holds=_tuning_starts_within_bounds_delay,
+    ),
+    Rule(
+        scope="",
+        cel="!has(self.batching) || !has(self.batching.autoTune) || !self.batching.autoTune.enabled || "
+        "!has(self.batching.autoTune.preferredBatchSizes) || size(self.batching.autoTune.preferredBatchSizes) == 0 || "
+        "!has(self.batching.preferredBatchSizes) || "
+        "self.batching.preferredBatchSizes.all(s, s in self.batching.autoTune.preferredBatchSizes)",
+        message="every batching.preferredBatchSizes entry must be one of batching.autoTune.preferredBatchSizes: "
+        "tuning starts from the spec's values, which must lie within its bounds",
+        field="batching.preferredBatchSizes",
+        holds=_tuning_starts_within_bounds_sizes,
+    ),
+    Rule(
+        scope="",
+        cel="!has(self.batching) || !self.batching.enabled || !has(self.batching.queueTimeoutMicroseconds) || "
+        "self.batching.queueTimeoutMicroseconds == 0 || self.batching.timeoutAction != 'REJECT' || "
+        "(self.batching.queueTimeoutMicroseconds > self.batching.maxQueueDelayMicroseconds && "
+        "(!has(self.batching.autoTune) || !self.batching.autoTune.enabled || "
+        "!has(self.batching.autoTune.maxQueueDelayMicroseconds) || "
+        "self.batching.queueTimeoutMicroseconds > self.batching.autoTune.maxQueueDelayMicroseconds))",
+        message="batching.queueTimeoutMicroseconds must be more than the queue delay "
+        "(batching.maxQueueDelayMicroseconds, and batching.autoTune.maxQueueDelayMicroseconds when tuning) "
+        "with timeoutAction REJECT: Triton would reject every request the batcher holds for the whole delay, "
+        "all of them at light load",
+        field="batching.queueTimeoutMicroseconds",
+        holds=_timeout_outlasts_delay,
     ),
     Rule(
         scope="",

@@ -22,6 +22,11 @@ from tritonscale.api.rules import SCALING_RULES, SPEC_RULES, Rule, cel_block
 # parse_quantity, which gives the value, is more lenient (it accepts "1.5 Gi").
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 
+# The largest integer a field without a tighter bound takes: above it Triton's int64/uint64 fields, the
+# API server's int64 and the float64 a JSON number passes through part ways (2**63 as a schema maximum
+# reached the API server as -9223372036854775808). 2**53 - 1 microseconds is 285 years.
+JSON_INT_MAX = 2**53 - 1
+
 # The longest queue delay a spec (or the tuner) may set: 10 s, far beyond any latency target.
 MAX_QUEUE_DELAY_US = 10_000_000
 
@@ -107,7 +112,8 @@ class TensorSpec(_Model):
     data_type: DataType = Field(description="Triton data type without the TYPE_ prefix, e.g. FP32.")
     dims: list[int] = Field(
         min_length=1, max_length=16,
-        json_schema_extra={"items": {"type": "integer", "minimum": -1}, "x-kubernetes-validations": [
+        json_schema_extra={"items": {"type": "integer", "minimum": -1, "maximum": JSON_INT_MAX},
+                           "x-kubernetes-validations": [
             {"rule": "self.all(d, d != 0)", "message": "dims entries must be positive or -1 (variable)"}]},
         description="Shape without the batch dimension; -1 marks a variable dimension. Triton needs at least one "
         "entry ([1] for a scalar per request).",
@@ -118,6 +124,8 @@ class TensorSpec(_Model):
     def _dims(cls, v: list[int]) -> list[int]:
         if any(d == 0 or d < -1 for d in v):
             raise ValueError("dims entries must be positive or -1 (variable)")
+        if any(d > JSON_INT_MAX for d in v):
+            raise ValueError(f"dims entries must be at most {JSON_INT_MAX}")
         return v
 
 
@@ -243,11 +251,12 @@ class BatchingSpec(_Model):
     max_queue_size: int = Field(default=0, ge=0, le=2**32 - 1,  # Triton's ModelQueuePolicy.max_queue_size: uint32
                                 description="Reject beyond this many queued requests; 0 = unbounded.")
     queue_timeout_microseconds: int | None = Field(
-        default=None, ge=0,
+        default=None, ge=0, le=JSON_INT_MAX,
         description="Reject (or delay, see timeoutAction) requests queued longer than this; 0 = no timeout. "
         "Unset: twice scaling.targetP95Milliseconds when a target is set -- a request queued that long has "
-        "missed the target already, and rejecting it keeps a burst's backlog from outliving the burst -- "
-        "otherwise no timeout.",
+        "missed the target already, and rejecting it keeps a burst's backlog from outliving the burst -- and "
+        "at least the queue delay plus the target; otherwise no timeout. With timeoutAction REJECT it must be "
+        "more than the queue delay.",
     )
     timeout_action: Literal["REJECT", "DELAY"] = Field(
         default="REJECT", description="What happens to a request whose queue timeout expires.",
@@ -275,7 +284,7 @@ class RuntimeSpec(_Model):
         default=None, description="ServiceAccount for the pods (e.g. with workload identity for s3/gs).",
     )
     response_cache_bytes: int = Field(
-        default=256 * 1024 * 1024, ge=1024 * 1024,
+        default=256 * 1024 * 1024, ge=1024 * 1024, le=JSON_INT_MAX,
         description="Size of Triton's local response cache, used when model.responseCache is true.",
     )
 
@@ -412,12 +421,23 @@ def model_name(spec: InferenceServiceSpec, object_name: str) -> str:
 QUEUE_TIMEOUT_TARGETS = 2.0
 
 
-def effective_queue_timeout_us(spec: InferenceServiceSpec) -> int:
-    """The queue timeout config.pbtxt carries, in microseconds; 0 = none."""
+def default_queue_timeout_us(target_ms: float, delay_us: int) -> int:
+    """The queue timeout without a spec value: QUEUE_TIMEOUT_TARGETS targets, and at least the queue
+    delay and one target more. Triton holds a lone request for the whole delay, so a timeout within
+    it would reject every request at light load (a 500 ms delay against a 100 ms target did: every
+    request 503 "Request timeout expired" on a real tritonserver); such a delay misses the target
+    anyway, but slowly is better than never."""
+    return max(round(QUEUE_TIMEOUT_TARGETS * target_ms * 1000), delay_us + round(target_ms * 1000))
+
+
+def effective_queue_timeout_us(spec: InferenceServiceSpec, delay_us: int | None = None) -> int:
+    """The queue timeout config.pbtxt carries, in microseconds; 0 = none. ``delay_us``: the queue
+    delay in force, if not the spec's (the tuner's)."""
     b = spec.batching
     if b is None or not b.enabled:
         return 0
     if b.queue_timeout_microseconds is not None:
         return b.queue_timeout_microseconds
     target = spec.scaling.target_p95_milliseconds
-    return round(QUEUE_TIMEOUT_TARGETS * target * 1000) if target else 0
+    delay = b.max_queue_delay_microseconds if delay_us is None else delay_us
+    return default_queue_timeout_us(target, delay) if target else 0

@@ -80,7 +80,7 @@ def _dynamic_batching(spec: InferenceServiceSpec, tuned: BatcherInForce | None) 
     lines.append(f"  max_queue_delay_microseconds: {delay}")
     if b.preserve_ordering:
         lines.append("  preserve_ordering: true")
-    timeout_us = effective_queue_timeout_us(spec)
+    timeout_us = effective_queue_timeout_us(spec, delay)
     if b.max_queue_size or timeout_us:
         policy = [f"    timeout_action: {b.timeout_action}"]
         if timeout_us:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import ValidationError
 
-from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS, ModelSpec, ScaleDownPolicy
+from tritonscale.api.spec import ModelSpec, ScaleDownPolicy, default_queue_timeout_us
 from tritonscale.cli_numbers import at_least, finite_float, int_in, non_negative_float, positive_float, share
 from tritonscale.output_paths import ensure_image, ensure_parent, write_output
 from tritonscale.simulate import arrivals as arrivals_mod
@@ -112,7 +112,7 @@ MAX_BATCH = next(m.le for m in ModelSpec.model_fields["max_batch_size"].metadata
 def options_from_args(args: argparse.Namespace) -> Options:
     if args.queue_timeout_us is not None and args.queue_timeout_us < 0:
         raise ValueError("--queue-timeout-us must be >= 0")
-    timeout_us = (QUEUE_TIMEOUT_TARGETS * args.slo_ms * 1000.0 if args.queue_timeout_us is None
+    timeout_us = (default_queue_timeout_us(args.slo_ms, args.max_queue_delay_us) if args.queue_timeout_us is None
                   else args.queue_timeout_us)
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch,
                             args.max_queue_delay_us / 1000.0,

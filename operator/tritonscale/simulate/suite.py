@@ -222,7 +222,8 @@ class ScenarioResult:
 def _cluster(cfg: SuiteConfig, sc: Scenario) -> ClusterConfig:
     batcher = cfg.batcher
     if cfg.queue_timeout_targets > 0:
-        batcher = replace(batcher, queue_timeout_ms=cfg.queue_timeout_targets * cfg.slo_ms(sc.slo))
+        slo = cfg.slo_ms(sc.slo)  # and at least the delay and one target more, as the operator's default
+        batcher = replace(batcher, queue_timeout_ms=max(cfg.queue_timeout_targets * slo, batcher.max_queue_delay_ms + slo))
     return ClusterConfig(batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas,
                          prom=PromConfig(spread=cfg.scrape_spread), reload_pause_s=cfg.reload_pause_s,
                          batching_apply=cfg.batching_apply)
