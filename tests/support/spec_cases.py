@@ -217,8 +217,10 @@ TYPE_CASES: tuple[Case, ...] = (
          ("spec.batching.autoTune.enabled",)),
     Case("timeout-action-unknown", {"batching.timeoutAction": "DROP"}, ("spec.batching.timeoutAction",)),
     # 2**63 overflows the API server's int64; the bound, 2**53 - 1, is the largest a JSON number carries exactly
-    Case("timeout-past-int64", {"batching.queueTimeoutMicroseconds": 2**63}, ("spec.batching.queueTimeoutMicroseconds",)),
-    Case("timeout-past-json-int", {"batching.queueTimeoutMicroseconds": 2**53}, ("spec.batching.queueTimeoutMicroseconds",)),
+    Case("timeout-past-int64", {"batching.queueTimeoutMicroseconds": 2**63},
+         ("spec.batching.queueTimeoutMicroseconds",)),
+    Case("timeout-past-json-int", {"batching.queueTimeoutMicroseconds": 2**53},
+         ("spec.batching.queueTimeoutMicroseconds",)),
     Case("gpus-too-many", {"runtime.gpus": 17}, ("spec.runtime.gpus",)),
     Case("max-replicas-zero", {"scaling.maxReplicas": 0}, ("spec.scaling.maxReplicas",)),
     Case("tolerance-above-one", {"scaling.tolerance": 1.5}, ("spec.scaling.tolerance",)),

@@ -223,7 +223,8 @@ def _cluster(cfg: SuiteConfig, sc: Scenario) -> ClusterConfig:
     batcher = cfg.batcher
     if cfg.queue_timeout_targets > 0:
         slo = cfg.slo_ms(sc.slo)  # and at least the delay and one target more, as the operator's default
-        batcher = replace(batcher, queue_timeout_ms=max(cfg.queue_timeout_targets * slo, batcher.max_queue_delay_ms + slo))
+        batcher = replace(batcher, queue_timeout_ms=max(cfg.queue_timeout_targets * slo,
+                                                        batcher.max_queue_delay_ms + slo))
     return ClusterConfig(batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas,
                          prom=PromConfig(spread=cfg.scrape_spread), reload_pause_s=cfg.reload_pause_s,
                          batching_apply=cfg.batching_apply)
