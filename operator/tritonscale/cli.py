@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from tritonscale.api.names import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from tritonscale.cli_numbers import positive_float
 
 
@@ -45,7 +46,9 @@ def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any
             problems.append(f"{path}: document {i}: metadata: must be a mapping")
             continue
         meta = dict(doc.get("metadata") or {})
-        label = meta.get("name") or f"document {i}"
+        name = meta.get("name")
+        # a name that is no plain line (a final newline, a number) is quoted, so each problem stays one line
+        label = (name if isinstance(name, str) and name.isprintable() else repr(name)) if name else f"document {i}"
         spec, errs = validate_body(doc)
         if errs or spec is None:  # no spec comes back without a problem
             problems += [f"{path}: {label}: {e}" for e in errs]
@@ -162,12 +165,8 @@ def _ca_bundle(text: str) -> str:
     return text
 
 
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
 def _namespace(text: str) -> str:
-    if len(text) > 63 or not _DNS1123_LABEL.match(text):
+    if len(text) > 63 or not DNS1123_LABEL.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name (a DNS-1123 label: lower-case "
                                          "letters, digits and '-', at most 63 characters)")
     return text
@@ -178,7 +177,7 @@ def _optional_namespace(text: str) -> str:
 
 
 def _lease_name(text: str) -> str:
-    if len(text) > 253 or not _DNS1123_SUBDOMAIN.match(text):
+    if len(text) > 253 or not DNS1123_SUBDOMAIN.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a Lease name (a DNS-1123 subdomain)")
     return text
 

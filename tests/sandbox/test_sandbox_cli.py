@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tritonscale.cluster import build as cluster_build
+from tritonscale.render import yaml_text  # as kubectl reads it back: a tensor named y stays a string
 from tritonscale.sandbox import command
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
 from tritonscale.sandbox import tritonserver as triton_runtime
@@ -105,7 +106,7 @@ def test_numbers_and_paths_argparse_refuses(capsys, argv, message):
 def test_a_service_file_that_is_no_manifest_names_the_flag(tmp_path):
     path = tmp_path / "two.yaml"
     doc = yaml.safe_load(SAMPLE.read_text())
-    path.write_text(yaml.safe_dump_all([doc, doc]))
+    path.write_text(yaml_text.dump_all([doc, doc]))
     with pytest.raises(SandboxError, match=r"2 InferenceService documents; the sandbox serves one"):
         load_service(Scenario(service_file=path))
     with pytest.raises(SandboxError, match=r"^--service: .*none.yaml: cannot read: No such file or directory$"):
@@ -154,6 +155,6 @@ def test_a_service_the_sandbox_cannot_serve_is_refused_with_the_reason(tmp_path)
     body = yaml.safe_load(SAMPLE.read_text())
     body["spec"]["model"]["storageUri"] = "s3://bucket/linear"
     path = tmp_path / "s3.yaml"
-    path.write_text(yaml.safe_dump(body))
+    path.write_text(yaml_text.dump(body))
     with pytest.raises(SandboxError, match=r"storageUri is 's3://bucket/linear'.*pvc://CLAIM/PATH"):
         load_service(Scenario(service_file=path))

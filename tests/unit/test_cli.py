@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tritonscale import cli
+from tritonscale.render import yaml_text  # as kubectl reads it back: a tensor named y stays a string
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))
@@ -36,19 +37,19 @@ def sample_doc(stem: str = "python-cpu") -> dict[str, Any]:
 def _with_uid() -> str:
     doc = sample_doc()
     doc["metadata"]["uid"] = "1234-abcd"
-    return yaml.safe_dump(doc)
+    return yaml_text.dump(doc)
 
 
 def _two_services() -> str:
     other = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}}
-    return yaml.safe_dump_all([sample_doc("python-cpu"), other, None, sample_doc("pytorch-warmup")])
+    return yaml_text.dump_all([sample_doc("python-cpu"), other, None, sample_doc("pytorch-warmup")])
 
 
 def _contradictory() -> str:
     doc = sample_doc()
     doc["spec"]["scaling"].update(minReplicas=6, fallbackReplicas=9)
     doc["spec"]["model"]["warmup"]["batchSizes"] = [1, 64]
-    return yaml.safe_dump(doc)
+    return yaml_text.dump(doc)
 
 
 def _bad_types() -> str:
@@ -57,19 +58,19 @@ def _bad_types() -> str:
     doc["spec"]["model"]["maxBatchSize"] = "lots"
     doc["spec"]["scaling"]["targetP95Milliseconds"] = -3
     doc["spec"]["scaling"]["surprise"] = True
-    return yaml.safe_dump(doc)
+    return yaml_text.dump(doc)
 
 
 def _second_doc_bad() -> str:
     good, bad = sample_doc(), sample_doc("pytorch-warmup")
     bad["spec"]["model"]["storageUri"] = "http://x"
-    return yaml.safe_dump_all([good, bad])
+    return yaml_text.dump_all([good, bad])
 
 
 def _with(**changes: Any) -> str:
     doc = sample_doc()
     doc.update(changes)
-    return yaml.safe_dump(doc)
+    return yaml_text.dump(doc)
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,10 @@ BAD_INPUTS: dict[str, Bad] = {
     "wrong-api-version": Bad(_with(apiVersion="tritonscale.io/v2"), (("apiVersion", "tritonscale.io/v1alpha1"),)),
     "metadata-not-a-mapping": Bad(_with(metadata="linear"), (("metadata",),)),
     "not-utf8": Bad(b"\xff\xfe not utf-8\n", (("cannot read",),)),
+    # kubectl reads YAML 1.1: a bare y is a boolean, and the API server refuses it as a tensor name
+    "bare-y-tensor-name": Bad((REPO / "manifests" / "samples" / "python-cpu.yaml").read_text().replace(
+        '{name: "y",', "{name: y,"), (("linear: spec.model.outputs[0].name:", "valid string"),)),
+    "name-with-final-newline": Bad(_with(metadata={"name": "linear\n"}), (("metadata.name:", "DNS-1035"),)),
 }
 
 # Run as real processes too: the cases a user meets most (one per kind of failure).
@@ -112,6 +117,23 @@ SUBPROCESS_BAD_INPUTS = ["contradictory-spec", "invalid-yaml", "missing-file", "
                          "wrong-api-group"]
 
 XFAIL: dict[str, str] = {}  # known product bugs (none open)
+
+
+def test_render_takes_what_the_api_server_stores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Fields set to null are pruned by the API server (and defaulted), and 16.0 reaches an integer
+    field as 16 (kubectl's YAML to JSON): render accepts both, as ``kubectl apply`` does."""
+    doc = sample_doc()
+    doc["spec"]["model"]["maxBatchSize"] = 16.0
+    doc["spec"]["scaling"].update(maxReplicas=None, scaleDown=None)
+    doc["spec"]["runtime"]["serviceAccountName"] = None
+    path = tmp_path / "stored.yaml"
+    path.write_text(yaml_text.dump(doc))
+    assert cli.main(["render", "-f", str(path)]) == 0, capsys.readouterr().err
+    objs = list(yaml.safe_load_all(capsys.readouterr().out))
+    deployment = next(o for o in objs if o["kind"] == "Deployment")
+    config = next(o for o in objs if o["kind"] == "ConfigMap")
+    assert "max_batch_size: 16\n" in next(iter(config["data"].values()))
+    assert deployment["spec"]["template"]["spec"].get("serviceAccountName") is None
 
 
 # --- running everything at once -----------------------------------------------------------------------
@@ -250,7 +272,7 @@ def test_render_keeps_going_after_a_bad_document_to_report_all(tmp_path: Path,
     bad_a["spec"]["scaling"]["minReplicas"] = 99
     bad_b["spec"]["model"]["backend"] = "jax"
     path = tmp_path / "two-bad.yaml"
-    path.write_text(yaml.safe_dump_all([bad_a, bad_b]))
+    path.write_text(yaml_text.dump_all([bad_a, bad_b]))
     assert cli.main(["render", "-f", str(path)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert [line.split(": ")[1:3] for line in err] == [
@@ -346,10 +368,10 @@ def test_run_on_a_port_in_use_is_one_line_naming_the_flag(capsys: pytest.Capture
 def test_render_reads_the_list_kubectl_get_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`kubectl get tis -o yaml` prints a `kind: List`; each of its items renders as if given alone."""
     path = tmp_path / "listed.yaml"
-    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
+    path.write_text(yaml_text.dump({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
                                     "items": [sample_doc("python-cpu"), sample_doc("pytorch-warmup")]}))
     alone = tmp_path / "alone.yaml"
-    alone.write_text(yaml.safe_dump_all([sample_doc("python-cpu"), sample_doc("pytorch-warmup")]))
+    alone.write_text(yaml_text.dump_all([sample_doc("python-cpu"), sample_doc("pytorch-warmup")]))
     assert cli.main(["render", "-f", str(path)]) == 0
     listed = capsys.readouterr().out
     assert cli.main(["render", "-f", str(alone)]) == 0

@@ -20,7 +20,7 @@ import yaml
 from support import cel_eval as cel
 from support import spec_cases as table
 from tritonscale.api import spec as S
-from tritonscale.api.crd import crd
+from tritonscale.api.crd import crd, openapi_schema
 from tritonscale.api.rules import ALL_RULES, Rule
 from tritonscale.api.validation import validate_spec
 from tritonscale.render.crd_manifest import crd_yaml
@@ -447,3 +447,21 @@ def test_api_server_accepts_samples(sample: Path) -> None:
     spec = table.load_sample(sample)["spec"]
     assert [e.message for e in SPEC_VALIDATOR.iter_errors(spec)] == [], "valid even before defaulting"
     assert api_server_errors(spec) == []
+
+
+def test_metadata_schema_holds_only_what_the_api_server_allows() -> None:
+    """A CRD's metadata schema may constrain name and generateName and say nothing else (not even a
+    description): kube-apiserver refuses the whole CRD ("metadata is implicitly specified")."""
+    meta = openapi_schema()["properties"]["metadata"]
+    assert set(meta) <= {"type", "properties"}
+    assert set(meta["properties"]) <= {"name", "generateName"}
+
+
+def test_every_field_has_a_description_for_kubectl_explain() -> None:
+    def missing(node: dict[str, Any], path: str) -> list[str]:
+        out = [] if "description" in node or path in ("", ".metadata") else [path]
+        for key, sub in (node.get("properties") or {}).items():
+            out += missing(sub, f"{path}.{key}")
+        return out
+
+    assert missing(openapi_schema(), "") == []

@@ -101,16 +101,23 @@ def openapi_schema() -> dict[str, Any]:
     status_schema = _schema_of(InferenceServiceStatus)
     # Kopf keeps handler progress under status.kopf; let unknown status keys survive pruning.
     status_schema["x-kubernetes-preserve-unknown-fields"] = True
+    spec_schema["description"] = "What to serve and how to scale it."
+    status_schema["description"] = "What the operator observed and decided; written by the operator only."
     return {
         "type": "object",
+        "description": "A Triton Inference Server model served on GPUs: tritonscale renders its config.pbtxt and "
+                       "runs it as a Deployment, with a warm floor of replicas, scaled on p95 latency from Prometheus.",
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
+            "apiVersion": {"type": "string", "description": "tritonscale.io/v1alpha1."},
+            "kind": {"type": "string", "description": "InferenceService."},
             # A CRD may constrain metadata.name (and generateName) only. The rule sits on the
             # field itself, so the API server's error names it ("metadata.name: Invalid value").
+            # (metadata itself may carry nothing else, not even a description: the API server refuses the CRD)
             "metadata": {"type": "object", "properties": {"name": {
                 "type": "string",
+                "description": "Names the Deployment, Service and PodDisruptionBudget (and NAME-config, the "
+                               "ConfigMap): a DNS-1035 label of at most 56 characters.",
                 "x-kubernetes-validations": [{
                     "rule": f"size(self) <= {NAME_MAX}",
                     "message": f"metadata.name must be at most {NAME_MAX} characters: it names the Service "

@@ -11,6 +11,7 @@ any Kubernetes object.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -28,7 +29,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing a key given twice in one mapping: PyYAML keeps the last
     silently, so ``minReplicas: 2`` written twice, the second left at 0, would scale to zero,
     where kubectl refuses the file ("key already set in map"). Keys a merge (``<<``) brings in
-    may be overridden, as YAML intends."""
+    may be overridden, as YAML intends.
+
+    And reading ``y``, ``Y``, ``n`` and ``N`` as booleans, as kubectl's YAML 1.1 parser (go-yaml v2)
+    does and PyYAML does not: a tensor named ``y`` is a boolean to the API server ("must be of type
+    string"), so it must be one here too, not a file that renders and then fails to apply."""
+
+    bool_values = {**yaml.SafeLoader.bool_values, "y": True, "n": False}
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -45,6 +52,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                                                         f"found key {key!r} twice in one mapping", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+
+# The one-letter booleans of YAML 1.1 that PyYAML leaves strings (it has yes/no/on/off/true/false).
+KUBECTL_BOOLS = re.compile(r"^(?:y|Y|n|N)$")
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:bool", KUBECTL_BOOLS, list("yYnN"))
 
 
 def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:

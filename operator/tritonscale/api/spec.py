@@ -16,6 +16,7 @@ from kubernetes.utils import parse_quantity
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
+from tritonscale.api.names import DNS1123_SUBDOMAIN, LABEL_KEY, LABEL_VALUE
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES, Rule, cel_block
 
 # A resource quantity as the API server parses it (its own error message gives this expression);
@@ -73,10 +74,18 @@ class _Format:
                                               "message": self.message}]}
 
     def check(self, value: str | None) -> str | None:
-        if value is not None and not self.pattern.match(value):
+        if value is not None and not self.pattern.fullmatch(value):  # not match: "$" also matches before a final "\n"
             raise ValueError(self.message)
         return value
 
+
+_SUBDOMAIN = _Format(DNS1123_SUBDOMAIN, "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.'; "
+                                        "starts and ends with a letter or digit)")
+_NODE_SELECTOR_MESSAGE = ("keys must be label keys ([PREFIX/]NAME, NAME of letters, digits, '-', '_' and '.', at "
+                          "most 63) and values label values (the same, or empty)")
+# The CRD bounds the lists and maps its rules iterate: the API server estimates a rule's cost from them.
+MAX_PULL_SECRETS = 64
+MAX_NODE_SELECTOR = 64
 
 _STORAGE_URI = _Format(
     re.compile(r"^(s3://[^/\s]+(/\S*)?|gs://[^/\s]+(/\S*)?|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?/\S+)$"),
@@ -275,18 +284,51 @@ class RuntimeSpec(_Model):
         default=1, ge=0, le=16, description="nvidia.com/gpu limit per replica; 0 runs CPU instances (KIND_CPU).",
     )
     resources: dict[str, Any] = _free_form("Container resources (requests/limits), merged with the GPU limit.")
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Pod nodeSelector.")
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, max_length=MAX_NODE_SELECTOR, description="Pod nodeSelector.",
+        json_schema_extra={"maxProperties": MAX_NODE_SELECTOR,
+                           "additionalProperties": {"type": "string", "maxLength": 63},
+                           "x-kubernetes-validations": [{
+                               "rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}') && "
+                                       f"self[k].matches(r'{LABEL_VALUE.pattern}'))",
+                               "message": _NODE_SELECTOR_MESSAGE}]})
     tolerations: list[dict[str, Any]] = _free_form("Pod tolerations, e.g. for nvidia.com/gpu taints.", array=True)
     env: list[dict[str, Any]] = _free_form("Extra container env (Kubernetes EnvVar objects).", array=True)
     extra_args: list[str] = Field(default_factory=list, description="Extra tritonserver flags, appended last.")
-    image_pull_secrets: list[str] = Field(default_factory=list, description="Names of image pull Secrets.")
+    image_pull_secrets: list[str] = Field(
+        default_factory=list, max_length=MAX_PULL_SECRETS, description="Names of image pull Secrets.",
+        json_schema_extra={"items": {"type": "string", "maxLength": 253}, "x-kubernetes-validations": [
+            {"rule": f"self.all(s, s.matches(r'{DNS1123_SUBDOMAIN.pattern}'))",
+             "message": f"each {_SUBDOMAIN.message}"}]})
     service_account_name: str | None = Field(
-        default=None, description="ServiceAccount for the pods (e.g. with workload identity for s3/gs).",
+        default=None, max_length=253, json_schema_extra=_SUBDOMAIN.schema(),
+        description="ServiceAccount for the pods (e.g. with workload identity for s3/gs).",
     )
     response_cache_bytes: int = Field(
         default=256 * 1024 * 1024, ge=1024 * 1024, le=JSON_INT_MAX,
         description="Size of Triton's local response cache, used when model.responseCache is true.",
     )
+
+    @field_validator("service_account_name")
+    @classmethod
+    def _service_account(cls, v: str | None) -> str | None:
+        return _SUBDOMAIN.check(v)
+
+    @field_validator("image_pull_secrets")
+    @classmethod
+    def _pull_secrets(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
+                raise ValueError(f"each {_SUBDOMAIN.message} of at most 253 characters: not {name[:60]!r}")
+        return v
+
+    @field_validator("node_selector")
+    @classmethod
+    def _node_selector(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if len(key) > 317 or not LABEL_KEY.fullmatch(key) or len(value) > 63 or not LABEL_VALUE.fullmatch(value):
+                raise ValueError(f"{key!r}: {value!r}: {_NODE_SELECTOR_MESSAGE}")
+        return v
 
     @field_validator("resources")
     @classmethod
@@ -401,7 +443,7 @@ class ScalingSpec(_Model):
 class InferenceServiceSpec(_Model):
     model_config = ConfigDict(json_schema_extra=_cel(SPEC_RULES))
 
-    model: ModelSpec
+    model: ModelSpec = Field(description="The Triton model: where it is stored, its backend, tensors and batch size.")
     batching: BatchingSpec | None = Field(default=None, description="Triton dynamic batching; omit to disable.")
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec, json_schema_extra=_object_default(),
                                  description="How Triton runs: image, GPUs, pod placement.")

@@ -34,12 +34,14 @@ ConditionStatus = Literal["True", "False", "Unknown"]
 
 
 class Condition(_Model):
-    type: str
-    status: ConditionStatus
-    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024)
-    message: str = Field(default="", max_length=32768)
+    type: str = Field(description="SpecValid, Ready, Scaling, MetricsAvailable or Schedulable.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024,
+                        description="Why, in one CamelCase word (e.g. LoadIncreased, InvalidSpec).")
+    message: str = Field(default="", max_length=32768, description="Why, in words, with the figures behind it.")
     last_transition_time: str = Field(description="RFC 3339 time of the last status change.")
-    observed_generation: int | None = None
+    observed_generation: int | None = Field(default=None,
+                                            description="The metadata.generation this condition was set for.")
 
 
 class Endpoints(_Model):
@@ -113,7 +115,8 @@ def _within_bounds(spec: InferenceServiceSpec, tuned: BatcherInForce) -> bool:
 
 
 class InferenceServiceStatus(_Model):
-    observed_generation: int | None = None
+    observed_generation: int | None = Field(
+        default=None, description="The metadata.generation the operator last reconciled.")
     model: str | None = Field(default=None, description="Resolved Triton model name.")
     replicas: int | None = Field(default=None, description="Deployment replicas (including starting ones).")
     ready_replicas: int | None = Field(default=None, description="Replicas whose model is loaded and warm.")
@@ -121,8 +124,10 @@ class InferenceServiceStatus(_Model):
     p95_milliseconds: float | None = Field(default=None, description="Observed p95 latency.")
     requests_per_second: float | None = Field(default=None, description="Observed request rate.")
     last_scale_time: str | None = Field(default=None, description="When the autoscaler last changed replicas.")
-    endpoints: Endpoints | None = None
-    conditions: list[Condition] = Field(default_factory=list)
+    endpoints: Endpoints | None = Field(default=None, description="Where clients reach the model in the cluster.")
+    conditions: list[Condition] = Field(
+        default_factory=list, description="SpecValid and Ready (the reconciler); Scaling, MetricsAvailable and "
+        "Schedulable (the autoscaler).")
     batching: BatchingStatus | None = Field(
         default=None, description="Batcher settings in force, while spec.batching.autoTune is enabled.",
     )

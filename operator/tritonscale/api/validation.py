@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tritonscale.api.names import DNS1123_LABEL
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES
 from tritonscale.api.spec import GPU_RESOURCE, InferenceServiceSpec, ScalingSpec
 
@@ -86,13 +87,27 @@ def _pydantic_problems(err: ValidationError) -> list[Problem]:
     return out
 
 
+def as_stored(value: Any) -> Any:
+    """A spec as the API server stores it from a file: fields set to null dropped (it prunes them, and
+    defaults fill them in) and whole-number floats as integers (kubectl's YAML-to-JSON writes 16.0 as
+    16, which an integer field takes). ``tritonscale render`` then refuses what ``kubectl apply`` does,
+    no more; the operator reads stored objects, which this leaves as they are."""
+    if isinstance(value, Mapping):
+        return {k: as_stored(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [as_stored(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def validate_spec(spec: Mapping[str, Any] | None) -> tuple[InferenceServiceSpec | None, list[Problem]]:
     if spec is None:
         return None, [Problem("spec", "required object is missing")]
     if not isinstance(spec, Mapping):
         return None, [Problem("spec", f"must be an object, not {_json_type(spec)}")]
     try:
-        parsed = InferenceServiceSpec.model_validate(dict(spec))
+        parsed = InferenceServiceSpec.model_validate(as_stored(spec))
     except ValidationError as err:
         return None, _pydantic_problems(err)
     problems = [Problem(f"spec.{r.field}", r.message) for r in SPEC_RULES if not r.holds(parsed)]
@@ -120,21 +135,21 @@ def validate_name(name: Any) -> list[Problem]:
         return [Problem("metadata.name", "required")]
     if not isinstance(name, str):
         return [Problem("metadata.name", f"must be a string, not {type(name).__name__}")]
-    if len(name) > NAME_MAX or not NAME_PATTERN.match(name):
+    if len(name) > NAME_MAX or not NAME_PATTERN.fullmatch(name):
         return [Problem("metadata.name", f"must be a DNS-1035 label of at most {NAME_MAX} characters "
                         "(lowercase letters, digits, '-'; starts with a letter), since it names the Service")]
     return []
 
 
 # A namespace is a DNS-1123 label (Kubernetes' IsDNS1123Label).
-NAMESPACE_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+NAMESPACE_PATTERN = DNS1123_LABEL
 
 
 def validate_namespace(namespace: Any) -> list[Problem]:
     """metadata.namespace, where a file gives one (the API server fills it in otherwise)."""
     if namespace is None:
         return []
-    if not isinstance(namespace, str) or len(namespace) > 63 or not NAMESPACE_PATTERN.match(namespace):
+    if not isinstance(namespace, str) or len(namespace) > 63 or not NAMESPACE_PATTERN.fullmatch(namespace):
         return [Problem("metadata.namespace", "must be a DNS-1123 label of at most 63 characters (lowercase "
                         "letters, digits, '-'; starts and ends with a letter or digit)")]
     return []

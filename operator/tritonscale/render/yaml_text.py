@@ -1,4 +1,5 @@
-"""YAML as people read it: no anchors/aliases, multi-line strings (config.pbtxt) as blocks."""
+"""YAML as people read it: no anchors/aliases, multi-line strings (config.pbtxt) as blocks; and as kubectl
+reads it back (YAML 1.1)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import yaml
+
+from tritonscale.api.manifests import KUBECTL_BOOLS
 
 
 class Dumper(yaml.SafeDumper):
@@ -18,6 +21,8 @@ def _str_presenter(dumper: yaml.SafeDumper, data: str) -> Any:
 
 
 Dumper.add_representer(str, _str_presenter)
+# A string y, Y, n or N is quoted: kubectl reads YAML 1.1, where they are booleans (manifests.KUBECTL_BOOLS).
+Dumper.add_implicit_resolver("tag:yaml.org,2002:bool", KUBECTL_BOOLS, list("yYnN"))
 
 
 def dump(obj: Any, **kwargs: Any) -> str:
