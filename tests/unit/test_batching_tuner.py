@@ -167,6 +167,17 @@ def test_implied_delay_bound_is_what_the_target_leaves_after_a_full_batch() -> N
     assert max(c.delay_us for c in candidates(GREEDY, B16, COST, TIGHT)) == 52_000  # 104 - 52 ms
 
 
+def test_an_explicit_queue_timeout_bounds_the_delay_too() -> None:
+    """A 60 ms REJECT timeout leaves 8 ms after a full 52 ms batch: a longer delay gets requests rejected."""
+    bounded = Bounds(16, timeout_us=60_000)
+    assert max(c.delay_us for c in candidates(GREEDY, bounded, COST, TIGHT)) == 8_000
+    assert max(c.delay_us for c in candidates(GREEDY, Bounds(16, timeout_us=500_000), COST, TIGHT)) == 52_000
+    spec = _spec({"enabled": True}, queueTimeoutMicroseconds=60_000)
+    assert bs.bounds(spec).timeout_us == 60_000
+    assert bs.bounds(_spec({"enabled": True}, queueTimeoutMicroseconds=60_000, timeoutAction="DELAY")).timeout_us \
+        is None
+
+
 def test_state_survives_a_round_trip_and_corrupt_memory_starts_fresh() -> None:
     st = TunerState(Settings(5000, (8, 16)), 12.5, 3.0)
     assert TunerState.from_dict(st.to_dict()) == st

@@ -43,9 +43,11 @@ def with_settings(policy: Policy, settings: bt.Settings) -> Policy:
 
 
 def bounds(spec: InferenceServiceSpec) -> bt.Bounds:
-    tune = spec.batching.auto_tune if spec.batching is not None else None
+    b = spec.batching
+    tune = b.auto_tune if b is not None else None
+    timeout = b.queue_timeout_microseconds if b is not None and b.timeout_action == "REJECT" else None
     return bt.Bounds(max(1, spec.model.max_batch_size), tune.max_queue_delay_microseconds if tune else None,
-                     tuple(tune.preferred_batch_sizes) if tune else ())
+                     tuple(tune.preferred_batch_sizes) if tune else (), timeout or None)
 
 
 def rollout_in_progress(deployment: Mapping[str, Any]) -> bool:

@@ -82,14 +82,23 @@ class Bounds:
     max_batch: int
     max_delay_us: int | None = None  # None: what the target leaves after a full batch
     preferred: tuple[int, ...] = ()  # sizes it may prefer; empty: any up to max_batch
+    timeout_us: int | None = None  # the spec's queue timeout (REJECT), if it set one
 
     def delay_limit_us(self, cost: tuple[float, float] | None, target_ms: float | None) -> int:
+        """The longest delay a candidate may have: autoTune.maxQueueDelayMicroseconds, else what the
+        target leaves after a full batch -- and what the spec's queue timeout leaves after one (a request
+        held for the whole delay may then wait for the batch running ahead of it; past the timeout
+        Triton rejects it). The spec's rules keep an explicit bound within the timeout."""
         if self.max_delay_us is not None:
             return self.max_delay_us
         if cost is None or not target_ms:
             return 0
         a, b = cost
-        return max(0, round(1000.0 * (target_ms - (a + b * self.max_batch))))
+        full_ms = a + b * self.max_batch
+        limit = target_ms - full_ms
+        if self.timeout_us:
+            limit = min(limit, self.timeout_us / 1000.0 - full_ms)
+        return max(0, round(1000.0 * limit))
 
     def permits(self, size: int) -> bool:
         """``size`` is within the bounds: one of autoTune.preferredBatchSizes, or, with none given,
