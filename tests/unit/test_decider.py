@@ -157,6 +157,22 @@ def test_learn_skips_batch_samples_of_a_load_change():
     assert sorted(round(e[0]) for e in s.batch_samples) == [4, 9]
 
 
+def test_learn_skips_batch_samples_while_a_replica_that_just_joined_is_in_the_readings():
+    """The readings span the last two scrapes: a pod ready within them ran other batch sizes than the
+    rest (only new requests; the others drained backlogs), and the request-weighted time reads high."""
+    s = D.learn(State(), ok(100, pending=1.0, batch=4.0), Replicas(2, 2), POLICY, 0.0, 100.0)
+    s = D.learn(s, ok(100, pending=1.0, batch=4.1), Replicas(2, 2), POLICY, 15.0, 100.0)
+    assert sorted(round(e[0]) for e in s.batch_samples) == [4]
+    s = D.learn(s, ok(150, pending=1.0, batch=5.0), Replicas(3, 3), POLICY, 30.0, 150.0)  # a third joined
+    s = D.learn(s, ok(150, pending=1.0, batch=5.0), Replicas(3, 3), POLICY, 45.0, 150.0)  # ... a tick ago
+    assert sorted(round(e[0]) for e in s.batch_samples) == [4]
+    s = D.learn(s, ok(150, pending=1.0, batch=5.0), Replicas(3, 3), POLICY, 60.0, 150.0)  # held two ticks
+    assert sorted(round(e[0]) for e in s.batch_samples) == [4, 5]
+    full = ok(900, pending=1.0, batch=16.0)  # full batches barely vary in size: taken even so
+    s = D.learn(s, full, Replicas(4, 4), POLICY, 75.0, 900.0)
+    assert sorted(round(e[0]) for e in s.batch_samples) == [4, 5, 16]
+
+
 # Overload: 3 ready replicas serving 3 x 16 / 52 ms = 923 rps, the saturation rate, in full batches.
 SATURATED = replace(ok(923.0, pending=200.0), recent_served_rps=923.0)
 

@@ -76,7 +76,15 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
         prev = state.last_batch_size
         steady = prev is not None and abs(obs.batch_size - prev) <= C.BATCH_STEADY_CHANGE * prev
         full = obs.batch_size >= 0.9 * policy.max_batch_size  # full batches barely vary: no bias
-        if steady or full or not state.batch_samples:  # and the first sample is better than none
+        # A pod that became ready within the readings' span (the last two scrapes: up to two ticks)
+        # took only new requests while the others drained their backlogs, so the pods ran batches of
+        # different sizes, and the time weighted by requests across them reads high -- by 39% at a mean
+        # batch of 3.6 for a 5 + 5n ms model (randomwalk/cold15s/loose/seed0 of the suite with that
+        # model: that one sample, the lowest of its bin for BATCH_SAMPLE_TTL_S, made the fitted slope
+        # 8.1 ms and the capacity 115 rps where the replica serves 170).
+        mixed = bool(state.last_pending is not None and joined(Demand(0.0, 0.0, 0.0, last=state.last_pending),
+                                                                ready, ticks=2))
+        if steady and not mixed or full or not state.batch_samples:  # and the first sample is better than none
             state = replace(state, batch_samples=add_batch_sample(state.batch_samples, obs.batch_size, batch_ms,
                                                                   now))
         state = replace(state, last_batch_size=obs.batch_size)
