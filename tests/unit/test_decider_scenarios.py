@@ -123,6 +123,28 @@ def test_outage_holds_then_fallback_after_threshold_then_recovers():
     assert d.metrics_ok and d.state.failures == 0
 
 
+def test_a_fallback_below_the_need_goes_through_the_scale_down_window_and_step():
+    """fallbackReplicas under what the load needs, a source failing four ticks in five: the fallback is
+    a recommendation like any other, so the good ticks' need holds the fleet through the scale-down
+    window (it swung 3 -> 1 -> 3 every few ticks, 3 -> 1 in one step past scaleDown.maxStep); only a
+    sustained outage lowers it, a step per tick once the window has passed."""
+    pol = replace(POLICY, fallback_replicas=1, failure_threshold=3, scale_down_stabilization_s=60.0)
+    st, current, seen = known_capacity(), 3, []
+    for k in range(60):
+        obs = ok(700, batch=8.0) if k % 5 == 0 else FAILED
+        d = decide(obs, Replicas(current, current), pol, st, 15.0 * k)
+        st, current = d.state, d.replicas
+        seen.append(current)
+    assert seen[5:] == [3] * 55, seen
+    steps = []
+    for k in range(60, 80):  # the source stays down
+        d = decide(FAILED, Replicas(current, current), pol, st, 15.0 * k)
+        st = d.state
+        steps.append(current - d.replicas)
+        current = d.replicas
+    assert current == 1 and max(steps) <= pol.scale_down_max_step
+
+
 def test_idle_returns_to_floor_but_no_data_does_not():
     st = known_capacity()
     d = decide(NO_DATA, Replicas(4, 4), POLICY, st, 0.0)

@@ -426,7 +426,9 @@ class ScalingSpec(_Model):
     warm_buffer: int = Field(default=0, ge=0, le=100, description="Extra warm replicas kept above minReplicas.")
     fallback_replicas: int | None = Field(
         default=None, ge=0, le=1000,
-        description="Replicas to run after failureThreshold consecutive metric failures; unset = hold.",
+        description="Replicas to run after failureThreshold consecutive metric failures; unset = hold. A "
+        "recommendation like any other: scaleDown's window and step apply, so a source that fails off and on "
+        "does not swing the fleet.",
     )
     failure_threshold: int = Field(
         default=3, ge=1, le=1000, description="Consecutive failures before fallbackReplicas applies.",

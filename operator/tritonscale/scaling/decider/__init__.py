@@ -121,6 +121,11 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     state = learn_cold_start(state, replicas)
     held, state, ok = guard(obs, replicas, policy, state)
     if held is not None:
+        if held.reason == "FallbackAfterFailures":  # a recommendation like any other, as KEDA's fallback is
+            # to the HPA: through the windows and steps, so a source that fails off and on cannot swing
+            # the fleet between the fallback and the need at each good tick
+            held, state = stabilize(held, state, policy, current, now, held.replicas, held.replicas)
+            held = limit(held, current, policy)
         return done(held, state, ok)
     target = float(policy.target_p95_ms or 0.0)
     d = demand(obs, state, now)
