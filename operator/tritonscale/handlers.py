@@ -23,7 +23,7 @@ from tritonscale.kube.client import Kube, describe_api_error
 from tritonscale.reconcile.inference_service import reconcile
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
-from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot
+from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot, shown_url
 from tritonscale.scaling.snapshot_cache import SnapshotCache
 
 log = logging.getLogger("tritonscale")
@@ -151,7 +151,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                                         error="no Prometheus URL: set --prometheus-url, "
                                               "TRITONSCALE_PROMETHEUS_URL or spec.scaling.prometheus.url")
                 if not snapshot.ok:
-                    om.METRIC_FAILURES.labels(url or "").inc()
+                    om.METRIC_FAILURES.labels(shown_url(url) if url else "").inc()
                 alive = await asyncio.to_thread(autoscaler.run_tick, _kube(), namespace, name, snapshot,
                                                 time.time(), _post_event, uid)
                 if not alive:  # deleted (no finalizer holds it for us: _without_finalizer) or replaced

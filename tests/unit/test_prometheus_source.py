@@ -139,7 +139,7 @@ async def test_a_fetch_that_raises_is_a_failed_snapshot_and_is_not_cached():
 
     cache = SnapshotCache(lambda url: Broken(), clock=lambda: clock[0])
     snap = await cache.get("http://p", 60, max_age_s=15)
-    assert not snap.ok and snap.error == "RuntimeError: boom"
+    assert not snap.ok and snap.error == "Prometheus at http://p: RuntimeError: boom"
     assert snap.observation("ns", "svc", "m").status == "failed"
     await cache.get("http://p", 60, max_age_s=15)
     assert len(calls) == 2  # the next tick tries again
@@ -196,3 +196,39 @@ async def test_a_tick_waits_about_one_interval_for_a_round_then_holds():
     await asyncio.sleep(0.8)  # the round finishes in the background
     second = await cache.get("http://p", 60, max_age_s=1.0)
     assert second.ok
+
+
+async def test_a_prometheus_that_hangs_holds_up_only_its_own_rounds():
+    """One tenant's spec.scaling.prometheus.url that never answers: its rounds take its own threads,
+    and every window of it in flight at once leaves another Prometheus's rounds to run at once."""
+    import threading
+
+    release = threading.Event()
+
+    class Hung:
+        def fetch(self, window_s: int) -> Snapshot:
+            release.wait(5.0)
+            return Snapshot(taken_at=clock[0], ok=False, error="hung")
+
+    healthy = CountingSource()
+    cache = SnapshotCache(lambda url: Hung() if "dead" in url else healthy, clock=lambda: clock[0] + 1000)
+    try:
+        stuck = [asyncio.create_task(cache.get("http://dead", w, max_age_s=0.2)) for w in range(11, 35)]
+        await asyncio.sleep(0.05)
+        snap = await cache.get("http://healthy", 60, max_age_s=1.0)
+        assert snap.ok and healthy.calls == 1
+        assert all(not s.ok for s in await asyncio.gather(*stuck))
+    finally:
+        release.set()
+
+
+def test_credentials_in_the_url_never_reach_a_message():
+    """A failure's text goes to a status condition (anyone who may get the object reads it), Events,
+    the log and a metric label: the URL's user and password are not in it."""
+    from tritonscale.scaling.prometheus_source import PrometheusSource, shown_url
+
+    assert shown_url("http://admin:s3cret@127.0.0.1:9090/prom") == "http://***@127.0.0.1:9090/prom"
+    assert shown_url("https://prom.example:9090") == "https://prom.example:9090"
+    snap = PrometheusSource("http://admin:s3cret@127.0.0.1:1/", timeout_s=0.5).fetch(60)
+    assert not snap.ok and "s3cret" not in snap.error and "admin" not in snap.error, snap.error
+    assert "http://***@127.0.0.1:1" in snap.error

@@ -218,6 +218,20 @@ def _parse_vector(result: list[dict[str, Any]], sel: SeriesSelector) -> dict[Key
     return out
 
 
+def shown_url(url: str) -> str:
+    """``url`` as messages, logs and metric labels show it: credentials in it (``http://user:pass@host``)
+    are replaced by ``***``. A status condition is readable by anyone who may ``get`` the object."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        if "@" not in parts.netloc:
+            return url
+        return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+    except ValueError:  # not a URL at all: nothing in it is known to be safe to show
+        return "***"
+
+
 class PrometheusSource:
     """Queries one Prometheus with prometheus-api-client (sync; the operator calls it in a thread)."""
 
@@ -254,16 +268,25 @@ class PrometheusSource:
         for signal, q in queries.items():
             if time.time() - started > self._round_timeout_s:
                 return Snapshot(taken_at=started, ok=False, queries=done,
-                                error=f"Prometheus at {self.url}: answered {done} of {len(queries)} queries in "
+                                error=f"Prometheus at {shown_url(self.url)}: answered {done} of {len(queries)} queries in "
                                       f"{self._round_timeout_s:g} s; too slow for a tick")
             try:
                 result = self._prom.custom_query(q)
             except Exception as exc:  # connection refused, timeout, HTTP 4xx/5xx, bad JSON
                 return Snapshot(taken_at=started, ok=False, queries=done + 1,
-                                error=f"Prometheus at {self.url}: {describe_failure(exc, self._timeout_s)}")
+                                error=f"Prometheus at {shown_url(self.url)}: "
+                                      f"{_without(describe_failure(exc, self._timeout_s), self.url)}")
             done += 1
             values[signal] = _parse_vector(result, self.selector)
         return Snapshot(taken_at=started, ok=True, values=values, queries=done, window_s=int(window_s))
+
+
+def _without(text: str, url: str) -> str:
+    """``text`` with ``url`` (as given, or without its trailing slash) shown as ``shown_url`` does:
+    an exception's text may quote the URL it failed on."""
+    for form in {url, url.rstrip("/")}:
+        text = text.replace(form, shown_url(form))
+    return text
 
 
 def describe_failure(exc: BaseException, timeout_s: float) -> str:

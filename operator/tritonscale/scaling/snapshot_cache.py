@@ -14,11 +14,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from tritonscale.scaling.prometheus_source import MetricSource, Snapshot
+from tritonscale.scaling.prometheus_source import MetricSource, Snapshot, shown_url
 
 SourceFactory = Callable[[str], MetricSource]
-# Rounds in flight at once, one per (Prometheus URL, window): most clusters have one or two.
-FETCH_THREADS = 8
+# Rounds in flight at once per Prometheus URL, one per window: each URL has threads of its own, so a
+# Prometheus that hangs (one tenant's spec.scaling.prometheus.url) holds only its own rounds up -- with
+# one pool for all, 24 services on a dead one starved a healthy one's rounds and its fleet fell back.
+FETCH_THREADS = 4
 # A tick waits at least this long (s) for a round, however short its interval.
 MIN_WAIT_S = 1.0
 
@@ -30,7 +32,7 @@ class SnapshotCache:
         self._sources: dict[str, MetricSource] = {}
         self._cache: dict[tuple[str, int], Snapshot] = {}
         self._inflight: dict[tuple[str, int], asyncio.Task[Snapshot]] = {}
-        self._executor = ThreadPoolExecutor(max_workers=FETCH_THREADS, thread_name_prefix="prometheus")
+        self._executors: dict[str, ThreadPoolExecutor] = {}
 
     async def get(self, url: str, window_s: int, max_age_s: float) -> Snapshot:
         """The snapshot for ``url`` and ``window_s``: the cached one if younger than ``max_age_s``,
@@ -52,7 +54,7 @@ class SnapshotCache:
             return await asyncio.wait_for(asyncio.shield(task), timeout=max(max_age_s, MIN_WAIT_S))
         except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11; its own class on 3.10
             return Snapshot(taken_at=self._clock(), ok=False,
-                            error=f"Prometheus at {url}: no complete answer within {max(max_age_s, MIN_WAIT_S):g} s")
+                            error=f"Prometheus at {shown_url(url)}: no complete answer within {max(max_age_s, MIN_WAIT_S):g} s")
 
     async def _fetch(self, key: tuple[str, int], url: str, window_s: int) -> Snapshot:
         """Never raises: a task that ends in an exception nobody awaits any more is re-raised by
@@ -66,11 +68,17 @@ class SnapshotCache:
                 source = self._sources[url] = self._factory(url)
             # Their own threads: a round stuck on a slow Prometheus must not take the default
             # executor's, which every object's tick runs in (handlers.autoscale).
-            snap = await asyncio.get_running_loop().run_in_executor(self._executor, source.fetch, window_s)
+            executor = self._executors.get(url)
+            if executor is None:  # threads start as rounds need them, up to FETCH_THREADS
+                executor = self._executors[url] = ThreadPoolExecutor(max_workers=FETCH_THREADS,
+                                                                     thread_name_prefix="prometheus")
+            snap = await asyncio.get_running_loop().run_in_executor(executor, source.fetch, window_s)
             if snap.ok:  # a failed round (Prometheus down, a query refused) is tried again by the next tick
                 self._cache[key] = snap
             return snap
         except Exception as exc:  # noqa: BLE001
-            return Snapshot(taken_at=self._clock(), ok=False, error=f"{type(exc).__name__}: {exc}")
+            return Snapshot(taken_at=self._clock(), ok=False,
+                            error=f"Prometheus at {shown_url(url)}: {type(exc).__name__}: "
+                                  f"{str(exc).replace(url, shown_url(url))}")
         finally:
             del self._inflight[key]
