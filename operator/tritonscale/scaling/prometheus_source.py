@@ -268,8 +268,8 @@ class PrometheusSource:
         for signal, q in queries.items():
             if time.time() - started > self._round_timeout_s:
                 return Snapshot(taken_at=started, ok=False, queries=done,
-                                error=f"Prometheus at {shown_url(self.url)}: answered {done} of {len(queries)} queries in "
-                                      f"{self._round_timeout_s:g} s; too slow for a tick")
+                                error=f"Prometheus at {shown_url(self.url)}: answered {done} of {len(queries)} "
+                                      f"queries in {self._round_timeout_s:g} s; too slow for a tick")
             try:
                 result = self._prom.custom_query(q)
             except Exception as exc:  # connection refused, timeout, HTTP 4xx/5xx, bad JSON

@@ -54,7 +54,8 @@ class SnapshotCache:
             return await asyncio.wait_for(asyncio.shield(task), timeout=max(max_age_s, MIN_WAIT_S))
         except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11; its own class on 3.10
             return Snapshot(taken_at=self._clock(), ok=False,
-                            error=f"Prometheus at {shown_url(url)}: no complete answer within {max(max_age_s, MIN_WAIT_S):g} s")
+                            error=f"Prometheus at {shown_url(url)}: no complete answer within "
+                                  f"{max(max_age_s, MIN_WAIT_S):g} s")
 
     async def _fetch(self, key: tuple[str, int], url: str, window_s: int) -> Snapshot:
         """Never raises: a task that ends in an exception nobody awaits any more is re-raised by
