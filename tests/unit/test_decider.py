@@ -133,6 +133,17 @@ def test_batch_bins_keep_the_lower_envelope_and_forget_it_after_the_ttl():
     assert [round(e[0]) for e in s] == [8, 14]
 
 
+def test_a_batch_sample_faster_than_every_smaller_batch_is_a_bad_reading():
+    s = D.add_batch_sample((), 2.0, 24.0, 0.0)
+    s = D.add_batch_sample(s, 8.0, 36.0, 0.0)
+    s = D.add_batch_sample(s, 16.0, 2.4, 10.0)  # one tick's served rate read 20000 rps: not a batch time
+    assert [e[0] for e in s] == [2.0, 8.0]
+    s = D.add_batch_sample(s, 16.0, 25.0, 20.0)  # faster than the batch of 8 (biased high), not than 2: kept
+    assert [e[0] for e in s] == [2.0, 8.0, 16.0]
+    s = D.add_batch_sample(s, 1.0, 21.0, 30.0)  # nothing smaller to compare with: kept
+    assert [e[0] for e in s] == [1.0, 2.0, 8.0, 16.0]
+
+
 def test_learn_bounds_the_request_weighted_batch_time_by_the_time_between_batches():
     # 2 busy replicas at 200 rps in batches of 2: a batch starts every 2 * 2 / 200 s = 20 ms on each,
     # so a batch takes at most 20 ms, whatever the request-weighted compute time (26 ms) says

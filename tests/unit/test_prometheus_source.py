@@ -85,6 +85,27 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
     assert failed.status == "failed" and failed.message == "connection refused"
 
 
+def test_negative_or_absurd_readings_are_no_measurement():
+    key = ("ns", "svc", "m")
+    snap = Snapshot(taken_at=0, ok=True, values={
+        "rps": {key: 700.0}, "p95_ms": {key: -5.0}, "pending": {key: 1e200}, "recent_served_rps": {key: math.inf},
+        "pending_at": {key: 1.7e9}})
+    obs = snap.observation("ns", "svc", "m")
+    assert (obs.rps, obs.p95_ms, obs.pending, obs.recent_served_rps, obs.pending_at) == (700.0, None, None, None, 1.7e9)
+    assert Snapshot(taken_at=0, ok=True, values={"rps": {key: -1.0}}).observation("ns", "svc", "m").status == "no_data"
+
+
+def test_an_answer_that_is_no_instant_vector_fails_the_round_naming_prometheus(monkeypatch):
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    source = PrometheusSource("http://127.0.0.1:1")
+    for answer in ("garbage", [1, 2], {"metric": {}}, [{"metric": "x", "value": [0, "1"]}]):
+        monkeypatch.setattr(source._prom, "custom_query", lambda q, answer=answer: answer)
+        snap = source.fetch(60)
+        assert not snap.ok and snap.error.startswith("Prometheus at http://127.0.0.1:1: query for ")
+        assert "no instant vector" in snap.error
+
+
 class CountingSource:
     def __init__(self) -> None:
         self.calls = 0

@@ -161,6 +161,10 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
 Key = tuple[str, str, str]  # (namespace, inferenceservice, model)
 
 
+# The largest reading taken as a measurement: past any rate, latency or queue, above a scrape time (s).
+MAX_READING = 1e12
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """Every signal for every InferenceService, from one round of queries."""
@@ -179,7 +183,10 @@ class Snapshot:
 
         def val(signal: str) -> float | None:
             v = self.values.get(signal, {}).get(key)
-            return None if v is None or math.isnan(v) or math.isinf(v) else v
+            # Every signal is a rate, a latency, a count or a scrape time: a negative, non-finite or
+            # absurd one (past MAX_READING: 1e200 overflowed the decider's arithmetic at every tick)
+            # is no measurement.
+            return None if v is None or not math.isfinite(v) or v < 0 or v > MAX_READING else v
 
         rps = val("rps")
         if rps is None:
@@ -205,9 +212,15 @@ class MetricSource(Protocol):
     def fetch(self, window_s: int) -> Snapshot: ...
 
 
-def _parse_vector(result: list[dict[str, Any]], sel: SeriesSelector) -> dict[Key, float]:
+def _parse_vector(result: Any, sel: SeriesSelector) -> dict[Key, float]:
+    """The instant vector's values by (namespace, inferenceservice, model); a malformed answer raises
+    ValueError (a failed round: the tick holds)."""
+    if not isinstance(result, list):
+        raise ValueError(f"its answer is no instant vector (a {type(result).__name__})")
     out: dict[Key, float] = {}
     for sample in result:
+        if not isinstance(sample, dict) or not isinstance(sample.get("metric", {}), dict):
+            raise ValueError("its answer is no instant vector (a sample is not an object)")
         metric = sample.get("metric", {})
         key = (metric.get(sel.namespace_label, ""), metric.get(sel.service_label, ""),
                metric.get(sel.model_label, ""))
@@ -277,7 +290,11 @@ class PrometheusSource:
                                 error=f"Prometheus at {shown_url(self.url)}: "
                                       f"{_without(describe_failure(exc, self._timeout_s), self.url)}")
             done += 1
-            values[signal] = _parse_vector(result, self.selector)
+            try:
+                values[signal] = _parse_vector(result, self.selector)
+            except ValueError as exc:
+                return Snapshot(taken_at=started, ok=False, queries=done,
+                                error=f"Prometheus at {shown_url(self.url)}: query for {signal}: {exc}")
         return Snapshot(taken_at=started, ok=True, values=values, queries=done, window_s=int(window_s))
 
 

@@ -26,6 +26,12 @@ def add_batch_sample(samples: tuple[tuple[float, float, float], ...], n: float, 
     """Per batch-size bin keep the lowest time seen in the last BATCH_SAMPLE_TTL_S (see
     MAX_BATCH_BINS): samples (size, ms, when), sorted by size."""
     b = _batch_bin(n)
+    smaller = [e[1] for e in samples if e[0] < n and _batch_bin(e[0]) != b and now - e[2] <= C.BATCH_SAMPLE_TTL_S]
+    if smaller and ms < min(smaller):
+        # A batch takes no less time than a smaller one: a sample faster than every smaller batch seen is
+        # a bad reading (one tick's served rate read at 20000 rps where 700 arrived made a full batch
+        # take 2.4 ms, and that sample, the lowest of its bin, set the capacity for BATCH_SAMPLE_TTL_S).
+        return samples
     old = [e for e in samples if _batch_bin(e[0]) == b and now - e[2] <= C.BATCH_SAMPLE_TTL_S]
     new = min(old + [(n, ms, now)], key=lambda e: e[1])
     kept = [e for e in samples if _batch_bin(e[0]) != b] + [new]
