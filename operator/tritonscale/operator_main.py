@@ -54,11 +54,24 @@ class QuietChildEvents(logging.Filter):
                     or (record.levelno == logging.WARNING and message == self.CANCELLED))
 
 
+class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
+    """Kopf's annotation diff-base, read as none where it is not JSON: hand-edited or truncated, it
+    made Kopf fail every event of the object with a traceback (JSONDecodeError), and spec changes
+    reached the children only through the periodic resync. Without a diff-base the next event is
+    handled as a resume: reconciled from the spec as it is, and the annotation written afresh."""
+
+    def fetch(self, *, body: Any) -> Any:
+        try:
+            return super().fetch(body=body)
+        except ValueError:  # json.JSONDecodeError
+            return None
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Keep Kopf's bookkeeping in our own annotation namespace and out of status.
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="tritonscale.io")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    settings.persistence.diffbase_storage = TolerantDiffBaseStorage(
         prefix="tritonscale.io", key="last-handled-configuration"
     )
     settings.persistence.finalizer = "tritonscale.io/finalizer"
