@@ -284,3 +284,20 @@ def test_a_request_above_its_limit_is_refused_as_the_api_server_would() -> None:
     ok = mutate(load_sample()["spec"],
                 {"runtime.resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1Gi"}}})
     assert validate_spec(ok)[1] == []
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("http://prometheus.monitoring.svc:9090", None),
+    ("https://admin:s3cret@prom.example/prom/", None),
+    ("http://[::1]:9090", None),
+    ("http://127.0.0.1:99999", "the port must be 1-65535"),  # the CRD's rule cannot count: the operator says it
+    ("http://prom:0", "the port must be 1-65535"),
+    ("http://host:9090?x=1", "no query or fragment"),
+    ("http://[::1", "must be an http:// or https:// URL"),
+])
+def test_prometheus_url_is_a_base_url(url: str, problem: str | None) -> None:
+    _, problems = validate_spec(mutate(load_sample()["spec"], {"scaling.prometheus": {"url": url}}))
+    if problem is None:
+        assert problems == []
+    else:
+        assert [p.field for p in problems] == ["spec.scaling.prometheus.url"] and problem in problems[0].message

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from kubernetes.utils import parse_quantity
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -92,7 +93,11 @@ _STORAGE_URI = _Format(
     "must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH")
 _MODEL_NAME = _Format(re.compile(r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$"),
                       "must be letters, digits, '_', '-' and '.', and not dots alone")
-_HTTP_URL = _Format(re.compile(r"^https?://\S+$"), "must be an http:// or https:// URL")
+# A Prometheus base URL: http(s), optional user:password@, a host name or [IPv6] address, an optional
+# port and path; no query or fragment (the client appends /api/v1/query to it).
+_HTTP_URL = _Format(re.compile(r"^https?://([^/?#@\s]+@)?([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+                               r"(:[0-9]{1,5})?(/[^?#\s]*)?$"),
+                    "must be an http:// or https:// URL: [USER:PASSWORD@]HOST[:PORT][/PATH], no query or fragment")
 # Where each ModelSpec field's format is checked (``ModelSpec._formats``).
 _MODEL_FORMATS = {"name": _MODEL_NAME, "storage_uri": _STORAGE_URI}
 
@@ -389,7 +394,15 @@ class PrometheusSpec(_Model):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        return _HTTP_URL.check(v)
+        v = _HTTP_URL.check(v)
+        if v is not None:  # the port's range: beyond what the CRD's rule says
+            try:
+                port = urlsplit(v).port
+            except ValueError:
+                port = -1
+            if port is not None and not 1 <= port <= 65535:
+                raise ValueError("the port must be 1-65535")
+        return v
 
 
 class ScalingSpec(_Model):
