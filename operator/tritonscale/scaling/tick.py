@@ -13,6 +13,7 @@ just became ready reach the decider, and the first one reaches the user as the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -21,7 +22,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
-from tritonscale.api.spec import model_name
+from tritonscale.api.spec import InferenceServiceSpec, model_name
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import Kube, describe_api_error
 from tritonscale.kube.object_lock import object_lock
@@ -40,6 +41,10 @@ _memory: dict[str, State] = {}
 # By object uid: when the last tick ran and which pods were ready then, so each
 # pod's cold start reaches the decider once.
 _pods_seen: dict[str, tuple[float, frozenset[str]]] = {}
+# By object uid: the last spec that was valid. An edit the operator refuses (SpecValid=False) leaves the
+# running fleet as it was, and the autoscaler keeps scaling it by this spec: the load does not wait for
+# the fix. Not kept across a restart: an object found invalid with none is held.
+_valid_specs: dict[str, InferenceServiceSpec] = {}
 
 
 # Nodes' cordon state by name: (read at, unschedulable). Shared by every InferenceService's tick:
@@ -72,6 +77,7 @@ def _cordoned(kube: Kube, names: frozenset[str], now: float) -> frozenset[str]:
 def forget(uid: str) -> None:
     _memory.pop(uid, None)
     _pods_seen.pop(uid, None)
+    _valid_specs.pop(uid, None)
 
 
 def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, now: float,
@@ -152,8 +158,9 @@ def _scale_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any], n
 
 def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: float, event: EventFn,
              uid: str | None = None) -> bool:
-    """One tick: nothing for an object being deleted, with an invalid spec (the reconciler
-    reports it) or without its Deployment yet. False when the object is gone, or (``uid``
+    """One tick: nothing for an object being deleted, without its Deployment yet, or with an invalid
+    spec and none valid seen since the operator started (the reconciler reports it; with one, the
+    fleet is scaled by it). False when the object is gone, or (``uid``
     given) replaced by another of its name: the caller's loop for it is over."""
     with object_lock(namespace, name):
         body = kube.get_inference_service(namespace, name)
@@ -161,11 +168,16 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             return False
         if body["metadata"].get("deletionTimestamp"):
             return True
-        spec, _ = validate_body(body)
-        if spec is None:
-            return True
-        deployment = kube.get("Deployment", namespace, name)
         uid = body["metadata"]["uid"]
+        spec, _ = validate_body(body)
+        stale = spec is None
+        if spec is None:
+            spec = _valid_specs.get(uid)
+            if spec is None:
+                return True  # invalid since the operator started: nothing known to scale it by
+        else:
+            _valid_specs[uid] = spec
+        deployment = kube.get("Deployment", namespace, name)
         if deployment is None or not owned_by(deployment, uid):
             return True  # not made yet, or someone else's of that name (the reconciler reports NameConflict)
         status = body.get("status") or {}
@@ -186,6 +198,9 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         settings, _ = bs.in_force(spec, status)
         policy = bs.with_settings(Policy.from_spec(spec.scaling, spec.model.max_batch_size), settings)
         decision = decide(obs, replicas, policy, state, now)
+        if stale:
+            decision = dataclasses.replace(decision, message=decision.message + "; the spec as edited is invalid "
+                                           "(condition SpecValid): scaling by the last valid one")
         _memory[uid] = decision.state
         tuning = bs.tune_tick(spec, status, obs, decision, policy, min(ready, current), deployment, now)
 

@@ -1,0 +1,37 @@
+"""An edit the operator refuses leaves the running fleet as it was (the reconciler reports SpecValid=False),
+and the autoscaler keeps scaling that fleet by the last valid spec: the load does not wait for the fix."""
+
+from __future__ import annotations
+
+import copy
+
+from test_tick_scale_failed import UID, Kube
+
+from tritonscale.scaling import tick
+from tritonscale.scaling.prometheus_source import Snapshot
+
+
+def _scaling(kube: Kube) -> dict:
+    return next(c for c in kube.body["status"]["conditions"] if c["type"] == "Scaling")
+
+
+def test_an_invalid_edit_keeps_the_fleet_scaled_by_the_last_valid_spec() -> None:
+    kube, events = Kube(), []
+    kube.refuse = False
+    tick.forget(UID)
+    down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+    tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
+    assert kube.deployment["spec"]["replicas"] == 1  # the warm floor
+    edited = copy.deepcopy(kube.body)
+    edited["spec"]["scaling"]["minReplicas"] = 3  # valid on its own ...
+    edited["spec"]["runtime"]["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}  # ... not this
+    kube.body = edited
+    kube.deployment["spec"]["replicas"] = 0  # and the fleet drops below its floor (scaled by hand, say)
+    tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
+    assert kube.deployment["spec"]["replicas"] == 1  # scaled by the last valid spec (floor 1), not held off
+    assert "the spec as edited is invalid (condition SpecValid): scaling by the last valid one" \
+        in _scaling(kube)["message"]
+    tick.forget(UID)  # an operator restart: nothing known to scale it by -- held, as before
+    kube.deployment["spec"]["replicas"] = 0
+    tick.run_tick(kube, "default", "linear", down, 1030.0, lambda body, *e: events.append(e))
+    assert kube.deployment["spec"]["replicas"] == 0
