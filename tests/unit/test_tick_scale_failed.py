@@ -75,6 +75,11 @@ def test_a_refused_replica_patch_is_a_scale_failed_condition_and_a_warning_and_i
     cond = _scaling(kube)
     assert (cond["status"], cond["reason"], cond["message"]) == ("False", "ScaleFailed", message)
     assert kube.deployment["spec"]["replicas"] == 0
+    # Refused again, the same way: said once, not at every tick.
+    with caplog.at_level(logging.WARNING, logger="tritonscale.autoscaler"):
+        tick.run_tick(kube, "default", "linear", down, 1007.0, lambda body, *e: events.append(e))
+    assert len(events) == 1 and len(caplog.records) == 1
+    assert kube.deployment["spec"]["replicas"] == 0
     # The refusal is lifted: the next tick scales, and the condition says what it did.
     kube.refuse = False
     tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))

@@ -141,13 +141,19 @@ def _scale_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any], n
                   decision: Decision, current: int, exc: BaseException, now: float, event: EventFn) -> None:
     """The Deployment's replica patch failed (RBAC, an admission webhook, the API server down): the
     user sees it where they look -- the Scaling condition (reason ScaleFailed), a Warning event and
-    one log line -- not only in the operator's log. The next tick decides and tries again."""
+    one log line -- not only in the operator's log. The next tick decides and tries again; the event
+    and the warning are said again only when the failure says something new (a quota refusing every
+    tick's patch posted one event and one warning per tick)."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     message = (f"asked for {decision.replicas} replicas (from {current}; {decision.reason}), but the Deployment's "
                f"patch failed: {describe_api_error(exc)}; the next tick tries again")[:1000]
-    event(body, "Warning", "ScaleFailed", message)
-    log.warning("%s/%s: %s", namespace, name, message)
+    last = next((c for c in st.conditions_of(status) if c.type == st.SCALING), None)
+    if last is None or last.reason != "ScaleFailed" or last.message != message:
+        event(body, "Warning", "ScaleFailed", message)
+        log.warning("%s/%s: %s", namespace, name, message)
+    else:
+        log.debug("%s/%s: %s", namespace, name, message)
     om.DECISIONS.labels(namespace, name, "failed", decision.reason).inc()
     conds = st.set_condition(new_status.conditions, st.SCALING, False, "ScaleFailed", message, now,
                              meta.get("generation"))
