@@ -253,3 +253,73 @@ def test_credentials_in_the_url_never_reach_a_message():
     snap = PrometheusSource("http://admin:s3cret@127.0.0.1:1/", timeout_s=0.5).fetch(60)
     assert not snap.ok and "s3cret" not in snap.error and "admin" not in snap.error, snap.error
     assert "http://***@127.0.0.1:1" in snap.error
+
+
+def test_an_answer_that_trickles_ends_the_round_at_its_deadline():
+    """A Prometheus that sends headers and then a byte every so often keeps each read within its
+    timeout: the round still ends at its deadline, a failure the tick counts."""
+    import http.server
+    import threading
+    import time
+
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            try:
+                for _ in range(40):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        source = PrometheusSource(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=1.0,
+                                  round_timeout_s=0.5)
+        began = time.monotonic()
+        snap = source.fetch(60)
+        took = time.monotonic() - began
+        assert not snap.ok and "answered 0 of 12 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
+        assert took < 2.0, took  # not the 4 s the trickle lasts
+    finally:
+        server.shutdown()
+
+
+def test_a_healthy_answer_is_read_whole():
+    import http.server
+    import json
+    import threading
+
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"namespace": "ns", "inferenceservice": "svc", "model": "m"}, "value": [0, "12.5"]}]}}).encode()
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        snap = PrometheusSource(f"http://127.0.0.1:{server.server_address[1]}").fetch(60)
+        assert snap.ok and snap.observation("ns", "svc", "m").rps == 12.5
+    finally:
+        server.shutdown()

@@ -245,6 +245,41 @@ def shown_url(url: str) -> str:
         return "***"
 
 
+def _deadline_session() -> Any:
+    """A requests Session whose requests end at ``deadline`` (a time.monotonic() value the caller sets
+    before each round): the body is read as it arrives and checked against it. Read timeouts alone let
+    a Prometheus that trickles a byte every few seconds hold one query -- and with it every round of
+    that Prometheus and window -- for as long as it trickles (a 90 s trickle held one for 93 s)."""
+    import requests
+
+    class DeadlineSession(requests.Session):
+        deadline: float | None = None
+
+        def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> Any:
+            if self.deadline is None:
+                return super().request(method, url, *args, **kwargs)
+            if time.monotonic() >= self.deadline:
+                raise requests.exceptions.Timeout("the round's time ran out")
+            kwargs["stream"] = True
+            response = super().request(method, url, *args, **kwargs)
+            chunks = []
+            try:
+                while True:
+                    chunk = response.raw.read1(1 << 16, decode_content=True)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    if time.monotonic() >= self.deadline:
+                        raise requests.exceptions.Timeout("the answer was still arriving when the round's time ran out")
+            finally:
+                response.close()
+            response._content = b"".join(chunks)
+            response._content_consumed = True
+            return response
+
+    return DeadlineSession()
+
+
 class PrometheusSource:
     """Queries one Prometheus with prometheus-api-client (sync; the operator calls it in a thread)."""
 
@@ -268,8 +303,9 @@ class PrometheusSource:
         # No client-side retries: a dead Prometheus must show up as a failure within one
         # tick (the decider holds), not after urllib3's backoff eats several ticks.
         # POST keeps long selectors (many namespaces) out of the URL.
-        session = requests.Session()
+        session = _deadline_session()
         session.verify = verify  # False: the operator says so once at start (handlers.configure)
+        self._session = session
         self._prom = PrometheusConnect(url=self.url, session=session, timeout=timeout_s,
                                        retry=Retry(total=0), method="POST")
 
@@ -278,6 +314,7 @@ class PrometheusSource:
         values: dict[str, dict[Key, float]] = {}
         queries = build_queries(self.selector, window_s)
         done = 0
+        self._session.deadline = time.monotonic() + self._round_timeout_s  # ends a query mid-answer too
         for signal, q in queries.items():
             if time.time() - started > self._round_timeout_s:
                 return Snapshot(taken_at=started, ok=False, queries=done,
@@ -286,6 +323,10 @@ class PrometheusSource:
             try:
                 result = self._prom.custom_query(q)
             except Exception as exc:  # connection refused, timeout, HTTP 4xx/5xx, bad JSON
+                if time.monotonic() >= self._session.deadline:  # cut off mid-answer
+                    return Snapshot(taken_at=started, ok=False, queries=done + 1,
+                                    error=f"Prometheus at {shown_url(self.url)}: answered {done} of {len(queries)} "
+                                          f"queries in {self._round_timeout_s:g} s; too slow for a tick")
                 return Snapshot(taken_at=started, ok=False, queries=done + 1,
                                 error=f"Prometheus at {shown_url(self.url)}: "
                                       f"{_without(describe_failure(exc, self._timeout_s), self.url)}")
