@@ -288,7 +288,6 @@ class PrometheusSource:
         """``verify``: how an https Prometheus's certificate is checked -- True against the system's
         CAs (or the bundle in REQUESTS_CA_BUNDLE), a path against that PEM bundle, False not at all
         (``tritonscale run --prometheus-ca-file`` / ``--prometheus-insecure-skip-tls-verify``)."""
-        import requests
         from prometheus_api_client import PrometheusConnect
         from urllib3.util.retry import Retry
 
