@@ -255,7 +255,7 @@ def _deadline_session() -> Any:
     class DeadlineSession(requests.Session):
         deadline: float | None = None
 
-        def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> Any:
+        def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
             if self.deadline is None:
                 return super().request(method, url, *args, **kwargs)
             if time.monotonic() >= self.deadline:
