@@ -46,8 +46,9 @@ def test_a_single_timestamp_column_with_its_header() -> None:
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("0.5\n1\n\n# comment\n2.25\n", [0.5, 1.0, 2.25]),
-    ("3\n1\n2\n", [1.0, 2.0, 3.0]),  # sorted
+    ("0.5\n1\n\n# comment\n2.25\n", [0.0, 0.5, 1.75]),  # from the first arrival, as timestamps are
+    ("3\n1\n2\n", [0.0, 1.0, 2.0]),  # sorted
+    ("1700158546.680590\n1700158547.180590\n", [0.0, 0.5]),  # seconds since the epoch
     ("2023-11-16T18:15:46.68Z\n2023-11-16T18:15:47.18Z\n", [0.0, 0.5]),
     ("2023-11-16T18:15:46.6805900+01:00\n2023-11-16T18:15:48.6805900+01:00\n", [0.0, 2.0]),
     ("2023-11-16 18:15:46\n2023-11-16 18:16:46\n", [0.0, 60.0]),
@@ -63,6 +64,9 @@ def test_plain_text(text: str, expected: list[float]) -> None:
     ("# only a comment\n\n", "no arrivals"),
     ("TIMESTAMP,x\n", "no arrivals after the header"),
     ("TIMESTAMP,x\nyesterday,1\n", "line 2: not a timestamp"),
+    # numpy reads '' and 'NaT' as NaT, a date in 1677: refused by line, not a trace of 342 years
+    ("TIMESTAMP,x\n2023-11-16 18:15:46,1\n,5\n2023-11-16 18:15:47,1\n", "line 3: not a timestamp: ''"),
+    ("TIMESTAMP,x\n2023-11-16 18:15:46,1\nNaT,5\n", "line 3: not a timestamp: 'NaT'"),
 ])
 def test_bad_traces_name_the_line(text: str, message: str) -> None:
     with pytest.raises(TraceError, match=message):

@@ -110,6 +110,8 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "poisson", "--slo-ms", "150", "--seed", "-1"], "--seed: '-1': must be within 0..4294967295"),
     (["--shape", "poisson", "--slo-ms", "150", "--headroom", "2"], "--headroom: '2': must be in (0, 1]"),
     (["--suite", "quick", "--cold-starts", "-5"], "--cold-starts: '-5': must be >= 0"),
+    (["--shape", "poisson", "--slo-ms", "150", "--window-s", "7.5"], "--window-s: 7.5: the CRD's windowSeconds"),
+    (["--shape", "poisson", "--slo-ms", "150", "--window-s", "20"], "--window-s 20 holds fewer than two scrapes"),
 ])
 def test_bad_input_exits_1_with_one_line(capsys, argv, message) -> None:
     assert main_simulate(argv) == 1
@@ -145,3 +147,20 @@ def test_a_failed_plot_write_keeps_the_report(capsys, monkeypatch, tmp_path) -> 
     captured = capsys.readouterr()
     assert json.loads(captured.out)["policy"] == "tritonscale"  # the report is out
     assert captured.err == f"tritonscale simulate: --plot: cannot write {tmp_path / 'p.png'}: No space left on device\n"
+
+
+def test_a_trace_spanning_ages_is_refused_not_replayed_for_ever(capsys, tmp_path) -> None:
+    trace = tmp_path / "huge.txt"
+    trace.write_text("0\n1e308\n")
+    assert main_simulate(["--trace", str(trace), "--slo-ms", "150", "--policy", "tritonscale", "--no-oracle"]) == 1
+    err = capsys.readouterr().err
+    assert "a replay takes at most 30" in err and err.count("\n") == 1
+
+
+def test_seconds_since_the_epoch_replay_from_the_first_arrival(capsys, tmp_path) -> None:
+    trace = tmp_path / "epoch.txt"
+    trace.write_text("".join(f"{1700158546.68 + 0.05 * i:.3f}\n" for i in range(12_000)))
+    assert main_simulate(["--trace", str(trace), "--slo-ms", "150", "--policy", "tritonscale", "--no-oracle",
+                          "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["policy"] == "tritonscale" and row["requests"] == 12_000

@@ -117,6 +117,9 @@ def test_dominance_and_the_criteria():
     (["--suite", "--policy", "keda"], "--policy sets one replay, not --suite (the suite runs every policy)"),
     (["--suite", "--interval-s", "30"], "--interval-s sets one replay, not --suite"),
     (["--suite", "quick", "--batching-tuner", "--decisions", "d.csv"], "--decisions: the tuner's evaluation"),
+    (["--suite", "quick", "--classes", "flash", "--trace", "/nonexistent"], "--trace: the suite replays it only in"),
+    (["--suite", "quick", "--batching-apply", "reload"], "--batching-apply: how a tuned batcher is applied"),
+    (["--suite", "quick", "--reload-pause-s", "30"], "--reload-pause-s: how a tuned batcher is applied"),
     # ... and the suite's flags without --suite
     (["--shape", "steps", "--slo-ms", "150", "--cold-starts", "90"], "--cold-starts is a --suite flag"),
     (["--shape", "steps", "--slo-ms", "150", "--seeds", "3"], "--seeds is a --suite flag"),
@@ -171,7 +174,8 @@ def test_quick_suite_in_ci(capsys, tmp_path):
     else:
         argv += ["--classes", ",".join(traffic.SYNTHETIC)]
     assert main_simulate(argv) == 0
-    out = json.loads(capsys.readouterr().out)
+    # standard JSON: no Infinity or NaN (KPA's p95 is infinite in most scenarios), which strict parsers refuse
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in the suite's JSON"))
     assert (tmp_path / "suite.png").stat().st_size > 10_000
     assert out["setup"]["routing"].startswith("round-robin")
     assert "rejected" in out["setup"]["attainment"]

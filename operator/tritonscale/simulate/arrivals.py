@@ -63,8 +63,9 @@ def _parse_timestamps(values: Sequence[str], path: str, first_line: int) -> np.n
     clean = [v.strip() for v in values]
     if not any(v.endswith("Z") or "+" in v[10:] or v[10:].count("-") for v in clean[:50]):
         try:
-            ns = np.array(clean, dtype="datetime64[ns]").astype(np.int64)
-            return ns / 1e9
+            stamps = np.array(clean, dtype="datetime64[ns]")
+            if not np.isnat(stamps).any():  # numpy reads '' and 'NaT' as NaT (a date in 1677 as a number)
+                return stamps.astype(np.int64) / 1e9
         except ValueError:
             pass  # fall through to the line-by-line parser for a precise message
     out = np.empty(len(clean))
@@ -100,7 +101,7 @@ def _iso_seconds(v: str) -> float:
 
 
 def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
-    """Arrival times (s from start, sorted) from the contents of a trace file."""
+    """Arrival times (s from the first arrival, sorted) from the contents of a trace file."""
     lines = text.splitlines()
     first = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")), None)
     if first is None:
@@ -144,10 +145,10 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
         if not math.isfinite(x) or x < 0:
             raise TraceError(f"{path}: line {n}: arrival must be a finite number of seconds >= 0, got {v}")
         seconds.append(x)
-    if stamps:
-        t = np.array(stamps)
-        return np.sort(t - t.min())
-    return np.sort(np.array(seconds))
+    t = np.array(stamps or seconds)
+    # From the first arrival, as the timestamp forms are: seconds since the epoch (1700158546.68) are a
+    # trace too, not one that starts 54 years in
+    return np.sort(t - t.min())
 
 
 def load_trace(path: str) -> np.ndarray:

@@ -114,10 +114,12 @@ def expand(policy: str, needs: Sequence[int], opts: Options) -> list[str]:
 def scaling_spec(opts: Options) -> ScalingSpec:
     """The InferenceService ``spec.scaling`` the simulated service runs: the CRD defaults
     (from the API model itself), with the replica range and target of the run and any
-    tick or scale-down window the options set."""
+    tick, rate window or scale-down window the options set."""
     c = opts.cluster
     fields: dict = {"min_replicas": c.min_replicas, "max_replicas": c.max_replicas,
-                    "target_p95_milliseconds": opts.slo_ms}
+                    "target_p95_milliseconds": opts.slo_ms,
+                    # one window for the rate() queries and the decider's level, as in the operator
+                    "window_seconds": min(3600, max(5, round(c.prom.window_s)))}
     if opts.interval_s is not None:
         fields["interval_seconds"] = max(1, round(opts.interval_s))
     if opts.scale_down_stabilization_s is not None:

@@ -128,6 +128,11 @@ def options_from_args(args: argparse.Namespace) -> Options:
         raise ValueError("--static-replicas must be within --min-replicas..--max-replicas")
     if args.interval_s is not None and (args.interval_s != round(args.interval_s) or args.interval_s > 600):
         raise ValueError(f"--interval-s: {args.interval_s:g}: the CRD's intervalSeconds is whole seconds, 1-600")
+    if args.window_s != round(args.window_s) or not 5 <= args.window_s <= 3600:
+        raise ValueError(f"--window-s: {args.window_s:g}: the CRD's windowSeconds is whole seconds, 5-3600")
+    if args.window_s < 2 * args.scrape_s:  # as the operator's NoData says: rate() would never have a value
+        raise ValueError(f"--window-s {args.window_s:g} holds fewer than two scrapes at --scrape-s {args.scrape_s:g}: "
+                         "rate() needs two samples in its window")
     if args.scale_down_stabilization_s is not None:
         try:  # the CRD's own bounds, from the API model
             ScaleDownPolicy(stabilization_seconds=round(args.scale_down_stabilization_s))
@@ -155,6 +160,10 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
         raw = arrivals_mod.load_trace(args.trace)
         if float(raw[-1]) <= 0.0:
             raise ValueError(f"{args.trace}: all {len(raw)} arrival(s) at one instant: a trace must span some time")
+        if float(raw[-1]) > MAX_REPLAY_SPAN_S:  # the replay steps through every second of it
+            raise ValueError(f"{args.trace}: its arrivals span {raw[-1] / 86400:.3g} days; a replay takes at most "
+                             f"{MAX_REPLAY_SPAN_S / 86400:g} (cut the trace, or run --suite, which replays its first "
+                             f"--duration s)")
         t = arrivals_mod.rate_scale(raw, args.rate_scale, args.rate_bin_s, args.seed)
         what = f"{args.trace}" + (f" x{args.rate_scale:g} (Poisson per {args.rate_bin_s:g} s, seed {args.seed})"
                                   if args.rate_scale != 1 else "")
@@ -194,6 +203,9 @@ def write_decisions(b: Benchmark, path: str) -> None:
     suite_command.write_ticks(path, (((), out.summary.policy, r) for out in b.outcomes for r in out.ticks))
 
 
+# The longest trace a single replay takes: its timelines are per second and its ticks step through all
+# of it (a line of 1e308 beside one of 0 made a replay that never ended).
+MAX_REPLAY_SPAN_S = 30 * 86400.0
 # A replay holds every request's arrival and latency, and per-second timelines, in memory.
 OUT_OF_MEMORY = ("out of memory: the replay is too large for this machine -- too many requests or too long a "
                  "span (lower --rate, --rate-scale or --duration, or replay a shorter trace)")

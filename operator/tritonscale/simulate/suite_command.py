@@ -9,12 +9,13 @@ import os
 import sys
 import time
 from collections.abc import Iterable
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from tritonscale.cli_numbers import non_negative_float
 from tritonscale.output_paths import ensure_image, ensure_parent, write_output
 from tritonscale.simulate import suite_report, traffic, tuner_suite
-from tritonscale.simulate.engine import TickRecord
+from tritonscale.simulate.engine import RELOAD_PAUSE_S, TickRecord
 from tritonscale.simulate.replica import DEFAULT_PREFERRED, BatcherConfig
 from tritonscale.simulate.suite import (
     COLD_STARTS,
@@ -128,6 +129,11 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         print(f"suite: no {DEFAULT_TRACE} here and no --trace: the trace class is left out", file=sys.stderr)
     if "trace" in classes and trace is not None:
         checked_trace(trace)  # before any scenario runs
+    if args.trace and "trace" not in classes:  # a flag the run would not read is an error, not dropped
+        raise ValueError("--trace: the suite replays it only in the trace class; add trace to --classes")
+    if not args.batching_tuner and (args.batching_apply != "rollout" or args.reload_pause_s != RELOAD_PAUSE_S):
+        raise ValueError(f"{'--batching-apply' if args.batching_apply != 'rollout' else '--reload-pause-s'}: "
+                         "how a tuned batcher is applied; the suite tunes only with --batching-tuner")
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch, args.max_queue_delay_us / 1000.0,
                             preferred_sizes(args.preferred_batch_sizes, args.max_batch))
     return SuiteConfig(
@@ -197,6 +203,10 @@ def run_tuner(args: argparse.Namespace, cfg: SuiteConfig, started: float) -> int
     return 0
 
 
+SUITE_OUT_OF_MEMORY = ("out of memory: a scenario's replay is too large for this machine -- too many requests "
+                       "(a fast model at --peak-replicas, or a long --duration); lower either, or --jobs 1")
+
+
 def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     try:
@@ -206,6 +216,9 @@ def run(args: argparse.Namespace) -> int:
         results = run_suite(cfg, progress=stderr_progress("suite", started))
     except (ValueError, OSError) as exc:
         print(f"tritonscale simulate: {exc}", file=sys.stderr)
+        return 1
+    except (MemoryError, BrokenProcessPool):  # a worker out of memory, or killed by the kernel for it
+        print(f"tritonscale simulate: {SUITE_OUT_OF_MEMORY}", file=sys.stderr)
         return 1
     wall = time.perf_counter() - started
     if args.json:

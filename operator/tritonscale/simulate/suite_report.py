@@ -42,7 +42,8 @@ def setup_text(cfg: SuiteConfig, n: int) -> str:
         + ("" if cfg.ranges == "suite" else f"; the classes drawn from the {cfg.ranges!r} parameter ranges"),
         f"replica: {b.base_ms:g} ms + {b.per_item_ms:g} ms/item, max batch {b.max_batch}, queue delay "
         f"{b.max_queue_delay_ms * 1000:g} us, preferred {list(b.preferred)}; replicas {cfg.min_replicas}.."
-        f"{cfg.max_replicas}; each scenario's busiest minute needs {cfg.peak_replicas} replicas",
+        f"{cfg.max_replicas}; each scenario scaled so its busiest minute's mean rate needs {cfg.peak_replicas} "
+        "replicas (its p95 within the minute may need more: the static fleet is the oracle's need)",
         f"routing: {ROUTING}",
         f"scrapes: {SCRAPES[cfg.scrape_spread]}; each policy ticks at its own period from t = 0",
         "queue: " + (f"requests queued longer than {cfg.queue_timeout_targets:g} x the SLO are rejected (the "
@@ -63,6 +64,9 @@ def scenario_table(res: ScenarioResult) -> str:
                      f"{r.rejected:,}", dom or "-"])
     title = (f"## {res.scenario.name}: SLO {res.slo_ms:g} ms, {res.requests:,} requests ({res.description}), "
              f"static {res.static_replicas}, oracle peak {res.oracle_peak}")
+    if not res.oracle_meets_slo:  # a burst beyond maxReplicas: no policy could meet every window
+        title += (f"\n(the oracle misses windows even at up to {res.oracle_peak} replicas: this traffic asks more than "
+                  "the fleet can give, and no policy can meet every window)")
     return title + "\n" + _table(head, body)
 
 

@@ -25,6 +25,11 @@ from tritonscale.simulate.suite import OURS, Row, Scenario, ScenarioResult, Suit
 _ROW_FIELDS = tuple(Row.__dataclass_fields__)
 
 
+def _number(v: Any) -> Any:
+    """A stored field: "inf" (how the suite's JSON writes an infinite p95) back to a float."""
+    return float(v) if v in ("inf", "-inf") else v
+
+
 def config_from_json(d: dict[str, Any], trace_path: str | None) -> SuiteConfig:
     """The suite's configuration from a stored result's ``setup`` (ValueError when it has none)."""
     try:
@@ -66,7 +71,8 @@ def rerun(stored: dict[str, Any], cfg: SuiteConfig) -> ScenarioResult:
     s, _ = run_ours(sc, cfg)
     oracle = next(p for p in stored["policies"] if p["policy"] == "oracle")
     cost = s.replica_hours / oracle["replica_hours"] if oracle["replica_hours"] else None
-    rows = [row_of(s, cost, oracle["max_replicas"]) if p["policy"] == OURS else Row(**{k: p[k] for k in _ROW_FIELDS})
+    rows = [row_of(s, cost, oracle["max_replicas"]) if p["policy"] == OURS
+            else Row(**{k: _number(p[k]) for k in _ROW_FIELDS})
             for p in stored["policies"]]
     return ScenarioResult(sc, slo_ms, int(stored["requests"]), stored["arrivals"], int(stored["static_replicas"]),
                           int(stored["oracle_peak"]), stored["oracle_meets_slo"], rows)
