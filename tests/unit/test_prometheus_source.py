@@ -323,3 +323,46 @@ def test_a_healthy_answer_is_read_whole():
         assert snap.ok and snap.observation("ns", "svc", "m").rps == 12.5
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_a_large_chunked_answer_is_read_whole(gzipped):
+    """Prometheus streams a large answer chunked (and gzipped when asked): read as it arrives, whole."""
+    import gzip
+    import http.server
+    import json
+    import threading
+
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    result = [{"metric": {"namespace": "ns", "inferenceservice": f"svc{i}", "model": "m"}, "value": [0, str(i)]}
+              for i in range(3000)]
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": result}}).encode()
+
+    class Chunked(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            data = gzip.compress(body) if gzipped else body
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if gzipped:
+                self.send_header("Content-Encoding", "gzip")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, len(data), 5000):
+                self.wfile.write(f"{len(data[i:i + 5000]):x}\r\n".encode() + data[i:i + 5000] + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Chunked)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        snap = PrometheusSource(f"http://127.0.0.1:{server.server_address[1]}").fetch(60)
+        assert snap.ok, snap.error
+        assert snap.observation("ns", "svc2999", "m").rps == 2999.0
+    finally:
+        server.shutdown()

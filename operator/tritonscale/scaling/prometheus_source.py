@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -253,23 +254,36 @@ def _deadline_session() -> Any:
     import requests
 
     class DeadlineSession(requests.Session):
-        deadline: float | None = None
+        """The deadline is the calling thread's: rounds of several windows run at once on one source."""
+
+        _local = threading.local()
+
+        @property
+        def deadline(self) -> float | None:
+            return getattr(self._local, "deadline", None)
+
+        @deadline.setter
+        def deadline(self, value: float | None) -> None:
+            self._local.deadline = value
 
         def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-            if self.deadline is None:
+            deadline = self.deadline
+            if deadline is None:
                 return super().request(method, url, *args, **kwargs)
-            if time.monotonic() >= self.deadline:
+            if time.monotonic() >= deadline:
                 raise requests.exceptions.Timeout("the round's time ran out")
             kwargs["stream"] = True
             response = super().request(method, url, *args, **kwargs)
             chunks = []
+            # read1: what has arrived, up to 64 KiB (urllib3 >= 2.3); read waits for the whole 64 KiB
+            read = getattr(response.raw, "read1", None) or response.raw.read
             try:
                 while True:
-                    chunk = response.raw.read1(1 << 16, decode_content=True)
+                    chunk = read(1 << 16, decode_content=True)
                     if not chunk:
                         break
                     chunks.append(chunk)
-                    if time.monotonic() >= self.deadline:
+                    if time.monotonic() >= deadline:
                         raise requests.exceptions.Timeout("the answer was still arriving when the round's time ran out")
             finally:
                 response.close()
