@@ -35,3 +35,23 @@ def test_an_invalid_edit_keeps_the_fleet_scaled_by_the_last_valid_spec() -> None
     kube.deployment["spec"]["replicas"] = 0
     tick.run_tick(kube, "default", "linear", down, 1030.0, lambda body, *e: events.append(e))
     assert kube.deployment["spec"]["replicas"] == 0
+
+
+def test_an_invalid_edit_leaves_the_tuned_batcher_in_status_alone() -> None:
+    """The tuner does not run on a remembered spec (the reconciler applies nothing meanwhile), and the
+    settings it had put in force stay in status for when the spec is fixed."""
+    kube, events = Kube(), []
+    kube.refuse = False
+    tick.forget(UID)
+    kube.body["spec"]["batching"]["autoTune"] = {"enabled": True}
+    down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+    tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
+    tuned = {"maxQueueDelayMicroseconds": 1000, "preferredBatchSizes": [8], "source": "tuner",
+             "lastChangeTime": "2026-11-26T00:00:00Z", "reason": "MoreCapacity", "message": "m"}
+    kube.body["status"]["batching"] = dict(tuned)
+    edited = copy.deepcopy(kube.body)
+    edited["spec"]["runtime"]["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}
+    kube.body = edited
+    tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
+    assert kube.body["status"]["batching"] == tuned
+    tick.forget(UID)

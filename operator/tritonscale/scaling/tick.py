@@ -208,14 +208,17 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             decision = dataclasses.replace(decision, message=decision.message + "; the spec as edited is invalid "
                                            "(condition SpecValid): scaling by the last valid one")
         _memory[uid] = decision.state
-        tuning = bs.tune_tick(spec, status, obs, decision, policy, min(ready, current), deployment, now)
+        # No tuning by a remembered spec: the reconciler applies nothing while the spec is invalid, so a
+        # change would be in status and not in the pods.
+        tuning = None if stale else bs.tune_tick(spec, status, obs, decision, policy, min(ready, current),
+                                                 deployment, now)
 
         # The decider's memory goes to status before the replica count changes: an operator killed
         # between the two writes then loses nothing (the next tick, or a new leader, re-applies the
         # count from the same memory).
         new_status = autoscaler_status(status, decision, obs, census, census_error, live_pods, now,
                                        body["metadata"].get("generation"))
-        if tuning is not None or "batching" in status:  # written while tuning, removed after
+        if not stale and (tuning is not None or "batching" in status):  # written while tuning, removed after
             new_status.batching = bs.batching_status(spec, status, tuning, now)
         patch = st.status_patch(status, new_status)
         if patch is not None:
