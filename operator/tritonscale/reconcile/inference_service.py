@@ -166,10 +166,10 @@ def reverse_patch(patch: dict[str, Any], before: dict[str, Any]) -> dict[str, An
 def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseException,
                   applied: list[tuple[str, str, dict[str, Any]]], event: EventFn, now: float) -> None:
     """A write failed after the dry run passed (a transient error, an admission policy that lets dry
-    runs through): the children written before it are put back, so a ConfigMap with a new config never
-    sits beside the Deployment of the old one (a pod started meanwhile would load the new config under
-    the old template's hash), and the Ready condition says what happened. Best effort: an undo that
-    fails too is said."""
+    runs through): ``applied`` (the ConfigMap written ahead of a Deployment that was refused) is put
+    back, so a ConfigMap with a new config never sits beside the Deployment of the old one (a pod
+    started meanwhile would load the new config under the old template's hash), and the Ready
+    condition says what happened. Best effort: an undo that fails too is said."""
     undone, stuck = [], []
     for kind, cname, undo in reversed(applied):
         try:
@@ -253,7 +253,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                     outcome.patched.append(f"{kind}/{cname}")
                     applied.append((kind, cname, reverse_patch(patch, before)))
             except Exception as exc:
-                _write_failed(kube, body, f"{kind}/{cname}", exc, applied, event, now())
+                # Only a ConfigMap ahead of its Deployment is put back: once the Deployment took the new
+                # template the two agree, and undoing it would roll the pods back and forth.
+                undo = [a for a in applied if a[0] == "ConfigMap"] if kind == "Deployment" else []
+                _write_failed(kube, body, f"{kind}/{cname}", exc, undo, event, now())
                 raise  # Kopf tries the handler again
             if kind == "Deployment":
                 deployment = live
