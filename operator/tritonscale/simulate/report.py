@@ -165,12 +165,20 @@ def plot(arrivals: np.ndarray, horizon: float, outcomes: Sequence, slo_ms: float
     counts = np.bincount(np.minimum((arrivals // bin_s).astype(int), nb - 1), minlength=nb)
     ax_load.step(np.arange(nb) * bin_s / 60, counts / bin_s, where="post", color="k", lw=0.8)
     ax_load.set_ylabel("load (rps per 10 s)")
+    finite = [v for o in outcomes for v in np.asarray(o.window_p95_ms, dtype=float) if np.isfinite(v)]
+    ceiling = max(finite + [slo_ms]) * 2.0  # where a window whose p95 is a rejection (inf) is drawn
     for o in outcomes:
-        wp = o.window_p95_ms
+        wp = np.asarray(o.window_p95_ms, dtype=float)
         mins = (np.arange(len(wp)) + 0.5) * window_s / 60
-        ax_p95.plot(mins, wp, marker=".", lw=1, label=o.summary.policy)
-        ax_rep.step(o.timeline_t / 60, o.timeline_alive, where="post", lw=1, label=o.summary.policy)
+        line, = ax_p95.plot(mins, np.where(np.isinf(wp), ceiling, wp), marker=".", lw=1, label=o.summary.policy)
+        lost = np.isinf(wp)
+        if lost.any():  # matplotlib leaves inf out: a missed window would vanish from the plot
+            ax_p95.plot(mins[lost], np.full(lost.sum(), ceiling), ls="none", marker="^", color=line.get_color())
     ax_p95.axhline(slo_ms, color="r", ls="--", lw=1, label=f"target {slo_ms:g} ms")
+    if any(np.isinf(np.asarray(o.window_p95_ms, dtype=float)).any() for o in outcomes):
+        ax_p95.annotate("^ p95 a rejection (queue timeout)", (0.01, 0.92), xycoords="axes fraction", fontsize=7)
+    for o in outcomes:
+        ax_rep.step(o.timeline_t / 60, o.timeline_alive, where="post", lw=1, label=o.summary.policy)
     ax_p95.set_yscale("log")
     ax_p95.set_ylabel(f"p95 per {window_s:g} s window (ms)")
     ax_p95.legend(fontsize=7, ncol=4)
