@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+from collections.abc import Iterator
 
 import pytest
 
@@ -259,7 +261,6 @@ def test_an_answer_that_trickles_ends_the_round_at_its_deadline():
     """A Prometheus that sends headers and then a byte every so often keeps each read within its
     timeout: the round still ends at its deadline, a failure the tick counts."""
     import http.server
-    import threading
     import time
 
     from tritonscale.scaling.prometheus_source import PrometheusSource
@@ -281,24 +282,18 @@ def test_an_answer_that_trickles_ends_the_round_at_its_deadline():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        source = PrometheusSource(f"http://127.0.0.1:{server.server_address[1]}", timeout_s=1.0,
-                                  round_timeout_s=0.5)
+    with _prometheus(Trickle) as url:
+        source = PrometheusSource(url, timeout_s=1.0, round_timeout_s=0.5)
         began = time.monotonic()
         snap = source.fetch(60)
         took = time.monotonic() - began
         assert not snap.ok and "answered 0 of 12 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
         assert took < 2.0, took  # not the 4 s the trickle lasts
-    finally:
-        server.shutdown()
 
 
 def test_a_healthy_answer_is_read_whole():
     import http.server
     import json
-    import threading
 
     from tritonscale.scaling.prometheus_source import PrometheusSource
 
@@ -316,13 +311,9 @@ def test_a_healthy_answer_is_read_whole():
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        snap = PrometheusSource(f"http://127.0.0.1:{server.server_address[1]}").fetch(60)
+    with _prometheus(Ok) as url:
+        snap = PrometheusSource(url).fetch(60)
         assert snap.ok and snap.observation("ns", "svc", "m").rps == 12.5
-    finally:
-        server.shutdown()
 
 
 @pytest.mark.parametrize("gzipped", [False, True])
@@ -331,7 +322,6 @@ def test_a_large_chunked_answer_is_read_whole(gzipped):
     import gzip
     import http.server
     import json
-    import threading
 
     from tritonscale.scaling.prometheus_source import PrometheusSource
 
@@ -358,11 +348,21 @@ def test_a_large_chunked_answer_is_read_whole(gzipped):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Chunked)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        snap = PrometheusSource(f"http://127.0.0.1:{server.server_address[1]}").fetch(60)
+    with _prometheus(Chunked) as url:
+        snap = PrometheusSource(url).fetch(60)
         assert snap.ok, snap.error
         assert snap.observation("ns", "svc2999", "m").rps == 2999.0
+
+
+@contextlib.contextmanager
+def _prometheus(handler: type) -> Iterator[str]:
+    """A stand-in Prometheus on 127.0.0.1 answering with ``handler``; yields its base URL."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
