@@ -7,7 +7,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from tritonscale.api.names import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from tritonscale.cli_numbers import positive_float
@@ -216,8 +216,18 @@ def _label_pair(text: str) -> tuple[str, str]:
     return name, value
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A usage error in one line that names the flag and where help is, not the whole usage block
+    above it (argparse's own): ``tritonscale run: error: argument --metrics-port: expected a port
+    0..65535 (see tritonscale run --help)``. Exit code 2, as argparse's. Subcommands' parsers are of
+    this class too (argparse makes them of their parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="tritonscale",
         description="Serve models on NVIDIA Triton and autoscale them on p95 latency.",
     )
@@ -304,7 +314,11 @@ def _optional_command(sub: Any, name: str, module: str, help_text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # no command at all: the usage says which there are
+        parser.print_usage(sys.stderr)
+        parser.exit(2, f"{parser.prog}: error: a command is required (see {parser.prog} --help)\n")
+    args = parser.parse_args(argv)
     try:
         return args.func(args)
     except KeyboardInterrupt:

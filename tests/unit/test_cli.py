@@ -293,7 +293,10 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]
     with pytest.raises(SystemExit) as exit_info:
         cli.main(argv)
     assert exit_info.value.code == 2
-    assert expected in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert expected in err
+    if argv:  # one line naming the flag and where help is, not argparse's usage block above it
+        assert err.count("\n") == 1 and err.rstrip().endswith("--help)"), err
 
 
 # --- crd and help -------------------------------------------------------------------------------------
