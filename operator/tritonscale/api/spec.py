@@ -478,13 +478,13 @@ def model_name(spec: InferenceServiceSpec, object_name: str) -> str:
 QUEUE_TIMEOUT_TARGETS = 2.0
 
 
-def default_queue_timeout_us(target_ms: float, delay_us: int) -> int:
-    """The queue timeout without a spec value: QUEUE_TIMEOUT_TARGETS targets, and at least the queue
-    delay and one target more. Triton holds a lone request for the whole delay, so a timeout within
+def default_queue_timeout_us(target_ms: float, delay_us: float, targets: float = QUEUE_TIMEOUT_TARGETS) -> int:
+    """The queue timeout without a spec value: ``targets`` (QUEUE_TIMEOUT_TARGETS) targets, and at least
+    the queue delay and one target more. Triton holds a lone request for the whole delay, so a timeout within
     it would reject every request at light load (a 500 ms delay against a 100 ms target did: every
     request 503 "Request timeout expired" on a real tritonserver); such a delay misses the target
     anyway, but slowly is better than never."""
-    return max(round(QUEUE_TIMEOUT_TARGETS * target_ms * 1000), delay_us + round(target_ms * 1000))
+    return max(round(targets * target_ms * 1000), round(delay_us + target_ms * 1000))
 
 
 def effective_queue_timeout_us(spec: InferenceServiceSpec, delay_us: int | None = None) -> int:

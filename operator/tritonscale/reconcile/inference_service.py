@@ -240,7 +240,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             _patch_status(kube, body, status_for_invalid(body, refused, now(), reason="ChildRejected"),
                           event, "ChildRejected", "; ".join(str(p) for p in refused))
             return outcome
-        applied: list[tuple[str, str, dict[str, Any]]] = []  # (kind, name, the patch undoing it)
+        # The ConfigMap's patch, undone: only a ConfigMap ahead of a refused Deployment is put back (once
+        # the Deployment took the new template the two agree, and undoing it would roll the pods back and
+        # forth).
+        config_undo: list[tuple[str, str, dict[str, Any]]] = []
         for child, live, patch in writes:
             kind, cname = child["kind"], child["metadata"]["name"]
             try:
@@ -251,12 +254,11 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                     before = live
                     live = kube.patch(kind, ns, cname, patch)
                     outcome.patched.append(f"{kind}/{cname}")
-                    applied.append((kind, cname, reverse_patch(patch, before)))
+                    if kind == "ConfigMap":
+                        config_undo.append((kind, cname, reverse_patch(patch, before)))
             except Exception as exc:
-                # Only a ConfigMap ahead of its Deployment is put back: once the Deployment took the new
-                # template the two agree, and undoing it would roll the pods back and forth.
-                undo = [a for a in applied if a[0] == "ConfigMap"] if kind == "Deployment" else []
-                _write_failed(kube, body, f"{kind}/{cname}", exc, undo, event, now())
+                _write_failed(kube, body, f"{kind}/{cname}", exc, config_undo if kind == "Deployment" else [],
+                              event, now())
                 raise  # Kopf tries the handler again
             if kind == "Deployment":
                 deployment = live

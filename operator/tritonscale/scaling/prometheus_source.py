@@ -327,32 +327,34 @@ class PrometheusSource:
         values: dict[str, dict[Key, float]] = {}
         queries = build_queries(self.selector, window_s)
         done = 0
-        self._session.deadline = time.monotonic() + self._round_timeout_s  # ends a query mid-answer too
+        deadline = self._session.deadline = time.monotonic() + self._round_timeout_s  # mid-answer too
+
+        def failed(queries_asked: int, why: str) -> Snapshot:
+            return Snapshot(taken_at=started, ok=False, queries=queries_asked,
+                            error=f"Prometheus at {shown_url(self.url)}: {why}")
+
+        def too_slow(queries_asked: int) -> Snapshot:
+            return failed(queries_asked, f"answered {done} of {len(queries)} queries in "
+                                         f"{self._round_timeout_s:g} s; too slow for a tick")
+
         for signal, q in queries.items():
-            if time.time() - started > self._round_timeout_s:
-                return Snapshot(taken_at=started, ok=False, queries=done,
-                                error=f"Prometheus at {shown_url(self.url)}: answered {done} of {len(queries)} "
-                                      f"queries in {self._round_timeout_s:g} s; too slow for a tick")
+            if time.monotonic() >= deadline:
+                return too_slow(done)
             try:
                 result = self._prom.custom_query(q)
             except Exception as exc:  # connection refused, timeout, HTTP 4xx/5xx, bad JSON
-                if time.monotonic() >= self._session.deadline:  # cut off mid-answer
-                    return Snapshot(taken_at=started, ok=False, queries=done + 1,
-                                    error=f"Prometheus at {shown_url(self.url)}: answered {done} of {len(queries)} "
-                                          f"queries in {self._round_timeout_s:g} s; too slow for a tick")
-                return Snapshot(taken_at=started, ok=False, queries=done + 1,
-                                error=f"Prometheus at {shown_url(self.url)}: "
-                                      f"{_without(describe_failure(exc, self._timeout_s), self.url)}")
+                if time.monotonic() >= deadline:  # cut off mid-answer
+                    return too_slow(done + 1)
+                return failed(done + 1, redacted(describe_failure(exc, self._timeout_s), self.url))
             done += 1
             try:
                 values[signal] = _parse_vector(result, self.selector)
             except ValueError as exc:
-                return Snapshot(taken_at=started, ok=False, queries=done,
-                                error=f"Prometheus at {shown_url(self.url)}: query for {signal}: {exc}")
+                return failed(done, f"query for {signal}: {exc}")
         return Snapshot(taken_at=started, ok=True, values=values, queries=done, window_s=int(window_s))
 
 
-def _without(text: str, url: str) -> str:
+def redacted(text: str, url: str) -> str:
     """``text`` with ``url`` (as given, or without its trailing slash) shown as ``shown_url`` does:
     an exception's text may quote the URL it failed on."""
     for form in {url, url.rstrip("/")}:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from tritonscale.scaling.prometheus_source import MetricSource, Snapshot, shown_url
+from tritonscale.scaling.prometheus_source import MetricSource, Snapshot, redacted, shown_url
 
 SourceFactory = Callable[[str], MetricSource]
 # Rounds in flight at once per Prometheus URL, one per window: each URL has threads of its own, so a
@@ -79,7 +79,6 @@ class SnapshotCache:
             return snap
         except Exception as exc:  # noqa: BLE001
             return Snapshot(taken_at=self._clock(), ok=False,
-                            error=f"Prometheus at {shown_url(url)}: {type(exc).__name__}: "
-                                  f"{str(exc).replace(url, shown_url(url))}")
+                            error=f"Prometheus at {shown_url(url)}: {type(exc).__name__}: {redacted(str(exc), url)}")
         finally:
             del self._inflight[key]

@@ -83,11 +83,13 @@ class Summary:
     rejected: int = 0  # requests the queue policy rejected (each counted as a miss)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        for k, v in d.items():
-            if isinstance(v, float):
-                d[k] = None if math.isnan(v) else (str(v) if math.isinf(v) else round(v, 4))
-        return d
+        return {k: json_number(round(v, 4)) if isinstance(v, float) else v for k, v in asdict(self).items()}
+
+
+def json_number(v: float) -> float | str | None:
+    """``v`` as the JSON outputs write it: JSON has no Infinity or NaN, and a strict parser refuses the
+    whole file for one (KPA's p95 is infinite in most scenarios): "inf" and null."""
+    return None if math.isnan(v) else str(v) if math.isinf(v) else v
 
 
 def summarise(run: RunResult, slo_ms: float, oracle_hours: float | None = None,
@@ -167,15 +169,17 @@ def plot(arrivals: np.ndarray, horizon: float, outcomes: Sequence, slo_ms: float
     ax_load.set_ylabel("load (rps per 10 s)")
     finite = [v for o in outcomes for v in np.asarray(o.window_p95_ms, dtype=float) if np.isfinite(v)]
     ceiling = max(finite + [slo_ms]) * 2.0  # where a window whose p95 is a rejection (inf) is drawn
+    any_lost = False
     for o in outcomes:
         wp = np.asarray(o.window_p95_ms, dtype=float)
         mins = (np.arange(len(wp)) + 0.5) * window_s / 60
-        line, = ax_p95.plot(mins, np.where(np.isinf(wp), ceiling, wp), marker=".", lw=1, label=o.summary.policy)
         lost = np.isinf(wp)
+        line, = ax_p95.plot(mins, np.where(lost, ceiling, wp), marker=".", lw=1, label=o.summary.policy)
         if lost.any():  # matplotlib leaves inf out: a missed window would vanish from the plot
             ax_p95.plot(mins[lost], np.full(lost.sum(), ceiling), ls="none", marker="^", color=line.get_color())
+            any_lost = True
     ax_p95.axhline(slo_ms, color="r", ls="--", lw=1, label=f"target {slo_ms:g} ms")
-    if any(np.isinf(np.asarray(o.window_p95_ms, dtype=float)).any() for o in outcomes):
+    if any_lost:
         ax_p95.annotate("^ p95 a rejection (queue timeout)", (0.01, 0.92), xycoords="axes fraction", fontsize=7)
     for o in outcomes:
         ax_rep.step(o.timeline_t / 60, o.timeline_alive, where="post", lw=1, label=o.summary.policy)

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS
+from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS, default_queue_timeout_us
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import traffic
 from tritonscale.simulate.benchmark import Options, peak_replicas_scale, run_benchmark
@@ -44,7 +44,7 @@ from tritonscale.simulate.capacity import Calibration, capacity_at_slo
 from tritonscale.simulate.engine import RELOAD_PAUSE_S, ClusterConfig, TickRecord
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.replica import BatcherConfig
-from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, Summary
+from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, Summary, json_number
 
 ROUTING = ("round-robin over ready pods in the order they became ready (kube-proxy IPVS rr); "
            "queues are not rebalanced, a new pod gets only new requests")
@@ -240,9 +240,9 @@ class ScenarioResult:
 def _cluster(cfg: SuiteConfig, sc: Scenario) -> ClusterConfig:
     batcher = cfg.batcher
     if cfg.queue_timeout_targets > 0:
-        slo = cfg.slo_ms(sc.slo)  # and at least the delay and one target more, as the operator's default
-        batcher = replace(batcher, queue_timeout_ms=max(cfg.queue_timeout_targets * slo,
-                                                        batcher.max_queue_delay_ms + slo))
+        timeout_us = default_queue_timeout_us(cfg.slo_ms(sc.slo), batcher.max_queue_delay_ms * 1000.0,
+                                              cfg.queue_timeout_targets)  # the operator's default
+        batcher = replace(batcher, queue_timeout_ms=timeout_us / 1000.0)
     return ClusterConfig(batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas,
                          prom=PromConfig(spread=cfg.scrape_spread), reload_pause_s=cfg.reload_pause_s,
                          batching_apply=cfg.batching_apply)
@@ -397,13 +397,6 @@ def check(res: ScenarioResult, policy: str = OURS) -> Verdict:
     return Verdict(res.scenario.name, not fails, tuple(fails))
 
 
-def _json_numbers(d: dict[str, Any]) -> dict[str, Any]:
-    """``d`` with each non-finite float as the single replay's JSON writes it ("inf"; NaN as null): JSON
-    has no Infinity, and a strict parser refuses the whole file for one (KPA's p95 in most scenarios)."""
-    return {k: (None if math.isnan(v) else str(v) if math.isinf(v) else v) if isinstance(v, float) else v
-            for k, v in d.items()}
-
-
 def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) -> dict[str, Any]:
     verdicts = [check(r) for r in results]
     return {
@@ -426,7 +419,7 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
             "slo": r.scenario.slo, "slo_ms": r.slo_ms, "seed": r.scenario.seed, "requests": r.requests,
             "arrivals": r.description, "static_replicas": r.static_replicas, "oracle_peak": r.oracle_peak,
             "oracle_meets_slo": r.oracle_meets_slo,
-            "policies": [{**_json_numbers(r_.__dict__),
+            "policies": [{**{k: json_number(v) if isinstance(v, float) else v for k, v in r_.__dict__.items()},
                           "dominated_by": r.dominators(r_.policy) if r_.policy != "oracle" else []}
                          for r_ in r.rows],
             "tritonscale_check": {"holds": v.holds, "failures": list(v.failures)},

@@ -45,7 +45,12 @@ def demand(obs: Observation, state: State, now: float) -> Demand:
 def joined(d: Demand, ready: int, ticks: int = 1) -> int:
     """Replicas that became ready within the last ``ticks`` (1 or 2) ticks: ``ready`` less the fewest
     ready at either; 0 where no earlier count is known."""
-    counts = () if d.last is None else (d.last.ready, d.last.ready_before)[:ticks]
+    return joined_since(d.last, ready, ticks)
+
+
+def joined_since(last: PendingReading | None, ready: float, ticks: int = 1) -> int:
+    """``joined``, from the last tick's reading itself."""
+    counts = () if last is None else (last.ready, last.ready_before)[:ticks]
     earlier = [b for b in counts if b is not None]
     return max(0, int(ready - min(earlier))) if earlier else 0
 
@@ -82,8 +87,7 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
         # batch of 3.6 for a 5 + 5n ms model (randomwalk/cold15s/loose/seed0 of the suite with that
         # model: that one sample, the lowest of its bin for BATCH_SAMPLE_TTL_S, made the fitted slope
         # 8.1 ms and the capacity 115 rps where the replica serves 170).
-        mixed = bool(state.last_pending is not None and joined(Demand(0.0, 0.0, 0.0, last=state.last_pending),
-                                                                ready, ticks=2))
+        mixed = joined_since(state.last_pending, ready, ticks=2) > 0
         if steady and not mixed or full or not state.batch_samples:  # and the first sample is better than none
             state = replace(state, batch_samples=add_batch_sample(state.batch_samples, obs.batch_size, batch_ms,
                                                                   now))
