@@ -375,12 +375,10 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     assert "Traceback" not in op.output(), op.output()
 
 
-def test_a_write_refused_after_its_dry_run_passed_puts_back_what_was_written(api_client, namespace,
-                                                                              start_operator):
+def test_a_write_refused_after_its_dry_run_passed_is_reported(api_client, namespace, start_operator):
     """An admission policy that lets dry runs through (a change freeze on Deployments' templates):
-    the ConfigMap's new config is written, then the Deployment's patch is refused. The ConfigMap is put
-    back, so a pod started meanwhile cannot load the new config under the old template's hash, and the
-    Ready condition says what happened; once the policy goes, the change lands."""
+    the Deployment's patch is refused after the ConfigMap's was written. The Ready condition and a
+    Warning event say what happened; once the policy goes, the change lands."""
     admission = kubernetes.client.AdmissionregistrationV1Api(api_client)
     policy_name = f"freeze-{namespace}"
     admission.create_validating_admission_policy({
@@ -402,15 +400,12 @@ def test_a_write_refused_after_its_dry_run_passed_puts_back_what_was_written(api
     try:
         k.create(sample(namespace))
         wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 10, what="SpecValid")
-        before = k.children("linear")["ConfigMap"]["data"]["config.pbtxt"]
         admission.create_validating_admission_policy_binding(binding)
         time.sleep(1.5)  # the policy is enforced once the API server's informer has it
         k.patch("linear", {"spec": {"batching": {"maxQueueDelayMicroseconds": 700}}})
         cond = wait_for(lambda: (c := k.condition("linear", "Ready")) and c["reason"] == "ChildWriteFailed" and c,
                         10, what="Ready=False ChildWriteFailed")
         assert "Deployment/linear could not be written" in cond["message"] and "frozen" in cond["message"], cond
-        assert "put back as they were: ConfigMap/linear-config" in cond["message"], cond
-        assert k.children("linear")["ConfigMap"]["data"]["config.pbtxt"] == before
         assert _warnings(k, "linear", "ChildWriteFailed")
     finally:
         for delete in (admission.delete_validating_admission_policy_binding,

@@ -153,42 +153,20 @@ def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceS
         event("Warning", reason, message[:1000])
 
 
-def reverse_patch(patch: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
-    """The JSON merge patch that takes an object ``patch`` was applied to back to ``before``: each
-    key the patch set gets its old value again (null, deleting it, where it had none)."""
-    out: dict[str, Any] = {}
-    for key, value in patch.items():
-        old = before.get(key)
-        out[key] = reverse_patch(value, old) if isinstance(value, dict) and isinstance(old, dict) else old
-    return out
-
-
-def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseException,
-                  applied: list[tuple[str, str, dict[str, Any]]], event: EventFn, now: float) -> None:
+def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseException, event: EventFn,
+                  now: float) -> None:
     """A write failed after the dry run passed (a transient error, an admission policy that lets dry
-    runs through): ``applied`` (the ConfigMap written ahead of a Deployment that was refused) is put
-    back, so a ConfigMap with a new config never sits beside the Deployment of the old one (a pod
-    started meanwhile would load the new config under the old template's hash), and the Ready
-    condition says what happened. Best effort: an undo that fails too is said."""
-    undone, stuck = [], []
-    for kind, cname, undo in reversed(applied):
-        try:
-            kube.patch(kind, body["metadata"]["namespace"], cname, undo)
-            undone.append(f"{kind}/{cname}")
-        except Exception as undo_exc:  # noqa: BLE001 -- said in the condition, and the next pass converges
-            stuck.append(f"{kind}/{cname} ({describe_api_error(undo_exc)})")
-    message = f"{child} could not be written: {describe_api_error(exc)}"
-    if undone:
-        message += f"; put back as they were: {', '.join(undone)}"
-    if stuck:
-        message += f"; could not be put back: {', '.join(stuck)}"
-    message += "; the operator tries again"
+    runs through): the Ready condition and a Warning event say so, not only the operator's log. The
+    children written before it in the pass stay as written (putting a ConfigMap back made a loop: its
+    own change event started the next pass, which wrote it again). Best effort: the API server may be
+    what failed."""
+    message = f"{child} could not be written: {describe_api_error(exc)}; the operator tries again"
     gen = body["metadata"].get("generation")
     conds = st.set_condition(st.conditions_of(body.get("status")), st.READY, False, "ChildWriteFailed", message,
                              now, gen)
     try:
         _patch_status(kube, body, st.InferenceServiceStatus(conditions=conds), event, "ChildWriteFailed", message)
-    except Exception:  # noqa: BLE001 -- the API server may be what failed; the handler's retry says it again
+    except Exception:  # noqa: BLE001 -- the handler's retry says it again
         pass
 
 
@@ -240,10 +218,6 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             _patch_status(kube, body, status_for_invalid(body, refused, now(), reason="ChildRejected"),
                           event, "ChildRejected", "; ".join(str(p) for p in refused))
             return outcome
-        # The ConfigMap's patch, undone: only a ConfigMap ahead of a refused Deployment is put back (once
-        # the Deployment took the new template the two agree, and undoing it would roll the pods back and
-        # forth).
-        config_undo: list[tuple[str, str, dict[str, Any]]] = []
         for child, live, patch in writes:
             kind, cname = child["kind"], child["metadata"]["name"]
             try:
@@ -251,14 +225,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                     live = kube.create(child)
                     outcome.created.append(f"{kind}/{cname}")
                 elif patch is not None:
-                    before = live
                     live = kube.patch(kind, ns, cname, patch)
                     outcome.patched.append(f"{kind}/{cname}")
-                    if kind == "ConfigMap":
-                        config_undo.append((kind, cname, reverse_patch(patch, before)))
             except Exception as exc:
-                _write_failed(kube, body, f"{kind}/{cname}", exc, config_undo if kind == "Deployment" else [],
-                              event, now())
+                _write_failed(kube, body, f"{kind}/{cname}", exc, event, now())
                 raise  # Kopf tries the handler again
             if kind == "Deployment":
                 deployment = live
