@@ -14,6 +14,7 @@ import pytest
 
 from support.cluster import exists, sample, wait_for
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, LABEL, PLURAL, VERSION
+from tritonscale.render.kubernetes_objects import recorded_spec
 
 
 class Cluster:
@@ -136,6 +137,8 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
         HASH_ANNOTATION] != old_hash and d, 3, what="pod template hash to change")
     # ... and the reconciler did not touch it.
     assert dep["spec"]["replicas"] == 3
+    # The Deployment records the spec it was made from (the last valid one, after an operator restart).
+    wait_for(lambda: recorded_spec(k.deployment("linear")) == k.get("linear")["spec"], 3, what="the recorded spec")
     wait_for(lambda: k.children("linear")["PodDisruptionBudget"]["spec"]["minAvailable"] == 2, 3, what="PDB floor")
     wait_for(lambda: k.get("linear")["status"].get("observedGeneration") == k.get("linear")["metadata"]["generation"],
              3, what="observedGeneration")

@@ -10,8 +10,14 @@ import pytest
 import yaml
 
 from support.spec_cases import mutate
-from tritonscale.api.spec import HASH_ANNOTATION, LABEL, InferenceServiceSpec
-from tritonscale.render.kubernetes_objects import FETCH_IMAGES, build_children, config_hash, max_surge
+from tritonscale.api.spec import HASH_ANNOTATION, LABEL, SPEC_ANNOTATION, SPEC_ANNOTATION_MAX_BYTES, InferenceServiceSpec
+from tritonscale.render.kubernetes_objects import (
+    FETCH_IMAGES,
+    build_children,
+    config_hash,
+    max_surge,
+    recorded_spec,
+)
 from tritonscale.render.triton_config import render_config_pbtxt
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,6 +108,23 @@ def test_configmap_holds_the_rendered_config(sample: Any) -> None:
 @pytest.mark.parametrize(("replicas", "surge"), [(0, 1), (1, 1), (3, 1), (4, 1), (5, 2), (8, 2), (9, 3), (20, 5)])
 def test_max_surge_rounds_a_quarter_up_as_kubernetes_does(replicas: int, surge: int) -> None:
     assert max_surge(replicas) == surge
+
+
+def test_the_deployment_records_the_spec_it_was_made_from(sample: Any) -> None:
+    doc, _, objs = sample
+    dep = objs["Deployment"]
+    assert recorded_spec(dep) == doc["spec"]
+    assert SPEC_ANNOTATION not in dep["spec"]["template"]["metadata"]["annotations"], \
+        "on the Deployment, not its pods: a scaling edit must not roll them"
+
+
+def test_a_spec_too_large_to_record_is_not_recorded() -> None:
+    doc = load(SAMPLES[0])
+    doc["spec"].setdefault("runtime", {})["env"] = [{"name": f"V{i}", "value": "x" * 100}
+                                                    for i in range(SPEC_ANNOTATION_MAX_BYTES // 100)]
+    dep = children(doc)["Deployment"]
+    assert dep["metadata"]["annotations"][SPEC_ANNOTATION] == ""  # emptied: no older record outlives it
+    assert recorded_spec(dep) is None
 
 
 def test_deployment_shape(sample: Any) -> None:

@@ -4,9 +4,13 @@ and the autoscaler keeps scaling that fleet by the last valid spec: the load doe
 from __future__ import annotations
 
 import copy
+import json
 
 from test_tick_scale_failed import UID, Kube
 
+from tritonscale.api.spec import SPEC_ANNOTATION
+from tritonscale.api.validation import validate_body
+from tritonscale.render.kubernetes_objects import build_deployment
 from tritonscale.scaling import tick
 from tritonscale.scaling.prometheus_source import Snapshot
 
@@ -31,10 +35,39 @@ def test_an_invalid_edit_keeps_the_fleet_scaled_by_the_last_valid_spec() -> None
     assert kube.deployment["spec"]["replicas"] == 1  # scaled by the last valid spec (floor 1), not held off
     assert "the spec as edited is invalid (condition SpecValid): scaling by the last valid one" \
         in _scaling(kube)["message"]
-    tick.forget(UID)  # an operator restart: nothing known to scale it by -- held, as before
+    tick.forget(UID)  # an operator restart, and a Deployment that records no spec: nothing to scale it by
     kube.deployment["spec"]["replicas"] = 0
     tick.run_tick(kube, "default", "linear", down, 1030.0, lambda body, *e: events.append(e))
+    assert kube.deployment["spec"]["replicas"] == 0  # held
+
+
+def test_after_a_restart_an_invalid_edit_is_scaled_by_the_spec_the_deployment_was_made_from() -> None:
+    """The Deployment records the spec it was made from (SPEC_ANNOTATION): the operator's memory of the
+    last valid spec survives its restart."""
+    kube, events = Kube(), []
+    kube.refuse = False
+    valid = copy.deepcopy(kube.body)
+    valid["spec"]["scaling"]["minReplicas"] = 2
+    kube.deployment["metadata"]["annotations"] = build_deployment(validate_body(valid)[0], valid)["metadata"][
+        "annotations"]
+    kube.body["spec"]["runtime"]["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}  # invalid
+    tick.forget(UID)  # a fresh operator: nothing in memory
+    down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+    tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
+    assert kube.deployment["spec"]["replicas"] == 2  # the recorded spec's floor
+    assert "scaling by the last valid one" in _scaling(kube)["message"]
+    # A record this operator refuses too (an older version's, say) is no spec to scale by: held.
+    tick.forget(UID)
+    kube.deployment["spec"]["replicas"] = 0
+    kube.deployment["metadata"]["annotations"][SPEC_ANNOTATION] = json.dumps({"scaling": {"minReplicas": -1}})
+    tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
     assert kube.deployment["spec"]["replicas"] == 0
+    for junk in ("not json", "[1, 2]"):
+        tick.forget(UID)
+        kube.deployment["metadata"]["annotations"][SPEC_ANNOTATION] = junk
+        tick.run_tick(kube, "default", "linear", down, 1030.0, lambda body, *e: events.append(e))
+        assert kube.deployment["spec"]["replicas"] == 0
+    tick.forget(UID)
 
 
 def test_an_invalid_edit_leaves_the_tuned_batcher_in_status_alone() -> None:

@@ -45,6 +45,14 @@ SHORT_NAMES = ["tis"]
 # change rolls the pods.
 LABEL = "tritonscale.io/inferenceservice"
 HASH_ANNOTATION = "tritonscale.io/config-hash"
+# On the Deployment: the InferenceService's spec it was made from (JSON, as stored). When the
+# object is later edited into a spec the operator refuses, the autoscaler keeps scaling the
+# fleet by this one, across an operator restart too (scaling.tick).
+SPEC_ANNOTATION = "tritonscale.io/spec"
+# Larger specs (a long env list) are not copied: after a restart with an invalid edit, such a
+# fleet is held at its size until the spec is fixed. A quarter of the API server's 256 KiB
+# limit on all of an object's annotations together.
+SPEC_ANNOTATION_MAX_BYTES = 64 * 1024
 
 # Triton 25.08 (Aug 2025) is the newest release whose tag we could check; it
 # ships --metrics-config=summary_latencies and histogram_latencies.

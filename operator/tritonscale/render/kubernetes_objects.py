@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import math
 import shlex
 from typing import Any
@@ -32,6 +33,8 @@ from tritonscale.api.spec import (
     HASH_ANNOTATION,
     KIND,
     LABEL,
+    SPEC_ANNOTATION,
+    SPEC_ANNOTATION_MAX_BYTES,
     VERSION,
     InferenceServiceSpec,
     model_name,
@@ -114,6 +117,24 @@ def _meta(name: str, owner: dict[str, Any], owner_name: str) -> dict[str, Any]:
         "labels": labels(owner_name),
         "ownerReferences": [owner_reference(owner)],
     }
+
+
+def spec_annotation(owner: dict[str, Any]) -> dict[str, str]:
+    """The Deployment's record of the spec it was made from (``SPEC_ANNOTATION``): the owner's spec
+    as stored, compact JSON. Empty when it is larger than ``SPEC_ANNOTATION_MAX_BYTES``: emptied, not
+    left out, so an earlier record cannot outlive the spec it was."""
+    text = json.dumps(owner.get("spec") or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return {SPEC_ANNOTATION: text if len(text.encode()) <= SPEC_ANNOTATION_MAX_BYTES else ""}
+
+
+def recorded_spec(deployment: dict[str, Any]) -> dict[str, Any] | None:
+    """The spec a Deployment records it was made from, or None (none recorded, or not a JSON object)."""
+    text = ((deployment.get("metadata") or {}).get("annotations") or {}).get(SPEC_ANNOTATION)
+    try:
+        raw = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return raw if isinstance(raw, dict) else None
 
 
 def config_hash(config_pbtxt: str) -> str:
@@ -264,7 +285,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _meta(child_names(name)["Deployment"], owner, name),
+        "metadata": {**_meta(child_names(name)["Deployment"], owner, name), "annotations": spec_annotation(owner)},
         "spec": {
             "replicas": spec.scaling.floor,
             "selector": {"matchLabels": {LABEL: name}},

@@ -26,7 +26,7 @@ from tritonscale.api.spec import InferenceServiceSpec, model_name
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import Kube, describe_api_error
 from tritonscale.kube.object_lock import object_lock
-from tritonscale.render.kubernetes_objects import owned_by
+from tritonscale.render.kubernetes_objects import owned_by, recorded_spec
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide, replicas_text
@@ -43,7 +43,7 @@ _memory: dict[str, State] = {}
 _pods_seen: dict[str, tuple[float, frozenset[str]]] = {}
 # By object uid: the last spec that was valid. An edit the operator refuses (SpecValid=False) leaves the
 # running fleet as it was, and the autoscaler keeps scaling it by this spec: the load does not wait for
-# the fix. Not kept across a restart: an object found invalid with none is held.
+# the fix. After a restart it is the spec the Deployment records it was made from (SPEC_ANNOTATION).
 _valid_specs: dict[str, InferenceServiceSpec] = {}
 
 
@@ -72,6 +72,17 @@ def _cordoned(kube: Kube, names: frozenset[str], now: float) -> frozenset[str]:
     for name in [n for n, (t, _) in _nodes.items() if now - t > 60 * NODE_TTL_S]:
         _nodes.pop(name, None)  # nodes no pod of ours is on any more
     return frozenset(out)
+
+
+def _made_from(body: dict[str, Any], deployment: dict[str, Any]) -> InferenceServiceSpec | None:
+    """The valid spec the Deployment records it was made from (``SPEC_ANNOTATION``): after an operator
+    restart, the last valid spec of an object edited into one the operator refuses. None when it
+    records none, or when this operator's version refuses it too."""
+    raw = recorded_spec(deployment)
+    if raw is None:
+        return None
+    spec, _ = validate_body({"metadata": body.get("metadata") or {}, "spec": raw})
+    return spec
 
 
 def forget(uid: str) -> None:
@@ -175,17 +186,16 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         if body["metadata"].get("deletionTimestamp"):
             return True
         uid = body["metadata"]["uid"]
-        spec, _ = validate_body(body)
-        stale = spec is None
-        if spec is None:
-            spec = _valid_specs.get(uid)
-            if spec is None:
-                return True  # invalid since the operator started: nothing known to scale it by
-        else:
-            _valid_specs[uid] = spec
         deployment = kube.get("Deployment", namespace, name)
         if deployment is None or not owned_by(deployment, uid):
             return True  # not made yet, or someone else's of that name (the reconciler reports NameConflict)
+        spec, _ = validate_body(body)
+        stale = spec is None
+        if spec is None:
+            spec = _valid_specs.get(uid) or _made_from(body, deployment)
+            if spec is None:
+                return True  # invalid, and no valid spec known to scale it by
+        _valid_specs[uid] = spec
         status = body.get("status") or {}
         state = _memory.get(uid) or State.from_dict(status.get("scalingState"))
         current = int((deployment.get("spec") or {}).get("replicas") or 0)
