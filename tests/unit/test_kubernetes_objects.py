@@ -10,7 +10,13 @@ import pytest
 import yaml
 
 from support.spec_cases import mutate
-from tritonscale.api.spec import HASH_ANNOTATION, LABEL, SPEC_ANNOTATION, SPEC_ANNOTATION_MAX_BYTES, InferenceServiceSpec
+from tritonscale.api.spec import (
+    HASH_ANNOTATION,
+    LABEL,
+    SPEC_ANNOTATION,
+    SPEC_ANNOTATION_MAX_BYTES,
+    InferenceServiceSpec,
+)
 from tritonscale.render.kubernetes_objects import (
     FETCH_IMAGES,
     build_children,
