@@ -367,14 +367,19 @@ def test_long_release_names_and_name_override(tmp_path):
     assert dep["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == "triton-op"
 
 
-def test_one_replica_runs_alone_with_recreate(tmp_path):
+def test_one_replica_elects_too_and_rolls_with_recreate(tmp_path):
+    """One pod holds the Lease as well: a `helm upgrade --set replicaCount=2` that also changes the
+    pod template makes the Deployment controller scale the old ReplicaSet to 2 before it rolls, and
+    two old pods without an election both acted."""
     objects = helm_template({"replicaCount": 1}, tmp_path)
     dep = _one(objects, "Deployment")
     assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
     (c,) = dep["spec"]["template"]["spec"]["containers"]
-    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081"] and "env" not in c
+    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", *LEADER_ELECTION_ARGS]
+    assert [e["name"] for e in c["env"]] == ["POD_NAME"]
     assert "affinity" not in dep["spec"]["template"]["spec"]
-    assert not [o for o in objects if o["kind"] in ("PodDisruptionBudget", "Role", "RoleBinding")]
+    assert not [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    assert _one(objects, "Role", "tritonscale-leader-election")["rules"][1]["resourceNames"] == ["tritonscale"]
 
 
 def test_pod_monitors(rendered):

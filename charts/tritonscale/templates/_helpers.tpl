@@ -108,9 +108,13 @@ ownerReference garbage collection).
 {{- end }}
 
 {{/*
-Leader election is on whenever more than one operator replica runs: only the Lease
-holder acts (tritonscale run --leader-elect). "true" or "".
+Standby replicas: more than one operator pod. Leader election is on at any replicaCount
+(only the Lease holder acts: tritonscale run --leader-elect): a helm upgrade that raises
+replicaCount and changes the pod template at once first scales the old ReplicaSet up (the
+Deployment controller handles the scaling before the rollout), so the old pods must elect too.
+With standbys the chart adds a PodDisruptionBudget, spreads the pods, and rolls with
+RollingUpdate. "true" or "".
 */}}
-{{- define "tritonscale.leaderElection" -}}
+{{- define "tritonscale.standby" -}}
 {{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
 {{- end }}
