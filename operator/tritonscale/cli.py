@@ -193,20 +193,16 @@ def _port(text: str) -> int:
 
 
 def _http_url(text: str) -> str | None:
-    from urllib.parse import urlsplit
+    """A Prometheus base URL, checked as ``spec.scaling.prometheus.url`` is: a query or fragment would
+    end up before the ``/api/v1/query`` the client appends."""
+    from tritonscale.api.spec import prometheus_base_url
 
     if not text:
         return None  # as unset (the chart's "empty: none")
-
     try:
-        url = urlsplit(text)
-        ok = url.scheme in ("http", "https") and bool(url.hostname)
-        url.port  # noqa: B018  (raises ValueError on a bad port)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise argparse.ArgumentTypeError(f"expected an http(s):// URL with a host, got {text!r}")
-    return text
+        return prometheus_base_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, got {text!r}") from None
 
 
 def _label_pair(text: str) -> tuple[str, str]:

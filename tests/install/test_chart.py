@@ -83,6 +83,10 @@ def test_helm_lint_is_clean(config, tmp_path):
     ({"prometheus": {"url": "http://prom:abc"}}, "/prometheus/url"),
     ({"prometheus": {"url": "http://x:99999"}}, "/prometheus/url"),
     ({"prometheus": {"url": "http://:9090"}}, "/prometheus/url"),
+    ({"prometheus": {"url": "http://prom:9090/?a=b"}}, "/prometheus/url"),  # the query would precede /api/v1/query
+    ({"prometheus": {"url": "http://prom:9090/#x"}}, "/prometheus/url"),
+    ({"fullnameOverride": "9lives"}, "/fullnameOverride"),  # its Service's name must start with a letter
+    ({"replicaCount": 3_000_000_000}, "/replicaCount"),  # beyond int32: rendered as -1294967296
     ({"image": {"repository": "x", "tag": "a b"}}, "/image/tag"),
     ({"image": {"repository": "x", "digest": "latest"}}, "/image/digest"),
     ({"seriesLabels": {"bad-name": "x"}}, "invalid propertyName 'bad-name'"),
@@ -506,6 +510,16 @@ def helm_template_raw(values: dict[str, Any], tmp_path) -> subprocess.CompletedP
     path.write_text(yaml.safe_dump(values))
     return subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
                           text=True)
+
+
+@pytest.mark.parametrize("release", ["a.b", "1st"])
+def test_a_release_name_kubernetes_refuses_for_the_objects_fails_to_render(release):
+    """Not halfway through the install: a ClusterRole and an operator Deployment were left behind by
+    a release that then failed on its Service's name."""
+    proc = subprocess.run([helm_binary(), "template", release, str(CHART)], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert f'the release name gives the operator\'s objects the name "{release}-tritonscale"' in proc.stderr, \
+        proc.stderr
 
 
 @pytest.mark.parametrize("arg", ["--metrics-port=9999", "--liveness-port", "--namespace=other", "-n",

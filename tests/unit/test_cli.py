@@ -285,7 +285,11 @@ def test_render_keeps_going_after_a_bad_document_to_report_all(tmp_path: Path,
     (["frobnicate"], "invalid choice"),
     (["run", "--metrics-port", "70000"], "argument --metrics-port: expected a port 0..65535"),
     (["run", "--liveness-port", "-1"], "argument --liveness-port: expected a port 0..65535"),
-    (["run", "--prometheus-url", "prometheus:9090"], "argument --prometheus-url: expected an http(s):// URL"),
+    (["run", "--prometheus-url", "prometheus:9090"], "argument --prometheus-url: must be an http:// or https:// URL"),
+    # the CRD's rule for spec.scaling.prometheus.url: a query would end up before /api/v1/query
+    (["run", "--prometheus-url", "http://prom:9090/?a=b"], "no query or fragment, got 'http://prom:9090/?a=b'"),
+    (["run", "--prometheus-url", "http://prom:9090#x"], "no query or fragment"),
+    (["run", "--prometheus-url", "http://prom:0"], "argument --prometheus-url: the port must be 1-65535"),
     (["run", "--namespace", "Team_A"], "argument --namespace/-n: 'Team_A' is not a namespace name"),
     (["run", "--leader-elect", "--leader-elect-resource-name", "a_b"], "'a_b' is not a Lease name"),
 ])

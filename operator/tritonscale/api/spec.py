@@ -393,6 +393,20 @@ def _object_default() -> dict[str, Any]:
     return {"default": {}}
 
 
+def prometheus_base_url(url: str) -> str:
+    """``url`` if it is a Prometheus base URL (``_HTTP_URL``, a port within 1-65535), else ValueError
+    with the reason: the one check for ``spec.scaling.prometheus.url`` and ``tritonscale run
+    --prometheus-url``."""
+    _HTTP_URL.check(url)
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:  # the port's range: beyond what the CRD's rule says
+        raise ValueError("the port must be 1-65535")
+    return url
+
+
 class PrometheusSpec(_Model):
     url: str | None = Field(
         default=None, json_schema_extra=_HTTP_URL.schema(),
@@ -402,15 +416,7 @@ class PrometheusSpec(_Model):
     @field_validator("url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        v = _HTTP_URL.check(v)
-        if v is not None:  # the port's range: beyond what the CRD's rule says
-            try:
-                port = urlsplit(v).port
-            except ValueError:
-                port = -1
-            if port is not None and not 1 <= port <= 65535:
-                raise ValueError("the port must be 1-65535")
-        return v
+        return None if v is None else prometheus_base_url(v)
 
 
 class ScalingSpec(_Model):
