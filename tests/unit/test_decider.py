@@ -22,11 +22,11 @@ from tritonscale.scaling.decider.batcher_model import md1_p95_capacity
     (FAILED, 4, replace(POLICY, fallback_replicas=6), State(failures=0), 4, "MetricsUnavailable", False),
     (FAILED, 0, POLICY, State(), 1, "MetricsUnavailable", False),  # never below the floor
     (ok(100), 0, POLICY, State(), 1, "BelowFloor", True),
-    (ok(100), 3, replace(POLICY, target_p95_ms=None), State(), 3, "NoTarget", True),
+    (ok(100), 3, replace(POLICY, target_p95_ms=None), State(), 1, "NoTarget", True),  # held at the floor
     (NO_DATA, 3, POLICY, State(), 3, "NoData", False),
     (ok(100), 3, POLICY, State(), None, None, True),  # nothing to guard: the pipeline decides
     # No target: nothing to scale on, whatever the metrics do (it said MetricsUnavailable).
-    (FAILED, 3, replace(POLICY, target_p95_ms=None), State(), 3, "NoTarget", False),
+    (FAILED, 3, replace(POLICY, target_p95_ms=None), State(), 1, "NoTarget", False),
     (FAILED, 0, replace(POLICY, target_p95_ms=None), State(), 1, "BelowFloor", False),
     (FAILED, 25, POLICY, State(), POLICY.max_replicas, "MetricsUnavailable", False),  # the ceiling holds too
 ])

@@ -88,3 +88,32 @@ def test_an_invalid_edit_leaves_the_tuned_batcher_in_status_alone() -> None:
     tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
     assert kube.body["status"]["batching"] == tuned
     tick.forget(UID)
+
+
+def test_an_edit_the_api_server_refused_as_rendered_is_not_scaled_by() -> None:
+    """ChildRejected: the spec passes the operator's checks, but the API server refused its children
+    (the reconciler's dry run), so nothing of it was applied; the fleet keeps the spec it was made from.
+    Before, its minReplicas 3 scaled the fleet up while the PodDisruptionBudget still said 1."""
+    kube, events = Kube(), []
+    kube.refuse = False
+    tick.forget(UID)
+    applied = copy.deepcopy(kube.body)
+    kube.deployment["metadata"]["annotations"] = build_deployment(validate_body(applied)[0], applied)["metadata"][
+        "annotations"]
+    kube.body["metadata"]["generation"] = 2
+    kube.body["spec"]["scaling"]["minReplicas"] = 3
+    kube.body["spec"]["runtime"]["env"] = [{"value": "x"}]  # free-form: only the API server refuses it
+    assert validate_body(kube.body)[0] is not None
+    rejected = {"type": "SpecValid", "status": "False", "reason": "ChildRejected", "message": "env[0].name: Required",
+                "lastTransitionTime": "2026-11-26T00:00:00Z", "observedGeneration": 2}
+    kube.body["status"] = {"conditions": [rejected]}
+    down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+    tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
+    assert kube.deployment["spec"]["replicas"] == 1  # the applied spec's floor, not the refused one's 3
+    assert "scaling by the last valid one" in _scaling(kube)["message"]
+    # A condition about an earlier generation says nothing of a later one (not reported on yet).
+    tick.forget(UID)
+    kube.body["metadata"]["generation"] = 3
+    tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
+    assert kube.deployment["spec"]["replicas"] == 3
+    tick.forget(UID)

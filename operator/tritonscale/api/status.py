@@ -21,6 +21,8 @@ from tritonscale.api.spec import MAX_QUEUE_DELAY_US, InferenceServiceSpec
 # Condition types.
 READY = "Ready"
 SPEC_VALID = "SpecValid"  # False carries spec errors; the operator then creates nothing
+# SpecValid=False's reason when the API server refused the children as rendered (a dry run of each write)
+CHILD_REJECTED = "ChildRejected"
 SCALING = "Scaling"  # reason/message explain the last autoscaler decision
 METRICS_AVAILABLE = "MetricsAvailable"
 SCHEDULABLE = "Schedulable"  # False (reason Unschedulable) while the scheduler cannot place pods

@@ -81,6 +81,17 @@ def status_for_invalid(body: dict[str, Any], problems: list[Problem], now: float
     return st.InferenceServiceStatus(observed_generation=gen, conditions=conds)
 
 
+def replicas_to_create(spec: InferenceServiceSpec, status: dict[str, Any] | None) -> int:
+    """``spec.replicas`` of a Deployment created (again): the warm floor, or more when the autoscaler
+    had asked for more (``status.desiredReplicas``, within maxReplicas). A Deployment deleted by hand
+    then comes back at the size the load needed, not at the floor: with Prometheus down the autoscaler
+    only holds what it finds, and with it up a cold start or more would pass before it had them back."""
+    asked = (status or {}).get("desiredReplicas")
+    if isinstance(asked, bool) or not isinstance(asked, int):
+        return spec.scaling.floor
+    return max(spec.scaling.floor, min(asked, spec.scaling.max_replicas))
+
+
 def foreign_children(desired: list[dict[str, Any]], lives: list[dict[str, Any] | None]) -> list[str]:
     """``Kind/name`` of each live object at a child's name that the owner does not own: none of
     its ownerReferences carries the owner's uid (a user's own Service, another controller's
@@ -207,6 +218,9 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             outcome.conflicts = taken
             _patch_status(kube, body, status_for_conflict(body, message, now()), event, "NameConflict", message)
             return outcome
+        for child, live in zip(desired, lives, strict=True):
+            if child["kind"] == "Deployment" and live is None:
+                child["spec"]["replicas"] = replicas_to_create(spec, body.get("status"))
         writes = [(c, live, None if live is None else plan_patch(c, live)) for c, live in zip(desired, lives,
                                                                                              strict=True)]
         # The API server validates what the CRD cannot (a Deployment's env entry without a name, a
@@ -215,8 +229,8 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         refused = dry_run_refusals(kube, ns, writes)
         if refused:
             outcome.valid, outcome.problems = False, refused
-            _patch_status(kube, body, status_for_invalid(body, refused, now(), reason="ChildRejected"),
-                          event, "ChildRejected", "; ".join(str(p) for p in refused))
+            _patch_status(kube, body, status_for_invalid(body, refused, now(), reason=st.CHILD_REJECTED),
+                          event, st.CHILD_REJECTED, "; ".join(str(p) for p in refused))
             return outcome
         for child, live, patch in writes:
             kind, cname = child["kind"], child["metadata"]["name"]

@@ -74,6 +74,18 @@ def _cordoned(kube: Kube, names: frozenset[str], now: float) -> frozenset[str]:
     return frozenset(out)
 
 
+def _refused_as_rendered(body: dict[str, Any]) -> bool:
+    """The API server refused this generation's children as rendered (SpecValid=False, ChildRejected,
+    reported by the reconciler): the spec passes the operator's checks, but nothing of it was applied,
+    so the fleet is not scaled by it either (its maxReplicas, say)."""
+    gen = body["metadata"].get("generation")
+    for c in (body.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == st.SPEC_VALID:
+            return c.get("status") == "False" and c.get("reason") == st.CHILD_REJECTED \
+                and c.get("observedGeneration") == gen
+    return False
+
+
 def _made_from(body: dict[str, Any], deployment: dict[str, Any]) -> InferenceServiceSpec | None:
     """The valid spec the Deployment records it was made from (``SPEC_ANNOTATION``): after an operator
     restart, the last valid spec of an object edited into one the operator refuses. None when it
@@ -190,9 +202,10 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         if deployment is None or not owned_by(deployment, uid):
             return True  # not made yet, or someone else's of that name (the reconciler reports NameConflict)
         spec, _ = validate_body(body)
-        stale = spec is None
-        if spec is None:
-            spec = _valid_specs.get(uid) or _made_from(body, deployment)
+        stale = spec is None or _refused_as_rendered(body)
+        if stale:
+            # What the fleet runs: the spec its Deployment was made from, else the last valid one seen.
+            spec = _made_from(body, deployment) or _valid_specs.get(uid)
             if spec is None:
                 return True  # invalid, and no valid spec known to scale it by
         _valid_specs[uid] = spec

@@ -27,8 +27,10 @@ def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) ->
     if policy.target_p95_ms is None:  # nothing to scale on: the metrics, failing or not, change nothing
         if current < floor:
             return Step(floor, "BelowFloor", f"raising to the warm floor of {replicas_text(floor)}"), st, not failed
-        return Step(current, "NoTarget", "no targetP95Milliseconds: holding between the floor and the ceiling"), \
-            st, not failed
+        # Held at the floor, as the field's description says: a lowered minReplicas then takes effect
+        # (it held any count up to maxReplicas, so a fleet stayed at 4 after minReplicas went 4 -> 2).
+        return Step(floor, "NoTarget", f"no targetP95Milliseconds: holding the warm floor of "
+                                       f"{replicas_text(floor)}"), st, not failed
     if failed:
         if policy.fallback_replicas is not None and st.failures >= policy.failure_threshold:
             n = _clamp(policy.fallback_replicas, floor, policy.max_replicas)

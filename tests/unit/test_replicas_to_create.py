@@ -1,0 +1,32 @@
+"""reconcile: a Deployment created again (deleted by hand) comes back at the size the autoscaler last
+asked for (status.desiredReplicas), within the warm floor and maxReplicas; a first one at the floor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from support.spec_cases import load_sample
+from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.reconcile.inference_service import replicas_to_create
+
+
+def spec(min_replicas: int, warm_buffer: int, max_replicas: int) -> InferenceServiceSpec:
+    doc = load_sample()  # python-cpu.yaml
+    doc["spec"]["scaling"].update(minReplicas=min_replicas, warmBuffer=warm_buffer, maxReplicas=max_replicas)
+    return InferenceServiceSpec.model_validate(doc["spec"])
+
+
+@pytest.mark.parametrize(("status", "expected"), [
+    (None, 2),                          # a first create: the floor (min 1 + buffer 1)
+    ({}, 2),
+    ({"desiredReplicas": 3}, 3),        # what the load needed before the Deployment went
+    ({"desiredReplicas": 1}, 2),        # never below the floor
+    ({"desiredReplicas": 9}, 4),        # nor above maxReplicas (lowered since)
+    ({"desiredReplicas": None}, 2),
+    ({"desiredReplicas": "3"}, 2),      # not a count: the floor
+    ({"desiredReplicas": True}, 2),
+])
+def test_replicas_to_create(status: dict[str, Any] | None, expected: int) -> None:
+    assert replicas_to_create(spec(1, 1, 4), status) == expected
