@@ -201,14 +201,13 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         deployment = kube.get("Deployment", namespace, name)
         if deployment is None or not owned_by(deployment, uid):
             return True  # not made yet, or someone else's of that name (the reconciler reports NameConflict)
-        spec, _ = validate_body(body)
-        stale = spec is None or _refused_as_rendered(body)
-        if stale:
-            # What the fleet runs: the spec its Deployment was made from, else the last valid one seen.
-            spec = _made_from(body, deployment) or _valid_specs.get(uid)
-            if spec is None:
-                return True  # invalid, and no valid spec known to scale it by
-        _valid_specs[uid] = spec
+        edited, _ = validate_body(body)
+        stale = edited is None or _refused_as_rendered(body)
+        # Stale: what the fleet runs, the spec its Deployment was made from, else the last valid one seen.
+        found = (_made_from(body, deployment) or _valid_specs.get(uid)) if stale else edited
+        if found is None:
+            return True  # invalid, and no valid spec known to scale it by
+        spec = _valid_specs[uid] = found
         status = body.get("status") or {}
         state = _memory.get(uid) or State.from_dict(status.get("scalingState"))
         current = int((deployment.get("spec") or {}).get("replicas") or 0)
