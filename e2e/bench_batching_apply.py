@@ -99,6 +99,10 @@ async def run_way(way: str, args: argparse.Namespace, plane: Any, workdir: Path)
     body = service_body(way)
     configmap, deployment, service, _ = children(body)
     provision_model_store(admin, workdir / "store", NS, "models", "linear")
+    # The operator's ConfigMaps are immutable, one per config; here the one ConfigMap is patched in place
+    # (the model-control way keeps it in step for pods started later, without a new template).
+    configmap.pop("immutable", None)
+    config_name = configmap["metadata"]["name"]
     core.create_namespaced_config_map(NS, configmap)
     core.create_namespaced_service(NS, service)
     deployment["spec"]["replicas"] = args.replicas
@@ -141,7 +145,7 @@ async def run_way(way: str, args: argparse.Namespace, plane: Any, workdir: Path)
         await asyncio.sleep(args.change_at)
         t_change = time.time() - started
         # Both ways keep the ConfigMap in step, so pods started later load the new settings.
-        core.patch_namespaced_config_map(f"{NAME}-config", NS, {"data": {"config.pbtxt": new_config}})
+        core.patch_namespaced_config_map(config_name, NS, {"data": {"config.pbtxt": new_config}})
         if way == "model-control":
             for b in router.backends():
                 await asyncio.to_thread(model_control.apply_settings, f"http://{b}", NAME, target)
@@ -164,7 +168,7 @@ async def run_way(way: str, args: argparse.Namespace, plane: Any, workdir: Path)
                              ("Service", core.delete_namespaced_service),
                              ("ConfigMap", core.delete_namespaced_config_map)):
             try:
-                delete(f"{NAME}-config" if kind == "ConfigMap" else NAME, NS)
+                delete(config_name if kind == "ConfigMap" else NAME, NS)
             except kubernetes.client.ApiException:
                 pass
     return {"way": way, "result": result, "t_change": t_change, "t_done": t_done, "restarts": kubelet.restarts,

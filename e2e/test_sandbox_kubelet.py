@@ -36,7 +36,7 @@ from support.cluster import until
 from tritonscale.api.spec import HASH_ANNOTATION, LABEL
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import client_for
-from tritonscale.render.kubernetes_objects import build_children, config_hash
+from tritonscale.render.kubernetes_objects import CONFIG_VOLUME, build_children, config_hash, configmap_name
 from tritonscale.sandbox.cluster_setup import provision_model_store
 from tritonscale.sandbox.kubelet import Kubelet
 from tritonscale.sandbox.node_registration import GPU, machine_resources
@@ -171,9 +171,13 @@ def test_kubelet_runs_the_controllers_pods_as_tritonservers(plane, tmp_path: Pat
             new_config = configmap["data"]["config.pbtxt"].replace('string_value: "15"', 'string_value: "14"')
             assert new_config != configmap["data"]["config.pbtxt"]
             old_pids = [w.process.pid for w in kubelet.workers.values() if w.process is not None]
-            core.patch_namespaced_config_map(f"{NAME}-config", NS, {"data": {"config.pbtxt": new_config}})
-            apps.patch_namespaced_deployment(NAME, NS, {"spec": {"template": {"metadata": {"annotations": {
-                HASH_ANNOTATION: config_hash(new_config)}}}}})
+            # As the operator writes it: a new ConfigMap (one per config) and a template that mounts it.
+            new_name = configmap_name(NAME, new_config)
+            core.create_namespaced_config_map(NS, {**configmap, "metadata": {**configmap["metadata"], "name": new_name},
+                                                   "data": {"config.pbtxt": new_config}})
+            apps.patch_namespaced_deployment(NAME, NS, {"spec": {"template": {
+                "metadata": {"annotations": {HASH_ANNOTATION: config_hash(new_config)}},
+                "spec": {"volumes": [{"name": CONFIG_VOLUME, "configMap": {"name": new_name}}]}}}})
             ready_counts, live_counts = [], []
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:

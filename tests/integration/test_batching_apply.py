@@ -26,6 +26,7 @@ from support.cluster import delete_if_present, run_tool, until
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.cluster import ControlPlane
 from tritonscale.kube.client import client_for
+from tritonscale.render.kubernetes_objects import mounted_configmap
 from tritonscale.sandbox.cluster_setup import provision_model_store
 from tritonscale.sandbox.kubelet import Kubelet
 from tritonscale.sandbox.node_registration import machine_resources
@@ -107,7 +108,10 @@ async def test_status_batching_change_reaches_the_live_tritonserver(
             return [a for a in serving() if batcher_of(a) == (500, [4])]
 
         await until(tuned_serving, 90, "a ready tritonserver serving the tuned settings")
-        configmap = await asyncio.to_thread(core.read_namespaced_config_map, f"{NAME}-config", namespace)
+        deployment = await asyncio.to_thread(kubernetes.client.AppsV1Api(api_client).read_namespaced_deployment,
+                                             NAME, namespace)
+        mounted = mounted_configmap(api_client.sanitize_for_serialization(deployment))
+        configmap = await asyncio.to_thread(core.read_namespaced_config_map, mounted, namespace)
         text = configmap.data["config.pbtxt"]
         assert "  preferred_batch_size: [ 4 ]\n  max_queue_delay_microseconds: 500\n" in text
         now = status_batching() or {}

@@ -14,7 +14,7 @@ import pytest
 
 from support.cluster import exists, sample, wait_for
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, LABEL, PLURAL, VERSION
-from tritonscale.render.kubernetes_objects import recorded_spec
+from tritonscale.render.kubernetes_objects import mounted_configmap, recorded_spec
 
 
 class Cluster:
@@ -42,12 +42,18 @@ class Cluster:
     def deployment(self, name: str) -> dict:
         return self.client.sanitize_for_serialization(self.apps.read_namespaced_deployment(name, self.ns))
 
-    def children(self, name: str) -> dict:
+    def replica_sets(self, name: str) -> list[dict]:
         s = self.client.sanitize_for_serialization
+        return [s(r) for r in self.apps.list_namespaced_replica_set(self.ns, label_selector=f"{LABEL}={name}").items]
+
+    def children(self, name: str) -> dict:
+        """The children; the ConfigMap is the one the Deployment's pod template mounts (NAME-config-HASH)."""
+        s = self.client.sanitize_for_serialization
+        deployment = s(self.apps.read_namespaced_deployment(name, self.ns))
         return {
-            "Deployment": s(self.apps.read_namespaced_deployment(name, self.ns)),
+            "Deployment": deployment,
             "Service": s(self.core.read_namespaced_service(name, self.ns)),
-            "ConfigMap": s(self.core.read_namespaced_config_map(f"{name}-config", self.ns)),
+            "ConfigMap": s(self.core.read_namespaced_config_map(mounted_configmap(deployment), self.ns)),
             "PodDisruptionBudget": s(self.policy.read_namespaced_pod_disruption_budget(name, self.ns)),
         }
 
@@ -58,9 +64,10 @@ class Cluster:
         found = [kind for kind, read, obj in (
             ("Deployment", self.apps.read_namespaced_deployment, name),
             ("Service", self.core.read_namespaced_service, name),
-            ("ConfigMap", self.core.read_namespaced_config_map, f"{name}-config"),
             ("PodDisruptionBudget", self.policy.read_namespaced_pod_disruption_budget, name),
         ) if exists(read, obj, ns)]
+        found += [f"ConfigMap/{c.metadata.name}"
+                  for c in self.core.list_namespaced_config_map(ns, label_selector=sel).items]
         found += [f"ReplicaSet/{r.metadata.name}"
                   for r in self.apps.list_namespaced_replica_set(ns, label_selector=sel).items]
         found += [f"Pod/{p.metadata.name}" for p in self.core.list_namespaced_pod(ns, label_selector=sel).items]
@@ -130,6 +137,7 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
 
     # 3. a spec change propagates: config.pbtxt, the pod-template hash, and the PDB.
     old_hash = k.deployment("linear")["spec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION]
+    old_cm = mounted_configmap(k.deployment("linear"))
     k.patch("linear", {"spec": {"batching": {"maxQueueDelayMicroseconds": 500}, "scaling": {"minReplicas": 2}}})
     wait_for(lambda: "max_queue_delay_microseconds: 500" in k.children("linear")["ConfigMap"]["data"]["config.pbtxt"],
              3, what="ConfigMap update")
@@ -137,6 +145,13 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
         HASH_ANNOTATION] != old_hash and d, 3, what="pod template hash to change")
     # ... and the reconciler did not touch it.
     assert dep["spec"]["replicas"] == 3
+    # The new config is a new ConfigMap; the old one is left as it was for the old ReplicaSet's pods
+    # (a replacement the old ReplicaSet starts mid-rollout loads the old config, not the new one).
+    new_cm = mounted_configmap(dep)
+    assert new_cm != old_cm and old_cm.startswith("linear-config-")
+    assert "max_queue_delay_microseconds: 500" not in k.core.read_namespaced_config_map(old_cm, ns).data[
+        "config.pbtxt"]
+    assert any(mounted_configmap(rs) == old_cm for rs in k.replica_sets("linear")), "the old ReplicaSet mounts it"
     # The Deployment records the spec it was made from (the last valid one, after an operator restart).
     wait_for(lambda: recorded_spec(k.deployment("linear")) == k.get("linear")["spec"], 3, what="the recorded spec")
     wait_for(lambda: k.children("linear")["PodDisruptionBudget"]["spec"]["minAvailable"] == 2, 3, what="PDB floor")
@@ -159,8 +174,16 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     assert patched.spec.template.spec.containers[0].command == ["sleep", "infinity"]
     wait_for(lambda: "command" not in k.deployment("linear")["spec"]["template"]["spec"]["containers"][0], 3,
              what="the command added to be removed")
-    k.core.delete_namespaced_config_map("linear-config", ns)
-    wait_for(lambda: exists(k.core.read_namespaced_config_map, "linear-config", ns), 3, what="ConfigMap recreated")
+    # Once no ReplicaSet mounts the old config (its history pruned; here deleted by hand), the next pass
+    # deletes it -- here the one a deleted ConfigMap starts.
+    for rs in k.replica_sets("linear"):
+        if mounted_configmap(rs) == old_cm:
+            k.apps.delete_namespaced_replica_set(rs["metadata"]["name"], ns)
+    current_cm = mounted_configmap(k.deployment("linear"))
+    k.core.delete_namespaced_config_map(current_cm, ns)
+    wait_for(lambda: exists(k.core.read_namespaced_config_map, current_cm, ns), 3, what="ConfigMap recreated")
+    wait_for(lambda: not exists(k.core.read_namespaced_config_map, old_cm, ns), 5,
+             what="the ConfigMap no pod template mounts deleted")
 
     # Notable actions are Kubernetes Events on the InferenceService.
     events = wait_for(lambda: [e for e in k.core.list_namespaced_event(ns).items
@@ -277,6 +300,8 @@ def test_invalid_spec_is_refused_or_reported_and_creates_nothing(api_client, nam
 
 
 def _warnings(k: Cluster, name: str, reason: str) -> list:
+    """Warning events of ``reason`` on ``name``: Kopf posts them from a queue, after the status patch
+    that the test waited for (so wait for them too)."""
     return [e for e in k.core.list_namespaced_event(k.ns).items
             if e.involved_object.name == name and e.type == "Warning" and e.reason == reason]
 
@@ -313,8 +338,8 @@ def test_a_name_another_object_holds_is_reported_and_never_taken_over(api_client
     theirs_now = k.deployment("linear")
     assert theirs_now["spec"]["replicas"] == 0 and not theirs_now["metadata"].get("ownerReferences"), theirs_now
     assert theirs_now["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx"
-    assert not exists(k.core.read_namespaced_config_map, "linear-config", ns)
-    assert _warnings(k, "linear", "NameConflict")
+    assert not k.core.list_namespaced_config_map(ns, label_selector=f"{LABEL}=linear").items
+    wait_for(lambda: _warnings(k, "linear", "NameConflict"), 5, what="a NameConflict Warning event")
 
     # The names freed: the next retry creates every child, the Service now the operator's own.
     k.core.delete_namespaced_service("linear", ns)
@@ -346,7 +371,7 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     assert cond["reason"] == "ChildRejected", cond
     assert "Deployment/linear" in cond["message"] and "env[0].name" in cond["message"], cond["message"]
     assert not k.remaining_children("linear")
-    assert _warnings(k, "linear", "ChildRejected")
+    wait_for(lambda: _warnings(k, "linear", "ChildRejected"), 5, what="a ChildRejected Warning event")
 
     # What the client's schema passes and only the API server refuses: "=" in an env var's name.
     k.patch("linear", {"spec": {"runtime": {"env": [{"name": "A=B", "value": "x"}]}}})
@@ -409,7 +434,7 @@ def test_a_write_refused_after_its_dry_run_passed_is_reported(api_client, namesp
         cond = wait_for(lambda: (c := k.condition("linear", "Ready")) and c["reason"] == "ChildWriteFailed" and c,
                         10, what="Ready=False ChildWriteFailed")
         assert "Deployment/linear could not be written" in cond["message"] and "frozen" in cond["message"], cond
-        assert _warnings(k, "linear", "ChildWriteFailed")
+        wait_for(lambda: _warnings(k, "linear", "ChildWriteFailed"), 5, what="a ChildWriteFailed Warning event")
     finally:
         for delete in (admission.delete_validating_admission_policy_binding,
                        admission.delete_validating_admission_policy):

@@ -28,6 +28,7 @@ import pytest
 from support.chart_render import NON_DEFAULT_VALUES, helm_template, rbac_grants
 from support.cluster import OPERATOR_NAMESPACE, RELEASE, client_for, sample, wait_for
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
+from tritonscale.render.kubernetes_objects import mounted_configmap
 
 # Granted, and used by admission rather than by a request: children's ownerReferences
 # set blockOwnerDeletion: true, and with the OwnerReferencesPermissionEnforcement
@@ -66,8 +67,13 @@ class _Api:
         conds = (self.get(name).get("status") or {}).get("conditions") or []
         return next((c for c in conds if c["type"] == type_), {})
 
+    def configmap(self, name: str) -> str:
+        """The ConfigMap the Deployment mounts (NAME-config-HASH)."""
+        deployment = self.apps.read_namespaced_deployment(name, self.ns)
+        return mounted_configmap(self.apps.api_client.sanitize_for_serialization(deployment))
+
     def config_pbtxt(self, name: str) -> str:
-        return self.core.read_namespaced_config_map(f"{name}-config", self.ns).data["config.pbtxt"]
+        return self.core.read_namespaced_config_map(self.configmap(name), self.ns).data["config.pbtxt"]
 
     def gone(self, name: str) -> bool:
         try:
@@ -97,8 +103,25 @@ def _lifecycle(k: _Api) -> None:
     wait_for(lambda: k.core.read_namespaced_service("linear", ns).metadata.labels["app.kubernetes.io/managed-by"]
              == "tritonscale", 5, what="Service drift reverted")
 
-    k.core.delete_namespaced_config_map("linear-config", ns)
+    # ... and on the ConfigMap (its data is immutable: a new config is a new ConfigMap; its labels are not).
+    current = k.configmap("linear")
+    k.core.patch_namespaced_config_map(current, ns, {"metadata": {"labels": {"app.kubernetes.io/managed-by": "x"}}})
+    wait_for(lambda: k.core.read_namespaced_config_map(current, ns).metadata.labels["app.kubernetes.io/managed-by"]
+             == "tritonscale", 5, what="ConfigMap label drift reverted")
+
+    # A ConfigMap no pod template mounts is deleted (here once the old ReplicaSets are gone; in a
+    # cluster, once the Deployment prunes its history), at the pass a deleted ConfigMap starts.
+    old = {c.metadata.name for c in k.core.list_namespaced_config_map(ns, label_selector=f"{LABEL}=linear").items}
+    current = k.configmap("linear")
+    assert old - {current}, "the spec change left the old ConfigMap for the old ReplicaSet"
+    for rs in k.apps.list_namespaced_replica_set(ns, label_selector=f"{LABEL}=linear").items:
+        if rs.spec.template.metadata.annotations != k.apps.read_namespaced_deployment(
+                "linear", ns).spec.template.metadata.annotations:
+            k.apps.delete_namespaced_replica_set(rs.metadata.name, ns)
+    k.core.delete_namespaced_config_map(current, ns)
     wait_for(lambda: k.config_pbtxt("linear"), 5, what="deleted ConfigMap recreated")
+    wait_for(lambda: {c.metadata.name for c in k.core.list_namespaced_config_map(
+        ns, label_selector=f"{LABEL}=linear").items} == {current}, 5, what="the unmounted ConfigMaps deleted")
 
     # An object the API server admits but the operator refuses (a GPU count in the free-form resources
     # that disagrees with runtime.gpus: CEL cannot see inside those).

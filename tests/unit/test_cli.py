@@ -20,7 +20,10 @@ import pytest
 import yaml
 
 from tritonscale import cli
-from tritonscale.render import yaml_text  # as kubectl reads it back: a tensor named y stays a string
+from tritonscale.render import yaml_text
+from tritonscale.render.kubernetes_objects import (
+    config_hash,  # as kubectl reads it back: a tensor named y stays a string
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))
@@ -193,7 +196,8 @@ def test_render_sample(ran: dict[str, Any], sample: Path) -> None:
     objs = list(yaml.safe_load_all(proc.stdout))
     assert [o["kind"] for o in objs] == KINDS
     name = yaml.safe_load(sample.read_text())["metadata"]["name"]
-    assert [o["metadata"]["name"] for o in objs] == [f"{name}-config", name, name, name]
+    config = objs[0]["data"]["config.pbtxt"]
+    assert [o["metadata"]["name"] for o in objs] == [f"{name}-config-{config_hash(config)}", name, name, name]
     assert all(o["metadata"]["namespace"] == "default" for o in objs)
     # No uid in the file: an ownerReference to a made-up uid would get the children garbage-collected.
     assert all("ownerReferences" not in o["metadata"] for o in objs)

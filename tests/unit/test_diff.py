@@ -314,7 +314,8 @@ def test_with_last_applied_records_body_without_replicas() -> None:
     assert recorded["spec"] == {k: v for k, v in before["spec"].items() if k != "replicas"}
     assert note == json.dumps(recorded, sort_keys=True, separators=(",", ":")), "compact and canonical"
     cm = with_last_applied(raw["ConfigMap"])
-    assert json.loads(cm["metadata"]["annotations"][LAST_APPLIED]) == {"data": raw["ConfigMap"]["data"]}
+    assert json.loads(cm["metadata"]["annotations"][LAST_APPLIED]) == {"data": raw["ConfigMap"]["data"],
+                                                                       "immutable": True}
 
 
 def test_with_last_applied_keeps_existing_annotations() -> None:

@@ -22,6 +22,7 @@ from tritonscale.render.kubernetes_objects import (
     build_children,
     config_hash,
     max_surge,
+    mounted_configmap,
     recorded_spec,
 )
 from tritonscale.render.triton_config import render_config_pbtxt
@@ -76,7 +77,8 @@ def sample(request: pytest.FixtureRequest) -> tuple[dict[str, Any], InferenceSer
 def test_children_metadata(sample: Any) -> None:
     doc, _, objs = sample
     name, ns = doc["metadata"]["name"], doc["metadata"]["namespace"]
-    expected_names = {"ConfigMap": f"{name}-config", "Deployment": name, "Service": name,
+    config = objs["ConfigMap"]["data"]["config.pbtxt"]
+    expected_names = {"ConfigMap": f"{name}-config-{config_hash(config)}", "Deployment": name, "Service": name,
                       "PodDisruptionBudget": name}
     for kind, obj in objs.items():
         meta = obj["metadata"]
@@ -161,7 +163,9 @@ def test_deployment_shape(sample: Any) -> None:
     assert {"name": "model-repository", "mountPath": "/models"} in c["volumeMounts"]
 
     volumes = {v["name"]: v for v in template["spec"]["volumes"]}
-    assert volumes["model-config"]["configMap"]["name"] == f"{name}-config"
+    assert volumes["model-config"]["configMap"]["name"] == objs["ConfigMap"]["metadata"]["name"]
+    assert mounted_configmap(dep) == objs["ConfigMap"]["metadata"]["name"]
+    assert objs["ConfigMap"]["immutable"] is True
     assert volumes["model-repository"] == {"name": "model-repository", "emptyDir": {}}
     assert template["metadata"]["annotations"][HASH_ANNOTATION] == config_hash(
         objs["ConfigMap"]["data"]["config.pbtxt"])

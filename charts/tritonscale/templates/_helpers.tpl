@@ -83,14 +83,22 @@ ownerReference garbage collection).
   resources: ["inferenceservices/finalizers"]
   verbs: ["update"]
 # The children: Triton Deployment (the autoscaler patches spec.replicas), Service,
-# config.pbtxt ConfigMap, PodDisruptionBudget. Watched for drift, read, created,
+# config.pbtxt ConfigMaps, PodDisruptionBudget. Watched for drift, read, created,
 # merge-patched.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: [""]
-  resources: ["services", "configmaps"]
+  resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch"]
+# One immutable ConfigMap per config.pbtxt: the ones no pod template mounts any more
+# (neither the Deployment's nor a ReplicaSet's it keeps as history) are deleted.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["list"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch"]

@@ -116,8 +116,8 @@ def openapi_schema() -> dict[str, Any]:
             # (metadata itself may carry nothing else, not even a description: the API server refuses the CRD)
             "metadata": {"type": "object", "properties": {"name": {
                 "type": "string",
-                "description": "Names the Deployment, Service and PodDisruptionBudget (and NAME-config, the "
-                               "ConfigMap): a DNS-1035 label of at most 56 characters.",
+                "description": "Names the Deployment, Service and PodDisruptionBudget (and NAME-config-HASH, "
+                               "the ConfigMaps): a DNS-1035 label of at most 56 characters.",
                 "x-kubernetes-validations": [{
                     "rule": f"size(self) <= {NAME_MAX}",
                     "message": f"metadata.name must be at most {NAME_MAX} characters: it names the Service "

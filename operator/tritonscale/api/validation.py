@@ -18,7 +18,7 @@ from tritonscale.api.names import DNS1123_LABEL
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES
 from tritonscale.api.spec import GPU_RESOURCE, InferenceServiceSpec, ScalingSpec
 
-# Children are named NAME and NAME-config; Services need a DNS-1035 label (<= 63).
+# Children are named NAME and NAME-config-HASH; Services need a DNS-1035 label (<= 63).
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 NAME_MAX = 56
 

@@ -143,7 +143,7 @@ class Kube:
         apps: Any = WithTimeout(kubernetes.client.AppsV1Api(self.client), REQUEST_TIMEOUT_S)
         policy: Any = WithTimeout(kubernetes.client.PolicyV1Api(self.client), REQUEST_TIMEOUT_S)
         self.custom: Any = WithTimeout(kubernetes.client.CustomObjectsApi(self.client), REQUEST_TIMEOUT_S)
-        self.core = core
+        self.core, self.apps = core, apps
         self._kinds = {
             "ConfigMap": _Kind(core.read_namespaced_config_map, core.create_namespaced_config_map,
                                core.patch_namespaced_config_map),
@@ -212,6 +212,29 @@ class Kube:
         resp = self.core.list_namespaced_pod(namespace, label_selector=label_selector, resource_version="0",
                                              _preload_content=False)
         return json.loads(resp.data).get("items") or []
+
+    def list_config_maps(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """ConfigMaps matching ``label_selector``, as the API's JSON, from the watch cache."""
+        resp = self.core.list_namespaced_config_map(namespace, label_selector=label_selector, resource_version="0",
+                                                    _preload_content=False)
+        return json.loads(resp.data).get("items") or []
+
+    def list_replica_sets(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        """ReplicaSets matching ``label_selector``, as the API's JSON. A consistent list (not the watch
+        cache): the reconciler deletes the ConfigMaps none of them mounts, so it must not miss one
+        the Deployment controller has just made."""
+        resp = self.apps.list_namespaced_replica_set(namespace, label_selector=label_selector,
+                                                     _preload_content=False)
+        return json.loads(resp.data).get("items") or []
+
+    def delete_config_map(self, namespace: str, name: str, uid: str) -> None:
+        """Delete the ConfigMap, only if it still is the one of ``uid`` (a precondition); gone already is fine."""
+        with _writing():
+            try:
+                self.core.delete_namespaced_config_map(name, namespace, body={"preconditions": {"uid": uid}})
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
 
     def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         with _writing():

@@ -7,6 +7,7 @@ the I/O they call for, through :class:`tritonscale.kube.client.Kube`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,14 +17,15 @@ import pydantic
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
-from tritonscale.api.spec import InferenceServiceSpec, model_name
+from tritonscale.api.spec import LABEL, InferenceServiceSpec, model_name
 from tritonscale.api.validation import Problem, validate_body
 from tritonscale.kube.client import Kube, api_status, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.reconcile.diff import plan_patch, with_last_applied
-from tritonscale.render.kubernetes_objects import build_children, endpoints, owned_by
+from tritonscale.render.kubernetes_objects import build_children, endpoints, mounted_configmap, owned_by
 
 EventFn = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
+log = logging.getLogger("tritonscale")
 
 
 @dataclass
@@ -90,6 +92,27 @@ def replicas_to_create(spec: InferenceServiceSpec, status: dict[str, Any] | None
     if isinstance(asked, bool) or not isinstance(asked, int):
         return spec.scaling.floor
     return max(spec.scaling.floor, min(asked, spec.scaling.max_replicas))
+
+
+def configmaps_to_delete(configmaps: list[dict[str, Any]], replicasets: list[dict[str, Any]],
+                         deployment: dict[str, Any], uid: str) -> list[dict[str, Any]]:
+    """The owner's config.pbtxt ConfigMaps (one per config, ``configmap_name``) that no pod template
+    mounts: not the Deployment's, nor any of its ReplicaSets' -- the Deployment keeps old ones as its
+    revision history (``kubectl rollout undo``), and their ConfigMaps go when they go."""
+    mounted = {mounted_configmap(w) for w in (deployment, *replicasets)}
+    return [cm for cm in configmaps if owned_by(cm, uid) and cm["metadata"]["name"] not in mounted]
+
+
+def _delete_unmounted_configmaps(kube: Kube, ns: str, name: str, uid: str, deployment: dict[str, Any]) -> None:
+    """Best effort, after a pass whose writes all went through: a failure leaves a ConfigMap for the next."""
+    selector = f"{LABEL}={name}"
+    try:
+        stale = configmaps_to_delete(kube.list_config_maps(ns, selector), kube.list_replica_sets(ns, selector),
+                                     deployment, uid)
+        for cm in stale:
+            kube.delete_config_map(ns, cm["metadata"]["name"], cm["metadata"]["uid"])
+    except ApiException as exc:  # e.g. 403 with an older chart's RBAC: the old ConfigMaps stay
+        log.warning("%s/%s: removing ConfigMaps no pod mounts failed: %s", ns, name, describe_api_error(exc))
 
 
 def foreign_children(desired: list[dict[str, Any]], lives: list[dict[str, Any] | None]) -> list[str]:
@@ -246,6 +269,8 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                 raise  # Kopf tries the handler again
             if kind == "Deployment":
                 deployment = live
+        dep_desired = next(c for c in desired if c["kind"] == "Deployment")
+        _delete_unmounted_configmaps(kube, ns, name, meta["uid"], dep_desired)
         for ref in outcome.created:
             event("Normal", "Created", f"created {ref}")
         for ref in outcome.patched:

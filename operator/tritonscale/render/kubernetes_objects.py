@@ -78,7 +78,28 @@ STARTUP_PERIOD_S, STARTUP_FAILURES = 5, 120
 
 
 def child_names(name: str) -> dict[str, str]:
-    return {"Deployment": name, "Service": name, "ConfigMap": f"{name}-config", "PodDisruptionBudget": name}
+    """The children's names but the ConfigMap's (``configmap_name``: it follows the config)."""
+    return {"Deployment": name, "Service": name, "PodDisruptionBudget": name}
+
+
+def configmap_name(name: str, config_pbtxt: str) -> str:
+    """``NAME-config-HASH``: one immutable ConfigMap per config.pbtxt, so a config change writes a new
+    one and never changes what an existing ReplicaSet's pods mount. A pod the old ReplicaSet starts
+    mid-rollout (a replacement, a scale-up) loads the old config, a failed rollout leaves the old pods
+    on it, and ``kubectl rollout undo`` brings it back with their template."""
+    return f"{name}-config-{config_hash(config_pbtxt)}"
+
+
+CONFIG_VOLUME = "model-config"
+
+
+def mounted_configmap(workload: dict[str, Any]) -> str | None:
+    """The config.pbtxt ConfigMap a Deployment's or ReplicaSet's pod template mounts, or None."""
+    template = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for volume in template.get("volumes") or []:
+        if isinstance(volume, dict) and volume.get("name") == CONFIG_VOLUME:
+            return ((volume.get("configMap") or {}).get("name")) or None
+    return None
 
 
 def labels(name: str) -> dict[str, str]:
@@ -154,11 +175,13 @@ def rendered_config(spec: InferenceServiceSpec, owner: dict[str, Any]) -> str:
 
 def build_configmap(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[str, Any]:
     name = owner["metadata"]["name"]
+    config = rendered_config(spec, owner)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(child_names(name)["ConfigMap"], owner, name),
-        "data": {"config.pbtxt": rendered_config(spec, owner)},
+        "metadata": _meta(configmap_name(name, config), owner, name),
+        "data": {"config.pbtxt": config},
+        "immutable": True,  # its name is its content's hash; the kubelet need not watch it either
     }
 
 
@@ -174,7 +197,7 @@ def _fetch_container(
     volumes: list[dict[str, Any]] = []
     serving_mounts: list[dict[str, Any]] = []
     mounts = [{"name": "model-repository", "mountPath": MODEL_REPOSITORY},
-              {"name": "model-config", "mountPath": "/config", "readOnly": True}]
+              {"name": CONFIG_VOLUME, "mountPath": "/config", "readOnly": True}]
     if scheme == "pvc":
         claim, path = rest.split("/", 1)
         src = f"/mnt/pvc/{path}"
@@ -267,7 +290,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         "containers": [container],
         "volumes": [
             {"name": "model-repository", "emptyDir": {}},
-            {"name": "model-config", "configMap": {"name": child_names(name)["ConfigMap"]}},
+            {"name": CONFIG_VOLUME, "configMap": {"name": configmap_name(name, config)}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
             *source_volumes,
         ],

@@ -1,0 +1,53 @@
+"""reconcile: one immutable ConfigMap per config.pbtxt (NAME-config-HASH); those no pod template mounts
+any more -- neither the Deployment's nor one of the ReplicaSets it keeps as history -- are deleted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tritonscale.reconcile.inference_service import configmaps_to_delete
+
+UID = "6f1c9a2e-3b7d-4f55-9e0a-1c2d3e4f5a6b"
+
+
+def cm(name: str, uid: str | None = UID) -> dict[str, Any]:
+    refs = [] if uid is None else [{"uid": uid, "kind": "InferenceService", "name": "linear"}]
+    return {"metadata": {"name": name, "uid": f"cm-{name}", "ownerReferences": refs}}
+
+
+def workload(config: str | None) -> dict[str, Any]:
+    volumes = [{"name": "model-repository", "emptyDir": {}}]
+    if config is not None:
+        volumes.append({"name": "model-config", "configMap": {"name": config}})
+    return {"spec": {"template": {"spec": {"volumes": volumes}}}}
+
+
+def names(out: list[dict[str, Any]]) -> list[str]:
+    return [c["metadata"]["name"] for c in out]
+
+
+def test_what_a_template_mounts_stays_and_the_rest_goes() -> None:
+    configmaps = [cm("linear-config-aaa"), cm("linear-config-bbb"), cm("linear-config-ccc"), cm("linear-config")]
+    history = [workload("linear-config-bbb"), workload("linear-config-aaa")]  # the ReplicaSets kept
+    assert names(configmaps_to_delete(configmaps, history, workload("linear-config-ccc"), UID)) == [
+        "linear-config"]  # an older operator's single ConfigMap, once no ReplicaSet mounts it
+
+
+def test_the_deployment_s_own_config_stays_before_its_replica_set_exists() -> None:
+    """Just patched: the Deployment controller has not made the new ReplicaSet yet."""
+    configmaps = [cm("linear-config-old"), cm("linear-config-new")]
+    assert names(configmaps_to_delete(configmaps, [workload("linear-config-old")], workload("linear-config-new"),
+                                      UID)) == []
+    assert names(configmaps_to_delete(configmaps, [], workload("linear-config-new"), UID)) == ["linear-config-old"]
+
+
+def test_only_the_owner_s_own_configmaps_are_candidates() -> None:
+    """A ConfigMap that carries the label but another owner's uid, or none, is someone else's."""
+    configmaps = [cm("linear-config-x", uid="someone-else"), cm("linear-config-y", uid=None)]
+    assert configmaps_to_delete(configmaps, [], workload("linear-config-z"), UID) == []
+
+
+def test_a_replica_set_without_the_volume_protects_nothing() -> None:
+    configmaps = [cm("linear-config-aaa")]
+    assert names(configmaps_to_delete(configmaps, [workload(None)], workload("linear-config-bbb"), UID)) == [
+        "linear-config-aaa"]
