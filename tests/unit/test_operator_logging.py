@@ -1,0 +1,39 @@
+"""The operator's log: Kopf's per-object lines open with [namespace/name] (with many InferenceServices,
+"Handler ... failed temporarily" said nothing of which one), the operator's own lines are unchanged."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from tritonscale.operator_main import configure_logging
+
+
+@pytest.fixture
+def restored_root():
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    objects = logging.getLogger("kopf.objects")
+    filters = objects.filters[:]
+    yield root
+    root.handlers[:], root.level = handlers, level
+    objects.filters[:] = filters
+
+
+def _format(root: logging.Logger, logger: str, message: str, **extra: object) -> str:
+    record = logging.getLogger(logger).makeRecord(logger, logging.ERROR, __file__, 1, message, (), None,
+                                                  extra=extra or None)
+    (handler,) = [h for h in root.handlers if type(h).__name__ == "_KopfStreamHandler"]
+    return handler.format(record)
+
+
+def test_kopf_object_lines_name_the_object(restored_root: logging.Logger) -> None:
+    configure_logging(verbose=False)
+    ref = {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService", "name": "bert",
+           "namespace": "team-a", "uid": "u"}
+    line = _format(restored_root, "kopf.objects", "Handler 'reconcile_inference_service' failed temporarily: x",
+                   k8s_ref=ref)
+    assert " ERROR kopf.objects: [team-a/bert] Handler 'reconcile_inference_service' failed temporarily: x" in line
+    own = _format(restored_root, "tritonscale", "team-a/bert: scaled up from 1 to 2")
+    assert own.endswith(" ERROR tritonscale: team-a/bert: scaled up from 1 to 2")
