@@ -22,6 +22,10 @@ from kubernetes.client import ApiException
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 
 MERGE = "application/merge-patch+json"
+# The operator's writes name it in the objects' managedFields (the client's default is its user
+# agent, "OpenAPI-Generator"): the autoscaler tells its own spec.replicas writes from another
+# scaler's by it, and `kubectl get -o yaml --show-managed-fields` says who wrote what.
+FIELD_MANAGER = "tritonscale"
 
 # Checked before every write; raises to refuse it. `tritonscale run --leader-elect` sets it
 # to the elector's check, so a replica past its renew deadline writes nothing through here.
@@ -172,13 +176,15 @@ class Kube:
         step, defaults filled in) and stores nothing."""
         extra = {"dry_run": "All"} if dry_run else {}
         with _writing():
-            return self._dict(self._kinds[obj["kind"]].create(obj["metadata"]["namespace"], obj, **extra))
+            return self._dict(self._kinds[obj["kind"]].create(obj["metadata"]["namespace"], obj,
+                                                               field_manager=FIELD_MANAGER, **extra))
 
     def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any],
               dry_run: bool = False) -> dict[str, Any]:
         extra = {"dry_run": "All"} if dry_run else {}
         with _writing():
-            return self._dict(self._kinds[kind].patch(name, namespace, patch, _content_type=MERGE, **extra))
+            return self._dict(self._kinds[kind].patch(name, namespace, patch, _content_type=MERGE,
+                                                      field_manager=FIELD_MANAGER, **extra))
 
     def get_inference_service(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
@@ -239,5 +245,6 @@ class Kube:
     def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         with _writing():
             self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE
+                GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE,
+                field_manager=FIELD_MANAGER,
             )

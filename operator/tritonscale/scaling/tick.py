@@ -24,7 +24,7 @@ from kubernetes.client import ApiException
 from tritonscale.api import status as st
 from tritonscale.api.spec import InferenceServiceSpec, model_name
 from tritonscale.api.validation import validate_body
-from tritonscale.kube.client import Kube, describe_api_error
+from tritonscale.kube.client import FIELD_MANAGER, Kube, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.render.kubernetes_objects import owned_by, recorded_spec
 from tritonscale.scaling import batching_status as bs
@@ -45,6 +45,9 @@ _pods_seen: dict[str, tuple[float, frozenset[str]]] = {}
 # running fleet as it was, and the autoscaler keeps scaling it by this spec: the load does not wait for
 # the fix. After a restart it is the spec the Deployment records it was made from (SPEC_ANNOTATION).
 _valid_specs: dict[str, InferenceServiceSpec] = {}
+# By object uid: the last message saying another writer set the Deployment's spec.replicas (said once,
+# not at every tick of an HPA fighting the autoscaler).
+_overridden: dict[str, str] = {}
 
 
 # Nodes' cordon state by name: (read at, unschedulable). Shared by every InferenceService's tick:
@@ -101,6 +104,44 @@ def forget(uid: str) -> None:
     _memory.pop(uid, None)
     _pods_seen.pop(uid, None)
     _valid_specs.pop(uid, None)
+    _overridden.pop(uid, None)
+
+
+def replicas_writers(deployment: dict[str, Any]) -> list[str]:
+    """The field managers other than this operator's that own the Deployment's spec.replicas (the last
+    writer of a field owns it): an HorizontalPodAutoscaler (kube-controller-manager, through the scale
+    subresource), `kubectl scale` (kubectl), another controller."""
+    out = []
+    for entry in (deployment.get("metadata") or {}).get("managedFields") or []:
+        if not isinstance(entry, dict) or entry.get("manager") == FIELD_MANAGER:
+            continue
+        fields = entry.get("fieldsV1") or {}
+        if isinstance(fields, dict) and "f:replicas" in (fields.get("f:spec") or {}):
+            via = f" (through /{entry['subresource']})" if entry.get("subresource") else ""
+            out.append(f"{entry.get('manager') or 'an unnamed writer'}{via}")
+    return out
+
+
+def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deployment: dict[str, Any],
+                         current: int, event: EventFn) -> None:
+    """spec.replicas is not what this operator asked for last, and another writer owns it: a Warning
+    event and a log line, once per distinct message. The autoscaler owns the field; a second scaler on
+    the Deployment (an HPA, `kubectl scale`) is overruled at every tick, and the fleet flaps between the two."""
+    asked = status.get("desiredReplicas")
+    uid = body["metadata"]["uid"]
+    writers = replicas_writers(deployment) if isinstance(asked, int) and asked != current else []
+    if not writers:
+        _overridden.pop(uid, None)
+        return
+    message = (f"the Deployment's spec.replicas is {current}, set by {', '.join(writers)}, not the {asked} this "
+               f"operator asked for: the autoscaler owns that field, so another scaler on the Deployment (an "
+               f"HorizontalPodAutoscaler, kubectl scale) is overruled at every tick; remove it, and scale through "
+               f"spec.scaling instead")
+    if _overridden.get(uid) != message:
+        _overridden[uid] = message
+        event(body, "Warning", "ReplicasSetElsewhere", message[:1000])
+        meta = body["metadata"]
+        log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
 
 
 def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, now: float,
@@ -212,6 +253,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         state = _memory.get(uid) or State.from_dict(status.get("scalingState"))
         current = int((deployment.get("spec") or {}).get("replicas") or 0)
         ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
+        _replicas_overridden(body, status, deployment, current, event)
         model = model_name(spec, name)
         obs = snapshot.observation(namespace, name, model)
 
