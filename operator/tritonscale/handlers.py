@@ -19,7 +19,7 @@ from kubernetes.client import ApiException
 
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 from tritonscale.api.validation import scaling_spec
-from tritonscale.kube.client import Kube, describe_api_error
+from tritonscale.kube.client import Kube, describe_api_error, namespace_terminating
 from tritonscale.reconcile.inference_service import reconcile
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
@@ -105,7 +105,11 @@ def _reconcile_owner(namespace: str, name: str) -> None:
         # A 404: the owner or a child vanished between our read and our write: the garbage
         # collector removes a just-deleted owner's children within milliseconds. That
         # deletion's own watch event reconciles again if the owner is still there.
-        if not (isinstance(exc, ApiException) and exc.status == 404):
+        if isinstance(exc, ApiException) and (exc.status == 404 or namespace_terminating(exc)):
+            # The namespace is being deleted: its children go with it, and the API server refuses to
+            # recreate them (403, NamespaceTerminating). Nothing to correct, nothing to warn about.
+            log.debug(f"{namespace}/{name}: not correcting a child: {describe_api_error(exc)}")
+        else:
             # Kopf never retries an event handler: one line, not a traceback; the next event of the
             # owner or its children, the resync (RESYNC_S) or the resume at a restart reconciles again.
             log.warning(f"{namespace}/{name}: correcting a child failed: {describe_api_error(exc)}")

@@ -11,7 +11,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from tritonscale import handlers
-from tritonscale.kube.client import describe_api_error
+from tritonscale.kube.client import describe_api_error, namespace_terminating
 
 
 def api_error(status: int, reason: str, message: str | None) -> ApiException:
@@ -71,6 +71,37 @@ def test_a_failed_child_correction_is_one_line(monkeypatch, caplog) -> None:
         "prod/linear: correcting a child failed: 503 Service Unavailable: etcdserver: leader changed"]
     handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="prod")
     assert reconciled == [{"name": "linear", "namespace": "prod"}]
+
+
+# The API server's answer to a create in a namespace being deleted (kube-apiserver 1.34, as read back).
+TERMINATING = json.dumps({
+    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+    "message": 'configmaps "new" is forbidden: unable to create new content in namespace term-x because it is '
+               "being terminated",
+    "reason": "Forbidden", "details": {"name": "new", "kind": "configmaps", "causes": [
+        {"reason": "NamespaceTerminating", "message": "namespace term-x is being terminated",
+         "field": "metadata.namespace"}]}, "code": 403})
+
+
+def test_a_child_not_recreated_in_a_namespace_being_deleted_is_no_warning(monkeypatch, caplog) -> None:
+    """Deleting a namespace deletes the children; the API server refuses to recreate them, and there
+    is nothing to correct: not a warning (it was one per child)."""
+    calls = []
+
+    def refused(_kube, owner, _events):
+        calls.append(owner["metadata"]["name"])
+        exc = ApiException(status=403, reason="Forbidden")
+        exc.body = TERMINATING
+        raise exc
+    monkeypatch.setattr(handlers, "_kube", lambda: _Kube(failures=0))
+    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
+    monkeypatch.setattr(handlers, "reconcile", refused)
+    with caplog.at_level("WARNING", logger="tritonscale"):
+        handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="term-x")
+    assert calls == ["linear"] and caplog.records == []
+    other = ApiException(status=403, reason="Forbidden")
+    other.body = json.dumps({"kind": "Status", "message": "quota", "details": {"causes": [{"reason": "x"}]}})
+    assert not namespace_terminating(other)
 
 
 def _refusal(body: str) -> ApiException:

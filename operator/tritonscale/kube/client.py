@@ -128,6 +128,15 @@ def api_status(exc: ApiException) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+def namespace_terminating(exc: ApiException) -> bool:
+    """The API server refused a create because the namespace is being deleted (403, a cause of reason
+    NamespaceTerminating)."""
+    details = api_status(exc).get("details")
+    causes = (details if isinstance(details, dict) else {}).get("causes") or []
+    return exc.status == 403 and any(isinstance(c, dict) and c.get("reason") == "NamespaceTerminating"
+                                     for c in causes)
+
+
 def describe_api_error(exc: BaseException) -> str:
     """One line for a failed request: ``403 Forbidden: <the API server's message>`` for an
     ApiException (not its four lines of headers and body), else the exception's first line."""
