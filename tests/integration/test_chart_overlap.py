@@ -1,0 +1,45 @@
+"""`helm install` refuses a release whose namespaces overlap another tritonscale operator's (each
+release elects its own leader: both would reconcile and autoscale the same InferenceServices), on
+the real API server (the chart's lookup sees the cluster only at install, not in `helm template`)."""
+
+from __future__ import annotations
+
+import subprocess
+
+from support.cluster import BIN, CHART, create_namespace, delete_namespace, run_tool
+
+
+def _install(kubeconfig, release: str, namespace: str, *watch: str) -> subprocess.CompletedProcess:
+    cmd = [str(BIN / "helm"), "install", release, str(CHART), "-n", namespace, "--kubeconfig", str(kubeconfig)]
+    if watch:
+        cmd += ["--set-json", f"watchNamespaces={list(watch)!r}".replace("'", '"')]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def test_a_release_overlapping_another_operator_fails_to_install(control_plane, api_client):
+    kubeconfig = control_plane.kubeconfig
+    home, team_a, team_b = (create_namespace(api_client, f"overlap-{t}") for t in ("home", "a", "b"))
+    releases = []
+    try:
+        first = _install(kubeconfig, "ovl-a", home, team_a)
+        assert first.returncode == 0, first.stderr
+        releases.append("ovl-a")
+        # Overlapping: team-a again, or every namespace.
+        for watch in ((team_a, team_b), ()):
+            proc = _install(kubeconfig, "ovl-b", home, *watch)
+            assert proc.returncode != 0, proc.stdout
+            assert f"the tritonscale operator {home}/ovl-a-tritonscale (release ovl-a) already watches namespaces " \
+                   f"{team_a}" in proc.stderr, proc.stderr
+            assert "two operators would reconcile and autoscale the same InferenceServices" in proc.stderr
+        # Its own namespace: fine, and an upgrade of the first is no overlap with itself.
+        second = _install(kubeconfig, "ovl-b", home, team_b)
+        assert second.returncode == 0, second.stderr
+        releases.append("ovl-b")
+        run_tool("helm", "upgrade", "ovl-a", str(CHART), "-n", home, "--kubeconfig", str(kubeconfig),
+                 "--reuse-values", "--set", "replicaCount=1")
+    finally:
+        for release in releases:
+            subprocess.run([str(BIN / "helm"), "uninstall", release, "-n", home, "--kubeconfig", str(kubeconfig)],
+                           capture_output=True, timeout=120)
+        for ns in (home, team_a, team_b):
+            delete_namespace(api_client, ns)
