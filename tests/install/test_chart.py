@@ -296,6 +296,8 @@ def test_unsafe_leader_election_timings_fail_to_render(timings, message, tmp_pat
     ({"prometheus": {"url": "https://prometheus.monitoring:9090",
                      "tls": {"caConfigMap": {"name": "trust", "key": "ca.crt"}, "insecureSkipVerify": True}}},
      "prometheus.tls.caConfigMap.name and prometheus.tls.insecureSkipVerify exclude each other"),
+    ({"prometheus": {"url": "http://p:9090", "urlSecret": {"name": "prom", "key": "url"}}},
+     "prometheus.url and prometheus.urlSecret.name exclude each other"),
 ])
 def test_values_that_would_install_something_unsafe_fail_to_render(values, message, tmp_path):
     path = tmp_path / "bad.yaml"
@@ -316,6 +318,17 @@ def test_image_digest_series_labels_and_extra_args(tmp_path):
     assert "--series-label=cluster=prod" in c["args"] and c["args"][-1] == "--verbose"
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "ops"
     assert not [o for o in objects if o["kind"] == "ServiceAccount"]
+
+
+def test_a_prometheus_url_with_credentials_comes_from_a_secret(tmp_path):
+    """prometheus.urlSecret: the URL (credentials and all) reaches the operator only as env from the
+    Secret, not as an argument or a value in the Deployment."""
+    dep = _one(helm_template({"prometheus": {"urlSecret": {"name": "prom-cred", "key": "url"}}}, tmp_path),
+               "Deployment")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in c["args"] if a.startswith("--prometheus-url")]
+    assert c["env"][0] == {"name": "TRITONSCALE_PROMETHEUS_URL",
+                           "valueFrom": {"secretKeyRef": {"name": "prom-cred", "key": "url"}}}
 
 
 def test_an_https_prometheus_ca_from_a_config_map_or_no_check(tmp_path):
