@@ -199,10 +199,12 @@ def _http_url(text: str) -> str | None:
 
     if not text:
         return None  # as unset (the chart's "empty: none")
+    from tritonscale.scaling.prometheus_source import shown_url
+
     try:
         return prometheus_base_url(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{exc}, got {text!r}") from None
+    except ValueError as exc:  # the URL as shown everywhere else: a password as *** (it may come from a Secret)
+        raise argparse.ArgumentTypeError(f"{exc}, got {shown_url(text)!r}") from None
 
 
 def _label_pair(text: str) -> tuple[str, str]:

@@ -98,6 +98,9 @@ def configure_logging(verbose: bool) -> None:
     plain format dropped -- with many InferenceServices nobody could tell which one failed."""
     text_format: Any = LOG_FORMAT  # Kopf takes a format string as well as its LogFormat
     kopf.configure(verbose=verbose, log_format=text_format, log_prefix=True)
+    # Kopf mutes asyncio outside debug; its "Task exception was never retrieved" is worth a line.
+    asyncio_log = logging.getLogger("asyncio")
+    asyncio_log.propagate, asyncio_log.handlers[:] = True, []
     if not verbose:
         logging.getLogger("kopf.objects").addFilter(QuietChildEvents())
 

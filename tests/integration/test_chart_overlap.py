@@ -37,6 +37,9 @@ def test_a_release_overlapping_another_operator_fails_to_install(control_plane, 
         releases.append("ovl-b")
         run_tool("helm", "upgrade", "ovl-a", str(CHART), "-n", home, "--kubeconfig", str(kubeconfig),
                  "--reuse-values", "--set", "replicaCount=1")
+        # ... nor one that renames its objects (its Deployment is known by release, not by name).
+        run_tool("helm", "upgrade", "ovl-a", str(CHART), "-n", home, "--kubeconfig", str(kubeconfig),
+                 "--reuse-values", "--set", "fullnameOverride=ovl-a-op")
     finally:
         for release in releases:
             subprocess.run([str(BIN / "helm"), "uninstall", release, "-n", home, "--kubeconfig", str(kubeconfig)],

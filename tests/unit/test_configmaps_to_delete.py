@@ -29,25 +29,26 @@ def names(out: list[dict[str, Any]]) -> list[str]:
 def test_what_a_template_mounts_stays_and_the_rest_goes() -> None:
     configmaps = [cm("linear-config-aaa"), cm("linear-config-bbb"), cm("linear-config-ccc"), cm("linear-config")]
     history = [workload("linear-config-bbb"), workload("linear-config-aaa")]  # the ReplicaSets kept
-    assert names(configmaps_to_delete(configmaps, history, workload("linear-config-ccc"), UID)) == [
+    assert names(configmaps_to_delete(configmaps, [workload("linear-config-ccc"), *history], UID)) == [
         "linear-config"]  # an older operator's single ConfigMap, once no ReplicaSet mounts it
 
 
-def test_the_deployment_s_own_config_stays_before_its_replica_set_exists() -> None:
-    """Just patched: the Deployment controller has not made the new ReplicaSet yet."""
+def test_the_deployment_s_configs_stay_before_their_replica_sets_exist() -> None:
+    """Just patched: the Deployment controller has not made the new ReplicaSet yet -- nor, after two
+    edits in a row, the one of the template as it was before this pass."""
     configmaps = [cm("linear-config-old"), cm("linear-config-new")]
-    assert names(configmaps_to_delete(configmaps, [workload("linear-config-old")], workload("linear-config-new"),
+    assert names(configmaps_to_delete(configmaps, [workload("linear-config-new"), workload("linear-config-old")],
                                       UID)) == []
-    assert names(configmaps_to_delete(configmaps, [], workload("linear-config-new"), UID)) == ["linear-config-old"]
+    assert names(configmaps_to_delete(configmaps, [workload("linear-config-new")], UID)) == ["linear-config-old"]
 
 
 def test_only_the_owner_s_own_configmaps_are_candidates() -> None:
     """A ConfigMap that carries the label but another owner's uid, or none, is someone else's."""
     configmaps = [cm("linear-config-x", uid="someone-else"), cm("linear-config-y", uid=None)]
-    assert configmaps_to_delete(configmaps, [], workload("linear-config-z"), UID) == []
+    assert configmaps_to_delete(configmaps, [workload("linear-config-z")], UID) == []
 
 
 def test_a_replica_set_without_the_volume_protects_nothing() -> None:
     configmaps = [cm("linear-config-aaa")]
-    assert names(configmaps_to_delete(configmaps, [workload(None)], workload("linear-config-bbb"), UID)) == [
+    assert names(configmaps_to_delete(configmaps, [workload("linear-config-bbb"), workload(None)], UID)) == [
         "linear-config-aaa"]

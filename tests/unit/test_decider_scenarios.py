@@ -145,6 +145,27 @@ def test_a_fallback_below_the_need_goes_through_the_scale_down_window_and_step()
     assert current == 1 and max(steps) <= pol.scale_down_max_step
 
 
+def test_a_target_removed_from_a_loaded_service_lowers_it_at_the_scale_down_pace():
+    """Without targetP95Milliseconds the fleet is held at the floor, but the need recommended before the
+    target went holds through the scale-down window, and the descent keeps scaleDown.maxStep (it went
+    from 8 replicas under load to the floor in one tick)."""
+    pol = replace(POLICY, scale_down_stabilization_s=60.0)
+    st, current = known_capacity(), 8
+    for k in range(8):  # a loaded service with a target
+        d = decide(ok(700, batch=8.0), Replicas(current, current), pol, st, 15.0 * k)
+        st, current = d.state, d.replicas
+    loaded = current
+    assert loaded > pol.floor + pol.scale_down_max_step
+    no_target, seen = replace(pol, target_p95_ms=None), []
+    for k in range(8, 40):
+        d = decide(ok(700, batch=8.0), Replicas(current, current), no_target, st, 15.0 * k)
+        assert d.reason in ("NoTarget", "StabilizingScaleDown", "ScaleDownLimited") or d.replicas == current, d
+        st, current = d.state, d.replicas
+        seen.append(current)
+    assert seen[:3] == [loaded] * 3, seen  # the window first
+    assert current == pol.floor and all(a - b <= pol.scale_down_max_step for a, b in zip(seen, seen[1:], strict=False))
+
+
 def test_idle_returns_to_floor_but_no_data_does_not():
     st = known_capacity()
     d = decide(NO_DATA, Replicas(4, 4), POLICY, st, 0.0)

@@ -33,20 +33,38 @@ def test_a_count_set_elsewhere_is_reported_once_and_overruled() -> None:
     kube.refuse = False
     tick.forget(UID)
     down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+    kube.body["spec"]["scaling"]["minReplicas"] = 2  # the count the autoscaler puts back: its floor
     kube.deployment["spec"]["replicas"] = 2
     kube.body["status"] = {"desiredReplicas": 2}
     kube.deployment["metadata"]["managedFields"] = [OURS]
     tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
     assert not [e for e in events if e[1] == "ReplicasSetElsewhere"]  # what it asked for: nothing to say
 
-    for t in (1015.0, 1030.0, 1045.0):  # an HPA with maxReplicas 1 sets 1 before every tick
+    def cycle(t: float) -> None:
+        """An HPA with maxReplicas 1 sets 1 every 15 s; the tick puts 2 back (as its field manager),
+        and the tick after it finds its own count."""
         kube.deployment["spec"]["replicas"] = 1
         kube.deployment["metadata"]["managedFields"] = [HPA]
-        kube.body["status"]["desiredReplicas"] = 2
         tick.run_tick(kube, "default", "linear", down, t, lambda body, *e: events.append(e))
+        assert kube.deployment["spec"]["replicas"] == 2
+        kube.deployment["metadata"]["managedFields"] = [OURS]
+        tick.run_tick(kube, "default", "linear", down, t + 2, lambda body, *e: events.append(e))
+
+    for t in (1015.0, 1030.0, 1045.0, 1060.0):
+        cycle(t)
     said = [e for e in events if e[1] == "ReplicasSetElsewhere"]
     assert len(said) == 1 and said[0][0] == "Warning", said
     assert "spec.replicas is 1, set by kube-controller-manager (through /scale), not the 2" in said[0][2]
+    cycle(1015.0 + tick.OVERRIDE_REPEAT_S)  # the first event has expired: said again
+    assert len([e for e in events if e[1] == "ReplicasSetElsewhere"]) == 2
+
+    # The previous operator version's writes (the client's default field manager) are this operator's.
+    events.clear()
+    tick.forget(UID)
+    kube.deployment["spec"]["replicas"] = 1
+    kube.deployment["metadata"]["managedFields"] = [{**OURS, "manager": "OpenAPI-Generator"}]
+    tick.run_tick(kube, "default", "linear", down, 9000.0, lambda body, *e: events.append(e))
+    assert not [e for e in events if e[1] == "ReplicasSetElsewhere"]
 
     # Our own write that did not land (a refused patch) is no other writer.
     tick.forget(UID)
@@ -54,4 +72,19 @@ def test_a_count_set_elsewhere_is_reported_once_and_overruled() -> None:
     kube.deployment["metadata"]["managedFields"] = [OURS]
     tick.run_tick(kube, "default", "linear", down, 1060.0, lambda body, *e: events.append(e))
     assert not [e for e in events if e[1] == "ReplicasSetElsewhere"]
+    tick.forget(UID)
+
+
+def test_not_while_this_operator_s_own_patch_failed() -> None:
+    """ScaleFailed: the count differs because the operator's own patch was refused, whoever wrote last."""
+    kube, events = Kube(), []
+    tick.forget(UID)
+    kube.refuse = True  # every replica patch refused (a quota)
+    down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+    tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
+    assert kube.body["status"]["desiredReplicas"] == 1 and kube.deployment["spec"]["replicas"] == 0
+    # Whoever owns the field (here an HPA's old write), 0 against 1 is the refusal's doing.
+    kube.deployment["metadata"]["managedFields"] = [HPA]
+    tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
+    assert [e[1] for e in events] == ["ScaleFailed"]
     tick.forget(UID)

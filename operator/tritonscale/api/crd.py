@@ -120,8 +120,8 @@ def openapi_schema() -> dict[str, Any]:
                                "the ConfigMaps): a DNS-1035 label of at most 56 characters.",
                 "x-kubernetes-validations": [{
                     "rule": f"size(self) <= {NAME_MAX}",
-                    "message": f"metadata.name must be at most {NAME_MAX} characters: it names the Service "
-                               "and ConfigMap",
+                    "message": f"metadata.name must be at most {NAME_MAX} characters: it names the children, "
+                               "with suffixes (NAME-config-HASH, the pods' NAME-HASH-ID)",
                 }, {
                     # The Service's name must be a DNS-1035 label; the API server admits any DNS
                     # subdomain for an InferenceService ("linear.v2", "1model"), which then sat with

@@ -235,10 +235,11 @@ class Kube:
         return json.loads(resp.data).get("items") or []
 
     def list_replica_sets(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        """ReplicaSets matching ``label_selector``, as the API's JSON. A consistent list (not the watch
-        cache): the reconciler deletes the ConfigMaps none of them mounts, so it must not miss one
-        the Deployment controller has just made."""
-        resp = self.apps.list_namespaced_replica_set(namespace, label_selector=label_selector,
+        """ReplicaSets matching ``label_selector``, as the API's JSON, from the watch cache: the
+        reconciler keeps the ConfigMaps any of them mounts, and a ReplicaSet too new for the cache
+        mounts the ConfigMap of the Deployment's template as written or as it was before the pass,
+        which it keeps anyway."""
+        resp = self.apps.list_namespaced_replica_set(namespace, label_selector=label_selector, resource_version="0",
                                                      _preload_content=False)
         return json.loads(resp.data).get("items") or []
 

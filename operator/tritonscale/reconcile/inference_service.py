@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
+import urllib3
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
@@ -94,24 +95,28 @@ def replicas_to_create(spec: InferenceServiceSpec, status: dict[str, Any] | None
     return max(spec.scaling.floor, min(asked, spec.scaling.max_replicas))
 
 
-def configmaps_to_delete(configmaps: list[dict[str, Any]], replicasets: list[dict[str, Any]],
-                         deployment: dict[str, Any], uid: str) -> list[dict[str, Any]]:
+def configmaps_to_delete(configmaps: list[dict[str, Any]], workloads: list[dict[str, Any]],
+                         uid: str) -> list[dict[str, Any]]:
     """The owner's config.pbtxt ConfigMaps (one per config, ``configmap_name``) that no pod template
-    mounts: not the Deployment's, nor any of its ReplicaSets' -- the Deployment keeps old ones as its
-    revision history (``kubectl rollout undo``), and their ConfigMaps go when they go."""
-    mounted = {mounted_configmap(w) for w in (deployment, *replicasets)}
+    of ``workloads`` mounts: the Deployment as written and as it was before this pass (two edits in a
+    row: the ReplicaSet of the one before may not exist yet), and its ReplicaSets -- the Deployment
+    keeps old ones as its revision history, and their ConfigMaps go when they go."""
+    mounted = {mounted_configmap(w) for w in workloads}
     return [cm for cm in configmaps if owned_by(cm, uid) and cm["metadata"]["name"] not in mounted]
 
 
-def _delete_unmounted_configmaps(kube: Kube, ns: str, name: str, uid: str, deployment: dict[str, Any]) -> None:
-    """Best effort, after a pass whose writes all went through: a failure leaves a ConfigMap for the next."""
+def _delete_unmounted_configmaps(kube: Kube, ns: str, name: str, uid: str,
+                                 deployments: list[dict[str, Any]]) -> None:
+    """Best effort, after a pass whose writes all went through: a failure leaves a ConfigMap for the
+    next. The ReplicaSets are listed only when a ConfigMap besides the Deployment's own is there."""
     selector = f"{LABEL}={name}"
     try:
-        stale = configmaps_to_delete(kube.list_config_maps(ns, selector), kube.list_replica_sets(ns, selector),
-                                     deployment, uid)
-        for cm in stale:
+        owned = [cm for cm in kube.list_config_maps(ns, selector) if owned_by(cm, uid)]
+        if not configmaps_to_delete(owned, deployments, uid):
+            return
+        for cm in configmaps_to_delete(owned, [*deployments, *kube.list_replica_sets(ns, selector)], uid):
             kube.delete_config_map(ns, cm["metadata"]["name"], cm["metadata"]["uid"])
-    except ApiException as exc:  # e.g. 403 with an older chart's RBAC: the old ConfigMaps stay
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:  # e.g. 403 with an older chart's RBAC
         log.warning("%s/%s: removing ConfigMaps no pod mounts failed: %s", ns, name, describe_api_error(exc))
 
 
@@ -269,8 +274,9 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                 raise  # Kopf tries the handler again
             if kind == "Deployment":
                 deployment = live
-        dep_desired = next(c for c in desired if c["kind"] == "Deployment")
-        _delete_unmounted_configmaps(kube, ns, name, meta["uid"], dep_desired)
+        before = [live for c, live in zip(desired, lives, strict=True) if c["kind"] == "Deployment" and live]
+        _delete_unmounted_configmaps(kube, ns, name, meta["uid"],
+                                     [next(c for c in desired if c["kind"] == "Deployment"), *before])
         for ref in outcome.created:
             event("Normal", "Created", f"created {ref}")
         for ref in outcome.patched:

@@ -85,8 +85,8 @@ def child_names(name: str) -> dict[str, str]:
 def configmap_name(name: str, config_pbtxt: str) -> str:
     """``NAME-config-HASH``: one immutable ConfigMap per config.pbtxt, so a config change writes a new
     one and never changes what an existing ReplicaSet's pods mount. A pod the old ReplicaSet starts
-    mid-rollout (a replacement, a scale-up) loads the old config, a failed rollout leaves the old pods
-    on it, and ``kubectl rollout undo`` brings it back with their template."""
+    mid-rollout (a replacement, a scale-up) loads the old config, and a failed rollout leaves the old
+    pods on it."""
     return f"{name}-config-{config_hash(config_pbtxt)}"
 
 

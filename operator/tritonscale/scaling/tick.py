@@ -45,9 +45,14 @@ _pods_seen: dict[str, tuple[float, frozenset[str]]] = {}
 # running fleet as it was, and the autoscaler keeps scaling it by this spec: the load does not wait for
 # the fix. After a restart it is the spec the Deployment records it was made from (SPEC_ANNOTATION).
 _valid_specs: dict[str, InferenceServiceSpec] = {}
-# By object uid: the last message saying another writer set the Deployment's spec.replicas (said once,
-# not at every tick of an HPA fighting the autoscaler).
-_overridden: dict[str, str] = {}
+# By object uid: which other writers of the Deployment's spec.replicas were last named, and when. An
+# HPA fighting the autoscaler overrides it every 15 s; the event names the same writers again only
+# once the last one has expired (an hour, the API server's default event TTL).
+_overridden: dict[str, tuple[str, float]] = {}
+OVERRIDE_REPEAT_S = 3600.0
+# Field managers that are this operator: its own, and the kubernetes client's default (its user agent),
+# under which versions before FIELD_MANAGER wrote -- spec.replicas stays theirs until the next scale.
+OWN_MANAGERS = frozenset({FIELD_MANAGER, "OpenAPI-Generator"})
 
 
 # Nodes' cordon state by name: (read at, unschedulable). Shared by every InferenceService's tick:
@@ -113,7 +118,7 @@ def replicas_writers(deployment: dict[str, Any]) -> list[str]:
     subresource), `kubectl scale` (kubectl), another controller."""
     out = []
     for entry in (deployment.get("metadata") or {}).get("managedFields") or []:
-        if not isinstance(entry, dict) or entry.get("manager") == FIELD_MANAGER:
+        if not isinstance(entry, dict) or entry.get("manager") in OWN_MANAGERS:
             continue
         fields = entry.get("fieldsV1") or {}
         if isinstance(fields, dict) and "f:replicas" in (fields.get("f:spec") or {}):
@@ -123,25 +128,30 @@ def replicas_writers(deployment: dict[str, Any]) -> list[str]:
 
 
 def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deployment: dict[str, Any],
-                         current: int, event: EventFn) -> None:
+                         current: int, now: float, event: EventFn) -> None:
     """spec.replicas is not what this operator asked for last, and another writer owns it: a Warning
-    event and a log line, once per distinct message. The autoscaler owns the field; a second scaler on
-    the Deployment (an HPA, `kubectl scale`) is overruled at every tick, and the fleet flaps between the two."""
+    event and a log line, once per set of writers (again after OVERRIDE_REPEAT_S). The autoscaler owns
+    the field; a second scaler on the Deployment (an HPA, `kubectl scale`) is overruled at every tick,
+    and the fleet flaps between the two. Not while this operator's own last patch failed (ScaleFailed):
+    the count then differs with nobody else involved."""
     asked = status.get("desiredReplicas")
     uid = body["metadata"]["uid"]
-    writers = replicas_writers(deployment) if isinstance(asked, int) and asked != current else []
+    failed = any(c.type == st.SCALING and c.reason == "ScaleFailed" for c in st.conditions_of(status))
+    writers = replicas_writers(deployment) if isinstance(asked, int) and asked != current and not failed else []
     if not writers:
-        _overridden.pop(uid, None)
+        return
+    key = ", ".join(writers)
+    said = _overridden.get(uid)
+    if said is not None and said[0] == key and now - said[1] < OVERRIDE_REPEAT_S:
         return
     message = (f"the Deployment's spec.replicas is {current}, set by {', '.join(writers)}, not the {asked} this "
                f"operator asked for: the autoscaler owns that field, so another scaler on the Deployment (an "
                f"HorizontalPodAutoscaler, kubectl scale) is overruled at every tick; remove it, and scale through "
                f"spec.scaling instead")
-    if _overridden.get(uid) != message:
-        _overridden[uid] = message
-        event(body, "Warning", "ReplicasSetElsewhere", message[:1000])
-        meta = body["metadata"]
-        log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
+    _overridden[uid] = (key, now)
+    event(body, "Warning", "ReplicasSetElsewhere", message[:1000])
+    meta = body["metadata"]
+    log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
 
 
 def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, now: float,
@@ -253,7 +263,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         state = _memory.get(uid) or State.from_dict(status.get("scalingState"))
         current = int((deployment.get("spec") or {}).get("replicas") or 0)
         ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
-        _replicas_overridden(body, status, deployment, current, event)
+        _replicas_overridden(body, status, deployment, current, now, event)
         model = model_name(spec, name)
         obs = snapshot.observation(namespace, name, model)
 

@@ -121,9 +121,10 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     state = learn_cold_start(state, replicas)
     held, state, ok = guard(obs, replicas, policy, state)
     if held is not None:
-        if held.reason == "FallbackAfterFailures":  # a recommendation like any other, as KEDA's fallback is
-            # to the HPA: through the windows and steps, so a source that fails off and on cannot swing
-            # the fleet between the fallback and the need at each good tick
+        if held.reason in ("FallbackAfterFailures", "NoTarget"):  # a recommendation like any other, as
+            # KEDA's fallback is to the HPA: through the windows and steps, so a source that fails off and on
+            # cannot swing the fleet between the fallback and the need at each good tick, and a target
+            # removed from a loaded service lowers it to the floor at the scale-down pace, not in one tick
             held, state = stabilize(held, state, policy, current, now, held.replicas, held.replicas)
             held = limit(held, current, policy)
         return done(held, state, ok)
