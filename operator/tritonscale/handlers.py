@@ -33,6 +33,11 @@ log = logging.getLogger("tritonscale")
 # Kopf logs and posts every retry, and a conflict nobody resolves said so every 30 s forever.
 CONFLICT_RETRY_S = 30.0
 CONFLICT_RETRY_MAX_S = 300.0
+# How soon a reconcile whose request the API failed or refused (a 5xx, a timeout, an admission
+# webhook or quota that refused a write its dry run passed) is tried again (s), doubling up to
+# CONFLICT_RETRY_MAX_S: most such failures are gone in seconds, and Kopf's own default, a flat 60 s,
+# left a spec change unapplied for a minute after the API server was fine again.
+API_RETRY_S = 5.0
 # Every InferenceService is reconciled again this often (s), events or not: Kopf never retries an
 # event handler, so a child's correction that failed (an API server restarting, a 5xx, a timeout)
 # would otherwise wait for the next event of the owner or a child -- perhaps never. The periodic
@@ -79,19 +84,19 @@ def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> No
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
         # Forbidden (RBAC, a ResourceQuota), a conflict, an API server down or slow: Kopf tries
         # again with its backoff, and logs and posts this one line instead of a traceback.
-        raise kopf.TemporaryError(f"the Kubernetes API refused or failed a request: {describe_api_error(exc)}") \
-            from None
+        raise kopf.TemporaryError(f"the Kubernetes API refused or failed a request: {describe_api_error(exc)}",
+                                  delay=retry_delay(retry, API_RETRY_S)) from None
     if outcome.conflicts:
         # Another object holds a child's name (status says which). Its removal sends us no event
         # (it is not ours to watch), so Kopf tries again until the name is free.
         raise kopf.TemporaryError(f"another object holds the name of {', '.join(outcome.conflicts)} (see the Ready "
-                                  "condition)", delay=conflict_retry_delay(retry))
+                                  "condition)", delay=retry_delay(retry, CONFLICT_RETRY_S))
 
 
-def conflict_retry_delay(retry: int) -> float:
-    """CONFLICT_RETRY_S, doubled at each of Kopf's retries (``retry``: 0 the first time), at most
+def retry_delay(retry: int, first_s: float) -> float:
+    """``first_s``, doubled at each of Kopf's retries (``retry``: 0 the first time), at most
     CONFLICT_RETRY_MAX_S."""
-    return min(CONFLICT_RETRY_S * 2.0 ** min(retry, 16), CONFLICT_RETRY_MAX_S)
+    return min(first_s * 2.0 ** min(retry, 16), CONFLICT_RETRY_MAX_S)
 
 
 def _reconcile_owner(namespace: str, name: str) -> None:

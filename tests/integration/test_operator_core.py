@@ -218,7 +218,9 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     wait_for(lambda: not exists(k.get, "linear"), 5, what=f"{again['metadata']['uid']} deleted, operator stopped")
     # Kopf's line for every child event handled is left out (operator_main.QuietChildEvents): the
     # children changed dozens of times above, and the handler's name must still be Kopf's.
-    assert "kopf.objects: Handler 'reconcile_inference_service' succeeded." in op.output(), op.output()[-3000:]
+    # Kopf's lines about the object name it ([namespace/name]).
+    assert f"kopf.objects: [{ns}/linear] Handler 'reconcile_inference_service' succeeded." in op.output(), \
+        op.output()[-3000:]
     assert "Handler 'child_changed'" not in op.output(), op.output()[-3000:]
     # The stop above cancelled the second object's daemon, as designed: no WARNING for it.
     assert "is cancelled. Will escalate" not in op.output(), op.output()[-3000:]

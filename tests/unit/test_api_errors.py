@@ -42,6 +42,10 @@ def test_the_reconcile_handler_retries_api_failures_without_a_traceback(monkeypa
         handlers.reconcile_inference_service(body={"metadata": {"name": "x", "namespace": "y"}})
     assert str(err.value) == "the Kubernetes API refused or failed a request: 403 Forbidden: exceeded quota: gpus"
     assert err.value.__cause__ is None
+    assert err.value.delay == handlers.API_RETRY_S  # soon: Kopf's default is a flat 60 s
+    with pytest.raises(kopf.TemporaryError) as err:
+        handlers.reconcile_inference_service(body={"metadata": {"name": "x", "namespace": "y"}}, retry=2)
+    assert err.value.delay == 4 * handlers.API_RETRY_S
 
 
 class _Kube:

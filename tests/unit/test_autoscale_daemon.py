@@ -134,5 +134,8 @@ def test_the_daemon_holds_no_finalizer_on_its_objects() -> None:
 
 def test_a_name_conflict_is_retried_ever_less_often() -> None:
     """Kopf logs and posts every retry; a conflict nobody resolves said so every 30 s forever."""
-    assert [handlers.conflict_retry_delay(r) for r in range(6)] == [30.0, 60.0, 120.0, 240.0, 300.0, 300.0]
-    assert handlers.conflict_retry_delay(10_000) == handlers.CONFLICT_RETRY_MAX_S
+    assert [handlers.retry_delay(r, handlers.CONFLICT_RETRY_S) for r in range(6)] == [
+        30.0, 60.0, 120.0, 240.0, 300.0, 300.0]
+    assert handlers.retry_delay(10_000, handlers.CONFLICT_RETRY_S) == handlers.CONFLICT_RETRY_MAX_S
+    assert [handlers.retry_delay(r, handlers.API_RETRY_S) for r in range(8)] == [
+        5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0, 300.0]
