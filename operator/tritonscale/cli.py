@@ -204,7 +204,9 @@ def _http_url(text: str) -> str | None:
     try:
         return prometheus_base_url(text)
     except ValueError as exc:  # the URL as shown everywhere else: a password as *** (it may come from a Secret)
-        raise argparse.ArgumentTypeError(f"{exc}, got {shown_url(text)!r}") from None
+        source = " (the value of TRITONSCALE_PROMETHEUS_URL)" if os.environ.get("TRITONSCALE_PROMETHEUS_URL") == text \
+            else ""
+        raise argparse.ArgumentTypeError(f"{exc}, got {shown_url(text)!r}{source}") from None
 
 
 def _label_pair(text: str) -> tuple[str, str]:

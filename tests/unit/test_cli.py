@@ -387,3 +387,16 @@ def test_render_reads_the_list_kubectl_get_prints(tmp_path: Path, capsys: pytest
     listed = capsys.readouterr().out
     assert cli.main(["render", "-f", str(alone)]) == 0
     assert listed == capsys.readouterr().out and "kind: Deployment" in listed
+
+
+def test_a_bad_prometheus_url_from_the_environment_says_so_and_hides_its_password(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chart's prometheus.urlSecret reaches the operator as TRITONSCALE_PROMETHEUS_URL: a bad one is
+    named as the variable's value, with its password as ***."""
+    monkeypatch.setenv("TRITONSCALE_PROMETHEUS_URL", "http://admin:s3cret@prom:9090/?x=1")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "got 'http://***@prom:9090/?x=1' (the value of TRITONSCALE_PROMETHEUS_URL)" in err, err
+    assert "s3cret" not in err
