@@ -52,3 +52,26 @@ def test_a_replica_set_without_the_volume_protects_nothing() -> None:
     configmaps = [cm("linear-config-aaa")]
     assert names(configmaps_to_delete(configmaps, [workload("linear-config-bbb"), workload(None)], UID)) == [
         "linear-config-aaa"]
+
+
+def test_a_clean_up_refused_at_every_pass_is_one_warning(caplog) -> None:
+    """A new operator under an older chart's RBAC (no ReplicaSet list): one warning per service, not
+    one per child event (57 lines in 2 s for four services), and again once it changes or clears."""
+    from kubernetes.client import ApiException
+
+    from tritonscale.reconcile import inference_service as isvc
+
+    class Kube:
+        def list_config_maps(self, ns: str, selector: str) -> list[dict[str, Any]]:
+            return [cm("linear-config-old"), cm("linear-config-new")]
+
+        def list_replica_sets(self, ns: str, selector: str) -> list[dict[str, Any]]:
+            raise ApiException(status=403, reason="Forbidden")
+
+    isvc._cleanup_failed.clear()
+    with caplog.at_level("WARNING", logger="tritonscale"):
+        for _ in range(5):
+            isvc._delete_unmounted_configmaps(Kube(), "ns", "linear", UID, [workload("linear-config-new")])  # type: ignore[arg-type]
+    assert [r.getMessage() for r in caplog.records] == [
+        "ns/linear: removing ConfigMaps no pod mounts failed (they stay): 403 Forbidden"]
+    isvc._cleanup_failed.clear()

@@ -10,9 +10,25 @@ from test_tick_scale_failed import UID, Kube
 
 from tritonscale.api.spec import SPEC_ANNOTATION
 from tritonscale.api.validation import validate_body
-from tritonscale.render.kubernetes_objects import build_deployment
+from tritonscale.render.kubernetes_objects import build_deployment, build_pdb
 from tritonscale.scaling import tick
 from tritonscale.scaling.prometheus_source import Snapshot
+
+
+class Made(Kube):
+    """The Deployment (its template and record) and PodDisruptionBudget made from ``applied``."""
+
+    def __init__(self, applied: dict | None = None) -> None:
+        super().__init__()
+        applied = applied or copy.deepcopy(self.body)
+        spec = validate_body(applied)[0]
+        built = build_deployment(spec, applied)
+        self.deployment["metadata"]["annotations"] = built["metadata"]["annotations"]
+        self.deployment["spec"]["template"] = built["spec"]["template"]
+        self.pdb = build_pdb(spec, applied)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict:
+        return self.pdb if kind == "PodDisruptionBudget" else self.deployment
 
 
 def _scaling(kube: Kube) -> dict:
@@ -44,12 +60,10 @@ def test_an_invalid_edit_keeps_the_fleet_scaled_by_the_last_valid_spec() -> None
 def test_after_a_restart_an_invalid_edit_is_scaled_by_the_spec_the_deployment_was_made_from() -> None:
     """The Deployment records the spec it was made from (SPEC_ANNOTATION): the operator's memory of the
     last valid spec survives its restart."""
-    kube, events = Kube(), []
-    kube.refuse = False
-    valid = copy.deepcopy(kube.body)
+    valid = copy.deepcopy(Kube().body)
     valid["spec"]["scaling"]["minReplicas"] = 2
-    kube.deployment["metadata"]["annotations"] = build_deployment(validate_body(valid)[0], valid)["metadata"][
-        "annotations"]
+    kube, events = Made(valid), []
+    kube.refuse = False
     kube.body["spec"]["runtime"]["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}  # invalid
     tick.forget(UID)  # a fresh operator: nothing in memory
     down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
@@ -94,12 +108,9 @@ def test_an_edit_the_api_server_refused_as_rendered_is_not_scaled_by() -> None:
     """ChildRejected: the spec passes the operator's checks, but the API server refused its children
     (the reconciler's dry run), so nothing of it was applied; the fleet keeps the spec it was made from.
     Before, its minReplicas 3 scaled the fleet up while the PodDisruptionBudget still said 1."""
-    kube, events = Kube(), []
+    kube, events = Made(), []
     kube.refuse = False
     tick.forget(UID)
-    applied = copy.deepcopy(kube.body)
-    kube.deployment["metadata"]["annotations"] = build_deployment(validate_body(applied)[0], applied)["metadata"][
-        "annotations"]
     kube.body["metadata"]["generation"] = 2
     kube.body["spec"]["scaling"]["minReplicas"] = 3
     kube.body["spec"]["runtime"]["env"] = [{"value": "x"}]  # free-form: only the API server refuses it
@@ -116,4 +127,26 @@ def test_an_edit_the_api_server_refused_as_rendered_is_not_scaled_by() -> None:
     kube.body["metadata"]["generation"] = 3
     tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
     assert kube.deployment["spec"]["replicas"] == 3
+    tick.forget(UID)
+
+
+def test_a_record_the_children_no_longer_match_is_not_scaled_by() -> None:
+    """An older operator version (it keeps no record) applied later edits after this one wrote its
+    record: minReplicas 2 -> 3 (the PodDisruptionBudget says 3), or a config change (the template's
+    hash). The stale record is no spec to scale by: held, not cut to its bounds."""
+    valid = copy.deepcopy(Kube().body)
+    valid["spec"]["scaling"]["minReplicas"] = 2
+    down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+    for drift in ("pdb", "config"):
+        kube, events = Made(valid), []
+        post = events.append
+        kube.refuse = False
+        if drift == "pdb":
+            kube.pdb["spec"]["minAvailable"] = 3
+        else:
+            kube.deployment["spec"]["template"]["metadata"]["annotations"]["tritonscale.io/config-hash"] = "0" * 16
+        kube.body["spec"]["runtime"]["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}  # invalid
+        tick.forget(UID)
+        tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e, post=post: post(e))
+        assert kube.deployment["spec"]["replicas"] == 0, drift  # held: not raised to the stale record's floor 2
     tick.forget(UID)

@@ -27,6 +27,8 @@ from tritonscale.render.kubernetes_objects import build_children, endpoints, mou
 
 EventFn = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 log = logging.getLogger("tritonscale")
+# By namespace/name: the last failure of the ConfigMap clean-up, said once at WARNING.
+_cleanup_failed: dict[str, str] = {}
 
 
 @dataclass
@@ -112,12 +114,17 @@ def _delete_unmounted_configmaps(kube: Kube, ns: str, name: str, uid: str,
     selector = f"{LABEL}={name}"
     try:
         owned = [cm for cm in kube.list_config_maps(ns, selector) if owned_by(cm, uid)]
-        if not configmaps_to_delete(owned, deployments, uid):
-            return
-        for cm in configmaps_to_delete(owned, [*deployments, *kube.list_replica_sets(ns, selector)], uid):
-            kube.delete_config_map(ns, cm["metadata"]["name"], cm["metadata"]["uid"])
+        if configmaps_to_delete(owned, deployments, uid):
+            for cm in configmaps_to_delete(owned, [*deployments, *kube.list_replica_sets(ns, selector)], uid):
+                kube.delete_config_map(ns, cm["metadata"]["name"], cm["metadata"]["uid"])
     except (ApiException, urllib3.exceptions.HTTPError) as exc:  # e.g. 403 with an older chart's RBAC
-        log.warning("%s/%s: removing ConfigMaps no pod mounts failed: %s", ns, name, describe_api_error(exc))
+        # Once per service and failure, not at every pass (a pass runs at each child event).
+        text = describe_api_error(exc)
+        level = logging.DEBUG if _cleanup_failed.get(f"{ns}/{name}") == text else logging.WARNING
+        _cleanup_failed[f"{ns}/{name}"] = text
+        log.log(level, "%s/%s: removing ConfigMaps no pod mounts failed (they stay): %s", ns, name, text)
+        return
+    _cleanup_failed.pop(f"{ns}/{name}", None)
 
 
 def foreign_children(desired: list[dict[str, Any]], lives: list[dict[str, Any] | None]) -> list[str]:

@@ -22,11 +22,11 @@ import urllib3
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
-from tritonscale.api.spec import InferenceServiceSpec, model_name
+from tritonscale.api.spec import HASH_ANNOTATION, InferenceServiceSpec, model_name
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import FIELD_MANAGER, Kube, describe_api_error
 from tritonscale.kube.object_lock import object_lock
-from tritonscale.render.kubernetes_objects import owned_by, recorded_spec
+from tritonscale.render.kubernetes_objects import build_deployment, build_pdb, owned_by, recorded_spec
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide, replicas_text
@@ -94,14 +94,32 @@ def _refused_as_rendered(body: dict[str, Any]) -> bool:
     return False
 
 
-def _made_from(body: dict[str, Any], deployment: dict[str, Any]) -> InferenceServiceSpec | None:
+def _template_hash(deployment: dict[str, Any]) -> Any:
+    template = ((deployment.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return (template.get("annotations") or {}).get(HASH_ANNOTATION)
+
+
+def _made_from(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]) -> InferenceServiceSpec | None:
     """The valid spec the Deployment records it was made from (``SPEC_ANNOTATION``): after an operator
     restart, the last valid spec of an object edited into one the operator refuses. None when it
-    records none, or when this operator's version refuses it too."""
+    records none, when this operator's version refuses it too, or when it no longer describes the
+    children: the config it renders is not the one the pod template carries, or its minReplicas not the
+    PodDisruptionBudget's (an older operator version, which keeps no record, applied later edits and
+    left this one behind; scaling by it cut a fleet from 6 to 4)."""
     raw = recorded_spec(deployment)
     if raw is None:
         return None
-    spec, _ = validate_body({"metadata": body.get("metadata") or {}, "spec": raw})
+    meta = body.get("metadata") or {}
+    spec, _ = validate_body({"metadata": meta, "spec": raw})
+    if spec is None:
+        return None
+    owner = {**body, "spec": raw}
+    if _template_hash(build_deployment(spec, owner)) != _template_hash(deployment):
+        return None
+    pdb = kube.get("PodDisruptionBudget", str(meta.get("namespace")), str(meta.get("name")))
+    floor = build_pdb(spec, owner)["spec"]["minAvailable"]
+    if pdb is not None and (pdb.get("spec") or {}).get("minAvailable") != floor:
+        return None
     return spec
 
 
@@ -146,7 +164,8 @@ def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deploy
         return
     message = (f"the Deployment's spec.replicas is {current}, set by {', '.join(writers)}, not the {asked} this "
                f"operator asked for: the autoscaler owns that field, so another scaler on the Deployment (an "
-               f"HorizontalPodAutoscaler, kubectl scale) is overruled at every tick; remove it, and scale through "
+               f"HorizontalPodAutoscaler, kubectl scale) and the autoscaler's own decisions overrule each other "
+               f"(while its metrics fail, the autoscaler holds the count it finds); remove it, and scale through "
                f"spec.scaling instead")
     _overridden[uid] = (key, now)
     event(body, "Warning", "ReplicasSetElsewhere", message[:1000])
@@ -255,7 +274,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         edited, _ = validate_body(body)
         stale = edited is None or _refused_as_rendered(body)
         # Stale: what the fleet runs, the spec its Deployment was made from, else the last valid one seen.
-        found = (_made_from(body, deployment) or _valid_specs.get(uid)) if stale else edited
+        found = (_made_from(kube, body, deployment) or _valid_specs.get(uid)) if stale else edited
         if found is None:
             return True  # invalid, and no valid spec known to scale it by
         spec = _valid_specs[uid] = found
