@@ -253,9 +253,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             outcome.conflicts = taken
             _patch_status(kube, body, status_for_conflict(body, message, now()), event, "NameConflict", message)
             return outcome
-        for child, live in zip(desired, lives, strict=True):
-            if child["kind"] == "Deployment" and live is None:
-                child["spec"]["replicas"] = replicas_to_create(spec, body.get("status"))
+        dep_desired, dep_live = next((c, live) for c, live in zip(desired, lives, strict=True)
+                                     if c["kind"] == "Deployment")
+        if dep_live is None:
+            dep_desired["spec"]["replicas"] = replicas_to_create(spec, body.get("status"))
         writes = [(c, live, None if live is None else plan_patch(c, live)) for c, live in zip(desired, lives,
                                                                                              strict=True)]
         # The API server validates what the CRD cannot (a Deployment's env entry without a name, a
@@ -281,9 +282,8 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                 raise  # Kopf tries the handler again
             if kind == "Deployment":
                 deployment = live
-        before = [live for c, live in zip(desired, lives, strict=True) if c["kind"] == "Deployment" and live]
-        _delete_unmounted_configmaps(kube, ns, name, meta["uid"],
-                                     [next(c for c in desired if c["kind"] == "Deployment"), *before])
+        # The Deployment as written and as it was before (two edits in a row: see configmaps_to_delete).
+        _delete_unmounted_configmaps(kube, ns, name, meta["uid"], [dep_desired, *([dep_live] if dep_live else [])])
         for ref in outcome.created:
             event("Normal", "Created", f"created {ref}")
         for ref in outcome.patched:

@@ -93,6 +93,12 @@ def configmap_name(name: str, config_pbtxt: str) -> str:
 CONFIG_VOLUME = "model-config"
 
 
+def template_hash(workload: dict[str, Any]) -> str | None:
+    """The config hash (``HASH_ANNOTATION``) a Deployment's or ReplicaSet's pod template carries, or None."""
+    template = ((workload.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    return (template.get("annotations") or {}).get(HASH_ANNOTATION)
+
+
 def mounted_configmap(workload: dict[str, Any]) -> str | None:
     """The config.pbtxt ConfigMap a Deployment's or ReplicaSet's pod template mounts, or None."""
     template = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}

@@ -22,11 +22,18 @@ import urllib3
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
-from tritonscale.api.spec import HASH_ANNOTATION, InferenceServiceSpec, model_name
+from tritonscale.api.spec import InferenceServiceSpec, model_name
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import FIELD_MANAGER, Kube, describe_api_error
 from tritonscale.kube.object_lock import object_lock
-from tritonscale.render.kubernetes_objects import build_deployment, build_pdb, owned_by, recorded_spec
+from tritonscale.render.kubernetes_objects import (
+    build_pdb,
+    config_hash,
+    owned_by,
+    recorded_spec,
+    rendered_config,
+    template_hash,
+)
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide, replicas_text
@@ -94,11 +101,6 @@ def _refused_as_rendered(body: dict[str, Any]) -> bool:
     return False
 
 
-def _template_hash(deployment: dict[str, Any]) -> Any:
-    template = ((deployment.get("spec") or {}).get("template") or {}).get("metadata") or {}
-    return (template.get("annotations") or {}).get(HASH_ANNOTATION)
-
-
 def _made_from(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]) -> InferenceServiceSpec | None:
     """The valid spec the Deployment records it was made from (``SPEC_ANNOTATION``): after an operator
     restart, the last valid spec of an object edited into one the operator refuses. None when it
@@ -114,7 +116,7 @@ def _made_from(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]) -> 
     if spec is None:
         return None
     owner = {**body, "spec": raw}
-    if _template_hash(build_deployment(spec, owner)) != _template_hash(deployment):
+    if config_hash(rendered_config(spec, owner)) != template_hash(deployment):
         return None
     pdb = kube.get("PodDisruptionBudget", str(meta.get("namespace")), str(meta.get("name")))
     floor = build_pdb(spec, owner)["spec"]["minAvailable"]
@@ -146,15 +148,15 @@ def replicas_writers(deployment: dict[str, Any]) -> list[str]:
 
 
 def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deployment: dict[str, Any],
-                         current: int, now: float, event: EventFn) -> None:
+                         current: int, last_reason: str | None, now: float, event: EventFn) -> None:
     """spec.replicas is not what this operator asked for last, and another writer owns it: a Warning
     event and a log line, once per set of writers (again after OVERRIDE_REPEAT_S). The autoscaler owns
     the field; a second scaler on the Deployment (an HPA, `kubectl scale`) is overruled at every tick,
     and the fleet flaps between the two. Not while this operator's own last patch failed (ScaleFailed):
-    the count then differs with nobody else involved."""
+    the count then differs with nobody else involved. ``last_reason``: the Scaling condition's."""
     asked = status.get("desiredReplicas")
     uid = body["metadata"]["uid"]
-    failed = any(c.type == st.SCALING and c.reason == "ScaleFailed" for c in st.conditions_of(status))
+    failed = last_reason == "ScaleFailed"
     writers = replicas_writers(deployment) if isinstance(asked, int) and asked != current and not failed else []
     if not writers:
         return
@@ -162,7 +164,7 @@ def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deploy
     said = _overridden.get(uid)
     if said is not None and said[0] == key and now - said[1] < OVERRIDE_REPEAT_S:
         return
-    message = (f"the Deployment's spec.replicas is {current}, set by {', '.join(writers)}, not the {asked} this "
+    message = (f"the Deployment's spec.replicas is {current}, set by {key}, not the {asked} this "
                f"operator asked for: the autoscaler owns that field, so another scaler on the Deployment (an "
                f"HorizontalPodAutoscaler, kubectl scale) and the autoscaler's own decisions overrule each other "
                f"(while its metrics fail, the autoscaler holds the count it finds); remove it, and scale through "
@@ -282,7 +284,10 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         state = _memory.get(uid) or State.from_dict(status.get("scalingState"))
         current = int((deployment.get("spec") or {}).get("replicas") or 0)
         ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
-        _replicas_overridden(body, status, deployment, current, now, event)
+        # The Scaling condition of the last tick: ScaleFailed stops the override check, a change of
+        # reason is logged at INFO.
+        last = next((c.reason for c in st.conditions_of(status) if c.type == st.SCALING), None)
+        _replicas_overridden(body, status, deployment, current, last, now, event)
         model = model_name(spec, name)
         obs = snapshot.observation(namespace, name, model)
 
@@ -335,7 +340,6 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         # The operator log keeps what Events lose when they expire: at INFO each scale and each change
         # of reason (against the Scaling condition of the last tick), so a steady hold is not
         # repeated every tick; every tick at DEBUG (``tritonscale run --verbose``).
-        last = next((c.reason for c in st.conditions_of(status) if c.type == st.SCALING), None)
         level = logging.INFO if scaled or decision.reason != last else logging.DEBUG
         log.log(level, "%s/%s: %s: %s: %s", namespace, name, what, decision.reason, decision.message)
 
