@@ -401,6 +401,13 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     for kind in before:
         assert _desired(after[kind]) == _desired(before[kind]), kind
     assert "max_queue_delay_microseconds: 2000" in after["ConfigMap"]["data"]["config.pbtxt"]
+    # The children of the last valid spec keep serving, and status keeps counting them: a scale of
+    # the Deployment (here by hand; no Prometheus, so the autoscaler holds what it finds) shows in
+    # status.replicas while the spec stays refused.
+    assert k.get("linear")["status"]["replicas"] == 1
+    k.apps.patch_namespaced_deployment_scale("linear", ns, {"spec": {"replicas": 2}})
+    wait_for(lambda: k.get("linear")["status"].get("replicas") == 2, 5, what="status.replicas following the Deployment")
+    assert (k.condition("linear", "SpecValid") or {}).get("reason") == "ChildRejected"
     assert op.alive()
     assert "Traceback" not in op.output(), op.output()
 

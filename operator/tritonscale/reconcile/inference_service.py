@@ -86,6 +86,26 @@ def status_for_invalid(body: dict[str, Any], problems: list[Problem], now: float
     return st.InferenceServiceStatus(observed_generation=gen, conditions=conds)
 
 
+def counts_from(deployment: dict[str, Any] | None, uid: str) -> st.InferenceServiceStatus | None:
+    """``replicas`` and ``readyReplicas`` as the owner's Deployment has them, for a pass that writes no
+    child (the spec invalid, or refused as rendered): the children of the last valid generation keep
+    serving, and status keeps counting them. None when the name is another object's (not ours to report)."""
+    if deployment is not None and not owned_by(deployment, uid):
+        return None
+    dstatus = (deployment or {}).get("status") or {}
+    return st.InferenceServiceStatus(replicas=((deployment or {}).get("spec") or {}).get("replicas"),
+                                     ready_replicas=dstatus.get("readyReplicas") or 0)
+
+
+def _patch_counts(kube: Kube, body: dict[str, Any], deployment: dict[str, Any] | None) -> None:
+    """Write ``counts_from`` (no event: a count changing is not news)."""
+    meta = body["metadata"]
+    counts = counts_from(deployment, meta["uid"])
+    patch = None if counts is None else st.status_patch(body.get("status"), counts)
+    if patch is not None:
+        kube.patch_inference_service_status(meta["namespace"], meta["name"], patch)
+
+
 def replicas_to_create(spec: InferenceServiceSpec, status: dict[str, Any] | None) -> int:
     """``spec.replicas`` of a Deployment created (again): the warm floor, or more when the autoscaler
     had asked for more (``status.desiredReplicas``, within maxReplicas). A Deployment deleted by hand
@@ -232,6 +252,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         if spec is None:
             _patch_status(kube, body, status_for_invalid(body, problems, now()), event, "InvalidSpec",
                           "; ".join(str(p) for p in problems))
+            _patch_counts(kube, body, kube.get("Deployment", ns, name))
             return Outcome(valid=False, problems=problems)
 
         outcome = Outcome(valid=True)
@@ -267,6 +288,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             outcome.valid, outcome.problems = False, refused
             _patch_status(kube, body, status_for_invalid(body, refused, now(), reason=st.CHILD_REJECTED),
                           event, st.CHILD_REJECTED, "; ".join(str(p) for p in refused))
+            _patch_counts(kube, body, dep_live)
             return outcome
         for child, live, patch in writes:
             kind, cname = child["kind"], child["metadata"]["name"]
