@@ -70,3 +70,27 @@ def write_output(flag: str, path: Path | str, write: Callable[[], object]) -> No
         write()
     except OSError as exc:
         raise ValueError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)  # hard links and symlinks too
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+def ensure_distinct(outputs: dict[str, Path | str | None], inputs: dict[str, Path | str | None] | None = None) -> None:
+    """No two output flags name the same file (the later write would replace the first, silently),
+    and no output is an input file (``--decisions trace.csv`` would overwrite the trace it replays).
+    Flags without a path (None) are left out; ``-`` and other non-files (/dev/stdin) are not compared."""
+    outs = [(flag, Path(p)) for flag, p in outputs.items() if p not in (None, "", "-")]
+    ins = [(flag, Path(p)) for flag, p in (inputs or {}).items() if p not in (None, "", "-")]
+    for i, (flag, path) in enumerate(outs):
+        for other, other_path in outs[:i]:
+            if _same_file(path, other_path):
+                raise ValueError(f"{flag}: {path} is also {other}'s file; give each its own")
+        for other, other_path in ins:
+            if other_path.is_file() and _same_file(path, other_path):
+                raise ValueError(f"{flag}: {path} is the {other} file this run reads; writing it would replace it")

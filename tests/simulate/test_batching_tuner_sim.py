@@ -199,5 +199,5 @@ def test_dominators_are_static_configs_at_least_as_good_on_both_axes() -> None:
 
 def test_cli_rejects_a_negative_reload_pause(capsys: pytest.CaptureFixture[str]) -> None:
     assert main_simulate(["--shape", "poisson", "--duration", "60", "--slo-ms", "100", "--policy", "tritonscale",
-                          "--batching-tuner", "--reload-pause-s", "-1"]) == 1
+                          "--batching-tuner", "--reload-pause-s", "-1"]) == 2
     assert "argument --reload-pause-s: '-1': must be >= 0" in capsys.readouterr().err

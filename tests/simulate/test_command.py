@@ -113,10 +113,13 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "poisson", "--slo-ms", "150", "--window-s", "7.5"], "--window-s: 7.5: the CRD's windowSeconds"),
     (["--shape", "poisson", "--slo-ms", "150", "--window-s", "20"], "--window-s 20 holds fewer than two scrapes"),
 ])
-def test_bad_input_exits_1_with_one_line(capsys, argv, message) -> None:
-    assert main_simulate(argv) == 1
+def test_bad_input_is_one_line_and_its_exit_code_says_which_kind(capsys, argv, message) -> None:
+    """A command line that does not parse (argparse's ``argument --flag: ...``) exits 2, as for every
+    tritonscale command; a value or file refused while preparing the run exits 1."""
+    code = main_simulate(argv)
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert code == (2 if err.startswith("tritonscale simulate: error: argument --") else 1), (code, err)
 
 
 def test_default_preferred_sizes_follow_max_batch(capsys) -> None:

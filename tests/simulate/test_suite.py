@@ -127,9 +127,10 @@ def test_dominance_and_the_criteria():
     (["--shape", "steps", "--slo-ms", "150", "--ranges", "wide"], "--ranges is a --suite flag"),
 ])
 def test_suite_bad_input_is_one_line(capsys, argv, message):
-    assert main_simulate(argv) == 1
+    code = main_simulate(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0]
+    assert code == (2 if err[0].startswith("tritonscale simulate: error: argument --") else 1), (code, err)
 
 
 def test_suite_decisions_name_the_scenario_of_every_tick(capsys, tmp_path):
@@ -258,3 +259,38 @@ def test_fork_map_stops_at_a_failed_item_without_running_the_rest(tmp_path):
     # item 0 fails at once; the other worker may have started one or two items by then, and the
     # queued rest are cancelled, not run before the error is raised
     assert len(list(tmp_path.glob("started-*"))) <= 3
+
+
+def test_check_exit_code_tells_a_missed_criterion_from_bad_input(capsys, monkeypatch):
+    """``--check``: 0 when every scenario holds, CHECK_FAILED (3) when one misses; a command line that
+    does not parse stays 2 and a refused value 1, so CI tells a typo from a miss."""
+    from tritonscale import cli
+    from tritonscale.simulate import suite_command
+    from tritonscale.simulate.suite import Verdict
+
+    argv = ["simulate", "--suite", "quick", "--classes", "steps", "--duration", "600", "--brief", "--jobs", "1",
+            "--check"]
+    monkeypatch.setattr(suite_command, "check", lambda r: Verdict(r.scenario.name, True, ()))
+    assert cli.main(argv) == 0
+    monkeypatch.setattr(suite_command, "check", lambda r: Verdict(r.scenario.name, False, ("a criterion missed",)))
+    assert cli.main(argv) == suite_command.CHECK_FAILED == 3
+    with pytest.raises(SystemExit) as usage:
+        cli.main([*argv, "--classez", "steps"])
+    assert usage.value.code == 2
+    assert cli.main([*argv, "--classes", "nope"]) == 1
+    capsys.readouterr()
+
+
+def test_an_output_may_not_overwrite_another_or_the_trace(capsys, tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("\n".join(f"{i * 0.01:.2f}" for i in range(12_000)))
+    before = trace.read_text()
+    base = ["--slo-ms", "150", "--policy", "tritonscale", "--no-oracle", "--jobs", "1"]
+    assert main_simulate(["--trace", str(trace), *base, "--decisions", str(trace)]) == 1
+    assert "--decisions: " in capsys.readouterr().err and trace.read_text() == before
+    same = str(tmp_path / "x.png")
+    assert main_simulate(["--trace", str(trace), *base, "--plot", same, "--decisions", same]) == 1
+    assert "is also --plot's file" in capsys.readouterr().err and not (tmp_path / "x.png").exists()
+    assert main_simulate(["--suite", "quick", "--classes", "trace", "--trace", str(trace), "--decisions",
+                          str(tmp_path / "." / "trace.csv")]) == 1
+    assert "this run reads" in capsys.readouterr().err and trace.read_text() == before

@@ -25,7 +25,7 @@ import sys
 from typing import Any
 
 from tritonscale.cli_numbers import non_negative_float, positive_float
-from tritonscale.output_paths import ensure_folder, ensure_image, ensure_parent, path_arg
+from tritonscale.output_paths import ensure_distinct, ensure_folder, ensure_image, ensure_parent, path_arg
 from tritonscale.sandbox.live_view import LiveView
 from tritonscale.sandbox.preflight import format_missing, preflight
 from tritonscale.sandbox.scenario import (
@@ -136,6 +136,7 @@ def _check_writable(args: argparse.Namespace) -> None:
         ensure_folder("--workdir", args.workdir)
     ensure_parent("--summary", args.summary)
     ensure_image("--plot", args.plot)
+    ensure_distinct({"--summary": args.summary, "--plot": args.plot})
 
 
 async def _main(scenario: Scenario, args: argparse.Namespace) -> int:

@@ -5,7 +5,10 @@
 
 P is tritonscale, hpa, keda, kpa, triton-queue, slo-ratio, static:N, oracle or all. ``add_arguments`` +
 ``run`` plug into the main CLI; ``main_simulate(argv)`` is the same as a standalone
-entry point. Bad input exits 1 with one line on stderr.
+entry point. Errors are one line on stderr. Exit codes: 0 done; 1 a value or file refused (a
+trace that does not parse, an SLO no replica meets, an unwritable output); 2 a command line that does
+not parse (argparse's, as every ``tritonscale`` command); 3 ``--suite --check`` found a criterion
+missed (``suite_command.CHECK_FAILED``); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pydantic import ValidationError
 
 from tritonscale.api.spec import ModelSpec, ScaleDownPolicy, default_queue_timeout_us
 from tritonscale.cli_numbers import at_least, finite_float, int_in, non_negative_float, positive_float, share
-from tritonscale.output_paths import ensure_image, ensure_parent, write_output
+from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, write_output
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
 from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, fair_start, run_benchmark, scaling_spec
@@ -275,6 +278,7 @@ def run(args: argparse.Namespace) -> int:
         validate_name(args.policy)
         ensure_image("--plot", args.plot)
         ensure_parent("--decisions", args.decisions)
+        ensure_distinct({"--plot": args.plot, "--decisions": args.decisions}, {"--trace": args.trace})
         opts = options_from_args(args)
         arrivals, horizon, what = load_arrivals(args)
         bench = run_benchmark(arrivals, horizon, args.policy, opts)
@@ -320,8 +324,8 @@ def main_simulate(argv: Sequence[str] | None = None) -> int:
     try:
         args = p.parse_args(argv)
     except ValueError as exc:
-        print(f"tritonscale simulate: {exc}", file=sys.stderr)
-        return 1
+        print(f"tritonscale simulate: error: {exc} (see tritonscale simulate --help)", file=sys.stderr)
+        return 2
     return run(args)
 
 

@@ -13,7 +13,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from tritonscale.cli_numbers import non_negative_float
-from tritonscale.output_paths import ensure_image, ensure_parent, write_output
+from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, write_output
 from tritonscale.simulate import suite_report, traffic, tuner_suite
 from tritonscale.simulate.engine import RELOAD_PAUSE_S, TickRecord
 from tritonscale.simulate.replica import DEFAULT_PREFERRED, BatcherConfig
@@ -33,6 +33,10 @@ from tritonscale.simulate.suite import (
 )
 
 REPO = Path(__file__).resolve().parents[3]
+# ``--check``: the exit code when tritonscale misses a criterion in some scenario; 1 and 2 stay what they
+# are for every command (a value or file refused; a command line that does not parse), so CI tells a
+# typo from a miss.
+CHECK_FAILED = 3
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--peak-replicas", type=int, default=8,
                    help="replicas the busiest minute of every scenario needs (default 8)")
     g.add_argument("--check", action="store_true",
-                   help="exit 2 when tritonscale misses the suite's criteria in any scenario")
+                   help=f"exit {CHECK_FAILED} when tritonscale misses the suite's criteria in any scenario (1 and 2 are "
+                        "bad input and usage errors)")
     g.add_argument("--brief", action="store_true", help="print only the summary, not a table per scenario")
 
 
@@ -104,6 +109,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         raise ValueError("--jobs must be >= 1")
     ensure_image("--plot", args.plot)
     ensure_parent("--decisions", args.decisions)
+    ensure_distinct({"--plot": args.plot, "--decisions": args.decisions}, {"--trace": args.trace})
     if args.plot and args.batching_tuner:
         raise ValueError("--plot: the tuner's evaluation (--suite --batching-tuner) draws no plot; "
                          "leave out one of the two")
@@ -199,7 +205,7 @@ def run_tuner(args: argparse.Namespace, cfg: SuiteConfig, started: float) -> int
         print(tuner_suite.text(results, per_scenario=not args.brief))
         print(f"\nwall time: {time.perf_counter() - started:.1f} s on {os.cpu_count()} CPU(s), {cfg.jobs} worker(s)")
     if args.check and not all(ok for r in results for _, ok, _ in r.verdicts()):
-        return 2
+        return CHECK_FAILED
     return 0
 
 
@@ -236,5 +242,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"tritonscale simulate: {exc}", file=sys.stderr)
         return 1
     if args.check and not all(check(r).holds for r in results):
-        return 2
+        return CHECK_FAILED
     return 0
