@@ -56,8 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--peak-replicas", type=int, default=8,
                    help="replicas the busiest minute of every scenario needs (default 8)")
     g.add_argument("--check", action="store_true",
-                   help=f"exit {CHECK_FAILED} when tritonscale misses the suite's criteria in any scenario (1 and 2 are "
-                        "bad input and usage errors)")
+                   help=f"exit {CHECK_FAILED} when tritonscale misses the suite's criteria in any scenario "
+                        "(1 and 2 are bad input and usage errors)")
     g.add_argument("--brief", action="store_true", help="print only the summary, not a table per scenario")
 
 
