@@ -54,11 +54,62 @@ class QuietChildEvents(logging.Filter):
                     or (record.levelno == logging.WARNING and message == self.CANCELLED))
 
 
+# Kopf's diff-base is a copy of the object's spec, labels and annotations in one annotation, and an
+# object's annotations may take 256 KiB in all -- kubectl apply's own copy of the object among them.
+# Past this size the diff-base holds digests of its largest parts instead (``elide_essence``), so a
+# spec of about 128 KiB applied with kubectl no longer made every write of Kopf's fail (422, "Too
+# long") with two tracebacks at each event of the object.
+DIFFBASE_MAX_BYTES = 16 * 1024
+DIFFBASE_PART_BYTES = 1024  # parts larger than this are what a too large diff-base digests
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return f"sha256:{hashlib.sha256(text.encode()).hexdigest()} ({len(text)} bytes, elided)"
+
+
+def _elide(node: Any, part_bytes: int) -> Any:
+    text = _json(node)
+    if len(text) <= part_bytes:
+        return node
+    if isinstance(node, dict):
+        node = {k: _elide(v, part_bytes) for k, v in node.items()}
+    elif isinstance(node, list):
+        node = [_elide(v, part_bytes) for v in node]
+    else:
+        return _digest(text)
+    return node if len(_json(node)) <= part_bytes else _digest(text)
+
+
+def elide_essence(essence: dict[str, Any], max_bytes: int = DIFFBASE_MAX_BYTES,
+                  part_bytes: int = DIFFBASE_PART_BYTES) -> dict[str, Any]:
+    """``essence`` as it is when its JSON fits ``max_bytes``; else every part larger than
+    ``part_bytes`` (a large parameter, a long env list, ``spec`` itself if need be) replaced by the
+    digest of its JSON. Deterministic, so the essence stored and the one Kopf builds at the next
+    event compare part by part: a change of an elided part still shows as a change (and reconciles,
+    which reads the whole object, not the diff); the small fields Kopf's field handlers follow
+    (``status.batching.*``) are never elided. The top-level stanzas (spec, metadata, status) stay dicts."""
+    if len(_json(essence)) <= max_bytes:
+        return essence
+    return {key: {k: _elide(v, part_bytes) for k, v in value.items()} if isinstance(value, dict)
+            else _elide(value, part_bytes) for key, value in essence.items()}
+
+
 class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
     """Kopf's annotation diff-base, read as none where it is not JSON: hand-edited or truncated, it
     made Kopf fail every event of the object with a traceback (JSONDecodeError), and spec changes
     reached the children only through the periodic resync. Without a diff-base the next event is
-    handled as a resume: reconciled from the spec as it is, and the annotation written afresh."""
+    handled as a resume: reconciled from the spec as it is, and the annotation written afresh.
+    Built small enough for an annotation (``elide_essence``)."""
+
+    def build(self, *, body: Any, extra_fields: Any = None) -> Any:
+        essence = super().build(body=body, extra_fields=extra_fields)
+        return elide_essence(dict(essence))
 
     def fetch(self, *, body: Any) -> Any:
         try:

@@ -455,3 +455,31 @@ def test_a_write_refused_after_its_dry_run_passed_is_reported(api_client, namesp
              and k.deployment("linear")["spec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION], 60,
              what="the change landing once the policy is gone")
     assert op.alive()
+
+
+def test_a_large_spec_applied_with_kubectl_is_handled_without_errors(api_client, namespace, start_operator):
+    """~140 KiB of model parameters with kubectl apply's copy of the object beside it: Kopf's own record
+    of the spec (its diff-base annotation) is kept small, so its writes are not refused ("Too long": 256
+    KiB for all annotations) -- they were, with two tracebacks at every event of the object -- and an
+    edit of an elided part still reaches the children at once."""
+    import json
+
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    body = sample(namespace)
+    body["spec"]["model"]["parameters"] = {f"p{i}": "v" * 1000 for i in range(140)}
+    applied = json.dumps(body, separators=(",", ":"))
+    body["metadata"]["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": applied}
+    k.create(body)
+    wait_for(lambda: exists(k.apps.read_namespaced_deployment, "linear", namespace), 10, what="the children")
+    first = mounted_configmap(k.deployment("linear"))
+    k.patch("linear", {"spec": {"model": {"parameters": {"p7": "w" * 1000}}}})
+    wait_for(lambda: mounted_configmap(k.deployment("linear")) != first, 10,
+             what="the edit of an elided parameter rolled out (a new config)")
+    config = k.children("linear")["ConfigMap"]["data"]["config.pbtxt"]
+    assert "w" * 1000 in config
+    stored = k.get("linear")["metadata"]["annotations"]["tritonscale.io/last-handled-configuration"]
+    assert len(stored) <= 16 * 1024 + 1 and "sha256:" in stored
+    time.sleep(1.0)
+    assert "Too long" not in op.output() and "Traceback" not in op.output(), op.output()[-3000:]
+    assert op.alive()
