@@ -35,8 +35,12 @@ def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any
     objects: list[dict[str, Any]] = []
     problems: list[str] = []
     found = 0
+    seen: dict[tuple[str, str], int] = {}  # (namespace, name) -> the document that defined it first
+    other_kinds: list[str] = []
     for i, doc in enumerate(docs, start=1):
         if not isinstance(doc, dict) or doc.get("kind") != KIND:
+            if isinstance(doc, dict) and isinstance(doc.get("kind"), str) and doc["kind"] not in other_kinds:
+                other_kinds.append(doc["kind"])
             continue
         found += 1
         if doc.get("apiVersion") != f"{GROUP}/{VERSION}":
@@ -54,6 +58,12 @@ def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any
             problems += [f"{path}: {label}: {e}" for e in errs]
             continue
         meta.setdefault("namespace", "default")
+        key = (str(meta["namespace"]), str(name))
+        if key in seen:  # kubectl apply would keep the last; render would print both sets of children
+            problems.append(f"{path}: {label}: document {i} defines {key[0]}/{key[1]} again (first in "
+                            f"document {seen[key]})")
+            continue
+        seen[key] = i
         owner = {**doc, "metadata": meta}
         has_uid = bool(meta.get("uid"))
         if not has_uid:
@@ -63,7 +73,8 @@ def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any
                 obj["metadata"].pop("ownerReferences")
             objects.append(obj)
     if not found and not problems:
-        problems.append(f"{path}: no {KIND} documents found")
+        kinds = f" (kind {', '.join(other_kinds)}: render reads only kind {KIND})" if other_kinds else ""
+        problems.append(f"{path}: no {KIND} documents found{kinds}")
     return objects, problems
 
 

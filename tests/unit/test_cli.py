@@ -283,6 +283,33 @@ def test_render_keeps_going_after_a_bad_document_to_report_all(tmp_path: Path,
         ["linear", "spec.scaling.minReplicas"], ["bert-classifier", "spec.model.backend"]]
 
 
+def test_render_refuses_an_object_defined_twice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same namespace/name twice (kubectl apply would keep the last): refused, nothing printed --
+    not two sets of children of one name. The same name in another namespace is another object."""
+    first, again, elsewhere = sample_doc(), sample_doc(), sample_doc()
+    again["spec"]["scaling"]["maxReplicas"] = 3
+    elsewhere["metadata"]["namespace"] = "other"
+    path = tmp_path / "twice.yaml"
+    path.write_text(yaml_text.dump_all([first, elsewhere, again]))
+    assert cli.main(["render", "-f", str(path)]) == 1
+    out = capsys.readouterr()
+    assert out.out == "" and out.err == f"{path}: linear: document 3 defines default/linear again (first in document 1)\n"
+    path.write_text(yaml_text.dump_all([first, elsewhere]))
+    assert cli.main(["render", "-f", str(path)]) == 0
+    assert capsys.readouterr().out.count("kind: Deployment") == 2
+
+
+def test_render_names_the_kinds_it_found_when_none_is_an_inferenceservice(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    doc = sample_doc()
+    doc["kind"] = "inferenceservice"
+    path = tmp_path / "kind.yaml"
+    path.write_text(yaml_text.dump_all([doc, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}]))
+    assert cli.main(["render", "-f", str(path)]) == 1
+    assert capsys.readouterr().err == (f"{path}: no InferenceService documents found (kind inferenceservice, "
+                                       "ConfigMap: render reads only kind InferenceService)\n")
+
+
 @pytest.mark.parametrize(("argv", "expected"), [
     (["render"], "-f/--file"),
     ([], "usage: tritonscale"),
