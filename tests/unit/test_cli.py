@@ -293,7 +293,8 @@ def test_render_refuses_an_object_defined_twice(tmp_path: Path, capsys: pytest.C
     path.write_text(yaml_text.dump_all([first, elsewhere, again]))
     assert cli.main(["render", "-f", str(path)]) == 1
     out = capsys.readouterr()
-    assert out.out == "" and out.err == f"{path}: linear: document 3 defines default/linear again (first in document 1)\n"
+    assert out.out == ""
+    assert out.err == f"{path}: linear: document 3 defines default/linear again (first in document 1)\n"
     path.write_text(yaml_text.dump_all([first, elsewhere]))
     assert cli.main(["render", "-f", str(path)]) == 0
     assert capsys.readouterr().out.count("kind: Deployment") == 2
