@@ -255,3 +255,14 @@ def test_before_any_change_status_shows_the_spec_values() -> None:
     assert new is not None and (new.source, new.max_queue_delay_microseconds, new.reason) == \
         ("spec", 100_000, "SpecValues")
     assert new.tuner_state is not None and new.tuner_state["verdict"] == "Idle"
+
+
+def test_without_a_target_status_says_the_tuner_cannot_tune() -> None:
+    """autoTune on, no scaling.targetP95Milliseconds: the spec's values stay in force, and the reason
+    where one looks (status.batching.reason, not only tunerState) says why."""
+    spec = _spec({"enabled": True})
+    obs = Observation("ok", p95_ms=80.0, rps=200.0)
+    tuning = bs.tune_tick(spec, {}, obs, _decision(200.0), Policy(target_p95_ms=None), 2, DEPLOY_DONE, 0.0)
+    new = bs.batching_status(spec, {}, tuning, 0.0)
+    assert new is not None and (new.source, new.reason) == ("spec", "NoTarget")
+    assert "scaling.targetP95Milliseconds" in new.message

@@ -88,10 +88,13 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
             max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
             source="tuner", last_change_time=live.get("lastChangeTime"), reason=str(live.get("reason") or ""),
             message=str(live.get("message") or ""), tuner_state=state)
+    reason, message = "SpecValues", "spec.batching's values; the tuner has not changed them"
+    if tuning.reason == "NoTarget":  # a spec that cannot tune says so where one looks, not only in tunerState
+        reason, message = "NoTarget", ("spec.batching's values: the tuner tunes against "
+                                       "scaling.targetP95Milliseconds, which the spec does not set")
     return st.BatchingStatus(
         max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
-        source="spec", last_change_time=None, reason="SpecValues",
-        message="spec.batching's values; the tuner has not changed them", tuner_state=state)
+        source="spec", last_change_time=None, reason=reason, message=message, tuner_state=state)
 
 
 def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs: Observation, decision: Decision,
