@@ -201,3 +201,28 @@ def test_cli_rejects_a_negative_reload_pause(capsys: pytest.CaptureFixture[str])
     assert main_simulate(["--shape", "poisson", "--duration", "60", "--slo-ms", "100", "--policy", "tritonscale",
                           "--batching-tuner", "--reload-pause-s", "-1"]) == 2
     assert "argument --reload-pause-s: '-1': must be >= 0" in capsys.readouterr().err
+
+
+def test_a_single_run_reports_the_tuners_changes_and_counts_the_rollouts_pods(capsys, tmp_path) -> None:
+    """--batching-tuner on one run: the changes are in the text and in --json (batcher_changes), and
+    the rollout's extra pods are cold starts like the scale-ups' (they were left out)."""
+    import json
+
+    argv = ["--shape", "poisson", "--rate", "300", "--duration", "300", "--slo-ms", "312", "--policy", "tritonscale",
+            "--no-oracle", "--jobs", "1", "--max-queue-delay-us", "100000", "--preferred-batch-sizes", "16",
+            "--batching-tuner"]
+    import csv
+
+    decisions = tmp_path / "d.csv"
+    assert main_simulate([*argv, "--json", "--decisions", str(decisions)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    changes = out["batcher_changes"]
+    assert changes and all({"t", "reason", "settings"} == set(c) for c in changes)
+    # a change rolls out: extra pods, each a cold start beside the scale-ups' own pods
+    rows = list(csv.DictReader(decisions.read_text().splitlines()))
+    scaled_up = sum(max(0, int(r["desired"]) - int(r["current"])) for r in rows)
+    assert out["cold_starts"] > scaled_up, (out["cold_starts"], scaled_up)
+    assert main_simulate(argv) == 0
+    text = capsys.readouterr().out
+    assert f"batching tuner (tritonscale): {len(changes)} change(s)" in text
+    assert f"{changes[0]['reason']}: {changes[0]['settings']}" in text

@@ -81,6 +81,7 @@ class Outcome:
     timeline_alive: np.ndarray
     timeline_ready: np.ndarray
     ticks: list[TickRecord]
+    tunings: tuple[tuple[float, str, str], ...] = ()  # the batching tuner's changes: (time, reason, settings)
 
 
 @dataclass
@@ -99,7 +100,8 @@ def outcome(run: RunResult, slo_ms: float) -> Outcome:
     grid = np.arange(0.0, run.horizon, TIMELINE_STEP_S)
     wp = window_p95_ms(run.arrival, run.latency, ATTAINMENT_WINDOW_S, run.horizon)
     return Outcome(summarise(run, slo_ms, window_p95=wp), wp,
-                   grid, run.replicas_over_time(grid), run.replicas_over_time(grid, ready_only=True), run.ticks)
+                   grid, run.replicas_over_time(grid), run.replicas_over_time(grid, ready_only=True), run.ticks,
+                   run.tunings)
 
 
 def expand(policy: str, needs: Sequence[int], opts: Options) -> list[str]:

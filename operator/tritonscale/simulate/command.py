@@ -17,6 +17,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
@@ -26,7 +27,15 @@ from tritonscale.cli_numbers import at_least, finite_float, int_in, non_negative
 from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, write_output
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
-from tritonscale.simulate.benchmark import Benchmark, Options, default_jobs, fair_start, run_benchmark, scaling_spec
+from tritonscale.simulate.benchmark import (
+    Benchmark,
+    Options,
+    Outcome,
+    default_jobs,
+    fair_start,
+    run_benchmark,
+    scaling_spec,
+)
 from tritonscale.simulate.engine import BATCHING_APPLY, RELOAD_PAUSE_S, ClusterConfig
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import POLICY_NAMES, validate_name
@@ -202,6 +211,24 @@ def describe(b: Benchmark, what: str, arrivals: np.ndarray) -> str:
     return "\n".join(lines)
 
 
+def batcher_changes(o: Outcome) -> list[dict[str, Any]]:
+    """The batching tuner's changes in one run, for --json: when, why, and the settings after."""
+    return [{"t": round(t, 3), "reason": reason, "settings": settings} for t, reason, settings in o.tunings]
+
+
+def describe_tunings(b: Benchmark) -> str:
+    """With --batching-tuner: the settings tritonscale's tuner put in force, and when (a change is a
+    rollout or a reload: its pods are in the cold starts)."""
+    lines = []
+    for o in b.outcomes:
+        if o.summary.policy != "tritonscale":
+            continue
+        lines.append(f"batching tuner (tritonscale): {len(o.tunings)} change(s) from the starting settings"
+                     + (":" if o.tunings else ""))
+        lines += [f"  t={t:.0f} s {reason}: {settings}" for t, reason, settings in o.tunings]
+    return "\n".join(lines)
+
+
 def write_decisions(b: Benchmark, path: str) -> None:
     suite_command.write_ticks(path, (((), out.summary.policy, r) for out in b.outcomes for r in out.ticks))
 
@@ -290,11 +317,16 @@ def run(args: argparse.Namespace) -> int:
         return 1
     rows = [o.summary for o in bench.outcomes]
     if args.json:
-        print(to_json(rows, as_list=args.policy == "all"))
+        print(to_json(rows, as_list=args.policy == "all",
+                      extra={o.summary.policy: {"batcher_changes": batcher_changes(o)}
+                             for o in bench.outcomes} if args.batching_tuner else None))
     else:
         print(describe(bench, what, arrivals))
         print()
         print(table(rows, opts.slo_ms))
+        if args.batching_tuner:
+            print()
+            print(describe_tunings(bench))
         print(f"\nwall time: {time.perf_counter() - started:.1f} s")
     # The files last: a failed write (a full disk) costs them, not the report above.
     try:

@@ -143,8 +143,10 @@ class RunResult:
     latency: np.ndarray  # seconds, aligned with ``arrival``
     pods: list[tuple[float, float | None, float, float | None]]  # created, ready_at, gone, removed
     ticks: list[TickRecord]
-    cold_starts: int
+    cold_starts: int  # pods started cold: scale-ups, and a batcher rollout's replacements
     scale_events: int
+    # (time, reason, settings) of each batcher change the scaler made (its ``tunings``: the tuner's)
+    tunings: tuple[tuple[float, str, str], ...] = ()
 
     def replica_seconds(self) -> float:
         return float(sum(max(0.0, min(gone, self.horizon) - created) for created, _, gone, _ in self.pods))
@@ -184,7 +186,11 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     old: list[Replica] = []  # a rollout's pods with the settings from before it, still to replace
     surge: list[Replica] = []  # the rollout's extra pods while they start (at most maxSurge)
 
+    cold_starts = 0
+
     def create(t: float, warm: bool) -> Replica:
+        nonlocal cold_starts
+        cold_starts += 0 if warm else 1
         r = Replica(len(all_pods), t, t if warm else t + cold, batcher)
         all_pods.append(r)
         by_id[r.rid] = r
@@ -235,7 +241,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     rr = 0  # round-robin pointer
     pos = 0  # next arrival to route
     records: list[TickRecord] = []
-    cold_starts = scale_events = 0
+    scale_events = 0
 
     while True:
         t_next = horizon
@@ -295,7 +301,6 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
                 scale_events += 1
             for _ in range(desired - current):
                 create(t_next, warm=False)
-                cold_starts += 1
             for _ in range(current - desired):
                 # newest first: a pod still starting goes before any ready one (a rollout's old
                 # pods before its new ones; its extra pod only once nothing is left to replace)
@@ -317,4 +322,5 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     arr = np.concatenate([r.arrivals.view for r in all_pods]) if all_pods else np.empty(0)
     lat = np.concatenate([r.latencies() for r in all_pods]) if all_pods else np.empty(0)
     order = np.argsort(arr, kind="stable")
-    return RunResult(scaler.name, horizon, arr[order], lat[order], pods, records, cold_starts, scale_events)
+    return RunResult(scaler.name, horizon, arr[order], lat[order], pods, records, cold_starts, scale_events,
+                     tuple(getattr(scaler, "tunings", ())))

@@ -145,8 +145,9 @@ def table(rows: Sequence[Summary], slo_ms: float) -> str:
     return "\n".join([line(head), sep, *(line(r) for r in body)])
 
 
-def to_json(rows: Sequence[Summary], as_list: bool) -> str:
-    data = [r.to_dict() for r in rows]
+def to_json(rows: Sequence[Summary], as_list: bool, extra: dict[str, dict] | None = None) -> str:
+    """The rows as JSON; ``extra``: more fields per policy (e.g. the tuner's batcher changes)."""
+    data = [{**r.to_dict(), **(extra or {}).get(r.policy, {})} for r in rows]
     return json.dumps(data if as_list else data[0], indent=2)
 
 
