@@ -112,6 +112,16 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--suite", "quick", "--cold-starts", "-5"], "--cold-starts: '-5': must be >= 0"),
     (["--shape", "poisson", "--slo-ms", "150", "--window-s", "7.5"], "--window-s: 7.5: the CRD's windowSeconds"),
     (["--shape", "poisson", "--slo-ms", "150", "--window-s", "20"], "--window-s 20 holds fewer than two scrapes"),
+    # each message names its flag (they said "HPA utilisation target", "lam value too large", ...)
+    (["--shape", "poisson", "--slo-ms", "150", "--hpa-target", "5"], "argument --hpa-target: '5': must be in (0, 1]"),
+    (["--shape", "poisson", "--slo-ms", "150", "--min-replicas", "5", "--max-replicas", "3"],
+     "--min-replicas 5 is above --max-replicas 3"),
+    (["--shape", "poisson", "--slo-ms", "150", "--batch-base-ms", "0", "--batch-item-ms", "0"],
+     "--batch-base-ms, --batch-item-ms: both 0"),
+    (["--shape", "poisson", "--slo-ms", "150", "--max-queue-delay-us", "1e12"], "--max-queue-delay-us: 1e+12; at most"),
+    (["--shape", "steps", "--slo-ms", "150", "--rate", "1e20", "--duration", "600"], "--rate: 1e+20 rps for 600 s"),
+    (["--shape", "poisson", "--slo-ms", "150", "--rate", "0.01", "--duration", "1e7"],
+     "--duration: 1e+07 s; a replay takes at most"),
 ])
 def test_bad_input_is_one_line_and_its_exit_code_says_which_kind(capsys, argv, message) -> None:
     """A command line that does not parse (argparse's ``argument --flag: ...``) exits 2, as for every

@@ -42,6 +42,9 @@ from datetime import datetime
 import numpy as np
 
 SHAPES = ("poisson", "steps", "bursts", "diurnal")
+# The longest span a replay takes: its timelines are per second and its ticks step through all of it
+# (a line of 1e308 beside one of 0 made a replay that never ended).
+MAX_REPLAY_SPAN_S = 30 * 86400.0
 
 
 class TraceError(ValueError):

@@ -23,10 +23,11 @@ import numpy as np
 from pydantic import ValidationError
 
 from tritonscale.api.spec import ModelSpec, ScaleDownPolicy, default_queue_timeout_us
-from tritonscale.cli_numbers import at_least, finite_float, int_in, non_negative_float, positive_float, share
+from tritonscale.cli_numbers import at_least, int_in, non_negative_float, positive_float, share
 from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, write_output
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
+from tritonscale.simulate.arrivals import MAX_REPLAY_SPAN_S
 from tritonscale.simulate.benchmark import (
     Benchmark,
     Options,
@@ -100,7 +101,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="tritonscale scaleDown.stabilizationSeconds (default: the CRD default)")
     c.add_argument("--headroom", type=share, default=0.8,
                    help="baselines aim at this share of the measured capacity (default 0.8)")
-    c.add_argument("--hpa-target", type=finite_float, default=0.7, help="HPA GPU duty-cycle target (default 0.7)")
+    c.add_argument("--hpa-target", type=share, default=0.7, help="HPA GPU duty-cycle target (default 0.7)")
     c.add_argument("--static-replicas", type=int_in(1), help="static policy in --policy all (default: oracle's peak)")
     c.add_argument("--no-oracle", action="store_true", help="skip the oracle (no cost_vs_oracle)")
     c.add_argument("--jobs", type=int_in(1), default=default_jobs(), help="worker processes (default: up to 2)")
@@ -124,6 +125,9 @@ MAX_BATCH = next(m.le for m in ModelSpec.model_fields["max_batch_size"].metadata
 def options_from_args(args: argparse.Namespace) -> Options:
     if args.queue_timeout_us is not None and args.queue_timeout_us < 0:
         raise ValueError("--queue-timeout-us must be >= 0")
+    suite_command.check_model_flags(args)
+    if args.min_replicas > args.max_replicas:
+        raise ValueError(f"--min-replicas {args.min_replicas} is above --max-replicas {args.max_replicas}")
     timeout_us = (default_queue_timeout_us(args.slo_ms, args.max_queue_delay_us) if args.queue_timeout_us is None
                   else args.queue_timeout_us)
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch,
@@ -168,8 +172,18 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
     """(arrivals, horizon, description)."""
     if args.rate_scale <= 0:
         raise ValueError("--rate-scale must be > 0")
+    if args.shape and args.duration > MAX_REPLAY_SPAN_S:
+        raise ValueError(f"--duration: {args.duration:g} s; a replay takes at most {MAX_REPLAY_SPAN_S:g} s "
+                         f"({MAX_REPLAY_SPAN_S / 86400:g} days)")
+    if args.shape and args.rate * args.rate_scale * args.duration > MAX_REQUESTS:
+        raise ValueError(f"--rate: {args.rate * args.rate_scale:g} rps for {args.duration:g} s is "
+                         f"{args.rate * args.rate_scale * args.duration:.3g} requests; a replay holds at most "
+                         f"{MAX_REQUESTS:.0e} (lower --rate, --rate-scale or --duration)")
     if args.trace:
         raw = arrivals_mod.load_trace(args.trace)
+        if len(raw) * args.rate_scale > MAX_REQUESTS:
+            raise ValueError(f"--rate-scale: {args.rate_scale:g} x {len(raw):,} arrivals is "
+                             f"{len(raw) * args.rate_scale:.3g} requests; a replay holds at most {MAX_REQUESTS:.0e}")
         if float(raw[-1]) <= 0.0:
             raise ValueError(f"{args.trace}: all {len(raw)} arrival(s) at one instant: a trace must span some time")
         if float(raw[-1]) > MAX_REPLAY_SPAN_S:  # the replay steps through every second of it
@@ -233,9 +247,9 @@ def write_decisions(b: Benchmark, path: str) -> None:
     suite_command.write_ticks(path, (((), out.summary.policy, r) for out in b.outcomes for r in out.ticks))
 
 
-# The longest trace a single replay takes: its timelines are per second and its ticks step through all
-# of it (a line of 1e308 beside one of 0 made a replay that never ended).
-MAX_REPLAY_SPAN_S = 30 * 86400.0
+# ... and the most requests: each is an arrival and a latency (16 bytes) and more while it is served, so
+# a billion is already more than a machine of tens of GB holds (numpy's Poisson draw also fails past ~1e19).
+MAX_REQUESTS = 1e9
 # A replay holds every request's arrival and latency, and per-second timelines, in memory.
 OUT_OF_MEMORY = ("out of memory: the replay is too large for this machine -- too many requests or too long a "
                  "span (lower --rate, --rate-scale or --duration, or replay a shorter trace)")

@@ -12,9 +12,11 @@ from collections.abc import Iterable
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from tritonscale.cli_numbers import non_negative_float
+from tritonscale.api.spec import MAX_QUEUE_DELAY_US
+from tritonscale.cli_numbers import int_in, non_negative_float
 from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, write_output
 from tritonscale.simulate import suite_report, traffic, tuner_suite
+from tritonscale.simulate.arrivals import MAX_REPLAY_SPAN_S
 from tritonscale.simulate.engine import RELOAD_PAUSE_S, TickRecord
 from tritonscale.simulate.replica import DEFAULT_PREFERRED, BatcherConfig
 from tritonscale.simulate.suite import (
@@ -53,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the synthetic classes' parameter ranges: 'suite' (default, what the suite's figures were "
                         "measured on) or 'wide' (shorter periods, ramps, holds and bursts, larger jumps, more "
                         "volatility); the trace class is the same either way")
-    g.add_argument("--peak-replicas", type=int, default=8,
+    g.add_argument("--peak-replicas", type=int_in(1), default=8,
                    help="replicas the busiest minute of every scenario needs (default 8)")
     g.add_argument("--check", action="store_true",
                    help=f"exit {CHECK_FAILED} when tritonscale misses the suite's criteria in any scenario "
@@ -103,6 +105,15 @@ def _trace_path(args: argparse.Namespace) -> str | None:
     return None
 
 
+def check_model_flags(args: argparse.Namespace) -> None:
+    """The replica model's flags, as a suite and one run share them: a ValueError naming the flag."""
+    if args.batch_base_ms + args.batch_item_ms <= 0:
+        raise ValueError("--batch-base-ms, --batch-item-ms: both 0 is a batch that takes no time; give either")
+    if args.max_queue_delay_us > MAX_QUEUE_DELAY_US:
+        raise ValueError(f"--max-queue-delay-us: {args.max_queue_delay_us:g}; at most {MAX_QUEUE_DELAY_US} (the "
+                         "CRD's batching.maxQueueDelayMicroseconds)")
+
+
 def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     quick = args.suite == "quick"
     if args.jobs < 1:
@@ -140,6 +151,13 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     if not args.batching_tuner and (args.batching_apply != "rollout" or args.reload_pause_s != RELOAD_PAUSE_S):
         raise ValueError(f"{'--batching-apply' if args.batching_apply != 'rollout' else '--reload-pause-s'}: "
                          "how a tuned batcher is applied; the suite tunes only with --batching-tuner")
+    if not 600 <= args.duration <= MAX_REPLAY_SPAN_S:
+        raise ValueError(f"--duration: {args.duration:g} s; a suite scenario runs 600 s (ten scored minutes) to "
+                         f"{MAX_REPLAY_SPAN_S:g} s")
+    if not args.min_replicas <= args.peak_replicas <= args.max_replicas:
+        raise ValueError(f"--peak-replicas: {args.peak_replicas} must be within --min-replicas..--max-replicas "
+                         f"({args.min_replicas}..{args.max_replicas})")
+    check_model_flags(args)
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch, args.max_queue_delay_us / 1000.0,
                             preferred_sizes(args.preferred_batch_sizes, args.max_batch))
     return SuiteConfig(
