@@ -111,7 +111,7 @@ def test_dominance_and_the_criteria():
     (["--suite", "quick", "--jobs", "0"], "--jobs: '0': must be >= 1"),
     (["--suite", "quick", "--duration", "1e8"], "--duration: 1e+08 s; a suite scenario runs 600 s"),
     (["--suite", "quick", "--duration", "300"], "--duration: 300 s; a suite scenario runs 600 s"),
-    (["--suite", "quick", "--peak-replicas", "25"], "--peak-replicas: 25 must be within --min-replicas..--max-replicas"),
+    (["--suite", "quick", "--peak-replicas", "25"], "--peak-replicas: 25 must be within --min-replicas.."),
     (["--suite", "quick", "--peak-replicas", "0"], "argument --peak-replicas: '0': must be >= 1"),
     (["--suite", "quick", "--batch-base-ms", "0", "--batch-item-ms", "0"], "--batch-base-ms, --batch-item-ms"),
     (["--suite", "quick", "--batching-tuner", "--jobs", "-1"], "--jobs: '-1': must be >= 1"),
