@@ -112,6 +112,13 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--suite", "quick", "--cold-starts", "-5"], "--cold-starts: '-5': must be >= 0"),
     (["--shape", "poisson", "--slo-ms", "150", "--window-s", "7.5"], "--window-s: 7.5: the CRD's windowSeconds"),
     (["--shape", "poisson", "--slo-ms", "150", "--window-s", "20"], "--window-s 20 holds fewer than two scrapes"),
+    # a flag the chosen policy does not read is an error, not dropped
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "keda", "--interval-s", "30"],
+     "--interval-s is read by --policy tritonscale (or all); --policy keda does not read it"),
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "tritonscale", "--headroom", "0.5"],
+     "--headroom is read by --policy keda or kpa or triton-queue"),
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "hpa", "--batching-tuner"], "--batching-tuner is read by"),
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "oracle", "--no-oracle"], "--no-oracle leaves out"),
     # each message names its flag (they said "HPA utilisation target", "lam value too large", ...)
     (["--shape", "poisson", "--slo-ms", "150", "--hpa-target", "5"], "argument --hpa-target: '5': must be in (0, 1]"),
     (["--shape", "poisson", "--slo-ms", "150", "--min-replicas", "5", "--max-replicas", "3"],

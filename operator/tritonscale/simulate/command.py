@@ -91,7 +91,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c = p.add_argument_group("cluster, metrics and policies")
     c.add_argument("--min-replicas", type=int_in(1), default=1, help="warm floor (default 1)")
     c.add_argument("--max-replicas", type=int_in(1), default=20, help="ceiling (default 20)")
-    c.add_argument("--initial-replicas", type=int_in(0), help="warm at t=0 (default: the oracle's first-minute need)")
+    c.add_argument("--initial-replicas", type=int_in(1),
+                   help="warm at t=0 (default: the oracle's largest need within the first cold start)")
     c.add_argument("--scrape-s", type=at_least(1.0), default=15.0, help="Prometheus scrape interval (default 15)")
     c.add_argument("--window-s", type=positive_float, default=60.0,
                    help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
@@ -279,6 +280,16 @@ def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
+# Flags that only some policies read, and which: given with another --policy, they would be dropped.
+POLICY_FLAGS = {
+    "interval_s": ("tritonscale",),
+    "scale_down_stabilization_s": ("tritonscale",),
+    "batching_tuner": ("tritonscale",),
+    "hpa_target": ("hpa",),
+    "headroom": ("keda", "kpa", "triton-queue"),  # the baselines sized from the measured capacity
+}
+
+
 def unread_flag(args: argparse.Namespace) -> str | None:
     """The first flag given (not at its default) that this mode does not read, as an error line."""
     defaults = vars(_parser().parse_args([]))
@@ -302,6 +313,13 @@ def unread_flag(args: argparse.Namespace) -> str | None:
     for dest in sorted(given & {"batching_apply", "reload_pause_s"}):
         if not args.batching_tuner:
             return f"{_flag(dest)} applies the batching tuner's changes: add --batching-tuner"
+    if args.policy != "all":
+        for dest, readers in POLICY_FLAGS.items():
+            if getattr(args, dest) != defaults[dest] and args.policy not in readers:
+                return (f"{_flag(dest)} is read by --policy {' or '.join(readers)} (or all); --policy {args.policy} "
+                        "does not read it")
+        if args.no_oracle and args.policy == "oracle":
+            return "--no-oracle leaves out the oracle, which is what --policy oracle runs"
     return None
 
 

@@ -188,7 +188,7 @@ def write_ticks(path: str, rows: Iterable[tuple[tuple[str, ...], str, TickRecord
         w = csv.writer(f)
         w.writerow([*first, "policy", "t", "current", "ready", "desired", "reason"])
         for lead, policy, r in rows:
-            w.writerow([*lead, policy, f"{r.t:g}", r.current, r.ready, r.desired, r.reason])
+            w.writerow([*lead, policy, f"{r.t:.12g}", r.current, r.ready, r.desired, r.reason])
 
 
 def write_decisions(results: list[ScenarioResult], path: str) -> None:
