@@ -372,6 +372,9 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
                     what="SpecValid=False")
     assert cond["reason"] == "ChildRejected", cond
     assert "Deployment/linear" in cond["message"] and "env[0].name" in cond["message"], cond["message"]
+    # named by the user's own field first, and once (the env is in the init container's too)
+    assert cond["message"].startswith("spec.runtime.env[0].name (Deployment/linear spec.template.spec."), cond
+    assert cond["message"].count("spec.runtime.env[0].name") == 1, cond["message"]
     assert not k.remaining_children("linear")
     wait_for(lambda: _warnings(k, "linear", "ChildRejected"), 5, what="a ChildRejected Warning event")
 
@@ -381,6 +384,7 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
                     what="SpecValid=False for the env name")
     assert cond["status"] == "False" and cond["reason"] == "ChildRejected", cond
     assert "Deployment/linear spec.template.spec.containers[0].env[0].name" in cond["message"], cond["message"]
+    assert "spec.runtime.env[0].name (Deployment/linear" in cond["message"], cond["message"]
     assert not k.remaining_children("linear")
 
     # Fixed: the children appear. Then a change the API server refuses again, with a ConfigMap

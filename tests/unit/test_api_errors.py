@@ -122,7 +122,7 @@ def test_a_refusal_names_the_fields_it_gives_and_survives_any_body() -> None:
     status = json.dumps({"kind": "Status", "message": "Deployment.apps \"x\" is invalid", "details": {"causes": [
         {"field": "spec.template.spec.containers[0].env[0].name", "message": "Required value"}]}})
     assert [(p.field, p.message) for p in api_problems("Deployment x", _refusal(status))] == [
-        ("Deployment x spec.template.spec.containers[0].env[0].name", "Required value")]
+        ("spec.runtime.env[0].name (Deployment x spec.template.spec.containers[0].env[0].name)", "Required value")]
     for body in ("[1, 2]", "<html>bad gateway</html>", "", json.dumps({"details": "none"})):
         assert [(p.field, p.message) for p in api_problems("Deployment x", _refusal(body))] == [
             ("Deployment x", "Unprocessable Entity")], body
@@ -167,3 +167,32 @@ def test_the_operator_log_leaves_out_kopfs_routine_lines_only() -> None:
     assert kept(logging.INFO, "Handler 'reconcile_inference_service' succeeded.")
     assert kept(logging.ERROR, "Daemon 'autoscale' is cancelled. Will escalate.")
     assert kept(logging.WARNING, "Daemon 'autoscale' failed with an exception and will try again in 60 seconds")
+
+
+@pytest.mark.parametrize(("path", "field"), [
+    ("spec.template.spec.containers[0].env[0].name", "spec.runtime.env[0].name (Deployment/x "
+                                                     "spec.template.spec.containers[0].env[0].name)"),
+    ("spec.template.spec.initContainers[0].env[2].valueFrom", "spec.runtime.env[2].valueFrom (Deployment/x "
+                                                              "spec.template.spec.initContainers[0].env[2].valueFrom)"),
+    ("spec.template.spec.containers[0].resources.limits[cpu]",
+     "spec.runtime.resources.limits[cpu] (Deployment/x spec.template.spec.containers[0].resources.limits[cpu])"),
+    ("spec.template.spec.tolerations[1].operator",
+     "spec.runtime.tolerations[1].operator (Deployment/x spec.template.spec.tolerations[1].operator)"),
+    # a field the spec does not copy as it is stays the child's
+    ("spec.template.spec.containers[0].args[3]", "Deployment/x spec.template.spec.containers[0].args[3]"),
+    ("metadata.annotations", "Deployment/x metadata.annotations"),
+])
+def test_a_refused_child_field_is_named_by_the_spec_field_it_came_from(path: str, field: str) -> None:
+    from tritonscale.reconcile.inference_service import child_problem
+
+    assert child_problem("Deployment/x", path, "invalid").field == field
+
+
+def test_the_same_refusal_in_two_containers_is_said_once() -> None:
+    from tritonscale.api.validation import Problem
+    from tritonscale.reconcile.inference_service import _once, child_problem
+
+    a = child_problem("Deployment/x", "spec.template.spec.containers[0].env[0].name", "Required value")
+    b = child_problem("Deployment/x", "spec.template.spec.initContainers[0].env[0].name", "Required value")
+    c = child_problem("Deployment/x", "spec.template.spec.initContainers[0].env[0].name", "another message")
+    assert _once([a, b, c, Problem("ConfigMap/y data", "too long")]) == [a, c, Problem("ConfigMap/y data", "too long")]

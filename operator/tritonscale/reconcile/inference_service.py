@@ -8,6 +8,7 @@ the I/O they call for, through :class:`tritonscale.kube.client.Kube`.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -158,6 +159,39 @@ def foreign_children(desired: list[dict[str, Any]], lives: list[dict[str, Any] |
 Write = tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]  # (desired, live, patch)
 
 
+# Where a rendered child's field comes from in the InferenceService: the free-form runtime blocks are
+# copied into the pod template, so a refusal of the child is the user's field, said in their terms.
+_SPEC_FIELDS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(a), b) for a, b in (
+    (r"^spec\.template\.spec\.(?:initContainers|containers)\[\d+\]\.env(.*)$", r"spec.runtime.env\1"),
+    (r"^spec\.template\.spec\.containers\[0\]\.resources(.*)$", r"spec.runtime.resources\1"),
+    (r"^spec\.template\.spec\.containers\[0\]\.image$", "spec.runtime.image"),
+    (r"^spec\.template\.spec\.tolerations(.*)$", r"spec.runtime.tolerations\1"),
+    (r"^spec\.template\.spec\.nodeSelector(.*)$", r"spec.runtime.nodeSelector\1"),
+    (r"^spec\.template\.spec\.imagePullSecrets(.*)$", r"spec.runtime.imagePullSecrets\1"),
+))
+
+
+def child_problem(ref: str, path: str, message: str) -> Problem:
+    """A refusal of ``ref``'s field ``path``, named by the InferenceService's field it was rendered from
+    when there is one (``spec.runtime.env[0].name (Deployment/x spec.template...)``)."""
+    for pattern, spec_field in _SPEC_FIELDS:
+        if pattern.match(path):
+            return Problem(f"{pattern.sub(spec_field, path)} ({ref} {path})", message)
+    return Problem(f"{ref} {path}", message)
+
+
+def _once(problems: list[Problem]) -> list[Problem]:
+    """One problem per user's field and message: runtime.env is in the init container too."""
+    out: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    for p in problems:
+        key = (p.field.split(" (", 1)[0], p.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out
+
+
 def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> list[Problem]:
     """Each create or patch, tried as a server-side dry run: the problems of those the API
     server refuses as invalid (400, 422), one per field it names. Other errors propagate."""
@@ -175,7 +209,7 @@ def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> list[Pr
             problems.extend(api_problems(f"{kind}/{cname}", exc))
         except pydantic.ValidationError as exc:  # the client checks a body against the API's schema first
             problems.extend(client_problems(f"{kind}/{cname}", exc))
-    return problems
+    return _once(problems)
 
 
 def client_problems(ref: str, exc: pydantic.ValidationError) -> list[Problem]:
@@ -185,7 +219,7 @@ def client_problems(ref: str, exc: pydantic.ValidationError) -> list[Problem]:
     for err in exc.errors():
         loc = list(err.get("loc", ()))[1:]  # the first is the argument (the body's position or name)
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-        out.append(Problem(f"{ref} {path}", str(err.get("msg") or "invalid")))
+        out.append(child_problem(ref, path, str(err.get("msg") or "invalid")))
     return out or [Problem(ref, str(exc))]
 
 
@@ -195,7 +229,7 @@ def api_problems(ref: str, exc: ApiException) -> list[Problem]:
     body = api_status(exc)
     details = body.get("details")
     causes = [c for c in ((details if isinstance(details, dict) else {}).get("causes") or []) if isinstance(c, dict)]
-    named = [Problem(f"{ref} {c.get('field')}", str(c.get("message") or c.get("reason") or "invalid"))
+    named = [child_problem(ref, str(c.get("field")), str(c.get("message") or c.get("reason") or "invalid"))
              for c in causes if c.get("field") and c.get("field") != "<nil>"]
     return named or [Problem(ref, str(body.get("message") or exc.reason or f"HTTP {exc.status}"))]
 
