@@ -82,6 +82,12 @@ def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> No
     try:
         outcome = reconcile(_kube(), dict(body), _events_for(body))
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
+        if isinstance(exc, ApiException) and namespace_terminating(exc):
+            # The namespace is being deleted with the object in it: the API server refuses to create
+            # children there (403, NamespaceTerminating), and retrying would only warn until it is gone.
+            log.debug(f"{body.get('metadata', {}).get('namespace')}/{body.get('metadata', {}).get('name')}: "
+                      f"not reconciling: {describe_api_error(exc)}")
+            return
         # Forbidden (RBAC, a ResourceQuota), a conflict, an API server down or slow: Kopf tries
         # again with its backoff, and logs and posts this one line instead of a traceback.
         raise kopf.TemporaryError(f"the Kubernetes API refused or failed a request: {describe_api_error(exc)}",

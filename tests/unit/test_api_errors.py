@@ -196,3 +196,25 @@ def test_the_same_refusal_in_two_containers_is_said_once() -> None:
     b = child_problem("Deployment/x", "spec.template.spec.initContainers[0].env[0].name", "Required value")
     c = child_problem("Deployment/x", "spec.template.spec.initContainers[0].env[0].name", "another message")
     assert _once([a, b, c, Problem("ConfigMap/y data", "too long")]) == [a, c, Problem("ConfigMap/y data", "too long")]
+
+
+def test_the_object_handler_in_a_namespace_being_deleted_neither_retries_nor_warns(monkeypatch, caplog) -> None:
+    """Kopf's create/update handler: a NamespaceTerminating refusal ends the handler (no TemporaryError,
+    which Kopf logs as a warning at every retry until the namespace is gone); another 403 still retries."""
+    def refused(_kube, _owner, _events):
+        exc = ApiException(status=403, reason="Forbidden")
+        exc.body = TERMINATING
+        raise exc
+    monkeypatch.setattr(handlers, "_kube", lambda: _Kube(failures=0))
+    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
+    monkeypatch.setattr(handlers, "reconcile", refused)
+    body = {"metadata": {"namespace": "term-x", "name": "linear"}}
+    with caplog.at_level("WARNING", logger="tritonscale"):
+        handlers.reconcile_inference_service(body=body)
+    assert caplog.records == []
+
+    def quota(_kube, _owner, _events):
+        raise ApiException(status=403, reason="Forbidden")
+    monkeypatch.setattr(handlers, "reconcile", quota)
+    with pytest.raises(kopf.TemporaryError):
+        handlers.reconcile_inference_service(body=body)
