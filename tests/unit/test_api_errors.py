@@ -87,19 +87,28 @@ TERMINATING = json.dumps({
          "field": "metadata.namespace"}]}, "code": 403})
 
 
-def test_a_child_not_recreated_in_a_namespace_being_deleted_is_no_warning(monkeypatch, caplog) -> None:
-    """Deleting a namespace deletes the children; the API server refuses to recreate them, and there
-    is nothing to correct: not a warning (it was one per child)."""
-    calls = []
+def _terminating() -> ApiException:
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.body = TERMINATING
+    return exc
 
+
+def _reconcile_raises(monkeypatch, error, calls: list[str] | None = None) -> None:
+    """handlers.reconcile replaced by one that raises ``error()`` (and notes the owner's name in ``calls``)."""
     def refused(_kube, owner, _events):
-        calls.append(owner["metadata"]["name"])
-        exc = ApiException(status=403, reason="Forbidden")
-        exc.body = TERMINATING
-        raise exc
+        if calls is not None:
+            calls.append(owner["metadata"]["name"])
+        raise error()
     monkeypatch.setattr(handlers, "_kube", lambda: _Kube(failures=0))
     monkeypatch.setattr(handlers, "_events_for", lambda body: None)
     monkeypatch.setattr(handlers, "reconcile", refused)
+
+
+def test_a_child_not_recreated_in_a_namespace_being_deleted_is_no_warning(monkeypatch, caplog) -> None:
+    """Deleting a namespace deletes the children; the API server refuses to recreate them, and there
+    is nothing to correct: not a warning (it was one per child)."""
+    calls: list[str] = []
+    _reconcile_raises(monkeypatch, _terminating, calls)
     with caplog.at_level("WARNING", logger="tritonscale"):
         handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="term-x")
     assert calls == ["linear"] and caplog.records == []
@@ -201,20 +210,12 @@ def test_the_same_refusal_in_two_containers_is_said_once() -> None:
 def test_the_object_handler_in_a_namespace_being_deleted_neither_retries_nor_warns(monkeypatch, caplog) -> None:
     """Kopf's create/update handler: a NamespaceTerminating refusal ends the handler (no TemporaryError,
     which Kopf logs as a warning at every retry until the namespace is gone); another 403 still retries."""
-    def refused(_kube, _owner, _events):
-        exc = ApiException(status=403, reason="Forbidden")
-        exc.body = TERMINATING
-        raise exc
-    monkeypatch.setattr(handlers, "_kube", lambda: _Kube(failures=0))
-    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
-    monkeypatch.setattr(handlers, "reconcile", refused)
+    _reconcile_raises(monkeypatch, _terminating)
     body = {"metadata": {"namespace": "term-x", "name": "linear"}}
     with caplog.at_level("WARNING", logger="tritonscale"):
         handlers.reconcile_inference_service(body=body)
     assert caplog.records == []
 
-    def quota(_kube, _owner, _events):
-        raise ApiException(status=403, reason="Forbidden")
-    monkeypatch.setattr(handlers, "reconcile", quota)
+    _reconcile_raises(monkeypatch, lambda: ApiException(status=403, reason="Forbidden"))
     with pytest.raises(kopf.TemporaryError):
         handlers.reconcile_inference_service(body=body)
