@@ -299,3 +299,9 @@ def test_an_output_may_not_overwrite_another_or_the_trace(capsys, tmp_path):
     assert main_simulate(["--suite", "quick", "--classes", "trace", "--trace", str(trace), "--decisions",
                           str(tmp_path / "." / "trace.csv")]) == 1
     assert "this run reads" in capsys.readouterr().err and trace.read_text() == before
+    # ... the shared trace the suite finds by itself too
+    from tritonscale.simulate.suite_command import DEFAULT_TRACE, REPO
+
+    shared = REPO / DEFAULT_TRACE  # ../shared beside the checkout, as CI has it
+    assert shared.exists() and main_simulate(["--suite", "quick", "--decisions", str(shared)]) == 1
+    assert "--decisions: " in capsys.readouterr().err

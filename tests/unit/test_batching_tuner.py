@@ -266,3 +266,10 @@ def test_without_a_target_status_says_the_tuner_cannot_tune() -> None:
     new = bs.batching_status(spec, {}, tuning, 0.0)
     assert new is not None and (new.source, new.reason) == ("spec", "NoTarget")
     assert "scaling.targetP95Milliseconds" in new.message
+    # tuned first, then the target removed: the tuner's settings stay in force, and the reason says why
+    live = {"batching": {"maxQueueDelayMicroseconds": 0, "preferredBatchSizes": [], "source": "tuner",
+                         "lastChangeTime": "1970-01-01T00:16:40Z", "reason": "BreachRelief", "message": "m"}}
+    held = bs.tune_tick(spec, live, obs, _decision(200.0), Policy(target_p95_ms=None), 2, DEPLOY_DONE, 1015.0)
+    kept = bs.batching_status(spec, live, held, 1015.0)
+    assert kept is not None and (kept.source, kept.max_queue_delay_microseconds, kept.reason,
+                                 kept.last_change_time) == ("tuner", 0, "NoTarget", "1970-01-01T00:16:40Z")

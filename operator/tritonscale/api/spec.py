@@ -251,7 +251,8 @@ class AutoTuneSpec(_Model):
         default=False,
         description="Let the autoscaler tune maxQueueDelayMicroseconds and preferredBatchSizes while traffic "
         "runs (from the learned batch cost and the arrival rate per replica, against "
-        "scaling.targetP95Milliseconds; without one it holds the spec's values, status.batching.reason NoTarget). "
+        "scaling.targetP95Milliseconds; without one it holds the settings in force, status.batching.reason "
+        "NoTarget). "
         "The settings in force are in status.batching; the spec's own values are where tuning starts.",
     )
     max_queue_delay_microseconds: int | None = Field(

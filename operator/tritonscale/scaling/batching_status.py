@@ -83,15 +83,18 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
             preferred_batch_sizes=list(tuning.settings.preferred), source="tuner",
             last_change_time=st.rfc3339(now), reason=tuning.reason, message=tuning.message[:1000],
             tuner_state=state)
+    # A spec that cannot tune says so where one looks, not only in tunerState: the settings in force stay.
+    no_target = ("NoTarget", "held: the tuner tunes against scaling.targetP95Milliseconds, which the spec does not set")
     if source == "tuner" and live is not None:
+        reason, message = ((str(live.get("reason") or ""), str(live.get("message") or ""))
+                           if tuning.reason != "NoTarget" else no_target)
         return st.BatchingStatus(
             max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
-            source="tuner", last_change_time=live.get("lastChangeTime"), reason=str(live.get("reason") or ""),
-            message=str(live.get("message") or ""), tuner_state=state)
+            source="tuner", last_change_time=live.get("lastChangeTime"), reason=reason, message=message,
+            tuner_state=state)
     reason, message = "SpecValues", "spec.batching's values; the tuner has not changed them"
-    if tuning.reason == "NoTarget":  # a spec that cannot tune says so where one looks, not only in tunerState
-        reason, message = "NoTarget", ("spec.batching's values: the tuner tunes against "
-                                       "scaling.targetP95Milliseconds, which the spec does not set")
+    if tuning.reason == "NoTarget":
+        reason, message = no_target
     return st.BatchingStatus(
         max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
         source="spec", last_change_time=None, reason=reason, message=message, tuner_state=state)

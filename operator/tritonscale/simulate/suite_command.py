@@ -120,7 +120,8 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         raise ValueError("--jobs must be >= 1")
     ensure_image("--plot", args.plot)
     ensure_parent("--decisions", args.decisions)
-    ensure_distinct({"--plot": args.plot, "--decisions": args.decisions}, {"--trace": args.trace})
+    # the trace the suite replays, given or the shared one it finds (the trace class reads it)
+    ensure_distinct({"--plot": args.plot, "--decisions": args.decisions}, {"--trace": _trace_path(args)})
     if args.plot and args.batching_tuner:
         raise ValueError("--plot: the tuner's evaluation (--suite --batching-tuner) draws no plot; "
                          "leave out one of the two")
