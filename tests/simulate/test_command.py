@@ -119,6 +119,13 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
      "--headroom is read by --policy keda or kpa or triton-queue"),
     (["--shape", "poisson", "--slo-ms", "150", "--policy", "hpa", "--batching-tuner"], "--batching-tuner is read by"),
     (["--shape", "poisson", "--slo-ms", "150", "--policy", "oracle", "--no-oracle"], "--no-oracle leaves out"),
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "static:2", "--initial-replicas", "5"],
+     "--initial-replicas is read by --policy tritonscale or hpa"),
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "static:2", "--window-s", "120"], "--window-s is read by"),
+    # the policy's name is checked first: which flags it reads depends on it
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "tritonscal", "--interval-s", "30"],
+     "unknown policy 'tritonscal'"),
+    (["--shape", "poisson", "--slo-ms", "150", "--rate", "1e12", "--duration", "0.001"], "--rate: 1e+12 rps for"),
     # each message names its flag (they said "HPA utilisation target", "lam value too large", ...)
     (["--shape", "poisson", "--slo-ms", "150", "--hpa-target", "5"], "argument --hpa-target: '5': must be in (0, 1]"),
     (["--shape", "poisson", "--slo-ms", "150", "--min-replicas", "5", "--max-replicas", "3"],

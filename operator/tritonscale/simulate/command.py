@@ -5,10 +5,11 @@
 
 P is tritonscale, hpa, keda, kpa, triton-queue, slo-ratio, static:N, oracle or all. ``add_arguments`` +
 ``run`` plug into the main CLI; ``main_simulate(argv)`` is the same as a standalone
-entry point. Errors are one line on stderr. Exit codes: 0 done; 1 a value or file refused (a
-trace that does not parse, an SLO no replica meets, an unwritable output); 2 a command line that does
-not parse (argparse's, as every ``tritonscale`` command); 3 ``--suite --check`` found a criterion
-missed (``suite_command.CHECK_FAILED``); 130 interrupted.
+entry point. Errors are one line on stderr. Exit codes: 0 done; 1 a flag, value or file refused (a
+flag the mode or policy does not read, a trace that does not parse, an SLO no replica meets, an
+unwritable output); 2 a command line argparse cannot parse (an unknown flag, a value its type refuses:
+as every ``tritonscale`` command); 3 ``--suite --check`` found a criterion missed
+(``suite_command.CHECK_FAILED``); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -176,10 +177,12 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
     if args.shape and args.duration > MAX_REPLAY_SPAN_S:
         raise ValueError(f"--duration: {args.duration:g} s; a replay takes at most {MAX_REPLAY_SPAN_S:g} s "
                          f"({MAX_REPLAY_SPAN_S / 86400:g} days)")
-    if args.shape and args.rate * args.rate_scale * args.duration > MAX_REQUESTS:
-        raise ValueError(f"--rate: {args.rate * args.rate_scale:g} rps for {args.duration:g} s is "
-                         f"{args.rate * args.rate_scale * args.duration:.3g} requests; a replay holds at most "
-                         f"{MAX_REQUESTS:.0e} (lower --rate, --rate-scale or --duration)")
+    # (the shapes draw per second: a run shorter than one is drawn as one)
+    if args.shape and args.rate * args.rate_scale * max(args.duration, 1.0) > MAX_REQUESTS:
+        requests = args.rate * args.rate_scale * max(args.duration, 1.0)
+        raise ValueError(f"--rate: {args.rate * args.rate_scale:g} rps for {args.duration:g} s is {requests:.3g} "
+                         f"requests; a replay holds at most {MAX_REQUESTS:.0e} (lower --rate, --rate-scale or "
+                         "--duration)")
     if args.trace:
         raw = arrivals_mod.load_trace(args.trace)
         if len(raw) * args.rate_scale > MAX_REQUESTS:
@@ -265,7 +268,7 @@ ONE_REPLAY_ONLY = {
     "rate_bin_s": "the suite scales each scenario to --peak-replicas", "seed": "use --seeds",
     "slo_ms": "use --slos", "policy": "the suite runs every policy", "cold_start_s": "use --cold-starts",
     "queue_timeout_us": "the suite runs the operator's default, twice each scenario's target",
-    "initial_replicas": "the suite starts each scenario at the oracle's first-minute need",
+    "initial_replicas": "the suite starts each scenario at the oracle's largest need within the first cold start",
     "static_replicas": "the suite sizes the static fleet for each scenario's peak",
     "no_oracle": "the suite scores every policy against the oracle",
     "scrape_s": "the suite runs the defaults", "window_s": "the suite runs the defaults",
@@ -280,6 +283,7 @@ def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
+AUTOSCALERS = ("tritonscale", "hpa", "keda", "kpa", "triton-queue", "slo-ratio")
 # Flags that only some policies read, and which: given with another --policy, they would be dropped.
 POLICY_FLAGS = {
     "interval_s": ("tritonscale",),
@@ -287,6 +291,10 @@ POLICY_FLAGS = {
     "batching_tuner": ("tritonscale",),
     "hpa_target": ("hpa",),
     "headroom": ("keda", "kpa", "triton-queue"),  # the baselines sized from the measured capacity
+    # what the autoscalers start from and read their metrics with; a static fleet and the oracle neither
+    "initial_replicas": AUTOSCALERS,
+    "scrape_s": AUTOSCALERS,
+    "window_s": AUTOSCALERS,
 }
 
 
@@ -324,6 +332,12 @@ def unread_flag(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.suite:
+        try:  # first: which flags a policy reads depends on its name
+            validate_name(args.policy)
+        except ValueError as exc:
+            print(f"tritonscale simulate: {exc}", file=sys.stderr)
+            return 1
     unread = unread_flag(args)
     if unread:
         print(f"tritonscale simulate: {unread}", file=sys.stderr)
@@ -351,7 +365,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(to_json(rows, as_list=args.policy == "all",
                       extra={o.summary.policy: {"batcher_changes": batcher_changes(o)}
-                             for o in bench.outcomes} if args.batching_tuner else None))
+                             for o in bench.outcomes
+                             if args.batching_tuner and o.summary.policy == "tritonscale"}))
     else:
         print(describe(bench, what, arrivals))
         print()
