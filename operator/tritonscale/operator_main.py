@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
@@ -68,8 +69,6 @@ def _json(value: Any) -> str:
 
 
 def _digest(text: str) -> str:
-    import hashlib
-
     return f"sha256:{hashlib.sha256(text.encode()).hexdigest()} ({len(text)} bytes, elided)"
 
 
@@ -88,16 +87,17 @@ def _elide(node: Any, part_bytes: int) -> Any:
 
 def elide_essence(essence: dict[str, Any], max_bytes: int = DIFFBASE_MAX_BYTES,
                   part_bytes: int = DIFFBASE_PART_BYTES) -> dict[str, Any]:
-    """``essence`` as it is when its JSON fits ``max_bytes``; else every part larger than
-    ``part_bytes`` (a large parameter, a long env list, ``spec`` itself if need be) replaced by the
-    digest of its JSON. Deterministic, so the essence stored and the one Kopf builds at the next
-    event compare part by part: a change of an elided part still shows as a change (and reconciles,
-    which reads the whole object, not the diff); the small fields Kopf's field handlers follow
-    (``status.batching.*``) are never elided. The top-level stanzas (spec, metadata, status) stay dicts."""
+    """``essence`` as it is when its JSON fits ``max_bytes``; else, below spec and metadata, every
+    part larger than ``part_bytes`` (a large parameter, a long env list, a whole block of them)
+    replaced by the digest of its JSON. Deterministic, so the essence stored and the one Kopf builds
+    at the next event compare part by part: a change of an elided part still shows as a change (and
+    reconciles, which reads the whole object, not the diff). ``status`` is never elided: it holds only
+    the fields Kopf's field handlers follow (``status.batching.*``), whose diffs need their values.
+    The top-level stanzas stay dicts."""
     if len(_json(essence)) <= max_bytes:
         return essence
-    return {key: {k: _elide(v, part_bytes) for k, v in value.items()} if isinstance(value, dict)
-            else _elide(value, part_bytes) for key, value in essence.items()}
+    return {key: value if key == "status" or not isinstance(value, dict)
+            else {k: _elide(v, part_bytes) for k, v in value.items()} for key, value in essence.items()}
 
 
 class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):

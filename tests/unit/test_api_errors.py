@@ -207,7 +207,7 @@ def test_the_same_refusal_in_two_containers_is_said_once() -> None:
     assert _once([a, b, c, Problem("ConfigMap/y data", "too long")]) == [a, c, Problem("ConfigMap/y data", "too long")]
 
 
-def test_the_object_handler_in_a_namespace_being_deleted_neither_retries_nor_warns(monkeypatch, caplog) -> None:
+def test_the_object_handler_in_a_namespace_being_deleted_ends_without_a_retry(monkeypatch, caplog) -> None:
     """Kopf's create/update handler: a NamespaceTerminating refusal ends the handler (no TemporaryError,
     which Kopf logs as a warning at every retry until the namespace is gone); another 403 still retries."""
     _reconcile_raises(monkeypatch, _terminating)

@@ -58,6 +58,11 @@ def test_a_large_spec_is_stored_as_digests_that_still_show_every_change() -> Non
     assert changed != essence and changed["spec"]["scaling"] == essence["spec"]["scaling"]
     moved = storage.build(body=_big_body(params, delay=4000), extra_fields=fields)
     assert moved["status"]["batching"]["maxQueueDelayMicroseconds"] == 4000 and moved["spec"] == essence["spec"]
+    # status (the field handlers' fields) is never elided, however large
+    big_status = _big_body(params, delay=4000)
+    big_status["status"]["batching"]["tunerState"] = {"note": "x" * 5000}
+    wide = storage.build(body=big_status, extra_fields=[*fields, "status.batching"])
+    assert wide["status"]["batching"]["tunerState"]["note"] == "x" * 5000
     # ... and a small spec is stored as it is
     small = storage.build(body=_big_body({"a": "b"}), extra_fields=fields)
     assert small["spec"]["model"]["parameters"] == {"a": "b"}
