@@ -13,7 +13,7 @@ from tritonscale.api import status as st
 from tritonscale.api.merge_patch import merge_patch
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.api.validation import Problem
-from tritonscale.reconcile.inference_service import status_for_invalid, status_from_children
+from tritonscale.reconcile.inference_service import counts_from, status_for_invalid, status_from_children
 from tritonscale.scaling.decider import Decision, Observation, State
 from tritonscale.scaling.pod_census import PodCensus
 from tritonscale.scaling.tick import autoscaler_status
@@ -122,6 +122,9 @@ def test_the_reconciler_writes_only_its_own_fields() -> None:
     _owned_only(st.RECONCILER, LIVE, valid)
     assert (valid.replicas, valid.ready_replicas, valid.desired_replicas) == (3, 2, None)
     _owned_only(st.RECONCILER, LIVE, status_for_invalid(body, [Problem("spec.x", "bad")], T0))
+    counts = counts_from({**DEPLOYMENT, "metadata": {"ownerReferences": [{"uid": "u"}]}}, "u")
+    assert counts is not None
+    _owned_only(st.RECONCILER, LIVE, counts)
 
 
 def test_the_autoscaler_writes_only_its_own_fields() -> None:
