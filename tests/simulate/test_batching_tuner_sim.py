@@ -4,6 +4,8 @@ tuner's suite (quick grid) reports and judges."""
 
 from __future__ import annotations
 
+import csv
+import json
 import math
 
 import numpy as np
@@ -206,13 +208,9 @@ def test_cli_rejects_a_negative_reload_pause(capsys: pytest.CaptureFixture[str])
 def test_a_single_run_reports_the_tuners_changes_and_counts_the_rollouts_pods(capsys, tmp_path) -> None:
     """--batching-tuner on one run: the changes are in the text and in --json (batcher_changes), and
     the rollout's extra pods are cold starts like the scale-ups' (they were left out)."""
-    import json
-
     argv = ["--shape", "poisson", "--rate", "300", "--duration", "300", "--slo-ms", "312", "--policy", "tritonscale",
             "--no-oracle", "--jobs", "1", "--max-queue-delay-us", "100000", "--preferred-batch-sizes", "16",
             "--batching-tuner"]
-    import csv
-
     decisions = tmp_path / "d.csv"
     assert main_simulate([*argv, "--json", "--decisions", str(decisions)]) == 0
     out = json.loads(capsys.readouterr().out)
