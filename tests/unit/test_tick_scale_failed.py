@@ -80,10 +80,33 @@ def test_a_refused_replica_patch_is_a_scale_failed_condition_and_a_warning_and_i
         tick.run_tick(kube, "default", "linear", down, 1007.0, lambda body, *e: events.append(e))
     assert len(events) == 1 and len(caplog.records) == 1
     assert kube.deployment["spec"]["replicas"] == 0
+    # The operator's gauges follow the tick while the patch is refused (they froze at the last scale).
+    from tritonscale.scaling import operator_metrics as om
+
+    assert om.DESIRED.labels("default", "linear")._value.get() == 1
+    assert om.READY.labels("default", "linear")._value.get() == 0
     # The refusal is lifted: the next tick scales, and the condition says what it did.
     kube.refuse = False
     tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
     assert kube.deployment["spec"]["replicas"] == 1
     assert events[-1][:2] == ("Normal", "Scaled")
     assert _scaling(kube)["reason"] == "MetricsUnavailable"
+    tick.forget(UID)
+
+
+def test_a_process_says_at_info_what_it_finds_at_its_first_tick_of_an_object(caplog):
+    """A restarted (or newly elected) operator logs its first decision of each object at INFO, though
+    the reason equals the Scaling condition the previous process wrote (it stayed silent while metrics
+    kept failing); later ticks of the same hold are DEBUG."""
+    kube = Kube()
+    kube.refuse, kube.deployment["spec"]["replicas"] = False, 1
+    down = Snapshot(taken_at=1000.0, ok=False, error="Prometheus at http://p:9090: connection refused")
+    tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: None)  # the previous process
+    reason = _scaling(kube)["reason"]
+    tick.forget(UID)  # a new process: nothing in memory, the condition in status
+    for now in (1015.0, 1030.0):
+        with caplog.at_level(logging.DEBUG, logger="tritonscale.autoscaler"):
+            tick.run_tick(kube, "default", "linear", down, now, lambda body, *e: None)
+    levels = [(r.levelno, reason in r.getMessage()) for r in caplog.records if r.name == "tritonscale.autoscaler"]
+    assert levels == [(logging.INFO, True), (logging.DEBUG, True)], caplog.records
     tick.forget(UID)

@@ -57,6 +57,10 @@ _valid_specs: dict[str, InferenceServiceSpec] = {}
 # once the last one has expired (an hour, the API server's default event TTL).
 _overridden: dict[str, tuple[str, float]] = {}
 OVERRIDE_REPEAT_S = 3600.0
+# Object uids this process has logged a decision of at INFO: its first tick of each object is, so an
+# operator started (or elected) while a problem goes on says so -- the change-of-reason rule compares
+# with the Scaling condition the previous process wrote, and would stay silent.
+_logged: set[str] = set()
 # Field managers that are this operator: its own, and the kubernetes client's default (its user agent),
 # under which versions before FIELD_MANAGER wrote -- spec.replicas stays theirs until the next scale.
 OWN_MANAGERS = frozenset({FIELD_MANAGER, "OpenAPI-Generator"})
@@ -130,6 +134,7 @@ def forget(uid: str) -> None:
     _pods_seen.pop(uid, None)
     _valid_specs.pop(uid, None)
     _overridden.pop(uid, None)
+    _logged.discard(uid)
 
 
 def replicas_writers(deployment: dict[str, Any]) -> list[str]:
@@ -329,6 +334,11 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         verb = ("up" if decision.replicas > current else "down") if scaled else "none"
         what = (f"scaled {verb} from {current} to {decision.replicas}" if scaled
                 else f"holding {replicas_text(current)} ({ready} ready)")
+        # The gauges follow every tick, a scale the API refuses included (status says the same).
+        om.DESIRED.labels(namespace, name).set(decision.replicas)
+        om.READY.labels(namespace, name).set(ready)
+        om.set_or_remove(om.TARGET_P95, namespace, name, spec.scaling.target_p95_milliseconds)
+        om.set_or_remove(om.OBSERVED_P95, namespace, name, obs.p95_ms)  # idle/unknown: no stale value
         if scaled:
             try:
                 kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
@@ -337,14 +347,11 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                 return True
             event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
         om.DECISIONS.labels(namespace, name, verb, decision.reason).inc()
-        # The operator log keeps what Events lose when they expire: at INFO each scale and each change
-        # of reason (against the Scaling condition of the last tick), so a steady hold is not
-        # repeated every tick; every tick at DEBUG (``tritonscale run --verbose``).
-        level = logging.INFO if scaled or decision.reason != last else logging.DEBUG
+        # The operator log keeps what Events lose when they expire: at INFO each scale, each change
+        # of reason (against the Scaling condition of the last tick) and this process's first decision
+        # of the object, so a steady hold is not repeated every tick; every tick at DEBUG
+        # (``tritonscale run --verbose``).
+        level = logging.INFO if scaled or decision.reason != last or uid not in _logged else logging.DEBUG
+        _logged.add(uid)
         log.log(level, "%s/%s: %s: %s: %s", namespace, name, what, decision.reason, decision.message)
-
-        om.DESIRED.labels(namespace, name).set(decision.replicas)
-        om.READY.labels(namespace, name).set(ready)
-        om.set_or_remove(om.TARGET_P95, namespace, name, spec.scaling.target_p95_milliseconds)
-        om.set_or_remove(om.OBSERVED_P95, namespace, name, obs.p95_ms)  # idle/unknown: no stale value
         return True
