@@ -151,6 +151,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
     assert namespace is not None  # InferenceServices are namespaced
     resynced = time.monotonic()
     gone = False
+    failed: str | None = None  # the failure of the last tick, if it failed: said once, not at every tick
     try:
         while not stopped:
             scaling = scaling_spec(spec)  # defaults from the API model
@@ -172,9 +173,14 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                 if not alive:  # deleted (no finalizer holds it for us: _without_finalizer) or replaced
                     gone = True
                     return
+                if failed is not None:
+                    logger.info(f"autoscaler ticks again (the last failure: {failed})")
+                    failed = None
             except Exception as exc:  # a failed tick must never end the loop: hold and retry next tick
-                logger.warning(f"autoscaler tick failed (replicas unchanged; the next tick tries again): "
-                               f"{describe_api_error(exc)}")
+                text = describe_api_error(exc)
+                say = logger.warning if text != failed else logger.debug
+                say(f"autoscaler tick failed (replicas unchanged; the next tick tries again): {text}")
+                failed = text
             finally:
                 om.TICK_SECONDS.observe(time.monotonic() - started)
             if time.monotonic() - resynced >= RESYNC_S:

@@ -26,6 +26,10 @@ def api_error(status: int, reason: str, message: str | None) -> ApiException:
     (api_error(500, "Internal Server Error", None), "500 Internal Server Error"),
     (urllib3.exceptions.ReadTimeoutError(None, "/apis", "Read timed out. (read timeout=30)"),
      "ReadTimeoutError: None: Read timed out. (read timeout=30)"),
+    # the pool's wrapper is unwrapped and the connection's repr (another at every failure) left out
+    (urllib3.exceptions.MaxRetryError(None, "/apis", urllib3.exceptions.NewConnectionError(
+        object(), "Failed to establish a new connection: [Errno 111] Connection refused")),
+     "NewConnectionError: Failed to establish a new connection: [Errno 111] Connection refused"),
 ])
 def test_a_failed_request_is_one_line(exc: BaseException, line: str) -> None:
     assert describe_api_error(exc) == line
@@ -138,7 +142,7 @@ def test_a_refusal_names_the_fields_it_gives_and_survives_any_body() -> None:
         assert describe_api_error(_refusal(body)) == "422 Unprocessable Entity"
 
 
-def test_the_operators_api_client_has_a_connection_per_worker_thread(tmp_path, monkeypatch) -> None:
+def test_the_operators_api_client_has_a_connection_per_worker_thread(tmp_path, monkeypatch, caplog) -> None:
     """With the client's default pool of 4, urllib3 warned "Connection pool is full, discarding
     connection" at every start with a dozen InferenceServices (Kopf's 16 workers, the ticks' threads)."""
     import kubernetes
@@ -156,7 +160,16 @@ def test_the_operators_api_client_has_a_connection_per_worker_thread(tmp_path, m
     try:
         kc.load_credentials()
         assert kubernetes.client.Configuration.get_default_copy().connection_pool_maxsize == kc.API_CONNECTIONS
-        assert kc.Kube().client.rest_client.pool_manager.connection_pool_kw["maxsize"] == kc.API_CONNECTIONS
+        kube = kc.Kube()
+        assert kube.client.rest_client.pool_manager.connection_pool_kw["maxsize"] == kc.API_CONNECTIONS
+        # ... and no urllib3 retries: an API server that is gone fails a request once (the kubeconfig's
+        # port is closed), with no "Retrying" warning -- three of them per request before
+        import logging
+
+        with caplog.at_level(logging.WARNING, logger="urllib3"):
+            with pytest.raises(urllib3.exceptions.HTTPError):
+                kube.get("Deployment", "ns", "x")
+        assert not [r for r in caplog.records if r.name.startswith("urllib3")], caplog.records
     finally:
         kubernetes.client.Configuration.set_default(before)
 

@@ -139,3 +139,48 @@ def test_a_name_conflict_is_retried_ever_less_often() -> None:
     assert handlers.retry_delay(10_000, handlers.CONFLICT_RETRY_S) == handlers.CONFLICT_RETRY_MAX_S
     assert [handlers.retry_delay(r, handlers.API_RETRY_S) for r in range(8)] == [
         5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0, 300.0]
+
+
+def test_a_failure_that_goes_on_is_said_once_and_its_end_too(monkeypatch, caplog) -> None:
+    """An API server gone for a minute failed every tick with the same error: one WARNING when it
+    starts (another when the failure changes), DEBUG while it goes on, one INFO when ticks work again
+    (it was a warning per tick, 200 lines a minute with urllib3's retries)."""
+    import urllib3
+
+    outcomes = ["refused", "refused", "refused", "timeout", "ok", "ok"]
+
+    def tick(*_args: Any) -> bool:
+        what = outcomes.pop(0) if outcomes else "ok"
+        if what == "refused":
+            raise urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: refused")
+        if what == "timeout":
+            raise urllib3.exceptions.ReadTimeoutError(None, "/x", "Read timed out. (read timeout=30)")
+        return True
+    monkeypatch.setattr(handlers.autoscaler, "run_tick", tick)
+    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
+    monkeypatch.setattr(handlers, "KUBE", object())
+    monkeypatch.setattr(handlers.asyncio, "sleep", _no_wait(asyncio.sleep))
+
+    async def scenario() -> None:
+        task, setter = await _start({"scaling": {"intervalSeconds": 1}})
+        while outcomes:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        setter.set(reason=kopf.DaemonStoppingReason.OPERATOR_EXITING)
+        task.cancel()
+        await asyncio.wait([task], timeout=1)
+
+    with caplog.at_level(logging.DEBUG, logger="test"):
+        _run(scenario())
+    said = [(r.levelname, r.getMessage().split(" (", 1)[0]) for r in caplog.records if r.name == "test"]
+    failed = "autoscaler tick failed"
+    assert said == [("WARNING", failed), ("DEBUG", failed), ("DEBUG", failed),  # refused, three times
+                    ("WARNING", failed),  # then a timeout: another failure, said again
+                    ("INFO", "autoscaler ticks again")], said
+
+
+def _no_wait(sleep: Any) -> Any:
+    """asyncio.sleep for the daemon's wait between ticks: a moment, not an interval."""
+    async def short(delay: float) -> None:
+        await sleep(min(delay, 0.001))
+    return short

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes
+import urllib3
 from kubernetes.client import ApiException
 
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
@@ -82,6 +84,10 @@ def load_credentials() -> None:
     # every start with a dozen InferenceServices, and reconnected for the requests beyond 4.
     cfg = kubernetes.client.Configuration.get_default_copy()
     cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, API_CONNECTIONS)
+    # No urllib3 retries (its default is three): a request to an API server that is gone took four
+    # times its timeout -- past the leader's renew deadline -- and logged a "Retrying" warning for
+    # each. Every caller tries again on its own schedule: the next tick, Kopf's retry, the next renewal.
+    cfg.retries = 0
     kubernetes.client.Configuration.set_default(cfg)
 
 
@@ -137,13 +143,20 @@ def namespace_terminating(exc: ApiException) -> bool:
                                      for c in causes)
 
 
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>:? ?")
+
+
 def describe_api_error(exc: BaseException) -> str:
     """One line for a failed request: ``403 Forbidden: <the API server's message>`` for an
     ApiException (not its four lines of headers and body), else the exception's first line."""
     if isinstance(exc, ApiException):
         message = api_status(exc).get("message") or ""
         return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
-    text = str(exc).splitlines()[0] if str(exc) else ""
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and isinstance(exc.reason, BaseException):
+        exc = exc.reason  # what failed, not the pool's "Max retries exceeded with url: ..." around it
+    # urllib3 opens with the connection's repr ("<...HTTPSConnection object at 0x7f...>: Failed to ..."),
+    # different at every failure: without it, the same failure reads the same (and is said once)
+    text = _OBJECT_REPR.sub("", str(exc).splitlines()[0] if str(exc) else "")
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
 
