@@ -16,9 +16,12 @@ def restored_root():
     handlers, level = root.handlers[:], root.level
     objects = logging.getLogger("kopf.objects")
     filters = objects.filters[:]
+    access = logging.getLogger("aiohttp.access")
+    access_level = access.level
     yield root
     root.handlers[:], root.level = handlers, level
     objects.filters[:] = filters
+    access.setLevel(access_level)
 
 
 def _format(root: logging.Logger, logger: str, message: str, **extra: object) -> str:
@@ -37,3 +40,13 @@ def test_kopf_object_lines_name_the_object(restored_root: logging.Logger) -> Non
     assert " ERROR kopf.objects: [team-a/bert] Handler 'reconcile_inference_service' failed temporarily: x" in line
     own = _format(restored_root, "tritonscale", "team-a/bert: scaled up from 1 to 2")
     assert own.endswith(" ERROR tritonscale: team-a/bert: scaled up from 1 to 2")
+
+
+def test_a_liveness_probe_is_not_a_log_line_unless_verbose(restored_root: logging.Logger) -> None:
+    """Kopf's own /healthz (the operator without --leader-elect) is aiohttp's: a line per probe."""
+    access = logging.getLogger("aiohttp.access")
+    configure_logging(verbose=False)
+    assert not access.isEnabledFor(logging.INFO)
+    access.setLevel(logging.NOTSET)
+    configure_logging(verbose=True)
+    assert access.isEnabledFor(logging.INFO)
