@@ -366,3 +366,65 @@ def _prometheus(handler: type) -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+
+
+def test_the_query_is_sent_in_the_post_body_not_the_url():
+    """prometheus-api-client puts a POST's query in the URL: a 300-namespace selector made an 11 KB URL,
+    beyond many proxies' limits. The form body takes it; the URL is the endpoint alone."""
+    import http.server
+    import json
+    from urllib.parse import parse_qs
+
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    seen: list[tuple[str, dict[str, list[str]]]] = []
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
+
+    class Recording(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            form = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+            seen.append((self.path, parse_qs(form)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    with _prometheus(Recording) as url:
+        assert PrometheusSource(url).fetch(60).ok
+    assert seen and all(path == "/api/v1/query" for path, _ in seen), seen[:2]
+    assert all(form.get("query") and "nv_inference" in form["query"][0] for _, form in seen), seen[:2]
+
+
+@pytest.mark.parametrize(("status", "answer", "said"), [
+    (500, {"status": "error", "errorType": "internal", "error": "query processing would load too many samples"},
+     "HTTP 500: query processing would load too many samples"),
+    (400, {"status": "error", "errorType": "bad_data", "error": "parse error at char 4"},
+     "HTTP 400: parse error at char 4"),
+    (200, {"status": "error"}, "an answer that is not a query result (KeyError"),
+])
+def test_a_failed_answer_is_said_plainly(status, answer, said):
+    import http.server
+    import json
+
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    body = json.dumps(answer).encode()
+
+    class Failing(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    with _prometheus(Failing) as url:
+        snap = PrometheusSource(url).fetch(60)
+    assert not snap.ok and said in snap.error, snap.error

@@ -267,6 +267,11 @@ def _deadline_session() -> Any:
             self._local.deadline = value
 
         def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            if method.upper() == "POST" and kwargs.get("params") and not kwargs.get("data"):
+                # prometheus-api-client puts the query in the URL even for a POST: here it goes in the
+                # form body Prometheus reads, so a long selector (many namespaces) fits any proxy's
+                # URL limit (a 300-namespace selector made an 11 KB URL)
+                kwargs["data"], kwargs["params"] = kwargs["params"], None
             deadline = self.deadline
             if deadline is None:
                 return super().request(method, url, *args, **kwargs)
@@ -382,5 +387,12 @@ def describe_failure(exc: BaseException, timeout_s: float) -> str:
             if needle in text:
                 return f"{plain} (is Prometheus running at that address?)"
         return "cannot connect"
+    if type(exc).__name__ == "PrometheusApiClientException":  # "HTTP Status Code 500 (b'{...}')"
+        status = re.search(r"HTTP Status Code (\d+)", text)
+        error = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
+        if status:
+            return f"HTTP {status.group(1)}" + (f": {error.group(1)[:200]}" if error else "")
+    if isinstance(exc, (KeyError, TypeError, ValueError)):  # a 200 whose body is no query result
+        return f"an answer that is not a query result ({type(exc).__name__}: {text[:100]})"
     first = text.splitlines()[0] if text else type(exc).__name__
     return f"{type(exc).__name__}: {first[:200]}"
