@@ -377,6 +377,8 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     assert cond["message"].count("spec.runtime.env[0].name") == 1, cond["message"]
     assert not k.remaining_children("linear")
     wait_for(lambda: _warnings(k, "linear", "ChildRejected"), 5, what="a ChildRejected Warning event")
+    # ... and the operator's log keeps it (events expire after an hour)
+    assert f"WARNING tritonscale: {ns}/linear: ChildRejected: spec.runtime.env[0].name" in op.output()
 
     # What the client's schema passes and only the API server refuses: "=" in an env var's name.
     k.patch("linear", {"spec": {"runtime": {"env": [{"name": "A=B", "value": "x"}]}}})
@@ -391,6 +393,8 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     # change in it: nothing changes, the ConfigMap included.
     k.patch("linear", {"spec": {"runtime": {"env": [{"name": "GREETING", "value": "hi"}]}}})
     wait_for(lambda: k.children("linear"), 5, what="the children of the fixed spec")
+    wait_for(lambda: f"INFO tritonscale: {ns}/linear: created Deployment/linear" in op.output(), 5,
+             what="the creation in the operator's log")
     wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 5, what="SpecValid=True")
     # the Deployment controller stamps its revision annotation just after the create
     wait_for(lambda: "deployment.kubernetes.io/revision" in k.deployment("linear")["metadata"].get("annotations", {}),

@@ -245,12 +245,14 @@ def status_for_conflict(body: dict[str, Any], message: str, now: float) -> st.In
 
 def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceStatus, event: EventFn,
                   reason: str, message: str) -> None:
-    """Write the reconciler's status fields and a Warning event, once: nothing when they already say so."""
+    """Write the reconciler's status fields and a Warning event, and log it, once: nothing when they
+    already say so (events expire after an hour; the log keeps it)."""
     meta = body["metadata"]
     patch = st.status_patch(body.get("status"), status)
     if patch is not None:
         kube.patch_inference_service_status(meta["namespace"], meta["name"], patch)
         event("Warning", reason, message[:1000])
+        log.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], reason, message[:1000])
 
 
 def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseException, event: EventFn,
@@ -342,8 +344,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         _delete_unmounted_configmaps(kube, ns, name, meta["uid"], [dep_desired, *([dep_live] if dep_live else [])])
         for ref in outcome.created:
             event("Normal", "Created", f"created {ref}")
+            log.info("%s/%s: created %s", ns, name, ref)
         for ref in outcome.patched:
             event("Normal", "Updated", f"updated {ref} to match the spec")
+            log.info("%s/%s: updated %s to match the spec", ns, name, ref)
 
         patch = st.status_patch(body.get("status"), status_from_children(body, deployment, spec, now()))
         if patch is not None:

@@ -18,14 +18,29 @@ TICK_SECONDS = Histogram(
     "tritonscale_tick_duration_seconds", "Wall time of one autoscaler tick",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
-METRIC_FAILURES = Counter("tritonscale_metric_source_failures", "Failed Prometheus query rounds", ("url",))
+METRIC_FAILURES = Counter("tritonscale_metric_source_failures",
+                          "Autoscaler ticks whose Prometheus snapshot failed (one per InferenceService and tick)",
+                          ("url",))
+# The (direction, reason) label pairs of DECISIONS counted per object, so that its series go with it.
+_decided: dict[tuple[str, str], set[tuple[str, str]]] = {}
+
+
+def count_decision(namespace: str, name: str, direction: str, reason: str) -> None:
+    DECISIONS.labels(namespace, name, direction, reason).inc()
+    _decided.setdefault((namespace, name), set()).add((direction, reason))
 
 
 def forget(namespace: str, name: str) -> None:
-    """Drop the per-object series of a deleted InferenceService."""
+    """Drop the per-object series of a deleted InferenceService: its gauges and its decision counts
+    (kept, they grew with every InferenceService ever created)."""
     for gauge in (OBSERVED_P95, TARGET_P95, DESIRED, READY):
         try:
             gauge.remove(namespace, name)
+        except KeyError:
+            pass
+    for direction, reason in _decided.pop((namespace, name), set()):
+        try:
+            DECISIONS.remove(namespace, name, direction, reason)
         except KeyError:
             pass
 

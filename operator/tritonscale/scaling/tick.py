@@ -254,7 +254,7 @@ def _scale_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any], n
         log.warning("%s/%s: %s", namespace, name, message)
     else:
         log.debug("%s/%s: %s", namespace, name, message)
-    om.DECISIONS.labels(namespace, name, "failed", decision.reason).inc()
+    om.count_decision(namespace, name, "failed", decision.reason)
     conds = st.set_condition(new_status.conditions, st.SCALING, False, "ScaleFailed", message, now,
                              meta.get("generation"))
     patch = st.status_patch(status, new_status.model_copy(update={"conditions": conds}))
@@ -346,7 +346,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                 _scale_failed(kube, body, status, new_status, decision, current, exc, now, event)
                 return True
             event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
-        om.DECISIONS.labels(namespace, name, verb, decision.reason).inc()
+        om.count_decision(namespace, name, verb, decision.reason)
         # The operator log keeps what Events lose when they expire: at INFO each scale, each change
         # of reason (against the Scaling condition of the last tick) and this process's first decision
         # of the object, so a steady hold is not repeated every tick; every tick at DEBUG
