@@ -94,7 +94,10 @@ def test_negative_or_absurd_readings_are_no_measurement():
         "pending_at": {key: 1.7e9}})
     obs = snap.observation("ns", "svc", "m")
     assert (obs.rps, obs.p95_ms, obs.pending, obs.recent_served_rps, obs.pending_at) == (700.0, None, None, None, 1.7e9)
-    assert Snapshot(taken_at=0, ok=True, values={"rps": {key: -1.0}}).observation("ns", "svc", "m").status == "no_data"
+    for bad in (-1.0, math.inf, 1e300):  # said as what it is, not as "fewer than two scrapes"
+        obs = Snapshot(taken_at=0, ok=True, values={"rps": {key: bad}, "replicas": {key: 2.0}}).observation(
+            "ns", "svc", "m")
+        assert obs.status == "no_data" and f"reads {bad:g}: not a rate" in obs.message, obs.message
 
 
 def test_an_answer_that_is_no_instant_vector_fails_the_round_naming_prometheus(monkeypatch):

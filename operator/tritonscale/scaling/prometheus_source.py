@@ -190,6 +190,11 @@ class Snapshot:
             return None if v is None or not math.isfinite(v) or v < 0 or v > MAX_READING else v
 
         rps = val("rps")
+        raw = self.values.get("rps", {}).get(key)
+        if rps is None and raw is not None:  # a rate Prometheus did give, but no measurement
+            return Observation(status="no_data",
+                               message=f"Triton's request rate for this service reads {raw:g}: not a rate "
+                                       f"(negative, not finite or absurd); nothing to decide on")
         if rps is None:
             pods = val("replicas")
             if pods:

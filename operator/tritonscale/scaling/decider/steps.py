@@ -44,7 +44,7 @@ def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) ->
     if current < floor:
         return Step(floor, "BelowFloor", f"raising to the warm floor of {replicas_text(floor)}"), st, True
     if obs.status == "no_data" or obs.rps is None:
-        return Step(current, "NoData", f"holding {replicas_text(current)}: no series for this service yet "
+        return Step(current, "NoData", f"holding {replicas_text(current)}: no usable series for this service "
                                        f"({obs.message or 'no data'})"), st, False
     return None, st, True
 
