@@ -801,9 +801,13 @@ def test_limit(rec, current, replicas):
     (25, Replicas(18, 18), POLICY, 20, "AtMaxReplicas"),
     (6, Replicas(4, 3, unschedulable=1), POLICY, 4, "Unschedulable"),  # no more Pending pods
     (3, Replicas(4, 3, unschedulable=1), POLICY, 3, "x"),  # scale-down still allowed
+    # a lower recommendation held at the floor is no decrease; down to the floor still is one
+    (0, Replicas(3, 3), replace(POLICY, min_replicas=2, warm_buffer=1), 3, "AtWarmFloor"),
+    (0, Replicas(5, 5), replace(POLICY, min_replicas=2, warm_buffer=1), 3, "LoadDecreased"),
 ])
 def test_clamp(rec, rep, policy, replicas, reason):
-    step = D.clamp(Step(rec, "LoadIncreased" if reason == "AtMaxReplicas" else "x", ""), rep, policy)
+    given = {"AtMaxReplicas": "LoadIncreased", "AtWarmFloor": "LoadDecreased", "LoadDecreased": "LoadDecreased"}
+    step = D.clamp(Step(rec, given.get(reason, "x"), ""), rep, policy)
     assert (step.replicas, step.reason) == (replicas, reason)
 
 

@@ -311,4 +311,7 @@ def clamp(step: Step, replicas: Replicas, policy: Policy) -> Step:
     if n == policy.max_replicas and step.replicas >= policy.max_replicas and n > replicas.current - 1 \
             and step.reason in ("LoadIncreased", "LatencyAboveTarget"):
         return Step(n, "AtMaxReplicas", step.why + f"; at maxReplicas={policy.max_replicas}")
+    if n == policy.floor == replicas.current and step.replicas < n and step.reason == "LoadDecreased":
+        # holding at the floor is no decrease (the reason read LoadDecreased for as long as the load stayed low)
+        return Step(n, "AtWarmFloor", step.why + f"; held at the warm floor of {replicas_text(n)}")
     return Step(n, step.reason, step.why)
