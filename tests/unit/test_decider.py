@@ -874,3 +874,13 @@ def test_scale_down_keeps_the_tolerance_as_hysteresis():
     # a load 2 carry at 80% of plan: down to 2
     step = D.tolerate(Step(2, "LoadDecreased", ""), 2 * CAP * D.UTILISATION * 0.8, CAP, 3, POLICY)
     assert step.replicas == 2
+
+
+def test_a_fallback_raised_to_the_floor_says_both_numbers():
+    """fallbackReplicas 2 below a warm floor of 3: it runs 3, and says that 3 is not the spec's 2."""
+    policy = replace(POLICY, min_replicas=2, warm_buffer=1, fallback_replicas=2)
+    step, _, _ = D.guard(FAILED, Replicas(3, 3), policy, State(failures=2))
+    assert (step.replicas, step.reason) == (3, "FallbackAfterFailures")
+    assert "running 3 replicas (fallbackReplicas=2, within the warm floor 3 and maxReplicas" in step.why
+    exact, _, _ = D.guard(FAILED, Replicas(3, 3), replace(policy, fallback_replicas=4), State(failures=2))
+    assert "running fallbackReplicas=4:" in exact.why

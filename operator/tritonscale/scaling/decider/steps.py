@@ -34,9 +34,12 @@ def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) ->
     if failed:
         if policy.fallback_replicas is not None and st.failures >= policy.failure_threshold:
             n = _clamp(policy.fallback_replicas, floor, policy.max_replicas)
+            running = (f"running fallbackReplicas={n}" if n == policy.fallback_replicas else
+                       f"running {replicas_text(n)} (fallbackReplicas={policy.fallback_replicas}, within the warm "
+                       f"floor {floor} and maxReplicas {policy.max_replicas})")
             return Step(n, "FallbackAfterFailures",
                         f"metrics failed {st.failures} times in a row (threshold {policy.failure_threshold}); "
-                        f"running fallbackReplicas={n}: {obs.message}"), st, False
+                        f"{running}: {obs.message}"), st, False
         n = _clamp(current, floor, policy.max_replicas)  # the bounds still hold: never below the warm floor
         what = (f"holding {replicas_text(n)}" if n == current else f"raising to the warm floor of {replicas_text(n)}"
                 if n > current else f"lowering to maxReplicas={n}")
