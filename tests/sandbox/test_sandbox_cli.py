@@ -75,9 +75,16 @@ def test_preflight_names_a_control_plane_it_cannot_build_unless_a_cluster_is_giv
 def test_bad_options_are_one_line_errors(capsys, tmp_path):
     under_file = tmp_path / "file"
     under_file.write_text("a file where a folder is asked for")
+    bad_config = tmp_path / "kubeconfig"
+    bad_config.write_text("hello: [")
+    used = tmp_path / "used"
+    (used / "control-plane" / "etcd").mkdir(parents=True)  # a previous run's cluster state
     for argv, message in [
         (("--load", "sine"), "--load must be step, burst or trace[:FILE], not 'sine'"),
-        (("--nodes", "0"), "--nodes must be >= 1"),
+        (("--nodes", "0"), "--nodes must be within 1..256"),
+        (("--nodes", "1000"), "--nodes must be within 1..256 (a /24 of the sandbox's pod network each)"),
+        (("--kubeconfig", str(bad_config)), f"--kubeconfig {bad_config}: not a usable kubeconfig:"),
+        (("--workdir", str(used)), f"--workdir {used} holds a previous sandbox's cluster"),
         (("--kubeconfig", str(tmp_path / "nope")), f"--kubeconfig {tmp_path / 'nope'}: no such file"),
         (("--kill-at", "150"), "--kill-at must be within 0..--duration (150 s)"),
         (("--workdir", str(under_file / "w")), f"--workdir: cannot create {under_file / 'w'}: Not a directory"),
@@ -96,6 +103,7 @@ def test_bad_options_are_one_line_errors(capsys, tmp_path):
     (("--rate-scale", "inf"), "argument --rate-scale: 'inf' is not a finite number"),
     (("--kill-at", "-1"), "argument --kill-at: '-1': must be >= 0"),
     (("--workdir", ""), "argument --workdir: an empty path"),
+    (("--seed", "-1"), "argument --seed: '-1': must be within 0..4294967295"),
 ])
 def test_numbers_and_paths_argparse_refuses(capsys, argv, message):
     with pytest.raises(SystemExit):
@@ -158,3 +166,28 @@ def test_a_service_the_sandbox_cannot_serve_is_refused_with_the_reason(tmp_path)
     path.write_text(yaml_text.dump(body))
     with pytest.raises(SandboxError, match=r"storageUri is 's3://bucket/linear'.*pvc://CLAIM/PATH"):
         load_service(Scenario(service_file=path))
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"inputs": [{"name": "x", "dataType": "FP32", "dims": [8]}]},
+     r"spec.model.inputs: the cost model takes one FP32 input 'x' with dims \[4\]; got x FP32 \[8\]"),
+    ({"outputs": [{"name": "y", "dataType": "INT32", "dims": [4]}]}, r"spec.model.outputs: .* got y INT32 \[4\]"),
+    ({"parameters": {"cost_base_ms": "abc"}}, r"spec.model.parameters.cost_base_ms: 'abc' is not a number of ms"),
+    ({"parameters": {"cost_per_item_ms": "-1"}}, r"spec.model.parameters.cost_per_item_ms: '-1' is not a number"),
+])
+def test_a_model_the_cost_model_cannot_be_is_refused_before_the_run(tmp_path, change, message):
+    """A shape the load does not send ran the whole run with every request failing, and a cost that is no
+    number failed with a traceback after start-up."""
+    body = yaml.safe_load(SAMPLE.read_text())
+    body["spec"]["model"].update(change)
+    path = tmp_path / "svc.yaml"
+    path.write_text(yaml_text.dump(body))
+    with pytest.raises(SandboxError, match=message):
+        load_service(Scenario(service_file=path))
+
+
+def test_fewer_gpus_than_the_warm_floor_is_refused(capsys):
+    assert command.run(_args("--gpus", "0")) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tritonscale sandbox: --gpus: 1 Node(s) with 0 GPU(s) each hold 0 replica(s), below "
+                          "the service's warm floor of"), err

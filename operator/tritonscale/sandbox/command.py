@@ -24,9 +24,14 @@ import signal
 import sys
 from typing import Any
 
-from tritonscale.cli_numbers import non_negative_float, positive_float
+import urllib3
+from kubernetes.client import ApiException
+
+from tritonscale.cli_numbers import int_in, non_negative_float, positive_float
+from tritonscale.kube.client import describe_api_error
 from tritonscale.output_paths import ensure_distinct, ensure_folder, ensure_image, ensure_parent, path_arg
 from tritonscale.sandbox.live_view import LiveView
+from tritonscale.sandbox.pod_network import MAX_NODES
 from tritonscale.sandbox.preflight import format_missing, preflight
 from tritonscale.sandbox.scenario import (
     TRACE_RATE_SCALE,
@@ -51,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "../shared/data/azure-llm-conv-2023.csv) (default step)")
     p.add_argument("--rate-scale", type=positive_float, metavar="X",
                    help=f"multiply the offered rate (default 1; trace: {TRACE_RATE_SCALE:g}, about 50 rps)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the Poisson arrivals (default 0)")
+    p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0,
+                   help="random seed of the Poisson arrivals (default 0)")
     p.add_argument("--summary", metavar="FILE.json", help="write the JSON summary here")
     p.add_argument("--plot", metavar="FILE.png", help="draw offered load, p95 vs target and replicas here")
     p.add_argument("--kill-at", type=non_negative_float, metavar="SECONDS",
@@ -72,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "with no preferred sizes; its changes roll the pods (kubectl get tis -o wide: QueueDelay)")
     p.add_argument("--workdir", type=path_arg, metavar="DIR",
                    help="keep logs, the control plane, model repositories and Prometheus data here (default: a "
-                        "temporary directory, removed after a clean run)")
+                        "temporary directory, removed after a clean run); not one that holds a previous run's")
     p.add_argument("--quiet", "-q", action="store_true", help="no live view")
 
 
@@ -84,14 +90,23 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
     shape, colon, _ = args.load.partition(":")
     if shape not in ("step", "burst", "trace") or (colon and shape != "trace"):
         raise ValueError(f"--load must be step, burst or trace[:FILE], not {args.load!r}")
-    if args.nodes < 1:
-        raise ValueError("--nodes must be >= 1")
+    if not 1 <= args.nodes <= MAX_NODES:
+        raise ValueError(f"--nodes must be within 1..{MAX_NODES} (a /24 of the sandbox's pod network each)")
     if args.gpus is not None and args.gpus < 0:
         raise ValueError("--gpus must be >= 0")
     if args.batching_tuner_from is not None and args.batching_tuner_from < 0:
         raise ValueError("--batching-tuner-from must be >= 0")
     if args.kubeconfig is not None and not args.kubeconfig.is_file():
         raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
+    if args.kubeconfig is not None:
+        import kubernetes
+
+        try:  # read now, not after minutes of start-up (a parse error was a traceback)
+            kubernetes.config.load_kube_config(str(args.kubeconfig),
+                                               client_configuration=kubernetes.client.Configuration())
+        except Exception as exc:  # noqa: BLE001 -- ConfigException, YAML errors, missing keys: one line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(f"--kubeconfig {args.kubeconfig}: not a usable kubeconfig: {first[:200]}") from None
     if args.kill_at is not None and not 0 <= args.kill_at < args.duration:
         raise ValueError(f"--kill-at must be within 0..--duration ({args.duration:g} s)")
     return Scenario(duration_s=args.duration, load=args.load, rate_scale=args.rate_scale, seed=args.seed,
@@ -122,18 +137,38 @@ def run(args: argparse.Namespace) -> int:
         print(format_missing(missing), file=sys.stderr)
         return 1
     try:
-        load_service(scenario)
+        service = load_service(scenario)
         build_load(scenario)
+        _check_gpus(scenario, service)
     except (SandboxError, ValueError, OSError) as exc:
         print(f"tritonscale sandbox: {exc}", file=sys.stderr)
         return 1
+    except MemoryError:
+        print("tritonscale sandbox: out of memory drawing the load: lower --rate-scale or --duration", file=sys.stderr)
+        return 1
     return asyncio.run(_main(scenario, args))
+
+
+def _check_gpus(scenario: Scenario, service: dict[str, Any]) -> None:
+    """Room for the warm floor: each replica takes a GPU, and with fewer than the floor the first pods
+    stay Pending until the sandbox gives up, two minutes later, without saying why."""
+    from tritonscale.api.validation import validate_body
+    from tritonscale.sandbox.node_registration import machine_resources
+
+    spec, _ = validate_body(service)
+    gpus = machine_resources(nodes=scenario.nodes, gpus=scenario.gpus_per_node).gpus * scenario.nodes
+    if spec is not None and gpus < spec.scaling.floor:
+        raise ValueError(f"--gpus: {scenario.nodes} Node(s) with {gpus // scenario.nodes} GPU(s) each hold "
+                         f"{gpus} replica(s), below the service's warm floor of {spec.scaling.floor}")
 
 
 def _check_writable(args: argparse.Namespace) -> None:
     """Before minutes of running: the work directory and the folders of --summary and --plot."""
     if args.workdir is not None:
         ensure_folder("--workdir", args.workdir)
+        if (args.workdir / "control-plane" / "etcd").exists():  # its objects would clash with the new run's
+            raise ValueError(f"--workdir {args.workdir} holds a previous sandbox's cluster ({args.workdir}/"
+                             "control-plane): give a new or empty folder, or remove that one")
     ensure_parent("--summary", args.summary)
     ensure_image("--plot", args.plot)
     ensure_distinct({"--summary": args.summary, "--plot": args.plot})
@@ -161,6 +196,9 @@ async def _main(scenario: Scenario, args: argparse.Namespace) -> int:
         result = await run_sandbox(scenario, stop=stop, view=LiveView(target, quiet=args.quiet))
     except SandboxError as exc:
         print(f"tritonscale sandbox: {exc}", file=sys.stderr)
+        return 1
+    except (ApiException, urllib3.exceptions.HTTPError) as exc:  # the cluster refused or went away
+        print(f"tritonscale sandbox: the Kubernetes API failed: {describe_api_error(exc)}", file=sys.stderr)
         return 1
     finally:
         for sig in signals:

@@ -27,6 +27,7 @@ from tritonscale.sandbox.tritonserver import free_port
 
 # The pod CIDR kubeadm clusters with flannel use; node i gets 10.244.i.0/24.
 CLUSTER_POD_CIDR = ipaddress.ip_network("10.244.0.0/16")
+MAX_NODES = 2 ** (24 - CLUSTER_POD_CIDR.prefixlen)  # one /24 per Node
 # What pods' hostIP says: the kubelet's processes do listen on the loopback interface.
 HOST_IP = "127.0.0.1"
 

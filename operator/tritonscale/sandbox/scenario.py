@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,9 +168,22 @@ def load_service(scenario: Scenario) -> dict[str, Any]:
     if spec.model.backend != "python" or spec.runtime.gpus != 0:
         raise SandboxError(f"{path}: the sandbox runs the python cost model on CPU: "
                            "spec.model.backend must be python and spec.runtime.gpus 0")
-    names = {t.name for t in spec.model.inputs}
-    if spec.model.inputs and names != {"x"}:
-        raise SandboxError(f"{path}: the cost model takes one FP32 input 'x' with dims [4]; got {sorted(names)}")
+    # The load sends x, FP32 [4], and the cost model answers y like it: another shape ran the whole
+    # run with every request failing, and reported it completed.
+    for kind, tensors, name in (("input", spec.model.inputs, "x"), ("output", spec.model.outputs, "y")):
+        got = [(t.name, t.data_type, list(t.dims)) for t in tensors]
+        if tensors and got != [(name, "FP32", [4])]:
+            shown = ", ".join(f"{n} {d} {dims}" for n, d, dims in got)
+            raise SandboxError(f"{path}: spec.model.{kind}s: the cost model takes one FP32 {kind} {name!r} with "
+                               f"dims [4]; got {shown}")
+    for key in ("cost_base_ms", "cost_per_item_ms"):
+        value = spec.model.parameters.get(key)
+        try:
+            ok = value is None or (math.isfinite(float(value)) and float(value) >= 0)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise SandboxError(f"{path}: spec.model.parameters.{key}: {value!r} is not a number of ms >= 0")
     model_store(body)
     return body
 
