@@ -60,3 +60,18 @@ def test_summary_has_the_issue_keys_and_per_phase_p95(tmp_path: Path):
     write_summary(summary, tmp_path / "s.json")
     write_plot(summary, tmp_path / "p.png")
     assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+def test_an_interrupted_run_counts_its_phases_as_far_as_the_load_got():
+    """Stopped 4 s into the second phase: the first phase whole, the second over its 4 s (its rate was
+    divided by the whole 10 s), the third never begun -- no rate, not 0."""
+    records = [RequestRecord(t, 50.0, True) for t in np.arange(0, 14, 0.1)]  # 10 rps until t = 14
+    samples = [Sample(float(t), 10.0, 10.0, 50.0, 60.0, 1, 1, 0) for t in range(1, 15)]
+    summary = build_summary(records=records, samples=samples, scale_events=[], marks=[],
+                            phases=[Phase("base", 0, 10, 10), Phase("high", 10, 20, 10), Phase("low", 20, 30, 10)],
+                            restarts=0, cold_starts_s=[], config={"target_p95_ms": 200, "min_replicas": 1},
+                            scenario={}, interrupted=True, wall_s=15)
+    base, high, low = summary["phases"]
+    assert base["offered_rps"] == pytest.approx(10.0) and base["end_s"] == 10.0
+    assert high["offered_rps"] == pytest.approx(10.0, rel=0.05) and high["end_s"] == 14.0
+    assert (low["offered_rps"], low["requests"], low["end_s"]) == (None, 0, 20.0)

@@ -62,16 +62,19 @@ def _errors_by_kind(records: Sequence[RequestRecord]) -> dict[str, int]:
     return out
 
 
-def phase_stats(records: Sequence[RequestRecord], phase: Phase) -> dict[str, Any]:
-    recs = [r for r in records if phase.start_s <= r.send_time < phase.end_s]
+def phase_stats(records: Sequence[RequestRecord], phase: Phase, ran_s: float | None = None) -> dict[str, Any]:
+    """One phase's figures; ``ran_s``: how far an interrupted load got -- the phase it stopped in counts
+    up to there (its rate was divided by the whole phase), and one that never began has no rate."""
+    end_s = phase.end_s if ran_s is None else min(phase.end_s, max(phase.start_s, ran_s))
+    recs = [r for r in records if phase.start_s <= r.send_time < end_s]
     lat = [r.latency_ms for r in recs if r.ok]
-    span = phase.end_s - phase.start_s
+    span = end_s - phase.start_s
     mid = phase.start_s + span / 2
     settled = [r.latency_ms for r in recs if r.ok and r.send_time >= mid]
     return {
         "name": phase.name,
         "start_s": round(phase.start_s, 1),
-        "end_s": round(phase.end_s, 1),
+        "end_s": round(end_s, 1),
         "nominal_rps": phase.rps,
         "offered_rps": round(len(recs) / span, 2) if span > 0 else None,
         "requests": len(recs),
@@ -99,6 +102,8 @@ def build_summary(
 ) -> dict[str, Any]:
     desired = [s.desired for s in samples] + [e.to_replicas for e in scale_events]
     ready = [s.ready for s in samples]
+    # how far an interrupted load got: its last request sent, or its last second sampled
+    ran_s = max([r.send_time for r in records] + [s.t for s in samples] + [0.0]) if interrupted else None
     by_name: dict[str, list[float]] = {}
     for ph in phases:
         by_name.setdefault(ph.name, [])
@@ -117,7 +122,7 @@ def build_summary(
         "error_kinds": _errors_by_kind(records),
         "p95_ms": _q(lat, 95),
         "p95_ms_by_phase": {name: _q(v, 95) for name, v in by_name.items()},
-        "phases": [phase_stats(records, ph) for ph in phases],
+        "phases": [phase_stats(records, ph, ran_s) for ph in phases],
         "restarts": restarts,
         "cold_starts_s": [round(c, 2) for c in cold_starts_s],
         "pod_events": [{"t": round(m.t, 1), "kind": m.kind, "text": m.text} for m in marks],
