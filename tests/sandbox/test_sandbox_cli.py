@@ -191,3 +191,13 @@ def test_fewer_gpus_than_the_warm_floor_is_refused(capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("tritonscale sandbox: --gpus: 1 Node(s) with 0 GPU(s) each hold 0 replica(s), below "
                           "the service's warm floor of"), err
+
+
+def test_the_final_line_of_a_run_stopped_before_any_sample_says_dash_not_none():
+    import io
+
+    summary = {"outcome": "interrupted", "requests": 0, "errors": 0, "peak_replicas": None, "final_replicas": None,
+               "scale_events": [], "restarts": 0, "p95_ms_by_phase": {"base": None}, "wall_s": 7.0}
+    out = io.StringIO()
+    command.report(summary, out)
+    assert "replicas peak -, final -;" in out.getvalue() and "None" not in out.getvalue()

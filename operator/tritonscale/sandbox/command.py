@@ -115,11 +115,16 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
                     tuner_from_delay_us=args.batching_tuner_from)
 
 
+def _or_dash(value: Any) -> str:
+    """A figure of the final line; '-' for one an early stop never measured (it printed None)."""
+    return "-" if value is None else str(value)
+
+
 def report(summary: dict[str, Any], out: Any) -> None:
     phases = ", ".join(f"{k} {v:.0f} ms" if v is not None else f"{k} -"
                        for k, v in (summary.get("p95_ms_by_phase") or {}).items())
     print(f"sandbox: {summary['outcome']}: {summary['requests']} requests, {summary['errors']} errors; "
-          f"replicas peak {summary['peak_replicas']}, final {summary['final_replicas']}; "
+          f"replicas peak {_or_dash(summary['peak_replicas'])}, final {_or_dash(summary['final_replicas'])}; "
           f"{len(summary['scale_events'])} scale events; {summary['restarts']} restarts; p95 by phase: {phases}; "
           f"wall {summary['wall_s']:.0f} s", file=out, flush=True)
 
