@@ -295,7 +295,6 @@ def test_an_answer_that_trickles_ends_the_round_at_its_deadline():
 
 
 def test_a_healthy_answer_is_read_whole():
-    import http.server
     import json
 
     from tritonscale.scaling.prometheus_source import PrometheusSource
@@ -303,18 +302,7 @@ def test_a_healthy_answer_is_read_whole():
     body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
         {"metric": {"namespace": "ns", "inferenceservice": "svc", "model": "m"}, "value": [0, "12.5"]}]}}).encode()
 
-    class Ok(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    with _prometheus(Ok) as url:
+    with _prometheus(_answering(200, body)) as url:
         snap = PrometheusSource(url).fetch(60)
         assert snap.ok and snap.observation("ns", "svc", "m").rps == 12.5
 
@@ -357,6 +345,28 @@ def test_a_large_chunked_answer_is_read_whole(gzipped):
         assert snap.observation("ns", "svc2999", "m").rps == 2999.0
 
 
+def _answering(status: int, body: bytes, seen: list[tuple[str, str]] | None = None) -> type:
+    """A stand-in Prometheus's handler: every POST answered ``status`` with the JSON ``body``; each
+    request's path and form body noted in ``seen``."""
+    import http.server
+
+    class Answering(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            form = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+            if seen is not None:
+                seen.append((self.path, form))
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    return Answering
+
+
 @contextlib.contextmanager
 def _prometheus(handler: type) -> Iterator[str]:
     """A stand-in Prometheus on 127.0.0.1 answering with ``handler``; yields its base URL."""
@@ -374,32 +384,18 @@ def _prometheus(handler: type) -> Iterator[str]:
 def test_the_query_is_sent_in_the_post_body_not_the_url():
     """prometheus-api-client puts a POST's query in the URL: a 300-namespace selector made an 11 KB URL,
     beyond many proxies' limits. The form body takes it; the URL is the endpoint alone."""
-    import http.server
     import json
     from urllib.parse import parse_qs
 
     from tritonscale.scaling.prometheus_source import PrometheusSource
 
-    seen: list[tuple[str, dict[str, list[str]]]] = []
+    seen: list[tuple[str, str]] = []
     body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
-
-    class Recording(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            form = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
-            seen.append((self.path, parse_qs(form)))
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    with _prometheus(Recording) as url:
+    with _prometheus(_answering(200, body, seen)) as url:
         assert PrometheusSource(url).fetch(60).ok
     assert seen and all(path == "/api/v1/query" for path, _ in seen), seen[:2]
-    assert all(form.get("query") and "nv_inference" in form["query"][0] for _, form in seen), seen[:2]
+    forms = [parse_qs(form) for _, form in seen]
+    assert all(form.get("query") and "nv_inference" in form["query"][0] for form in forms), seen[:2]
 
 
 @pytest.mark.parametrize(("status", "answer", "said"), [
@@ -410,24 +406,10 @@ def test_the_query_is_sent_in_the_post_body_not_the_url():
     (200, {"status": "error"}, "an answer that is not a query result (KeyError"),
 ])
 def test_a_failed_answer_is_said_plainly(status, answer, said):
-    import http.server
     import json
 
     from tritonscale.scaling.prometheus_source import PrometheusSource
 
-    body = json.dumps(answer).encode()
-
-    class Failing(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    with _prometheus(Failing) as url:
+    with _prometheus(_answering(status, json.dumps(answer).encode())) as url:
         snap = PrometheusSource(url).fetch(60)
     assert not snap.ok and said in snap.error, snap.error
