@@ -9,6 +9,7 @@ import kopf
 import pytest
 import urllib3
 from kubernetes.client import ApiException
+from urllib3.connection import HTTPSConnection
 
 from tritonscale import handlers
 from tritonscale.kube.client import describe_api_error, namespace_terminating
@@ -28,8 +29,12 @@ def api_error(status: int, reason: str, message: str | None) -> ApiException:
      "ReadTimeoutError: None: Read timed out. (read timeout=30)"),
     # the pool's wrapper is unwrapped and the connection's repr (another at every failure) left out
     (urllib3.exceptions.MaxRetryError(None, "/apis", urllib3.exceptions.NewConnectionError(
-        object(), "Failed to establish a new connection: [Errno 111] Connection refused")),
-     "NewConnectionError: Failed to establish a new connection: [Errno 111] Connection refused"),
+        HTTPSConnection("127.0.0.1", 1), "Failed to establish a new connection: [Errno 111] Connection refused")),
+     "NewConnectionError: HTTPSConnection(host='127.0.0.1', port=1): Failed to establish a new connection: "
+     "[Errno 111] Connection refused"),
+    (urllib3.exceptions.MaxRetryError(None, "/apis", urllib3.exceptions.ConnectTimeoutError(
+        HTTPSConnection("10.255.255.1", 6443), "Connection to 10.255.255.1 timed out. (connect timeout=5)")),
+     "ConnectTimeoutError: Connection to 10.255.255.1 timed out. (connect timeout=5)"),
 ])
 def test_a_failed_request_is_one_line(exc: BaseException, line: str) -> None:
     assert describe_api_error(exc) == line

@@ -80,9 +80,18 @@ def test_a_refused_replica_patch_is_a_scale_failed_condition_and_a_warning_and_i
         tick.run_tick(kube, "default", "linear", down, 1007.0, lambda body, *e: events.append(e))
     assert len(events) == 1 and len(caplog.records) == 1
     assert kube.deployment["spec"]["replicas"] == 0
+    assert _scaling(kube)["reason"] == "ScaleFailed"  # it read the tick's own reason every other tick
+    # A new process (restarted, or elected) says it again in its log, once; no second event.
+    tick.forget(UID)
+    with caplog.at_level(logging.WARNING, logger="tritonscale.autoscaler"):
+        tick.run_tick(kube, "default", "linear", down, 1008.0, lambda body, *e: events.append(e))
+        tick.run_tick(kube, "default", "linear", down, 1009.0, lambda body, *e: events.append(e))
+    assert len(events) == 1 and len(caplog.records) == 2
     # The operator's gauges follow the tick while the patch is refused (they froze at the last scale).
     from tritonscale.scaling import operator_metrics as om
 
+    om.forget("default", "linear")
+    tick.run_tick(kube, "default", "linear", down, 1010.0, lambda body, *e: events.append(e))
     assert om.DESIRED.labels("default", "linear")._value.get() == 1
     assert om.READY.labels("default", "linear")._value.get() == 0
     # The refusal is lifted: the next tick scales, and the condition says what it did.

@@ -87,6 +87,9 @@ def load_credentials() -> None:
     # No urllib3 retries (its default is three): a request to an API server that is gone took four
     # times its timeout -- past the leader's renew deadline -- and logged a "Retrying" warning for
     # each. Every caller tries again on its own schedule: the next tick, Kopf's retry, the next renewal.
+    # (It also drops urllib3's one retry of a request on a keep-alive connection the API server closed
+    # as it was reused -- it closes idle ones after 90 s: such a request fails, and is tried again as
+    # any failed one is.)
     cfg.retries = 0
     kubernetes.client.Configuration.set_default(cfg)
 
@@ -143,7 +146,7 @@ def namespace_terminating(exc: ApiException) -> bool:
                                      for c in causes)
 
 
-_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>:? ?")
+_OBJECT_REPR = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>:? ?")
 
 
 def describe_api_error(exc: BaseException) -> str:
@@ -154,9 +157,13 @@ def describe_api_error(exc: BaseException) -> str:
         return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
     if isinstance(exc, urllib3.exceptions.MaxRetryError) and isinstance(exc.reason, BaseException):
         exc = exc.reason  # what failed, not the pool's "Max retries exceeded with url: ..." around it
-    # urllib3 opens with the connection's repr ("<...HTTPSConnection object at 0x7f...>: Failed to ..."),
-    # different at every failure: without it, the same failure reads the same (and is said once)
-    text = _OBJECT_REPR.sub("", str(exc).splitlines()[0] if str(exc) else "")
+    # urllib3 puts the connection's repr in ("<HTTPSConnection(host=..) at 0x7f...>", different at every
+    # failure) -- as its first argument, its message the last: without it, the same failure reads the
+    # same (and is said once)
+    args = getattr(exc, "args", ())
+    raw = args[-1] if isinstance(exc, urllib3.exceptions.HTTPError) and len(args) > 1 and isinstance(
+        args[-1], str) else str(exc)
+    text = _OBJECT_REPR.sub("", raw.splitlines()[0] if raw else "")
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
 

@@ -237,27 +237,33 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
     return new
 
 
-def _scale_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any], new_status: st.InferenceServiceStatus,
-                  decision: Decision, current: int, exc: BaseException, now: float, event: EventFn) -> None:
+def _scale_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any], written: Mapping[str, Any],
+                  new_status: st.InferenceServiceStatus, decision: Decision, current: int, exc: BaseException,
+                  now: float, event: EventFn) -> None:
     """The Deployment's replica patch failed (RBAC, an admission webhook, the API server down): the
     user sees it where they look -- the Scaling condition (reason ScaleFailed), a Warning event and
     one log line -- not only in the operator's log. The next tick decides and tries again; the event
     and the warning are said again only when the failure says something new (a quota refusing every
-    tick's patch posted one event and one warning per tick)."""
+    tick's patch posted one event and one warning per tick). ``status``: as the tick found it (its
+    Scaling condition is the last tick's); ``written``: as the tick has written it since."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     message = (f"asked for {decision.replicas} replicas (from {current}; {decision.reason}), but the Deployment's "
                f"patch failed: {describe_api_error(exc)}; the next tick tries again")[:1000]
     last = next((c for c in st.conditions_of(status) if c.type == st.SCALING), None)
-    if last is None or last.reason != "ScaleFailed" or last.message != message:
+    new = last is None or last.reason != "ScaleFailed" or last.message != message
+    if new:
         event(body, "Warning", "ScaleFailed", message)
-        log.warning("%s/%s: %s", namespace, name, message)
-    else:
-        log.debug("%s/%s: %s", namespace, name, message)
+    uid = str(meta.get("uid"))
+    # logged when new, and by a process's first tick of the object (a refusal that outlives a restart)
+    log.log(logging.WARNING if new or uid not in _logged else logging.DEBUG, "%s/%s: %s", namespace, name, message)
+    _logged.add(uid)
     om.count_decision(namespace, name, "failed", decision.reason)
     conds = st.set_condition(new_status.conditions, st.SCALING, False, "ScaleFailed", message, now,
                              meta.get("generation"))
-    patch = st.status_patch(status, new_status.model_copy(update={"conditions": conds}))
+    # against what this tick wrote: against what it found, a refusal said the same way again left
+    # the tick's own condition (MetricsUnavailable, say) in place of ScaleFailed every other tick
+    patch = st.status_patch(written, new_status.model_copy(update={"conditions": conds}))
     if patch is not None:
         kube.patch_inference_service_status(namespace, name, patch)
 
@@ -326,6 +332,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         patch = st.status_patch(status, new_status)
         if patch is not None:
             kube.patch_inference_service_status(namespace, name, patch)
+        written = {**status, **(patch or {})}  # status as the API server has it now (a merge patch of fields)
         if tuning is not None and tuning.changed:
             event(body, "Normal", "BatchingTuned", f"{tuning.reason}: {tuning.message}"[:1000])
             log.info("%s/%s: batching tuned: %s: %s", namespace, name, tuning.reason, tuning.message)
@@ -343,7 +350,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             try:
                 kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
             except (ApiException, urllib3.exceptions.HTTPError) as exc:
-                _scale_failed(kube, body, status, new_status, decision, current, exc, now, event)
+                _scale_failed(kube, body, status, written, new_status, decision, current, exc, now, event)
                 return True
             event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
         om.count_decision(namespace, name, verb, decision.reason)
