@@ -160,9 +160,9 @@ def describe_api_error(exc: BaseException) -> str:
     # urllib3 puts the connection's repr in ("<HTTPSConnection(host=..) at 0x7f...>", different at every
     # failure) -- as its first argument, its message the last: without it, the same failure reads the
     # same (and is said once)
-    args = getattr(exc, "args", ())
-    raw = args[-1] if isinstance(exc, urllib3.exceptions.HTTPError) and len(args) > 1 and isinstance(
-        args[-1], str) else str(exc)
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    last = args[-1] if len(args) > 1 else None
+    raw = last if isinstance(exc, urllib3.exceptions.HTTPError) and isinstance(last, str) else str(exc)
     text = _OBJECT_REPR.sub("", raw.splitlines()[0] if raw else "")
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
 
