@@ -404,12 +404,16 @@ def test_the_query_is_sent_in_the_post_body_not_the_url():
     (400, {"status": "error", "errorType": "bad_data", "error": "parse error at char 4"},
      "HTTP 400: parse error at char 4"),
     (200, {"status": "error"}, "an answer that is not a query result (KeyError"),
+    (400, {"status": "error", "errorType": "bad_data", "error": 'invalid parameter "query": 1:8: parse error'},
+     'HTTP 400: invalid parameter "query": 1:8: parse error'),
+    (502, None, "HTTP 502"),  # a proxy's page: the status alone
 ])
 def test_a_failed_answer_is_said_plainly(status, answer, said):
     import json
 
     from tritonscale.scaling.prometheus_source import PrometheusSource
 
-    with _prometheus(_answering(status, json.dumps(answer).encode())) as url:
+    body = b"<html>bad gateway</html>" if answer is None else json.dumps(answer).encode()
+    with _prometheus(_answering(status, body)) as url:
         snap = PrometheusSource(url).fetch(60)
     assert not snap.ok and said in snap.error, snap.error

@@ -23,6 +23,7 @@ an idle summary reports), and a failure of the query.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import threading
@@ -372,6 +373,19 @@ def redacted(text: str, url: str) -> str:
     return text
 
 
+def _prometheus_error(body_repr: str) -> str | None:
+    """The ``error`` of Prometheus's JSON answer, from the repr of its bytes the client's exception
+    carries; None if it is none (a proxy's page, say)."""
+    import ast
+
+    try:
+        answer = json.loads(ast.literal_eval(body_repr))
+    except (ValueError, SyntaxError, TypeError):
+        return None
+    error = answer.get("error") if isinstance(answer, dict) else None
+    return error if isinstance(error, str) and error else None
+
+
 def describe_failure(exc: BaseException, timeout_s: float) -> str:
     """One plain sentence for a status condition, not a urllib3 repr with the query in it."""
     import requests
@@ -393,10 +407,10 @@ def describe_failure(exc: BaseException, timeout_s: float) -> str:
                 return f"{plain} (is Prometheus running at that address?)"
         return "cannot connect"
     if type(exc).__name__ == "PrometheusApiClientException":  # "HTTP Status Code 500 (b'{...}')"
-        status = re.search(r"HTTP Status Code (\d+)", text)
-        error = re.search(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
+        status = re.search(r"HTTP Status Code (\d+) \((b['\"].*['\"])\)$", text, re.S)
         if status:
-            return f"HTTP {status.group(1)}" + (f": {error.group(1)[:200]}" if error else "")
+            error = _prometheus_error(status.group(2))
+            return f"HTTP {status.group(1)}" + (f": {error[:200]}" if error else "")
     if isinstance(exc, (KeyError, TypeError, ValueError)):  # a 200 whose body is no query result
         return f"an answer that is not a query result ({type(exc).__name__}: {text[:100]})"
     first = text.splitlines()[0] if text else type(exc).__name__
