@@ -186,11 +186,22 @@ def test_a_model_the_cost_model_cannot_be_is_refused_before_the_run(tmp_path, ch
         load_service(Scenario(service_file=path))
 
 
-def test_fewer_gpus_than_the_warm_floor_is_refused(capsys):
-    assert command.run(_args("--gpus", "0")) == 1
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("tritonscale sandbox: --gpus: 1 Node(s) with 0 GPU(s) each hold 0 replica(s), below "
-                          "the service's warm floor of"), err
+def test_fewer_gpus_than_the_warm_floor_is_refused(tmp_path):
+    """The sized sample asks one GPU per replica: --gpus 0 holds none (two minutes of Pending before);
+    a service that asks for none needs none; one asking 2 per replica fits half as many."""
+    sample = Scenario(gpus_per_node=0)
+    with pytest.raises(ValueError, match=r"^--gpus: 1 Node\(s\) with 0 GPU\(s\) each hold 0 replica\(s\) of 1 "
+                                         r"GPU\(s\), below the service's warm floor of 1$"):
+        command._check_gpus(sample, load_service(sample))
+    body = yaml.safe_load(SAMPLE.read_text())  # as it is: no GPU asked for
+    path = tmp_path / "cpu.yaml"
+    path.write_text(yaml_text.dump(body))
+    command._check_gpus(Scenario(service_file=path, gpus_per_node=0), load_service(Scenario(service_file=path)))
+    body["spec"]["runtime"]["resources"] = {"limits": {"nvidia.com/gpu": "2"}}
+    body["spec"]["scaling"].update(minReplicas=2, warmBuffer=0)
+    path.write_text(yaml_text.dump(body))
+    with pytest.raises(ValueError, match=r"hold 1 replica\(s\) of 2 GPU\(s\), below the service's warm floor of 2"):
+        command._check_gpus(Scenario(service_file=path, gpus_per_node=3), load_service(Scenario(service_file=path)))
 
 
 def test_the_final_line_of_a_run_stopped_before_any_sample_says_dash_not_none():

@@ -155,23 +155,35 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_gpus(scenario: Scenario, service: dict[str, Any]) -> None:
-    """Room for the warm floor: each replica takes a GPU, and with fewer than the floor the first pods
-    stay Pending until the sandbox gives up, two minutes later, without saying why."""
+    """Room for the warm floor on the sandbox's own Nodes: a replica asks for the nvidia.com/gpu of its
+    resources (the sized sample: one), and with too few the first pods stay Pending until the sandbox
+    gives up, two minutes later, without saying why. Not for a --kubeconfig cluster: its Nodes are its own."""
+    from tritonscale.api.spec import GPU_RESOURCE
     from tritonscale.api.validation import validate_body
     from tritonscale.sandbox.node_registration import machine_resources
 
     spec, _ = validate_body(service)
-    gpus = machine_resources(nodes=scenario.nodes, gpus=scenario.gpus_per_node).gpus * scenario.nodes
-    if spec is not None and gpus < spec.scaling.floor:
-        raise ValueError(f"--gpus: {scenario.nodes} Node(s) with {gpus // scenario.nodes} GPU(s) each hold "
-                         f"{gpus} replica(s), below the service's warm floor of {spec.scaling.floor}")
+    if spec is None or scenario.kubeconfig is not None:
+        return
+    resources = spec.runtime.resources
+    asked = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(GPU_RESOURCE)
+    try:
+        per_replica = int(str(asked)) if asked is not None else 0
+    except ValueError:
+        return  # not a whole count: the API server says so
+    per_node = machine_resources(nodes=scenario.nodes, gpus=scenario.gpus_per_node).gpus
+    fits = scenario.nodes * (per_node // per_replica) if per_replica else spec.scaling.floor
+    if fits < spec.scaling.floor:
+        raise ValueError(f"--gpus: {scenario.nodes} Node(s) with {per_node} GPU(s) each hold {fits} replica(s) "
+                         f"of {per_replica} GPU(s), below the service's warm floor of {spec.scaling.floor}")
 
 
 def _check_writable(args: argparse.Namespace) -> None:
     """Before minutes of running: the work directory and the folders of --summary and --plot."""
     if args.workdir is not None:
         ensure_folder("--workdir", args.workdir)
-        if (args.workdir / "control-plane" / "etcd").exists():  # its objects would clash with the new run's
+        # a previous run's cluster there: its objects would clash with the new run's (409)
+        if args.kubeconfig is None and (args.workdir / "control-plane" / "etcd").exists():
             raise ValueError(f"--workdir {args.workdir} holds a previous sandbox's cluster ({args.workdir}/"
                              "control-plane): give a new or empty folder, or remove that one")
     ensure_parent("--summary", args.summary)
