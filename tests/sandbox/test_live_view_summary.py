@@ -75,3 +75,8 @@ def test_an_interrupted_run_counts_its_phases_as_far_as_the_load_got():
     assert base["offered_rps"] == pytest.approx(10.0) and base["end_s"] == 10.0
     assert high["offered_rps"] == pytest.approx(10.0, rel=0.05) and high["end_s"] == 14.0
     assert (low["offered_rps"], low["requests"], low["end_s"]) == (None, 0, 20.0)
+    # ... and with no sample after the last request, that request still counts in its phase
+    cut = build_summary(records=records, samples=samples[:5], scale_events=[], marks=[],
+                        phases=[Phase("base", 0, 10, 10), Phase("high", 10, 20, 10)], restarts=0, cold_starts_s=[],
+                        config={"target_p95_ms": 200, "min_replicas": 1}, scenario={}, interrupted=True, wall_s=15)
+    assert sum(ph["requests"] for ph in cut["phases"]) == len(records)

@@ -212,3 +212,10 @@ def test_the_final_line_of_a_run_stopped_before_any_sample_says_dash_not_none():
     out = io.StringIO()
     command.report(summary, out)
     assert "replicas peak -, final -;" in out.getvalue() and "None" not in out.getvalue()
+
+
+@pytest.mark.parametrize("load", ["step", "burst"])
+def test_a_load_too_large_to_draw_names_the_flag(load):
+    """--rate-scale 1e6 asked numpy for 12.5 GiB of arrival times (1e30: numpy's 'lam value too large')."""
+    with pytest.raises(ValueError, match=r"^--rate-scale: about .* requests in the run; the sandbox's load generator"):
+        build_load(Scenario(load=load, rate_scale=1e6))

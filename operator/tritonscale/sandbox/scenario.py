@@ -101,6 +101,17 @@ class LoadShape:
     description: str
 
 
+# The most requests one run may send: each is a coroutine of the one load generator on this machine, and
+# its record (a 1e6 --rate-scale asked numpy for 12.5 GiB of arrival times, or failed in numpy's words).
+MAX_ARRIVALS = 10_000_000
+
+
+def _check_arrivals(expected: float) -> None:
+    if expected > MAX_ARRIVALS:
+        raise ValueError(f"--rate-scale: about {expected:.3g} requests in the run; the sandbox's load generator "
+                         f"sends at most {MAX_ARRIVALS:.0e} (lower --rate-scale or --duration)")
+
+
 def build_load(scenario: Scenario) -> LoadShape:
     kind, _, arg = scenario.load.partition(":")
     d = float(scenario.duration_s)
@@ -111,12 +122,14 @@ def build_load(scenario: Scenario) -> LoadShape:
         for name, seconds, rps in spec:
             phases.append(Phase(name, t, t + seconds, rps * scale))
             t += seconds
+        _check_arrivals(sum((p.end_s - p.start_s) * (p.rps or 0.0) for p in phases))
         arrivals = loadgen.step_schedule([(p.end_s - p.start_s, p.rps or 0.0) for p in phases], seed=scenario.seed)
         desc = "step " + " -> ".join(f"{p.rps:g}" for p in phases) + " rps"
         return LoadShape(arrivals, phases, desc)
     if kind == "burst":
         scale = scenario.rate_scale or 1.0
         b = BURST
+        _check_arrivals(b["burst_rps"] * scale * d)
         arrivals = loadgen.burst_schedule(b["base_rps"] * scale, b["burst_rps"] * scale, b["period_s"],
                                           b["burst_s"], d, seed=scenario.seed)
         phases, t = [], 0.0

@@ -103,7 +103,8 @@ def build_summary(
     desired = [s.desired for s in samples] + [e.to_replicas for e in scale_events]
     ready = [s.ready for s in samples]
     # how far an interrupted load got: its last request sent, or its last second sampled
-    ran_s = max([r.send_time for r in records] + [s.t for s in samples] + [0.0]) if interrupted else None
+    # (a hair past the last send: the phase it stopped in keeps that request)
+    ran_s = max([r.send_time for r in records] + [s.t for s in samples] + [0.0]) + 1e-6 if interrupted else None
     by_name: dict[str, list[float]] = {}
     for ph in phases:
         by_name.setdefault(ph.name, [])

@@ -38,7 +38,7 @@ def forget(namespace: str, name: str) -> None:
             gauge.remove(namespace, name)
         except KeyError:
             pass
-    for direction, reason in _decided.pop((namespace, name), set()):
+    for direction, reason in list(_decided.pop((namespace, name), set())):  # a copy: a tick may still add
         try:
             DECISIONS.remove(namespace, name, direction, reason)
         except KeyError:
