@@ -113,6 +113,7 @@ def test_a_process_says_at_info_what_it_finds_at_its_first_tick_of_an_object(cap
     tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: None)  # the previous process
     reason = _scaling(kube)["reason"]
     tick.forget(UID)  # a new process: nothing in memory, the condition in status
+    caplog.clear()  # what the previous process said (captured when another test left the logger at INFO)
     for now in (1015.0, 1030.0):
         with caplog.at_level(logging.DEBUG, logger="tritonscale.autoscaler"):
             tick.run_tick(kube, "default", "linear", down, now, lambda body, *e: None)
