@@ -228,6 +228,10 @@ def configure(options: Any) -> None:
     verify = options.prometheus_tls_verify
     selector = SeriesSelector(namespaces=tuple(options.namespaces), extra=tuple(options.selector_labels.items()))
     SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url, selector, verify=verify))
+    if not PROMETHEUS_URL:  # said once at start, not only in each service's first tick
+        log.warning("no Prometheus URL (--prometheus-url, TRITONSCALE_PROMETHEUS_URL): an InferenceService "
+                    "without spec.scaling.prometheus.url is held within its bounds (MetricsUnavailable; "
+                    "fallbackReplicas after failureThreshold, if set)")
     if verify is False:  # asked for: said once here, not urllib3's warning on every query
         log.warning("Prometheus's TLS certificates are not checked (--prometheus-insecure-skip-tls-verify)")
         warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)

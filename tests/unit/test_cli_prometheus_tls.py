@@ -81,8 +81,23 @@ def test_skipping_the_check_is_said_once_at_start_not_on_every_query(caplog, mon
         monkeypatch.setattr(handlers, name, getattr(handlers, name))
     with warnings.catch_warnings(record=True) as seen, caplog.at_level(logging.WARNING, logger="tritonscale"):
         warnings.simplefilter("always")
-        handlers.configure(operator_main.OperatorOptions(prometheus_tls_verify=False, metrics_port=0))
+        handlers.configure(operator_main.OperatorOptions(prometheus_url="https://p:9090", prometheus_tls_verify=False,
+                                                         metrics_port=0))
         warnings.warn("x", urllib3.exceptions.InsecureRequestWarning, stacklevel=1)
     assert seen == []
     assert [r.getMessage() for r in caplog.records] == [
         "Prometheus's TLS certificates are not checked (--prometheus-insecure-skip-tls-verify)"]
+
+
+def test_an_operator_without_a_prometheus_url_says_so_at_start(monkeypatch, caplog):
+    import logging
+
+    from tritonscale import handlers
+
+    monkeypatch.setattr(handlers, "Kube", lambda: object())
+    for name in ("KUBE", "PROMETHEUS_URL", "SNAPSHOTS"):  # configure sets them: restored after
+        monkeypatch.setattr(handlers, name, getattr(handlers, name))
+    with caplog.at_level(logging.WARNING, logger="tritonscale"):
+        handlers.configure(operator_main.OperatorOptions(metrics_port=0))
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["no Prometheus URL (--prometheus-url, "
+                                                                       "TRITONSCALE_PROMETHEUS_URL)"]
