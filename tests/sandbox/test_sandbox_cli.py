@@ -219,3 +219,26 @@ def test_a_load_too_large_to_draw_names_the_flag(load):
     """--rate-scale 1e6 asked numpy for 12.5 GiB of arrival times (1e30: numpy's 'lam value too large')."""
     with pytest.raises(ValueError, match=r"^--rate-scale: about .* requests in the run; the sandbox's load generator"):
         build_load(Scenario(load=load, rate_scale=1e6))
+
+
+def test_a_first_ready_timeout_names_the_schedulers_reason():
+    from types import SimpleNamespace as NS
+
+    from tritonscale.sandbox.orchestrator import unscheduled
+
+    def pod(name, scheduled, reason="", message=""):
+        cond = NS(type="PodScheduled", status="True" if scheduled else "False", reason=reason, message=message)
+        return NS(metadata=NS(name=name), status=NS(conditions=[cond]))
+
+    class Core:
+        def __init__(self, pods):
+            self.pods = pods
+
+        def list_namespaced_pod(self, namespace, label_selector):
+            assert label_selector == "tritonscale.io/inferenceservice=linear"
+            return NS(items=self.pods)
+
+    pending = pod("linear-1", False, "Unschedulable", "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    assert unscheduled(Core([pod("linear-0", True), pending]), "ns", "linear") == (
+        "pod linear-1 is not scheduled: Unschedulable: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    assert unscheduled(Core([pod("linear-0", True)]), "ns", "linear") is None

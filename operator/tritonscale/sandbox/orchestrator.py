@@ -64,6 +64,21 @@ TARGET_UP_TIMEOUT_S = 30.0
 TEARDOWN_STEP_S = 30.0
 
 
+def unscheduled(core: Any, namespace: str, name: str) -> str | None:
+    """Why the service's pods are not scheduled, as the scheduler says it (PodScheduled=False), or None:
+    a sandbox that never saw a ready pod named nothing when the cause was a Pending one. ``core``: a
+    CoreV1Api."""
+    try:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}")
+    except Exception:  # noqa: BLE001 -- a best-effort hint in an error message
+        return None
+    for pod in pods.items:
+        for cond in (pod.status.conditions or []) if pod.status else []:
+            if cond.type == "PodScheduled" and cond.status == "False":
+                return f"pod {pod.metadata.name} is not scheduled: {cond.reason}: {cond.message}"
+    return None
+
+
 class Stopped(Exception):
     """``stop`` was set (Ctrl-C, SIGTERM) while waiting."""
 
@@ -309,9 +324,12 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         if not ready or not operator.alive():
             logs = sorted(workdir.glob("pods/*/*/*.log"))
             tails = "\n".join(f"{p}:\n{p.read_text(errors='replace')[-1500:]}" for p in logs[:2])
+            import kubernetes
+
+            pending = await asyncio.to_thread(unscheduled, kubernetes.client.CoreV1Api(admin), ns, name)
             raise SandboxError(f"no ready endpoint of {name} after {FIRST_READY_TIMEOUT_S:.0f} s; operator alive: "
-                               f"{operator.alive()}; pod logs:\n{tails or '(no pod started)'}\n"
-                               f"operator log:\n{operator.log_tail(1500)}")
+                               f"{operator.alive()}" + (f"; {pending}" if pending else "") +
+                               f"; pod logs:\n{tails or '(no pod started)'}\noperator log:\n{operator.log_tail(1500)}")
         for kubelet in kubelets:
             for worker in kubelet.pods_of(ns, name):
                 address = worker.host_address("metrics")
