@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from support.cluster import BIN, wait_for
@@ -46,9 +47,20 @@ def test_cluster_up_serves_v1_35_and_sigterm_leaves_nothing(tmp_path):
         for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
             assert any(f"/{name} " in line for line in running), (name, running)
 
+        # A second `up` on the same DIR is refused at once, and leaves the running one alone (it deleted
+        # its kubeconfig and hung on etcd's lock).
+        second = subprocess.run([str(BIN / "tritonscale"), "cluster", "up", "--dir", str(directory)],
+                                capture_output=True, text=True, timeout=30)
+        assert second.returncode == 1 and "is in use by another `tritonscale cluster up`" in second.stderr, second
+        assert kubeconfig.exists() and proc.poll() is None
+
+        # A second SIGTERM while it stops waits for the stop (it left etcd running, or a traceback).
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, (tmp_path / "cluster-up.log").read_text()
         assert _processes_using(directory) == []
+        assert "Traceback" not in (tmp_path / "cluster-up.log").read_text()
         assert not kubeconfig.exists()  # it pointed at ports nothing listens on any more
         output = (tmp_path / "cluster-up.log").read_text()
         assert "stopping (SIGTERM)" in output and "export KUBECONFIG=" in output

@@ -428,3 +428,16 @@ def test_a_bad_prometheus_url_from_the_environment_says_so_and_hides_its_passwor
     err = capsys.readouterr().err
     assert "got 'http://***@prom:9090/?x=1' (the value of TRITONSCALE_PROMETHEUS_URL)" in err, err
     assert "s3cret" not in err
+
+
+def test_cluster_up_on_a_dir_with_a_file_for_a_folder_is_one_line(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """DIR/pki a file: a FileExistsError traceback before; now one line naming --dir and the path. (The
+    control plane's binaries come from the cache CI's set-up builds.)"""
+    directory = tmp_path / "d"
+    directory.mkdir()
+    (directory / "pki").write_text("not a folder")
+    assert cli.main(["cluster", "up", "--dir", str(directory)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()  # progress lines ("cluster: ..."), then the error
+    assert err[-1] == f"tritonscale cluster: --dir: {directory / 'pki'}: File exists", err
+    assert not any("Traceback" in line for line in err)

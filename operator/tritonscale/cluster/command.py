@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import signal
 import sys
 import time
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from tritonscale.cluster.build import ClusterError, ensure_binaries
 from tritonscale.cluster.control_plane import ControlPlane
@@ -43,12 +45,41 @@ def run(args: argparse.Namespace) -> int:
     except (ClusterError, ValueError) as exc:
         print(f"tritonscale cluster: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a file where the state wants a folder (DIR/pki, DIR/logs), the cache unwritable
+        where = f" {exc.filename}" if exc.filename else ""
+        flag = "--dir" if args.cluster_command == "up" else "the binaries' cache (XDG_CACHE_HOME)"
+        print(f"tritonscale cluster: {flag}:{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+
+
+def _lock(directory: Path) -> Any:
+    """An exclusive lock on DIR for as long as the process runs: a second `up` on it deleted the running
+    one's kubeconfig and hung on etcd's data-dir lock, silently. The open file holds it."""
+    import fcntl
+
+    handle = open(directory / ".lock", "a+")  # noqa: SIM115 -- held until the process ends
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        raise ValueError(f"--dir: {directory} is in use by another `tritonscale cluster up`"
+                         + (f" (pid {holder})" if holder else "")) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
 
 
 def _up(directory: Path) -> int:
     def stop_signal(signum: int, _: FrameType | None) -> None:
         raise _Stop(signal.Signals(signum).name)
 
+    lock = _lock(directory)
+    # the caller's handlers, put back at the end (Ctrl-C's own is Python's KeyboardInterrupt)
+    original = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop_signal)
     plane = ControlPlane(directory, progress=_progress)
@@ -61,8 +92,17 @@ def _up(directory: Path) -> int:
         print(f"tritonscale cluster: {problem}", file=sys.stderr)
         return 1
     except (KeyboardInterrupt, _Stop) as why:
-        _progress(f"stopping ({why or 'SIGINT'})")
+        _progress(f"stopping ({str(why) or 'SIGINT'})")
         return 0
     finally:
-        plane.stop()
-        _progress("stopped; no process left")
+        # A second Ctrl-C or SIGTERM while stopping must not cut the stop short: it left etcd running
+        # (or printed a traceback). The stop is bounded (process_group's grace), so the signals wait.
+        for sig in original:
+            signal.signal(sig, signal.SIG_IGN)
+        try:
+            plane.stop()
+            _progress("stopped; no process left")
+        finally:
+            lock.close()
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
