@@ -98,15 +98,6 @@ def counts_from(deployment: dict[str, Any] | None, uid: str) -> st.InferenceServ
                                      ready_replicas=dstatus.get("readyReplicas") or 0)
 
 
-def _patch_counts(kube: Kube, body: dict[str, Any], deployment: dict[str, Any] | None) -> None:
-    """Write ``counts_from`` (no event: a count changing is not news)."""
-    meta = body["metadata"]
-    counts = counts_from(deployment, meta["uid"])
-    patch = None if counts is None else st.status_patch(body.get("status"), counts)
-    if patch is not None:
-        kube.patch_inference_service_status(meta["namespace"], meta["name"], patch)
-
-
 def replicas_to_create(spec: InferenceServiceSpec, status: dict[str, Any] | None) -> int:
     """``spec.replicas`` of a Deployment created (again): the warm floor, or more when the autoscaler
     had asked for more (``status.desiredReplicas``, within maxReplicas). A Deployment deleted by hand
@@ -244,13 +235,16 @@ def status_for_conflict(body: dict[str, Any], message: str, now: float) -> st.In
 
 
 def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceStatus, event: EventFn,
-                  reason: str, message: str) -> None:
+                  reason: str, message: str, counts: st.InferenceServiceStatus | None = None) -> None:
     """Write the reconciler's status fields and a Warning event, and log it, once: nothing when they
-    already say so (events expire after an hour; the log keeps it)."""
+    already say so (events expire after an hour; the log keeps it). ``counts`` (``counts_from``) go in
+    the same write, but a count changing is no news: no event for it."""
     meta = body["metadata"]
     patch = st.status_patch(body.get("status"), status)
+    counted = st.status_patch(body.get("status"), counts) if counts is not None else None
+    if patch is not None or counted is not None:
+        kube.patch_inference_service_status(meta["namespace"], meta["name"], {**(counted or {}), **(patch or {})})
     if patch is not None:
-        kube.patch_inference_service_status(meta["namespace"], meta["name"], patch)
         event("Warning", reason, message[:1000])
         log.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], reason, message[:1000])
 
@@ -287,8 +281,8 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         body = {**body, "status": fresh.get("status") or {}}
         if spec is None:
             _patch_status(kube, body, status_for_invalid(body, problems, now()), event, "InvalidSpec",
-                          "; ".join(str(p) for p in problems))
-            _patch_counts(kube, body, kube.get("Deployment", ns, name))
+                          "; ".join(str(p) for p in problems),
+                          counts=counts_from(kube.get("Deployment", ns, name), meta["uid"]))
             return Outcome(valid=False, problems=problems)
 
         outcome = Outcome(valid=True)
@@ -323,8 +317,8 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         if refused:
             outcome.valid, outcome.problems = False, refused
             _patch_status(kube, body, status_for_invalid(body, refused, now(), reason=st.CHILD_REJECTED),
-                          event, st.CHILD_REJECTED, "; ".join(str(p) for p in refused))
-            _patch_counts(kube, body, dep_live)
+                          event, st.CHILD_REJECTED, "; ".join(str(p) for p in refused),
+                          counts=counts_from(dep_live, meta["uid"]))
             return outcome
         for child, live, patch in writes:
             kind, cname = child["kind"], child["metadata"]["name"]

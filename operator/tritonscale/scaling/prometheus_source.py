@@ -183,15 +183,17 @@ class Snapshot:
             return Observation(status="failed", message=self.error)
         key = (namespace, name, model)
 
-        def val(signal: str) -> float | None:
-            v = self.values.get(signal, {}).get(key)
+        def reading(v: float | None) -> float | None:
             # Every signal is a rate, a latency, a count or a scrape time: a negative, non-finite or
             # absurd one (past MAX_READING: 1e200 overflowed the decider's arithmetic at every tick)
             # is no measurement.
             return None if v is None or not math.isfinite(v) or v < 0 or v > MAX_READING else v
 
-        rps = val("rps")
+        def val(signal: str) -> float | None:
+            return reading(self.values.get(signal, {}).get(key))
+
         raw = self.values.get("rps", {}).get(key)
+        rps = reading(raw)
         if rps is None and raw is not None:  # a rate Prometheus did give, but no measurement
             return Observation(status="no_data",
                                message=f"Triton's request rate for this service reads {raw:g}: not a rate "
@@ -389,6 +391,7 @@ def _prometheus_error(body_repr: str) -> str | None:
 def describe_failure(exc: BaseException, timeout_s: float) -> str:
     """One plain sentence for a status condition, not a urllib3 repr with the query in it."""
     import requests
+    from prometheus_api_client import PrometheusApiClientException
 
     text = str(exc)
     if isinstance(exc, requests.exceptions.Timeout):
@@ -406,7 +409,7 @@ def describe_failure(exc: BaseException, timeout_s: float) -> str:
             if needle in text:
                 return f"{plain} (is Prometheus running at that address?)"
         return "cannot connect"
-    if type(exc).__name__ == "PrometheusApiClientException":  # "HTTP Status Code 500 (b'{...}')"
+    if isinstance(exc, PrometheusApiClientException):  # "HTTP Status Code 500 (b'{...}')"
         status = re.search(r"HTTP Status Code (\d+) \((b['\"].*['\"])\)$", text, re.S)
         if status:
             error = _prometheus_error(status.group(2))

@@ -237,20 +237,19 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
     return new
 
 
-def _scale_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any], written: Mapping[str, Any],
+def _scale_failed(kube: Kube, body: dict[str, Any], last: st.Condition | None, written: Mapping[str, Any],
                   new_status: st.InferenceServiceStatus, decision: Decision, current: int, exc: BaseException,
                   now: float, event: EventFn) -> None:
     """The Deployment's replica patch failed (RBAC, an admission webhook, the API server down): the
     user sees it where they look -- the Scaling condition (reason ScaleFailed), a Warning event and
     one log line -- not only in the operator's log. The next tick decides and tries again; the event
     and the warning are said again only when the failure says something new (a quota refusing every
-    tick's patch posted one event and one warning per tick). ``status``: as the tick found it (its
-    Scaling condition is the last tick's); ``written``: as the tick has written it since."""
+    tick's patch posted one event and one warning per tick). ``last``: the Scaling condition as the tick
+    found it (the last tick's); ``written``: status as the tick has written it since."""
     meta = body["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     message = (f"asked for {decision.replicas} replicas (from {current}; {decision.reason}), but the Deployment's "
                f"patch failed: {describe_api_error(exc)}; the next tick tries again")[:1000]
-    last = next((c for c in st.conditions_of(status) if c.type == st.SCALING), None)
     new = last is None or last.reason != "ScaleFailed" or last.message != message
     if new:
         event(body, "Warning", "ScaleFailed", message)
@@ -297,7 +296,8 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
         # The Scaling condition of the last tick: ScaleFailed stops the override check, a change of
         # reason is logged at INFO.
-        last = next((c.reason for c in st.conditions_of(status) if c.type == st.SCALING), None)
+        scaling = next((c for c in st.conditions_of(status) if c.type == st.SCALING), None)
+        last = scaling.reason if scaling is not None else None
         _replicas_overridden(body, status, deployment, current, last, now, event)
         model = model_name(spec, name)
         obs = snapshot.observation(namespace, name, model)
@@ -350,7 +350,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             try:
                 kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
             except (ApiException, urllib3.exceptions.HTTPError) as exc:
-                _scale_failed(kube, body, status, written, new_status, decision, current, exc, now, event)
+                _scale_failed(kube, body, scaling, written, new_status, decision, current, exc, now, event)
                 return True
             event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
         om.count_decision(namespace, name, verb, decision.reason)

@@ -178,8 +178,8 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
         raise ValueError(f"--duration: {args.duration:g} s; a replay takes at most {MAX_REPLAY_SPAN_S:g} s "
                          f"({MAX_REPLAY_SPAN_S / 86400:g} days)")
     # (the shapes draw per second: a run shorter than one is drawn as one)
-    if args.shape and args.rate * args.rate_scale * max(args.duration, 1.0) > MAX_REQUESTS:
-        requests = args.rate * args.rate_scale * max(args.duration, 1.0)
+    requests = args.rate * args.rate_scale * max(args.duration, 1.0)
+    if args.shape and requests > MAX_REQUESTS:
         raise ValueError(f"--rate: {args.rate * args.rate_scale:g} rps for {args.duration:g} s is {requests:.3g} "
                          f"requests; a replay holds at most {MAX_REQUESTS:.0e} (lower --rate, --rate-scale or "
                          "--duration)")
@@ -348,7 +348,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.slo_ms is None:
             raise ValueError("--slo-ms is required (or run --suite)")
-        validate_name(args.policy)
         ensure_image("--plot", args.plot)
         ensure_parent("--decisions", args.decisions)
         ensure_distinct({"--plot": args.plot, "--decisions": args.decisions}, {"--trace": args.trace})
