@@ -6,7 +6,7 @@ process, and an open-loop load routed by the Service's EndpointSlices.
 The scenario (130 s of load, ~175 s wall on 2 cores):
 
     base  12 s at 15 rps   one replica (capacity 50 rps) holds it
-    high  43 s at 70 rps   above one replica: replicas rise, p95 comes back under 200 ms
+    high  43 s at 60 rps   above one replica: replicas rise, p95 comes back under 200 ms
     low   75 s at 10 rps   replicas return to minReplicas = 1, never below
     t=35 s: SIGKILL one tritonserver; its kubelet restarts it (restartCount 1 in the
     pod's status) and requests keep succeeding.
@@ -38,11 +38,16 @@ from tritonscale.sandbox.preflight import Missing
 from tritonscale.sandbox.scenario import Scenario
 from tritonscale.sandbox.summary import write_plot, write_summary
 
-BASE, HIGH, LOW = ("base", 12.0, 15.0), ("high", 43.0, 70.0), ("low", 75.0, 10.0)
+# The high phase needs two replicas on any machine that runs the test: one replica serves the
+# model's 50 rps (4 requests per 20 + 15 x 4 ms), or the 37-40 rps the decider measures when
+# this 2-core machine is loaded (CI runs: 37.3-39.5 rps). At 70 rps, two such replicas would run
+# at 89-95% of saturation, above the decider's planning share (UTILISATION), so three were what
+# the rate needed there, and a high reading while a replica joined took CI's run to maxReplicas.
+BASE, HIGH, LOW = ("base", 12.0, 15.0), ("high", 43.0, 60.0), ("low", 75.0, 10.0)
 HIGH_START, HIGH_END = BASE[1], BASE[1] + HIGH[1]
 END = HIGH_END + LOW[1]
 # The kill comes early in the low phase, while the high phase's replicas are still up: in the high
-# phase the fleet is right-sized (2-3 replicas for 70 rps), so losing one there measures the
+# phase the fleet is right-sized (2-3 replicas for 60 rps), so losing one there measures the
 # restart, not the autoscaler, and the high-phase latency check below would measure the kill.
 KILL_AT = HIGH_END + 5.0
 KUBECTL_AT = 40.0
@@ -163,7 +168,7 @@ def test_step_load_scales_up_and_back_down_and_survives_a_killed_replica(sandbox
     assert HIGH[2] > capacity
     high_desired = [s.desired for s in samples if HIGH_START <= s.t < HIGH_END]
     assert max(high_desired) >= math.ceil(HIGH[2] / capacity), context
-    # ... to what the rate needs, not to maxReplicas: 70 rps on ~50 rps replicas is 2, plus at most
+    # ... to what the rate needs, not to maxReplicas: 60 rps on 37-50 rps replicas is 2, plus at most
     # one for a breach (the old p95/target rule jumped to 4).
     assert summary["peak_replicas"] <= 3, context
     assert any(e.to_replicas > e.from_replicas and e.t < HIGH_END for e in result.scale_events), context
@@ -214,7 +219,7 @@ def test_step_load_scales_up_and_back_down_and_survives_a_killed_replica(sandbox
     # Elsewhere they stay rare: a stall of this 2-core machine (the control plane, Prometheus and
     # the load generator share it with the tritonservers) can hold a queue past the timeout at
     # any moment (a CI run: 2 rejections at 10 rps on one idle-ish replica), but a decider or
-    # routing fault rejects by the dozen. At most 0.2% of the requests (~8 of ~3,900).
+    # routing fault rejects by the dozen. At most 0.2% of the requests (~7 of ~3,500).
     assert len(stray) <= 0.002 * len(result.recorder.records), (stray[:10], [e.to_dict() for e in result.scale_events])
     assert summary["errors"] - len(rejected) <= 0.02 * summary["requests"], summary["error_kinds"]
     # Once the killed pod is back, nothing fails but those stray rejections (bounded above): the
