@@ -231,7 +231,15 @@ class _OneLineParser(argparse.ArgumentParser):
     """A usage error in one line that names the flag and where help is, not the whole usage block
     above it (argparse's own): ``tritonscale run: error: argument --metrics-port: expected a port
     0..65535 (see tritonscale run --help)``. Exit code 2, as argparse's. Subcommands' parsers are of
-    this class too (argparse makes them of their parent's)."""
+    this class too (argparse makes them of their parent's).
+
+    No abbreviated long flags (``allow_abbrev``): ``--names`` is not ``--namespace``. A flag is a
+    contract that scripts and the chart's ``extraArgs`` check rely on, and an abbreviation that
+    matches one flag today becomes ambiguous, or another flag, when a flag is added."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -93,7 +93,8 @@ class ElectionSettings:
 
 
 def default_namespace() -> str:
-    """POD_NAMESPACE (the chart sets it from the downward API), else the ServiceAccount's."""
+    """POD_NAMESPACE if set (the downward API), else the ServiceAccount's namespace. The chart passes
+    --leader-elect-resource-namespace itself, so this is for a Deployment of your own."""
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
     try:

@@ -184,7 +184,7 @@ def test_operator_deployment_defaults(rendered):
     (c,) = pod["containers"]
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert c["image"] == f"ghcr.io/tritonscale/tritonscale:{chart['appVersion']}" \
-        == "ghcr.io/tritonscale/tritonscale:0.1.0"
+        == "ghcr.io/tritonscale/tritonscale:0.2.0"
     assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", *LEADER_ELECTION_ARGS]
     assert c["env"] == [POD_NAME_ENV]  # no Prometheus by default
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
@@ -476,14 +476,29 @@ def test_grafana_dashboard(rendered):
     assert json.loads(cm["data"]["tritonscale.json"]) == dashboard
 
 
+def _notes(*values: str) -> str:
+    proc = subprocess.run([helm_binary(), "install", "t", str(CHART), "--dry-run=client", *values],
+                          capture_output=True, text=True, check=True)
+    return proc.stdout[proc.stdout.index("NOTES:"):]
+
+
 def test_notes_walkthrough_matches_the_sample():
-    notes = (CHART / "templates" / "NOTES.txt").read_text()
     sample = yaml.safe_load((REPO / "manifests" / "samples" / "python-cpu.yaml").read_text())
     name = sample["metadata"]["name"]
+    notes = _notes()
     for line in ["kubectl apply -f manifests/samples/python-cpu.yaml", "kubectl get tis -w",
                  f"kubectl describe tis {name}", f"kubectl get events --field-selector involvedObject.name={name}"]:
         assert line in notes, line
     assert "https://" not in notes
+    # Watching listed namespaces, the sample goes in the first, and the walkthrough looks there.
+    notes = _notes("--set", "watchNamespaces={team-x,team-y}")
+    for line in ["sed 's/namespace: default/namespace: team-x/' manifests/samples/python-cpu.yaml | kubectl apply -f -",
+                 "kubectl get tis -n team-x -w", f"kubectl describe tis -n team-x {name}",
+                 f"kubectl get events -n team-x --field-selector involvedObject.name={name}"]:
+        assert line in notes, line
+    # An upgrade that keeps the values uses --reset-then-reuse-values: --reuse-values drops the keys a
+    # newer chart added, and its templates then fail on them.
+    assert "--reset-then-reuse-values" in notes and "--reuse-values" not in notes.replace("reset-then-reuse", "")
 
 
 def test_dockerfile_matches_the_chart(rendered):
@@ -499,6 +514,11 @@ def test_dockerfile_matches_the_chart(rendered):
     version = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert chart["appVersion"] == version, "Chart appVersion (the default image tag) != package version"
+    # ... and the chart's own version with it: the chart stayed 0.1.0 through eight changes of its
+    # values and the operator's flags, so an upgrade could start a node's cached old image.
+    import tritonscale
+
+    assert chart["version"] == version == tritonscale.__version__
 
 
 # ---- manifests/install.yaml ---------------------------------------------------------------
@@ -535,19 +555,53 @@ def test_a_release_name_kubernetes_refuses_for_the_objects_fails_to_render(relea
         proc.stderr
 
 
-@pytest.mark.parametrize("arg", ["--metrics-port=9999", "--liveness-port", "--namespace=other", "-n",
-                                 "--prometheus-url=http://p:9090", "--leader-elect-lease-duration=30"])
-def test_extra_args_may_not_set_what_the_chart_sets(tmp_path, arg):
+@pytest.mark.parametrize(("arg", "flag"), [
+    ("--metrics-port=9999", "--metrics-port"), ("--liveness-port", "--liveness-port"),
+    ("--namespace=other", "--namespace"), ("-n", "-n"), ("--prometheus-url=http://p:9090", "--prometheus-url"),
+    ("--leader-elect-lease-duration=30", "--leader-elect-lease-duration"),
+    ("-nkube-system", "-n"), ("-vnkube-system", "-n"),  # a short flag's value in the same word
+])
+def test_extra_args_may_not_set_what_the_chart_sets(tmp_path, arg, flag):
     """The later flag wins in the operator: --metrics-port 9999 left the container port, the Service and
-    the PodMonitor on 8080, and metrics broke silently."""
+    the PodMonitor on 8080, and metrics broke silently. -nkube-system watched a namespace the chart's
+    RBAC and its overlap check knew nothing of."""
     proc = helm_template_raw({"extraArgs": [arg, "1"]}, tmp_path)
     assert proc.returncode != 0
-    assert f"extraArgs: {arg.split('=')[0]} is set by the chart" in proc.stderr, proc.stderr
+    assert f"extraArgs: {arg}: {flag} is set by the chart" in proc.stderr, proc.stderr
+
+
+def test_extra_args_that_only_add_are_passed_on(tmp_path):
+    proc = helm_template_raw({"extraArgs": ["--verbose", "-v", "--series-label=cluster=prod"]}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    dep = next(d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "Deployment")
+    assert dep["spec"]["template"]["spec"]["containers"][0]["args"][-3:] == ["--verbose", "-v",
+                                                                               "--series-label=cluster=prod"]
+
+
+def test_the_operator_takes_no_abbreviated_flag():
+    """What makes the check above by exact name enough: argparse would otherwise read --names=x or
+    --prometheus-u=... as --namespace and --prometheus-url."""
+    from tritonscale.cli import build_parser
+
+    for args in (["run", "--names=kube-system"], ["run", "--prometheus-u=http://p:9090"]):
+        with pytest.raises(SystemExit) as exit_:
+            build_parser().parse_args(args)
+        assert exit_.value.code == 2
+
+
+@pytest.mark.parametrize("key", ["app.kubernetes.io/instance", "app.kubernetes.io/name",
+                                 "app.kubernetes.io/component"])
+def test_pod_labels_may_not_replace_the_charts_own(tmp_path, key):
+    """instance rendered the key twice and failed at install (selector does not match template labels);
+    component installed and quietly took the operator out of its PodMonitor and scrape job."""
+    proc = helm_template_raw({"podLabels": {key: "x"}}, tmp_path)
+    assert proc.returncode != 0
+    assert f"podLabels: {key} is the chart's own label" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize(("values", "key"), [
     ({"image": {"repository": "UPPER case/x"}}, "image"),
-    ({"image": {"repository": "ghcr.io/x:1.0"}}, "image"),  # a tag in the name: 'ghcr.io/x:1.0:0.1.0'
+    ({"image": {"repository": "ghcr.io/x:1.0"}}, "image"),  # a tag in the name: 'ghcr.io/x:1.0:0.2.0'
     ({"serviceAccount": {"create": False, "name": "Bad Name"}}, "serviceAccount"),
     ({"nameOverride": "UPPER_bad"}, "nameOverride"),
     ({"priorityClassName": "Bad Name"}, "priorityClassName"),
@@ -562,4 +616,5 @@ def test_the_schema_refuses_names_kubernetes_would(tmp_path, values, key):
 def test_a_registry_with_a_port_is_a_valid_repository(tmp_path):
     (dep,) = [o for o in helm_template({"image": {"repository": "localhost:5000/team/tritonscale"}}, tmp_path)
               if o["kind"] == "Deployment"]
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "localhost:5000/team/tritonscale:0.1.0"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "localhost:5000/team/tritonscale:0.2.0"
+

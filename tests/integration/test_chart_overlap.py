@@ -46,3 +46,23 @@ def test_a_release_overlapping_another_operator_fails_to_install(control_plane, 
                            capture_output=True, timeout=120)
         for ns in (home, team_a, team_b):
             delete_namespace(api_client, ns)
+
+
+def test_a_watched_namespace_that_does_not_exist_fails_before_anything_is_written(control_plane, api_client):
+    """Its Role would go in it: the install failed only after the cluster-wide objects were written
+    (ClusterRole and ClusterRoleBinding left behind by a failed release). Now the chart refuses first,
+    naming the value, and writes nothing."""
+    kubeconfig = control_plane.kubeconfig
+    home = create_namespace(api_client, "nswatch-home")
+    missing = "nswatch-missing-team"
+    try:
+        proc = _install(kubeconfig, "nsw", home, missing)
+        assert proc.returncode != 0, proc.stdout
+        assert f'watchNamespaces: namespace "{missing}" does not exist; create it first' in proc.stderr, proc.stderr
+        roles = run_tool("kubectl", "--kubeconfig", str(kubeconfig), "get", "clusterroles,clusterrolebindings",
+                         "-l", "app.kubernetes.io/instance=nsw", "-o", "name").stdout
+        assert roles.strip() == "", roles
+    finally:
+        subprocess.run([str(BIN / "helm"), "uninstall", "nsw", "-n", home, "--kubeconfig", str(kubeconfig)],
+                       capture_output=True, timeout=120)
+        delete_namespace(api_client, home)
