@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from tritonscale.api.names import DNS1123_LABEL, DNS1123_SUBDOMAIN
-from tritonscale.cli_numbers import positive_float
+from tritonscale.cli_numbers import int_in, positive_float
 
 
 def _crd(_: argparse.Namespace) -> int:
@@ -284,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="name of the Lease (default tritonscale)")
     g.add_argument("--leader-elect-resource-namespace", default="", metavar="NS", type=_optional_namespace,
                    help="namespace of the Lease (default: env POD_NAMESPACE, else the ServiceAccount's)")
-    g.add_argument("--leader-elect-lease-duration", type=int, default=15, metavar="SECONDS",
+    # At most the Lease's int32 leaseDurationSeconds: a larger one could never be written.
+    g.add_argument("--leader-elect-lease-duration", type=int_in(1, 2**31 - 1), default=15, metavar="SECONDS",
                    help="how long a standby waits after the last renewal it saw before taking over (default 15)")
     g.add_argument("--leader-elect-renew-deadline", type=positive_float, default=10.0, metavar="SECONDS",
                    help="the leader stops acting this long after its last successful renewal started "

@@ -215,6 +215,18 @@ def _run_elected(options: OperatorOptions, settings: ElectionSettings) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
+
+    @kopf.on.cleanup()
+    async def _stopping(**_: Any) -> None:
+        # Kopf's own SIGTERM/SIGINT handler (it replaces ours once Kopf runs) stops it without
+        # setting our flag, and Kopf's task waiting on the flag then counted as hung: Kopf gave it
+        # 5 s before cancelling it, and the Lease went back 5 s late at every rolling update.
+        # Set it now, while Kopf stops its root tasks. And a second signal found Kopf's handler
+        # setting its one-shot flag again: a traceback (InvalidStateError) in the log.
+        release_kopf()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, _stopping_already, sig)
+
     elector = Elector(settings)
     kube_client.set_write_guard(elector.check_may_act)
     if options.liveness_port:
@@ -241,6 +253,10 @@ def _run_elected(options: OperatorOptions, settings: ElectionSettings) -> int:
         elector.stopping = True  # a write is stuck: let the Lease expire rather than hand it over
         logging.getLogger("tritonscale").warning("a write did not finish; not releasing the Lease (it expires)")
     return 0
+
+
+def _stopping_already(sig: signal.Signals) -> None:
+    logging.getLogger("tritonscale").info(f"{sig.name} received: already stopping")
 
 
 def _refuse_writes() -> None:

@@ -120,6 +120,14 @@ def test_cli_refuses_a_renew_deadline_not_below_the_lease(capsys):
     assert err.startswith("tritonscale run: --leader-elect-lease-duration (10 s) must be greater than"), err
 
 
+
+@pytest.mark.parametrize("value", ["0", "-5", str(2**31)])
+def test_cli_refuses_a_lease_duration_the_lease_cannot_hold(value):
+    """3000000000 passed, and every write of the Lease then failed (leaseDurationSeconds is an int32)."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.build_parser().parse_args(["run", "--leader-elect-lease-duration", value])
+    assert exit_.value.code == 2
+
 # ---- the lock ---------------------------------------------------------------------------
 
 def _election(lock: FencedLeaseLock, lease_s: int = 15, renew_s: float = 10, retry_s: float = 2):
@@ -198,6 +206,87 @@ def test_release_leaves_someone_elses_lease_alone():
     b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=FakeClock())
     assert b.release() is False
     assert len(store.writes) == writes and store.holder() == "a"
+
+
+
+def test_a_deleted_lease_is_free_only_once_its_holders_lease_would_have_expired():
+    """`kubectl delete lease`: the port creates the Lease at the first 404, so a standby that raced
+    the leader's next renewal led beside it (1.5-1.7 s with three replicas on a real API server)."""
+    store, clock = LeaseStore(), FakeClock()
+    a = FencedLeaseLock("tritonscale", "ops", "a", store, clock=clock)
+    b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=clock)
+    ea, eb = _election(a, lease_s=15), _election(b, lease_s=15)
+    assert ea.try_acquire_or_renew()
+    assert eb.try_acquire_or_renew() is False  # b sees a's Lease at t = 1000
+    del store.leases["tritonscale"]
+    clock.t += 2.0
+    assert eb.try_acquire_or_renew() is False and store.holder() is None  # a might still lead
+    # The holder itself takes it straight back at its next renewal: nobody else may lead meanwhile.
+    assert ea.try_acquire_or_renew() and store.holder() == "a"
+    assert eb.try_acquire_or_renew() is False
+    # A holder that is gone for good: the standby takes the Lease one lease duration after it last
+    # saw it held, as after an expiry.
+    del store.leases["tritonscale"]
+    clock.t += 14.0  # 14 s after b last saw a's Lease (at t = 1002)
+    assert eb.try_acquire_or_renew() is False
+    clock.t += 1.5
+    assert eb.try_acquire_or_renew() and store.holder() == "b"
+
+
+def test_a_lease_no_one_held_is_created_at_once():
+    store, clock = LeaseStore(), FakeClock()
+    b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=clock)
+    assert _election(b).try_acquire_or_renew() and store.holder() == "b"
+
+
+def _forbidden(verb: str) -> ApiException:
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.body = json.dumps({"kind": "Status", "code": 403, "message": (
+        f'leases.coordination.k8s.io is forbidden: User "system:serviceaccount:ops:ts" cannot {verb} resource '
+        f'"leases" in API group "coordination.k8s.io" in the namespace "ops"')})
+    return exc
+
+
+def test_a_refused_lease_write_is_logged_once_with_the_api_servers_reason(caplog):
+    """The port logs a failed create or update at INFO (hidden) and returns False: a candidate without
+    RBAC to create the Lease stood by for ever, and a leader whose renewals were refused exited at its
+    deadline, neither saying why."""
+
+    class NoCreate(LeaseStore):
+        def create_namespaced_lease(self, namespace, body, **_):
+            raise _forbidden("create")
+
+    lock = FencedLeaseLock("tritonscale", "ops", "a", NoCreate(), clock=FakeClock())
+    election = _election(lock)
+    with caplog.at_level("INFO", logger="tritonscale.leader_election"):
+        for _ in range(3):
+            assert election.try_acquire_or_renew() is False
+    said = [r for r in caplog.records if r.name == "tritonscale.leader_election"]
+    assert [r.levelname for r in said] == ["WARNING"], [r.getMessage() for r in said]
+    assert said[0].getMessage() == (
+        'cannot write Lease ops/tritonscale: 403 Forbidden: leases.coordination.k8s.io is forbidden: User '
+        '"system:serviceaccount:ops:ts" cannot create resource "leases" in API group "coordination.k8s.io" in '
+        'the namespace "ops"')
+
+
+def test_a_lost_race_for_the_lease_is_no_error(caplog):
+    store, clock = LeaseStore(), FakeClock()
+    a = FencedLeaseLock("tritonscale", "ops", "a", store, clock=clock)
+    b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=clock)
+    ea, eb = _election(a), _election(b)
+    with caplog.at_level("INFO", logger="tritonscale.leader_election"):
+        assert eb.try_acquire_or_renew()  # b creates it
+        b.lease_reference = None
+        del store.leases["tritonscale"]
+        assert ea.try_acquire_or_renew()  # a never saw b's: creates it
+        assert eb.try_acquire_or_renew() is False  # reads a's: held, not expired
+        # Both read the Lease, a renews first; b's update carries the old resourceVersion: 409.
+        clock.t += 20.0
+        assert ea.election_config.lock.get("tritonscale", "ops")[0]
+        assert b.get("tritonscale", "ops")[0]
+        assert a.update("tritonscale", "ops", ea.observed_record)
+        assert b.update("tritonscale", "ops", ea.observed_record) is False
+    assert not [r for r in caplog.records if r.name == "tritonscale.leader_election" and r.levelname == "WARNING"]
 
 
 # ---- the elector: may it act? --------------------------------------------------------------
