@@ -16,7 +16,8 @@ attributed to the replica that made it, with the time the API server received it
   stops; it stops acting (exits) before the standby acquires the Lease, and writes
   nothing once the proxy is back;
 - graceful stop: SIGTERM makes the leader hand the Lease back, so the standby takes
-  over without waiting out the lease.
+  over without waiting out the lease;
+- a deleted Lease goes back to its leader, not to the standby.
 """
 
 from __future__ import annotations
@@ -383,3 +384,26 @@ def test_a_stopped_leader_hands_the_lease_over(api_client, namespace, lease, rep
     mark = audit_log.mark()
     wait_for(lambda: [c for c in b.writes(audit_log, mark) if c.resource == "inferenceservices/status"], 10,
              what="the new leader's autoscaler to write status")
+
+
+# ---- a deleted Lease -----------------------------------------------------------------------------
+
+def test_a_deleted_lease_goes_back_to_its_leader_not_to_a_standby(admin_client, lease, replicas):
+    """`kubectl delete lease` (the README's uninstall shows it): the client's port creates the Lease at
+    the first 404, and the standby won that race about every second deletion, both then leading until
+    the old leader saw the new holder (1.5-1.7 s). The standby now waits a lease duration after it last
+    saw the Lease held; the leader recreates it at its next renewal (one retry period)."""
+    coordination = kubernetes.client.CoordinationV1Api(admin_client)
+    a = replicas("--prometheus-url", "http://127.0.0.1:9")
+    wait_for(lambda: _holder(lease) == a.identity, 15, what="the first replica to lead")
+    b = replicas("--prometheus-url", "http://127.0.0.1:9")
+    wait_for(lambda: "standby: Lease" in b.proc.output(), 15, what="the second replica to stand by")
+    holders = []
+    for _ in range(3):
+        coordination.delete_namespaced_lease(RELEASE, OPERATOR_NAMESPACE)
+        back = wait_for(lambda: _holder(lease), LEASE_S + 2 * RETRY_S, interval=0.05, what="the Lease again")
+        holders.append(back)
+        time.sleep(2 * RETRY_S)  # the standby's attempts after the leader's
+    assert holders == [a.identity] * 3, (holders, b.proc.output()[-2000:])
+    assert "became the leader" not in b.proc.output()
+    assert a.proc.alive() and b.proc.alive()
