@@ -618,3 +618,13 @@ def test_a_registry_with_a_port_is_a_valid_repository(tmp_path):
               if o["kind"] == "Deployment"]
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "localhost:5000/team/tritonscale:0.2.0"
 
+
+
+@pytest.mark.parametrize(("quantity", "ok"), [
+    ("1Gi", True), ("500m", True), ("0.5", True), (".5", True), ("1e9", True), ("2E3", True), ("1.5Gi", True),
+    ("1GiB", False), ("1Q", False), ("-1", False), ("1 Gi", False),
+])
+def test_resources_take_every_quantity_kubernetes_takes(tmp_path, quantity, ok):
+    """Kubernetes' Quantity grammar (its OpenAPI pattern, without the sign): 1e9 and .5 were refused."""
+    proc = helm_template_raw({"resources": {"limits": {"memory": quantity}}}, tmp_path)
+    assert (proc.returncode == 0) is ok, proc.stderr
