@@ -281,7 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--leader-elect", action="store_true",
                    help="act only while holding the Lease (default: act at once, as the only replica)")
     g.add_argument("--leader-elect-resource-name", default="tritonscale", metavar="NAME", type=_lease_name,
-                   help="name of the Lease (default tritonscale)")
+                   help="name of the Lease (default tritonscale). One Lease elects one acting operator: "
+                        "operators that watch different namespaces need different Leases, or all but one "
+                        "stand by (the chart names it after the release)")
     g.add_argument("--leader-elect-resource-namespace", default="", metavar="NS", type=_optional_namespace,
                    help="namespace of the Lease (default: env POD_NAMESPACE, else the ServiceAccount's)")
     # At most the Lease's int32 leaseDurationSeconds: a larger one could never be written.

@@ -287,8 +287,13 @@ class Elector:
 
     def check_may_act(self) -> None:
         if not self.may_act():
-            raise NotLeader(f"not the leader (Lease {self.settings.lease_namespace}/{self.settings.lease_name}, "
-                            f"holder {self.holder or 'none'}): no writes")
+            lease = f"Lease {self.settings.lease_namespace}/{self.settings.lease_name}"
+            renewed = self.lock.renewed_at
+            if self.acquired.is_set() and renewed is not None and not self.lock.released:
+                # Still the holder on record, but past the deadline: the watchdog is about to end us.
+                raise NotLeader(f"not acting: the last renewal of {lease} started {self.clock() - renewed:.1f} s ago, "
+                                f"past the renew deadline ({self.settings.renew_deadline_s:g} s): no writes")
+            raise NotLeader(f"not the leader ({lease}, holder {self.holder or 'none'}): no writes")
 
     def role(self) -> str:
         return "leader" if self.acquired.is_set() else "standby"
