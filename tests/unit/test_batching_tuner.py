@@ -273,3 +273,29 @@ def test_without_a_target_status_says_the_tuner_cannot_tune() -> None:
     kept = bs.batching_status(spec, live, held, 1015.0)
     assert kept is not None and (kept.source, kept.max_queue_delay_microseconds, kept.reason,
                                  kept.last_change_time) == ("tuner", 0, "NoTarget", "1970-01-01T00:16:40Z")
+    # ... also while a pod is not ready (a scale-up, an unschedulable pod): it said Rollout, and
+    # status.batching SpecValues, hiding the one thing the user has to fix.
+    starting = {**DEPLOY_DONE, "status": {**DEPLOY_DONE["status"], "readyReplicas": 1}}
+    waiting = bs.tune_tick(spec, {}, obs, _decision(200.0), Policy(target_p95_ms=None), 1, starting, 0.0)
+    assert waiting is not None and waiting.reason == "NoTarget"
+    new = bs.batching_status(spec, {}, waiting, 0.0)
+    assert new is not None and (new.source, new.reason) == ("spec", "NoTarget")
+
+
+def test_tuned_settings_the_spec_no_longer_admits_are_said_to_be_dropped() -> None:
+    """maxBatchSize lowered below a tuned preferred size: the spec's values came back (right), but status
+    said SpecValues, "the tuner has not changed them", and nothing said the tuner's settings went."""
+    spec = _spec({"enabled": True})
+    live = {"batching": {"maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [8], "source": "tuner",
+                         "lastChangeTime": "1970-01-01T00:16:40Z", "reason": "MoreCapacity", "message": "m"}}
+    assert bs.in_force(spec, live) == (Settings(500, (8,)), "tuner")
+    narrowed = _spec({"enabled": True}, preferredBatchSizes=[2, 4])
+    narrowed = narrowed.model_copy(update={"model": narrowed.model.model_copy(update={"max_batch_size": 4})})
+    assert bs.in_force(narrowed, live) == (Settings(100_000, (2, 4)), "spec")
+    obs = Observation("ok", p95_ms=None, rps=0.0)
+    tuning = bs.tune_tick(narrowed, live, obs, _decision(0.0), Policy(target_p95_ms=TIGHT), 2, DEPLOY_DONE, 0.0)
+    new = bs.batching_status(narrowed, live, tuning, 1015.0)
+    assert new is not None and (new.source, new.max_queue_delay_microseconds, new.reason) == \
+        ("spec", 100_000, "SpecNarrowed")
+    assert new.message.startswith("the tuner's settings (queue delay 500 us, preferred sizes [8]) no longer fit")
+    assert new.last_change_time is None

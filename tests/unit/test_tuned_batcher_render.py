@@ -129,3 +129,22 @@ def test_tuned_settings_outside_the_edited_spec_give_way_to_the_spec() -> None:
     doc = owner({"enabled": True, "maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [8, 16]}, IN_FORCE)
     spec = InferenceServiceSpec.model_validate(doc["spec"])
     assert batcher_in_force(spec, doc) == BatcherInForce(500, (16,))
+
+
+def test_a_queue_timeout_lowered_below_the_tuned_delay_puts_the_specs_values_back() -> None:
+    """Admission refuses a REJECT timeout the spec's delay outlasts; the tuned delay was not held to it: a
+    timeout lowered to 10 ms under a tuned 20 ms rendered both, and Triton rejected every request the
+    batcher held for the whole delay (all of them at light load), with nothing to end it."""
+    doc = owner({"enabled": True}, {**IN_FORCE, "maxQueueDelayMicroseconds": 20000})
+    doc["spec"]["batching"]["queueTimeoutMicroseconds"] = 100000
+    spec = InferenceServiceSpec.model_validate(doc["spec"])
+    assert batcher_in_force(spec, doc) == BatcherInForce(20000, (16,))
+    doc["spec"]["batching"]["queueTimeoutMicroseconds"] = 10000
+    spec = InferenceServiceSpec.model_validate(doc["spec"])
+    assert batcher_in_force(spec, doc) is None  # the spec's 2 ms, which the timeout outlasts
+    config = rendered(doc)["ConfigMap"]["data"]["config.pbtxt"]
+    assert "max_queue_delay_microseconds: 2000" in config and "default_timeout_microseconds: 10000" in config
+    # With timeoutAction DELAY nothing is rejected: the tuned delay stays.
+    doc["spec"]["batching"]["timeoutAction"] = "DELAY"
+    spec = InferenceServiceSpec.model_validate(doc["spec"])
+    assert batcher_in_force(spec, doc) == BatcherInForce(20000, (16,))

@@ -106,10 +106,17 @@ def _within_bounds(spec: InferenceServiceSpec, tuned: BatcherInForce) -> bool:
     model.maxBatchSize, tighter autoTune bounds) puts the spec's own values back in force, and the
     tuner starts again from them. Rendering stale ones would give Triton a config it refuses
     ("preferred batch size must be <= max batch size"): new pods would never load the model."""
-    tune = spec.batching.auto_tune if spec.batching is not None else None
+    b = spec.batching
+    tune = b.auto_tune if b is not None else None
     limit = tune.max_queue_delay_microseconds if tune is not None else None
     if tuned.max_queue_delay_microseconds < 0 or tuned.max_queue_delay_microseconds > MAX_QUEUE_DELAY_US \
             or (limit is not None and tuned.max_queue_delay_microseconds > limit):
+        return False
+    # A queue timeout lowered since (REJECT): a delay it does not outlast would reject every request the
+    # batcher holds for the whole delay -- all of them at light load. Admission refuses that of the spec's
+    # own delay (rules._timeout_outlasts_delay); the tuned one is held to the same.
+    if b is not None and b.queue_timeout_microseconds and b.timeout_action == "REJECT" \
+            and tuned.max_queue_delay_microseconds >= b.queue_timeout_microseconds:
         return False
     allowed = set(tune.preferred_batch_sizes) if tune is not None and tune.preferred_batch_sizes else None
     return all(1 <= p <= spec.model.max_batch_size and (allowed is None or p in allowed)

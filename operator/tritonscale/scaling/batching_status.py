@@ -93,6 +93,13 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
             source="tuner", last_change_time=live.get("lastChangeTime"), reason=reason, message=message,
             tuner_state=state)
     reason, message = "SpecValues", "spec.batching's values; the tuner has not changed them"
+    if live is not None and live.get("source") == "tuner":
+        # Tuned settings that the spec no longer admits (api.status.tuned_batcher): say they went, and why.
+        reason, message = "SpecNarrowed", (
+            f"the tuner's settings (queue delay {live.get('maxQueueDelayMicroseconds')} us, preferred sizes "
+            f"{live.get('preferredBatchSizes') or 'none'}) no longer fit the spec (model.maxBatchSize, "
+            "batching.autoTune's bounds or the REJECT queue timeout): spec.batching's values are in force, "
+            "and the tuner starts again from them")
     if tuning.reason == "NoTarget":
         reason, message = no_target
     return st.BatchingStatus(

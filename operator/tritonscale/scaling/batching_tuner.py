@@ -215,13 +215,13 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return Tuning(to, reason, f"{current.describe()} -> {to.describe()}: {why}",
                       TunerState(None, None, now), True)
 
+    if not obs.target_ms:  # first: the one hold only a spec edit ends (a pod not ready hid it as Rollout)
+        return hold("NoTarget", "no scaling.targetP95Milliseconds to tune against")
     if obs.rollout:
         return hold("Rollout", "pods are not all updated and ready: no change until the rollout ends")
     fitted = bounds.within(current, obs.cost, obs.target_ms)
     if fitted != current:
         return change(fitted, "Bounds", "the settings in force were outside spec.batching.autoTune's bounds")
-    if not obs.target_ms:
-        return hold("NoTarget", "no scaling.targetP95Milliseconds to tune against")
     if obs.cost is None:
         return hold("LearningCost", "no batch cost a + b*n fitted yet from Triton's batch statistics")
     if not obs.rate_per_replica or obs.rate_per_replica <= 0:
