@@ -335,12 +335,26 @@ def _optional_command(sub: Any, name: str, module: str, help_text: str) -> None:
     p.set_defaults(func=mod.run)
 
 
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command ``args`` chose: ``tritonscale cluster up``'s for that command."""
+    while True:
+        chosen = None
+        for action in parser._actions:  # noqa: SLF001 -- argparse keeps its subparsers only here
+            if isinstance(action, argparse._SubParsersAction) and action.dest in vars(args):  # noqa: SLF001
+                chosen = action.choices.get(getattr(args, action.dest))
+        if chosen is None:
+            return parser
+        parser = chosen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     if not (sys.argv[1:] if argv is None else argv):  # no command at all: the usage says which there are
         parser.print_usage(sys.stderr)
         parser.exit(2, f"{parser.prog}: error: a command is required (see {parser.prog} --help)\n")
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the command's own parser: "tritonscale run: ... (see tritonscale run --help)"
+        _innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return args.func(args)
     except KeyboardInterrupt:

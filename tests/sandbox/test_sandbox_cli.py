@@ -58,6 +58,14 @@ def test_preflight_names_a_missing_prometheus_and_a_missing_trace(monkeypatch, c
     assert ".ci/setup" in err
 
 
+def test_a_mistyped_path_gets_no_install_advice(capsys, tmp_path):
+    """.ci/setup installs programs, not a --service or trace file the user mistyped."""
+    assert command.run(_args("--service", str(tmp_path / "nope.yaml"))) == 1
+    err = capsys.readouterr().err
+    assert f"InferenceService file {tmp_path / 'nope.yaml'}" in err and "check the path given to --service" in err
+    assert ".ci/setup" not in err
+
+
 def test_preflight_names_a_control_plane_it_cannot_build_unless_a_cluster_is_given(monkeypatch, capsys):
     def no_go():
         raise cluster_build.ClusterError("Go >= 1.24 is needed to build the control plane once (found: none)")

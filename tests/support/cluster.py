@@ -89,9 +89,14 @@ def exists(read: Callable[..., Any], *args: Any) -> bool:
 
 def sample(namespace: str, name: str = "python-cpu.yaml") -> dict[str, Any]:
     """A sample InferenceService, moved to ``namespace`` (the API server refuses a body
-    whose namespace differs from the request's)."""
+    whose namespace differs from the request's). The python-cpu sample ticks every 2 s over
+    a 10 s window here, as in the sandbox (it keeps the defaults, 15 s and 60 s, for the
+    chart's 15 s scrapes): the tests' Prometheus scrapes every second or two, and their
+    clocks are seconds."""
     body = yaml.safe_load((SAMPLES / name).read_text())
     body["metadata"]["namespace"] = namespace
+    if name == "python-cpu.yaml":
+        body["spec"]["scaling"].update({"intervalSeconds": 2, "windowSeconds": 10})
     return body
 
 

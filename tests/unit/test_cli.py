@@ -441,3 +441,17 @@ def test_cluster_up_on_a_dir_with_a_file_for_a_folder_is_one_line(tmp_path: Path
     err = capsys.readouterr().err.strip().splitlines()  # progress lines ("cluster: ..."), then the error
     assert err[-1] == f"tritonscale cluster: --dir: {directory / 'pki'}: File exists", err
     assert not any("Traceback" in line for line in err)
+
+
+@pytest.mark.parametrize(("argv", "prog"), [
+    (["run", "--prometheus", "http://p:9090"], "tritonscale run"),
+    (["cluster", "up", "--dir", "d", "--bogus"], "tritonscale cluster up"),
+])
+def test_an_unknown_flag_is_said_by_its_commands_parser(capsys, argv, prog):
+    """It was "tritonscale: error: unrecognized arguments ... (see tritonscale --help)": the top-level
+    help, which lists no flag of the command."""
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{prog}: error: unrecognized arguments: ") and f"(see {prog} --help)" in err, err

@@ -25,6 +25,7 @@ from tritonscale.sandbox.scenario import DEFAULT_TRACE, REPO, SAMPLE
 class Missing:
     what: str
     fix: str
+    installable: bool = True  # False: a path the user gave, which no installer provides
 
 
 def _pip(requirement: str) -> str:
@@ -77,12 +78,13 @@ def preflight(load: str = "step", need_plot: bool = False, service_file: Path | 
         if not trace.is_file():
             missing.append(Missing(f"trace file {trace}",
                                    "pass --load trace:FILE, a CSV with a TIMESTAMP column or one arrival per line "
-                                   "(the Azure LLM trace is ../shared/data/azure-llm-conv-2023.csv next to the repo)"))
+                                   "(the Azure LLM trace is ../shared/data/azure-llm-conv-2023.csv next to the repo)",
+                                   installable=False))
     sf = service_file or SAMPLE
     if not sf.is_file():
         missing.append(Missing(f"InferenceService file {sf}",
                                "check the path given to --service" if service_file else
-                               "run from a clone of the repository, or pass --service FILE"))
+                               "run from a clone of the repository, or pass --service FILE", installable=False))
     return missing
 
 
@@ -90,5 +92,6 @@ def format_missing(missing: list[Missing]) -> str:
     lines = ["tritonscale sandbox: cannot start; missing:"]
     for m in missing:
         lines += [f"  - {m.what}", f"      fix: {m.fix}"]
-    lines.append(f"Or install everything at once: {REPO / '.ci' / 'setup'} (from a clone of the repository).")
+    if any(m.installable for m in missing):  # not for a mistyped --service or trace path
+        lines.append(f"Or install everything at once: {REPO / '.ci' / 'setup'} (from a clone of the repository).")
     return "\n".join(lines)
