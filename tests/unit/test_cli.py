@@ -455,3 +455,10 @@ def test_an_unknown_flag_is_said_by_its_commands_parser(capsys, argv, prog):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(f"{prog}: error: unrecognized arguments: ") and f"(see {prog} --help)" in err, err
+
+
+def test_render_of_a_directory_says_to_give_a_file(capsys):
+    """kubectl apply -f takes a directory, so users try it here: it said "cannot read: Is a directory"."""
+    assert cli.main(["render", "-f", str(REPO / "manifests" / "samples")]) == 1
+    err = capsys.readouterr().err
+    assert err == f"{REPO / 'manifests' / 'samples'}: is a directory: give one YAML file (each of several in turn)\n"
