@@ -174,6 +174,8 @@ def run(options: OperatorOptions) -> int:
               file=sys.stderr)
         return 1
     handlers.configure(options)
+    if options.namespaces:
+        warn_missing_namespaces(options.namespaces, _namespace_names)
     if options.leader_election is not None:
         flush_and_exit(_run_elected(options, options.leader_election))
     from tritonscale.leader_election import LEADER
@@ -190,6 +192,31 @@ def run(options: OperatorOptions) -> int:
     except KeyboardInterrupt:
         pass
     flush_and_exit(0)  # Kopf has stopped; see tritonscale.process_exit
+
+
+def warn_missing_namespaces(namespaces: list[str], names: Callable[[], set[str]]) -> list[str]:
+    """Warn, once at start, of each watched namespace (``--namespace``) that does not exist: a typo
+    there otherwise starts an operator that serves nothing, without a word. ``names`` lists the
+    cluster's namespaces; if it may not (RBAC), nothing is said. Returns the missing ones."""
+    log = logging.getLogger("tritonscale")
+    try:
+        existing = names()
+    except Exception as exc:  # noqa: BLE001 -- a check only: a manual run may lack the right
+        log.debug(f"cannot list namespaces to check --namespace: {type(exc).__name__}: {exc}")
+        return []
+    missing = [n for n in namespaces if n not in existing]
+    for n in missing:
+        log.warning(f"--namespace {n}: no such namespace (yet); nothing there to serve until it is created")
+    return missing
+
+
+def _namespace_names() -> set[str]:
+    import kubernetes
+
+    from tritonscale.kube.client import REQUEST_TIMEOUT_S
+
+    items = kubernetes.client.CoreV1Api().list_namespace(_request_timeout=REQUEST_TIMEOUT_S).items
+    return {ns.metadata.name for ns in items}
 
 
 def _run_elected(options: OperatorOptions, settings: ElectionSettings) -> int:

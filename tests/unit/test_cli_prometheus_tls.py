@@ -101,3 +101,22 @@ def test_an_operator_without_a_prometheus_url_says_so_at_start(monkeypatch, capl
         handlers.configure(operator_main.OperatorOptions(metrics_port=0))
     assert [r.getMessage().split(":")[0] for r in caplog.records] == ["no Prometheus URL (--prometheus-url, "
                                                                        "TRITONSCALE_PROMETHEUS_URL)"]
+
+
+def test_a_watched_namespace_that_does_not_exist_is_warned_of_once(caplog):
+    """`tritonscale run -n nosuchns` started and served nothing without a word."""
+    with caplog.at_level("DEBUG", logger="tritonscale"):
+        assert operator_main.warn_missing_namespaces(["team-a", "tema-b"], lambda: {"default", "team-a", "team-b"}) \
+            == ["tema-b"]
+    said = [r for r in caplog.records if r.name == "tritonscale"]
+    assert [(r.levelname, r.getMessage()) for r in said] == [
+        ("WARNING", "--namespace tema-b: no such namespace (yet); nothing there to serve until it is created")]
+
+
+def test_no_right_to_list_namespaces_says_nothing_above_debug(caplog):
+    def forbidden() -> set[str]:
+        raise RuntimeError("403 Forbidden")
+
+    with caplog.at_level("DEBUG", logger="tritonscale"):
+        assert operator_main.warn_missing_namespaces(["team-a"], forbidden) == []
+    assert [r.levelname for r in caplog.records if r.name == "tritonscale"] == ["DEBUG"]
