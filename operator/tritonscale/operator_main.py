@@ -211,12 +211,9 @@ def warn_missing_namespaces(namespaces: list[str], names: Callable[[], set[str]]
 
 
 def _namespace_names() -> set[str]:
-    import kubernetes
+    from tritonscale import handlers
 
-    from tritonscale.kube.client import REQUEST_TIMEOUT_S
-
-    items = kubernetes.client.CoreV1Api().list_namespace(_request_timeout=REQUEST_TIMEOUT_S).items
-    return {ns.metadata.name for ns in items}
+    return {ns.metadata.name for ns in handlers._kube().core.list_namespace().items}  # with its request timeout
 
 
 def _run_elected(options: OperatorOptions, settings: ElectionSettings) -> int:

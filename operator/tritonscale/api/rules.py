@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # spec.py imports this module to put the CEL rules in its schema
-    from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec
+    from tritonscale.api.spec import BatchingSpec, InferenceServiceSpec, ScalingSpec
 
 
 @dataclass(frozen=True)
@@ -65,14 +65,23 @@ def _tuning_starts_within_bounds_sizes(spec: InferenceServiceSpec) -> bool:
     return all(s in b.auto_tune.preferred_batch_sizes for s in b.preferred_batch_sizes)
 
 
+def timeout_outlasts(b: BatchingSpec | None, delay_us: int) -> bool:
+    """No REJECT queue timeout, or one longer than the queue delay ``delay_us``: Triton holds a lone
+    request for the whole delay, so a timeout within it rejects every request the batcher holds. The
+    spec's own delay is held to it at admission (below), a tuned one where it is read
+    (``status.tuned_batcher``)."""
+    return b is None or not b.enabled or not b.queue_timeout_microseconds or b.timeout_action != "REJECT" \
+        or b.queue_timeout_microseconds > delay_us
+
+
 def _timeout_outlasts_delay(spec: InferenceServiceSpec) -> bool:
     b = spec.batching
-    if b is None or not b.enabled or not b.queue_timeout_microseconds or b.timeout_action != "REJECT":
+    if b is None:
         return True
     delays = [b.max_queue_delay_microseconds]
     if b.auto_tune is not None and b.auto_tune.enabled and b.auto_tune.max_queue_delay_microseconds is not None:
         delays.append(b.auto_tune.max_queue_delay_microseconds)
-    return b.queue_timeout_microseconds > max(delays)
+    return timeout_outlasts(b, max(delays))
 
 
 def _batching_needs_batch_dim(spec: InferenceServiceSpec) -> bool:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tritonscale.api.merge_patch import merge_patch
+from tritonscale.api.rules import timeout_outlasts
 from tritonscale.api.spec import MAX_QUEUE_DELAY_US, InferenceServiceSpec
 
 # Condition types.
@@ -112,11 +113,9 @@ def _within_bounds(spec: InferenceServiceSpec, tuned: BatcherInForce) -> bool:
     if tuned.max_queue_delay_microseconds < 0 or tuned.max_queue_delay_microseconds > MAX_QUEUE_DELAY_US \
             or (limit is not None and tuned.max_queue_delay_microseconds > limit):
         return False
-    # A queue timeout lowered since (REJECT): a delay it does not outlast would reject every request the
-    # batcher holds for the whole delay -- all of them at light load. Admission refuses that of the spec's
-    # own delay (rules._timeout_outlasts_delay); the tuned one is held to the same.
-    if b is not None and b.queue_timeout_microseconds and b.timeout_action == "REJECT" \
-            and tuned.max_queue_delay_microseconds >= b.queue_timeout_microseconds:
+    # A REJECT queue timeout lowered since: one the tuned delay outlasts would reject every request the
+    # batcher holds -- all of them at light load.
+    if not timeout_outlasts(b, tuned.max_queue_delay_microseconds):
         return False
     allowed = set(tune.preferred_batch_sizes) if tune is not None and tune.preferred_batch_sizes else None
     return all(1 <= p <= spec.model.max_batch_size and (allowed is None or p in allowed)
