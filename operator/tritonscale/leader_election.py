@@ -36,6 +36,8 @@ operator needs:
   create the Lease, or a leader whose renewals are refused, stood by or exited
   without a word of why. Each refusal other than a lost race (409) is logged
   once, with the API server's message.
+- ``spec.leaseTransitions`` counts the Lease's changes of holder, as client-go's does (the port
+  leaves it unset), so ``kubectl get lease -o yaml`` shows how often leadership moved.
 - The ``tritonscale_leader`` gauge and the ``/healthz`` answer.
 """
 
@@ -170,7 +172,9 @@ class FencedLeaseLock(LeaseLock):
             self._other_seen = None
 
         def create() -> None:
-            body = kubernetes.client.V1Lease(metadata={"name": name}, spec=self.get_lease_spec(election_record))
+            spec = self.get_lease_spec(election_record)
+            spec.lease_transitions = 0  # as client-go's first record
+            body = kubernetes.client.V1Lease(metadata={"name": name}, spec=spec)
             self.lease_reference = self.api_instance.create_namespaced_lease(namespace, body)
 
         return self._write(create, name, namespace, election_record)
@@ -180,7 +184,14 @@ class FencedLeaseLock(LeaseLock):
             return False
 
         def update() -> None:
-            self.lease_reference.spec = self.get_lease_spec(updated_record, self.lease_reference.spec)
+            spec = self.lease_reference.spec
+            previous = spec.holder_identity if spec is not None else None
+            transitions = (spec.lease_transitions or 0) if spec is not None else 0
+            self.lease_reference.spec = self.get_lease_spec(updated_record, spec)
+            # client-go's count of holder changes (the port leaves it unset): kept on a renewal,
+            # one more when the Lease changes hands (a released Lease's empty holder included).
+            changed = bool(updated_record.holder_identity) and updated_record.holder_identity != previous
+            self.lease_reference.spec.lease_transitions = transitions + 1 if changed else transitions
             self.api_instance.replace_namespaced_lease(name=name, namespace=namespace, body=self.lease_reference)
 
         return self._write(update, name, namespace, updated_record)

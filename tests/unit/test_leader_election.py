@@ -198,6 +198,26 @@ def test_release_hands_the_lease_back_once_and_refuses_further_writes():
     assert _election(b).try_acquire_or_renew() and store.holder() == "b"
 
 
+def test_lease_transitions_count_changes_of_holder_as_client_go_does():
+    """`kubectl get lease -o yaml` shows how often leadership moved: kept on renewals, one more per
+    change of holder (the port leaves the field unset)."""
+    store = LeaseStore()
+    a = FencedLeaseLock("tritonscale", "ops", "a", store, clock=FakeClock())
+    ea = _election(a)
+    assert ea.try_acquire_or_renew() and ea.try_acquire_or_renew() and ea.try_acquire_or_renew()
+    assert store.leases["tritonscale"].spec.lease_transitions == 0
+    assert a.release()
+    assert store.leases["tritonscale"].spec.lease_transitions == 0  # a release is no new holder
+    b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=FakeClock())
+    eb = _election(b)
+    assert eb.try_acquire_or_renew() and eb.try_acquire_or_renew()
+    assert store.holder() == "b" and store.leases["tritonscale"].spec.lease_transitions == 1
+    assert b.release()
+    c = FencedLeaseLock("tritonscale", "ops", "c", store, clock=FakeClock())
+    assert _election(c).try_acquire_or_renew()
+    assert store.holder() == "c" and store.leases["tritonscale"].spec.lease_transitions == 2
+
+
 def test_release_leaves_someone_elses_lease_alone():
     store = LeaseStore()
     a = FencedLeaseLock("tritonscale", "ops", "a", store, clock=FakeClock())
