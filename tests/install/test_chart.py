@@ -369,6 +369,21 @@ def test_pod_monitor_scrape_timeout_is_left_to_prometheus_unless_set(tmp_path):
         == {"4s"}
 
 
+@pytest.mark.parametrize(("interval", "timeout", "ok"), [
+    ("5s", "5s", True), ("1m30s", "90s", True), ("1s", "500ms", True),
+    ("5s", "6s", False), ("1m30s", "90001ms", False), ("500ms", "1s", False),
+])
+def test_pod_monitor_scrape_timeout_longer_than_the_interval_is_refused(tmp_path, interval, timeout, ok):
+    """Prometheus refuses such a scrape config ('scrape timeout greater than scrape interval'): it rendered,
+    installed, and the Triton pods were never scraped."""
+    proc = helm_template_raw({"podMonitor": {"enabled": True, "interval": interval, "scrapeTimeout": timeout}},
+                             tmp_path)
+    assert (proc.returncode == 0) is ok, proc.stderr
+    if not ok:
+        assert f"podMonitor.scrapeTimeout ({timeout}) must not be longer than podMonitor.interval ({interval})" \
+            in proc.stderr, proc.stderr
+
+
 def test_long_release_names_and_name_override(tmp_path):
     release_objects = yaml.safe_load_all(helm("template", "platform-inference-autoscaler-prod-eu-west-1a", str(CHART),
                                               "--namespace", NAMESPACE, tmp_dir=tmp_path))
