@@ -15,7 +15,11 @@ best case every result before 2026-11-24 session 26 was measured on); by default
 result was (its setup's ``scrapes``). ``--set NAME=VALUE`` overrides a
 constant of ``tritonscale.scaling.decider.constants`` for this run (an experiment; the decider
 reads them at call time). Prints the scenarios whose figures or verdict changed and the count
-that meets the criteria, before and after. A benchmark, not a test: it asserts nothing.
+that meets the criteria, before and after. The trace class replays the trace the result names
+(its setup's ``trace``; results written before session 48 name none, and ``--trace`` must then
+name it unless it was the shared Azure trace); a scenario whose arrivals are not the stored run's
+(another trace) is refused, not scored against rows measured on other traffic. A benchmark, not a
+test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -62,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a decider constant")
     p.add_argument("--json", metavar="OUT", help="write the re-run scenarios' rows and verdicts")
     p.add_argument("--jobs", type=int, default=default_jobs())
-    p.add_argument("--trace", default=str(TRACE), help="the trace the stored trace scenarios ran on")
+    p.add_argument("--trace", help="the trace the stored trace scenarios ran on (default: the one the result "
+                                   "names, or the shared Azure trace for a result that names none)")
     p.add_argument("--scrapes", choices=("stored", "spread", "aligned"), default="stored",
                    help="pods scraped at their own offsets or at the ticks' instants (default: as stored)")
     a = p.parse_args(argv)
@@ -71,7 +76,13 @@ def main(argv: list[str] | None = None) -> int:
             setattr(constants, name, value)
             print(f"decider constant {name} = {value:g}")
         data = json.loads(Path(a.suite_json).read_text(encoding="utf-8"))
-        cfg = config_from_json(data, a.trace if Path(a.trace).exists() else None)
+        trace = a.trace or (data.get("setup") or {}).get("trace") or str(TRACE)
+        if any(s.get("class") == "trace" for s in data.get("scenarios") or []):
+            # A re-run on another trace than the stored run's is refused scenario by scenario (its
+            # request count differs); say which one this is.
+            print(f"trace: {trace}" + ("" if a.trace or (data.get("setup") or {}).get("trace")
+                                       else " (the result does not name its trace; --trace names it)"))
+        cfg = config_from_json(data, trace if Path(trace).exists() else None)
         if a.scrapes != "stored":
             cfg = replace(cfg, scrape_spread=a.scrapes == "spread")
         unsaid = a.scrapes == "stored" and "scrapes" not in data.get("setup", {})

@@ -204,6 +204,11 @@ def test_quick_suite_in_ci(capsys, tmp_path):
     assert again.row("tritonscale").__dict__ == {k: stored["policies"][0][k] for k in Row.__dataclass_fields__}
     assert suite.check(again).holds == stored["tritonscale_check"]["holds"]
     assert [r.policy for r in again.rows] == [p["policy"] for p in stored["policies"]]
+    # other arrivals than the stored run's (another trace) are refused, not scored against its rows
+    with pytest.raises(ValueError, match="not the traffic it ran on"):
+        suite_rerun.rerun({**stored, "requests": stored["requests"] + 1}, suite_rerun.config_from_json(out, None))
+    # the result names the trace the trace class ran on, for the re-run to replay
+    assert out["setup"]["trace"] == (str(TRACE.resolve()) if TRACE.exists() else None)
     # the result says how Prometheus scraped, and a re-run scrapes the same way; results from before
     # the key existed were all scraped at the ticks' instants
     assert out["setup"]["scrapes"] == suite.SCRAPES[True] and suite_rerun.config_from_json(out, None).scrape_spread

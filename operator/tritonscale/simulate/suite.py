@@ -410,6 +410,8 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
             "duration_s": cfg.duration_s, "peak_replicas": cfg.peak_replicas, "ranges": cfg.ranges,
             "replica_range": [cfg.min_replicas, cfg.max_replicas],
             "scrapes": SCRAPES[cfg.scrape_spread],
+            # the trace class's file, so that a re-run (e2e/bench_suite_rerun.py) replays the same one
+            "trace": str(Path(cfg.trace_path).resolve()) if cfg.trace_path and "trace" in cfg.classes else None,
             "slo_ms": {lvl: cfg.slo_ms(lvl) for lvl in cfg.slos},
             "tritonscale": "CRD defaults (spec.scaling from the API model)",
             "attainment": "share of 60 s windows with p95 <= SLO; rejected or timed-out requests are misses",

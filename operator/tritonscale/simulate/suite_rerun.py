@@ -65,10 +65,16 @@ def run_ours(sc: Scenario, cfg: SuiteConfig) -> tuple[Summary, np.ndarray]:
 
 
 def rerun(stored: dict[str, Any], cfg: SuiteConfig) -> ScenarioResult:
-    """One stored scenario with tritonscale simulated again and every other row as stored."""
+    """One stored scenario with tritonscale simulated again and every other row as stored.
+    ValueError when the arrivals are not the stored run's (another trace than it ran on): scored
+    against the stored rows, such a re-run would compare runs on different traffic."""
     sc = _scenario(stored)
     slo_ms = cfg.slo_ms(sc.slo)
-    s, _ = run_ours(sc, cfg)
+    s, arr = run_ours(sc, cfg)
+    if len(arr) != int(stored["requests"]):
+        raise ValueError(f"{stored['name']}: these arrivals are {len(arr):,} requests, the stored run's were "
+                         f"{int(stored['requests']):,} ({stored['arrivals']}): not the traffic it ran on"
+                         + (f" (the trace {cfg.trace_path}; give the one it ran on)" if sc.cls == "trace" else ""))
     oracle = next(p for p in stored["policies"] if p["policy"] == "oracle")
     cost = s.replica_hours / oracle["replica_hours"] if oracle["replica_hours"] else None
     rows = [row_of(s, cost, oracle["max_replicas"]) if p["policy"] == OURS
