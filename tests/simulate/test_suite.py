@@ -121,6 +121,12 @@ def test_dominance_and_the_criteria():
     (["--suite", "--slo-ms", "100"], "--slo-ms sets one replay, not --suite (use --slos)"),
     (["--suite", "--policy", "keda"], "--policy sets one replay, not --suite (the suite runs every policy)"),
     (["--suite", "--interval-s", "30"], "--interval-s sets one replay, not --suite"),
+    # ... at their default values too: `--cold-start-s 60` ran all three cold starts, silently
+    (["--suite", "quick", "--cold-start-s", "60"], "--cold-start-s sets one replay, not --suite (use --cold-starts)"),
+    (["--suite", "--seed", "0"], "--seed sets one replay, not --suite (use --seeds)"),
+    (["--suite", "--policy", "all"], "--policy sets one replay, not --suite"),
+    (["--suite", "quick", "--batching-tuner", "--reload-pause-s", "30"],
+     "--reload-pause-s is the pause of --batching-apply reload; a rollout does not read it"),
     (["--suite", "quick", "--batching-tuner", "--decisions", "d.csv"], "--decisions: the tuner's evaluation"),
     (["--suite", "quick", "--classes", "flash", "--trace", "/nonexistent"], "--trace: the suite replays it only in"),
     (["--suite", "quick", "--batching-apply", "reload"], "--batching-apply: how a tuned batcher is applied"),
@@ -130,6 +136,10 @@ def test_dominance_and_the_criteria():
     (["--shape", "steps", "--slo-ms", "150", "--seeds", "3"], "--seeds is a --suite flag"),
     (["--shape", "steps", "--slo-ms", "150", "--check"], "--check is a --suite flag"),
     (["--shape", "steps", "--slo-ms", "150", "--ranges", "wide"], "--ranges is a --suite flag"),
+    (["--shape", "steps", "--slo-ms", "150", "--ranges", "suite"], "--ranges is a --suite flag"),
+    (["--shape", "steps", "--slo-ms", "150", "--batching-tuner", "--reload-pause-s", "30"],
+     "--reload-pause-s is the pause of --batching-apply reload; a rollout does not read it"),
+    (["--trace", "x.csv", "--slo-ms", "150", "--duration", "3600"], "--duration shapes a --shape"),
 ])
 def test_suite_bad_input_is_one_line(capsys, argv, message):
     code = main_simulate(argv)

@@ -16,7 +16,8 @@ Trace files
 
 Either may be gzip-compressed (``.csv.gz``).
 
-Timestamps are made relative to the first arrival; float seconds are kept as given.
+Both forms are made relative to the first arrival: seconds since the epoch are a trace that starts
+at 0 too, and a file of seconds that starts at 12.5 replays from 0.
 
 Rate scaling
 ------------
@@ -52,17 +53,38 @@ class TraceError(ValueError):
 
 
 # -- trace files ----------------------------------------------------------------------------
-def _seconds(values: Sequence[str]) -> np.ndarray | None:
-    """A TIMESTAMP column of plain numbers (seconds, e.g. BurstGPT's, or Unix time), else None."""
+def _seconds(values: Sequence[str], lines: Sequence[int], path: str) -> np.ndarray | None:
+    """A TIMESTAMP column of plain numbers (seconds, e.g. BurstGPT's, or Unix time), else None (its
+    first value is no number: timestamps). A later value that is no finite number is refused by its
+    line (``lines``: each value's line in the file)."""
+    try:
+        float(values[0])
+    except ValueError:
+        return None
     try:
         t = np.array([float(v) for v in values])
     except ValueError:
-        return None
-    return t if np.isfinite(t).all() else None
+        i = next(i for i, v in enumerate(values) if not _is_float(v))
+        raise TraceError(f"{path}: line {lines[i]}: not a number of seconds (the column's first value is one): "
+                         f"{values[i][:60]!r}") from None
+    bad = np.flatnonzero(~np.isfinite(t))
+    if len(bad):
+        raise TraceError(f"{path}: line {lines[bad[0]]}: arrival must be a finite number of seconds, "
+                         f"got {values[bad[0]].strip()[:60]}")
+    return t
 
 
-def _parse_timestamps(values: Sequence[str], path: str, first_line: int) -> np.ndarray:
-    """ISO timestamps -> seconds since the epoch (float64). Fast path through numpy."""
+def _is_float(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
+def _parse_timestamps(values: Sequence[str], path: str, lines: Sequence[int]) -> np.ndarray:
+    """ISO timestamps -> seconds since the epoch (float64). Fast path through numpy. ``lines``: each
+    value's line in the file, for the message that refuses one."""
     clean = [v.strip() for v in values]
     if not any(v.endswith("Z") or "+" in v[10:] or v[10:].count("-") for v in clean[:50]):
         try:
@@ -76,7 +98,7 @@ def _parse_timestamps(values: Sequence[str], path: str, first_line: int) -> np.n
         try:
             out[i] = _iso_seconds(v)
         except ValueError:
-            raise TraceError(f"{path}: line {first_line + i}: not a timestamp: {v[:60]!r}") from None
+            raise TraceError(f"{path}: line {lines[i]}: not a timestamp: {v[:60]!r}") from None
     return out
 
 
@@ -114,18 +136,19 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
         reader = csv.reader(io.StringIO("\n".join(lines[first:])))
         cols = [c.strip().upper() for c in next(reader)]
         col = cols.index("TIMESTAMP")
-        values = []
-        for j, row in enumerate(reader):
+        values, numbers = [], []  # each value and its line in the file (the last of a quoted multi-line row)
+        for row in reader:
             if not row or not "".join(row).strip():
                 continue
             if len(row) <= col:
-                raise TraceError(f"{path}: line {first + 2 + j}: no TIMESTAMP value")
+                raise TraceError(f"{path}: line {first + reader.line_num}: no TIMESTAMP value")
             values.append(row[col])
+            numbers.append(first + reader.line_num)
         if not values:
             raise TraceError(f"{path}: no arrivals after the header")
-        t = _seconds(values)
+        t = _seconds(values, numbers, path)
         if t is None:
-            t = _parse_timestamps(values, path, first + 2)
+            t = _parse_timestamps(values, path, numbers)
         t = np.sort(t - t.min())
         return t
     kept = [(i + 1, ln.strip()) for i, ln in enumerate(lines)

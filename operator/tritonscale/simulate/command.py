@@ -15,6 +15,7 @@ as every ``tritonscale`` command); 3 ``--suite --check`` found a criterion misse
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from collections.abc import Sequence
@@ -71,7 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--batch-base-ms", type=non_negative_float, default=20.0, help="a (default 20)")
     m.add_argument("--batch-item-ms", type=non_negative_float, default=2.0, help="b (default 2)")
     m.add_argument("--max-batch", type=int_in(1, MAX_BATCH), default=16, help="max_batch_size (default 16)")
-    m.add_argument("--max-queue-delay-us", type=non_negative_float, default=2000.0, help="default 2000")
+    m.add_argument("--max-queue-delay-us", type=non_negative_float, default=2000.0,
+                   help="default 2000 (with --suite --batching-tuner, this and --preferred-batch-sizes are the "
+                        "config each scenario's load is scaled by; the tuner starts from its own poor configs)")
     m.add_argument("--preferred-batch-sizes",
                    help="comma list, '' for none (default: those of 4,8,16 within --max-batch)")
     m.add_argument("--queue-timeout-us", type=non_negative_float,
@@ -115,6 +118,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write every autoscaler tick and its reason (with --suite: of every scenario, named "
                         "in a first column)")
     suite_command.add_arguments(p)
+    _record_given(p)
+
+
+# The namespace attribute naming the flags given on the command line, whatever their values: a flag
+# given at its default value is still a flag this mode may not read (`--suite --cold-start-s 60`
+# ran every cold start of the matrix, silently).
+GIVEN = "given_flags"
+
+
+def _record_given(p: argparse.ArgumentParser) -> None:
+    """Make every action of ``p`` note its dest in ``namespace.given_flags`` when its flag is given."""
+    p.set_defaults(**{GIVEN: frozenset()})
+    for action in p._actions:  # noqa: SLF001  (argparse has no public list of a parser's actions)
+        if action.dest not in ("help", argparse.SUPPRESS):
+            action.__class__ = _recording(type(action))
+
+
+@functools.cache
+def _recording(base: type[argparse.Action]) -> type[argparse.Action]:
+    class Recording(base):  # type: ignore[misc,valid-type]
+        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                     option_string: str | None = None) -> None:
+            super().__call__(parser, namespace, values, option_string)
+            setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {self.dest})
+
+    Recording.__name__ = f"Recording{base.__name__}"
+    return Recording
 
 
 # The flags that set a field of the simulated service's spec.scaling (benchmark.scaling_spec).
@@ -299,18 +329,24 @@ POLICY_FLAGS = {
 
 
 def unread_flag(args: argparse.Namespace) -> str | None:
-    """The first flag given (not at its default) that this mode does not read, as an error line."""
+    """The first flag given (at any value, its default's too) that this mode does not read, as an
+    error line."""
     defaults = vars(_parser().parse_args([]))
+    recorded = getattr(args, GIVEN, None)
+
+    def was_given(dest: str) -> bool:  # a Namespace not made by this parser: what differs from a default
+        return dest in recorded if recorded is not None else getattr(args, dest) != defaults[dest]
+
     if args.suite:
         for dest, why in ONE_REPLAY_ONLY.items():
-            if getattr(args, dest) != defaults[dest]:
+            if was_given(dest):
                 return f"{_flag(dest)} sets one replay, not --suite ({why})"
         return None
     for dest in SUITE_ONLY:
-        if getattr(args, dest) != defaults[dest]:
+        if was_given(dest):
             return f"{_flag(dest)} is a --suite flag"
     given = {dest for dest in ("rate", "duration", "rate_bin_s", "static_replicas", "batching_apply",
-                               "reload_pause_s") if getattr(args, dest) != defaults[dest]}
+                               "reload_pause_s") if was_given(dest)}
     if args.trace:
         for dest in sorted(given & {"rate", "duration"}):
             return f"{_flag(dest)} shapes a --shape; a --trace brings its own rate and span (scale it: --rate-scale)"
@@ -321,9 +357,11 @@ def unread_flag(args: argparse.Namespace) -> str | None:
     for dest in sorted(given & {"batching_apply", "reload_pause_s"}):
         if not args.batching_tuner:
             return f"{_flag(dest)} applies the batching tuner's changes: add --batching-tuner"
+    if "reload_pause_s" in given and args.batching_apply != "reload":
+        return "--reload-pause-s is the pause of --batching-apply reload; a rollout does not read it"
     if args.policy != "all":
         for dest, readers in POLICY_FLAGS.items():
-            if getattr(args, dest) != defaults[dest] and args.policy not in readers:
+            if was_given(dest) and args.policy not in readers:
                 return (f"{_flag(dest)} is read by --policy {' or '.join(readers)} (or all); --policy {args.policy} "
                         "does not read it")
         if args.no_oracle and args.policy == "oracle":

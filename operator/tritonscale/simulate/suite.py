@@ -414,7 +414,8 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
             "trace": str(Path(cfg.trace_path).resolve()) if cfg.trace_path and "trace" in cfg.classes else None,
             "slo_ms": {lvl: cfg.slo_ms(lvl) for lvl in cfg.slos},
             "tritonscale": "CRD defaults (spec.scaling from the API model)",
-            "attainment": "share of 60 s windows with p95 <= SLO; rejected or timed-out requests are misses",
+            "attainment": "share of 60 s windows with p95 <= SLO; rejected or timed-out requests are misses "
+                          "(an infinite latency in their window's p95)",
         },
         "scenarios": [{
             "name": r.scenario.name, "class": r.scenario.cls, "cold_start_s": r.scenario.cold_start_s,

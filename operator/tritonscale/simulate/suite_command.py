@@ -149,9 +149,14 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         checked_trace(trace)  # before any scenario runs
     if args.trace and "trace" not in classes:  # a flag the run would not read is an error, not dropped
         raise ValueError("--trace: the suite replays it only in the trace class; add trace to --classes")
-    if not args.batching_tuner and (args.batching_apply != "rollout" or args.reload_pause_s != RELOAD_PAUSE_S):
-        raise ValueError(f"{'--batching-apply' if args.batching_apply != 'rollout' else '--reload-pause-s'}: "
+    recorded = getattr(args, "given_flags", None)  # command._record_given: the flags given, at any value
+    pause_given = "reload_pause_s" in recorded if recorded is not None else args.reload_pause_s != RELOAD_PAUSE_S
+    apply_given = "batching_apply" in recorded if recorded is not None else args.batching_apply != "rollout"
+    if not args.batching_tuner and (apply_given or pause_given):
+        raise ValueError(f"{'--batching-apply' if apply_given else '--reload-pause-s'}: "
                          "how a tuned batcher is applied; the suite tunes only with --batching-tuner")
+    if pause_given and args.batching_apply != "reload":
+        raise ValueError("--reload-pause-s is the pause of --batching-apply reload; a rollout does not read it")
     if not 600 <= args.duration <= MAX_REPLAY_SPAN_S:
         raise ValueError(f"--duration: {args.duration:g} s; a suite scenario runs 600 s (ten scored minutes) to "
                          f"{MAX_REPLAY_SPAN_S:g} s")
