@@ -69,7 +69,8 @@ def test_plain_text(text: str, expected: list[float]) -> None:
     ("TIMESTAMP,x\n2023-11-16 18:15:46,1\nNaT,5\n", "line 3: not a timestamp: 'NaT'"),
     # the line is the file's, blank lines and quoted multi-line fields counted; a column of seconds
     # names its own bad value, not its first (which was reported as 'not a timestamp')
-    ("TIMESTAMP,x\n2023-11-16 18:15:46.1,1\n\n\n2023-11-16 18:15:47.1,1\nbogus,1\n", "line 6: not a timestamp: 'bogus'"),
+    ("TIMESTAMP,x\n2023-11-16 18:15:46.1,1\n\n\n2023-11-16 18:15:47.1,1\nbogus,1\n",
+     "line 6: not a timestamp: 'bogus'"),
     ("TIMESTAMP,x\n1.0,1\n\n2.0,1\nabc,1\n", "line 5: not a number of seconds .* 'abc'"),
     ("TIMESTAMP,x\n1.0,\"a\nb\"\n2.0,1\nq,1\n", "line 5: not a number of seconds .* 'q'"),
     ("TIMESTAMP,x\n1.0,1\n2.0,1\nNaN,1\n", "line 4: arrival must be a finite number of seconds, got NaN"),
