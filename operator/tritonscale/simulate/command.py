@@ -15,7 +15,6 @@ as every ``tritonscale`` command); 3 ``--suite --check`` found a criterion misse
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 import time
 from collections.abc import Sequence
@@ -135,16 +134,21 @@ def _record_given(p: argparse.ArgumentParser) -> None:
             action.__class__ = _recording(type(action))
 
 
-@functools.cache
-def _recording(base: type[argparse.Action]) -> type[argparse.Action]:
-    class Recording(base):  # type: ignore[misc,valid-type]
-        def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                     option_string: str | None = None) -> None:
-            super().__call__(parser, namespace, values, option_string)
-            setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {self.dest})
+_RECORDING: dict[type[argparse.Action], type[argparse.Action]] = {}
 
-    Recording.__name__ = f"Recording{base.__name__}"
-    return Recording
+
+def _recording(base: type[argparse.Action]) -> type[argparse.Action]:
+    """``base`` that also notes its dest as given (one subclass per action class)."""
+    if base not in _RECORDING:
+        class Recording(base):  # type: ignore[misc,valid-type]
+            def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                         option_string: str | None = None) -> None:
+                super().__call__(parser, namespace, values, option_string)
+                setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {self.dest})
+
+        Recording.__name__ = f"Recording{base.__name__}"
+        _RECORDING[base] = Recording
+    return _RECORDING[base]
 
 
 # The flags that set a field of the simulated service's spec.scaling (benchmark.scaling_spec).
