@@ -126,6 +126,10 @@ def _run(args: argparse.Namespace) -> int:
                          _port_problem("--liveness-port", args.liveness_port)) if p]
     if args.metrics_port and args.metrics_port == args.liveness_port:
         ports = [f"--metrics-port and --liveness-port are both {args.metrics_port}: give them different ports"]
+    labels = [name for name, _ in args.series_label or []]
+    twice = sorted({n for n in labels if labels.count(n) > 1})
+    if twice:  # a later one silently replaced the earlier
+        ports.append(f"--series-label {twice[0]} is given twice: a series has one value per label")
     if ports:
         for p in ports:
             print(f"tritonscale run: {p}", file=sys.stderr)
@@ -221,9 +225,14 @@ def _http_url(text: str) -> str | None:
 
 
 def _label_pair(text: str) -> tuple[str, str]:
+    from tritonscale.scaling.prometheus_source import is_label_name
+
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    if not is_label_name(name):  # it reached SeriesSelector and ended the operator in a traceback
+        raise argparse.ArgumentTypeError(f"{name!r} is not a Prometheus label name (letters, digits and '_', "
+                                         "not starting with a digit)")
     return name, value
 
 

@@ -140,7 +140,8 @@ def child_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
 def _snapshots() -> SnapshotCache:
     global SNAPSHOTS
     if SNAPSHOTS is None:
-        SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url))
+        SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url),
+                                  on_forget=lambda url: om.forget_url(shown_url(url)))
     return SNAPSHOTS
 
 

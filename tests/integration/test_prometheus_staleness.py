@@ -85,3 +85,43 @@ def test_a_removed_pods_rate_leaves_the_fast_signals_at_once(tmp_path):
         prom.stop()
         for p in pods + [plain]:
             p.stop()
+
+
+@needs_prometheus
+def test_pods_whose_scrapes_fail_are_counted_out_and_none_left_is_no_data(tmp_path):
+    """A pod that stops answering its scrapes (it stays in service discovery): Prometheus marks its
+    series stale at the failed scrape, so the count of pods exporting series drops (the decider then
+    holds scale-down: PartialData), while rate() over the window still reads its earlier samples.
+    With every pod's scrape failing the window's fading rate is no data, not a falling load -- read
+    as the load it took a fleet of 9 down to 8 before NoData held it."""
+    pods = [TritonExporter([NAME]).start() for _ in range(2)]
+    for p in pods:
+        p.set(NAME, rps=100.0, batch_size=4.0, batch_ms=28.0)
+    prom = PrometheusServer(tmp_path / "prom", scrape_interval_s=1.0).start()
+    try:
+        prom.write_targets([(p.address, _labels(f"{NAME}-{i}")) for i, p in enumerate(pods)])
+        assert asyncio.run(prom.wait_ready()), prom.read_log()
+        for p in pods:
+            assert asyncio.run(prom.wait_target_up(p.address, timeout=30)), prom.read_log()
+        source = PrometheusSource(prom.url)
+
+        def observe():
+            snap = source.fetch(WINDOW_S)
+            assert snap.ok, snap.error
+            return snap.observation(NS, NAME, NAME)
+
+        both = wait_for(lambda: (o := observe()).status == "ok" and o.pods == 2.0 and o, 20,
+                        what="both pods' series")
+        assert both.rps and both.rps > 0
+        pods[1].stop()  # its scrapes now fail; the target stays
+        one = wait_for(lambda: (o := observe()).pods == 1.0 and o, 15, interval=0.2, what="one pod counted out")
+        assert one.status == "ok" and one.rps is not None
+        pods[0].stop()
+        gone = wait_for(lambda: (o := observe()).status == "no_data" and o, 15, interval=0.2,
+                        what="no live series left")
+        assert gone.message.startswith("no pod exports Triton's series now (stale in Prometheus")
+        assert "rps read over the window is of earlier scrapes" in gone.message  # rate() still reads them
+    finally:
+        prom.stop()
+        for p in pods:
+            p.stop()

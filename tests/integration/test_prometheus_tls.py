@@ -46,6 +46,13 @@ def test_an_https_prometheus_is_trusted_only_through_its_ca(tmp_path):
         assert trusted.ok, trusted.error
         assert trusted.queries == 12
 
+        # its CA given, but another name in the URL than the certificate's: giving the CA is not the fix
+        by_name = prom.url.replace("127.0.0.1", "localhost")
+        mismatch = PrometheusSource(by_name, verify=str(cert)).fetch(10)
+        assert not mismatch.ok and mismatch.error.startswith(
+            f"Prometheus at {by_name}: its TLS certificate is not for this host name ("), mismatch.error
+        assert mismatch.error.endswith("put a name the certificate names in the Prometheus URL")
+
         unchecked = PrometheusSource(prom.url, verify=False).fetch(10)
         assert unchecked.ok, unchecked.error
 

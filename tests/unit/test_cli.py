@@ -404,6 +404,25 @@ def test_run_on_a_port_in_use_is_one_line_naming_the_flag(capsys: pytest.Capture
     assert "both" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("pair", ["bad-name=x", "1abc=x", "job:x=y"])
+def test_a_series_label_that_is_no_label_name_is_one_line(capsys: pytest.CaptureFixture[str], pair: str) -> None:
+    """It reached the series selector and ended the operator with a traceback."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", "--series-label", pair, "--metrics-port", "0", "--liveness-port", "0"])
+    assert exc.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"tritonscale run: error: argument --series-label: '{pair.split('=')[0]}' is not a "
+                           "Prometheus label name")
+
+
+def test_a_series_label_given_twice_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """The later value replaced the earlier, silently."""
+    argv = ["run", "--series-label", "job=x", "--series-label", "job=y", "--metrics-port", "0", "--liveness-port", "0"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == "tritonscale run: --series-label job is given twice: a series has one value " \
+                                      "per label\n"
+
+
 def test_render_reads_the_list_kubectl_get_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`kubectl get tis -o yaml` prints a `kind: List`; each of its items renders as if given alone."""
     path = tmp_path / "listed.yaml"

@@ -222,3 +222,28 @@ def test_a_slow_ticking_service_scales_down_once_its_noise_is_measured():
     assert replicas[-1] <= p.need(300.0) + 1 < 8, p.history
     first_down = next(i for i, r in enumerate(replicas) if r < 8)
     assert "MeasuringNoise" in reasons[:first_down] and first_down >= 9, p.history
+
+
+def test_pods_missing_from_the_series_do_not_scale_the_fleet_down():
+    """Prometheus scrapes only 2 of 8 ready pods (the busy pods' scrapes time out): the rates it sums are
+    a quarter of the load. Found on a real control plane with a stand-in Prometheus: 6 -> 5 -> 4 -> 3
+    with MetricsAvailable=True. With the count of pods that export series the fleet holds; without it
+    (a source that does not count pods), the same readings take it down."""
+    p = Plant(POLICY, replicas=8, cold_start=60.0)
+    p.state = known_capacity()
+    rate = 7 * CAP
+    for _ in range(40):
+        p.tick(rate)
+    assert p.current >= 7 and p.ready == p.current
+    for pods, holds in ((2.0, True), (None, False)):
+        state, current, seen = p.state, p.current, []
+        for k in range(40):
+            seen_rate = rate * 2 / current
+            obs = replace(ok(seen_rate, p95=50.0, batch=8.0), pods=pods)
+            d = decide(obs, Replicas(current, current), POLICY, state, p.now + 15.0 * (k + 1))
+            state, current = d.state, d.replicas
+            seen.append((current, d.reason))
+        if holds:
+            assert all(n == p.current for n, _ in seen) and seen[-1][1] == "PartialData", seen
+        else:
+            assert seen[-1][0] < p.current, seen

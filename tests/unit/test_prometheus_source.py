@@ -71,10 +71,11 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
         "rps": {key: 12.5, ("ns", "idle", "m"): 0.0},
         "p95_ms": {key: 80.0, ("ns", "idle", "m"): math.nan},
         "batch_size": {key: 4.0}, "batch_ms": {key: 28.0}, "pending": {key: 40.0}, "pending_min": {key: 3.0},
+        "replicas": {key: 3.0, ("ns", "idle", "m"): 1.0, ("ns", "gone", "m"): 0.0},
     })
     obs = snap.observation("ns", "svc", "m")
     assert (obs.status, obs.rps, obs.p95_ms, obs.batch_size, obs.batch_ms) == ("ok", 12.5, 80.0, 4.0, 28.0)
-    assert (obs.pending, obs.pending_min) == (40.0, 3.0)
+    assert (obs.pending, obs.pending_min, obs.pods) == (40.0, 3.0, 3.0)
     idle = snap.observation("ns", "idle", "m")
     assert (idle.status, idle.rps, idle.p95_ms) == ("ok", 0.0, None)  # NaN summary: no value, but data
     missing = snap.observation("ns", "other", "m")
@@ -87,11 +88,24 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
     assert failed.status == "failed" and failed.message == "connection refused"
 
 
+def test_a_window_rate_with_no_live_series_is_no_data_not_a_falling_load():
+    """The pods' scrapes fail (or the pods are gone): Prometheus marks their series stale, so the instant
+    count finds none, while rate() over the window still reads the earlier samples, fading -- read as
+    the load, it scaled a fleet of 9 down to 8 on a real Prometheus before NoData held it."""
+    key = ("ns", "svc", "m")
+    values = {"rps": {key: 36.3}, "p95_ms": {key: 80.0}}
+    for count in ({}, {key: 0.0}):  # the count absent (no series at all), or zero
+        obs = Snapshot(taken_at=0, ok=True, values={**values, "replicas": count}).observation("ns", "svc", "m")
+        assert obs.status == "no_data" and obs.rps is None
+        assert obs.message.startswith("no pod exports Triton's series now (stale in Prometheus") \
+            and "36.3 rps read over the window is of earlier scrapes" in obs.message
+
+
 def test_negative_or_absurd_readings_are_no_measurement():
     key = ("ns", "svc", "m")
     snap = Snapshot(taken_at=0, ok=True, values={
         "rps": {key: 700.0}, "p95_ms": {key: -5.0}, "pending": {key: 1e200}, "recent_served_rps": {key: math.inf},
-        "pending_at": {key: 1.7e9}})
+        "pending_at": {key: 1.7e9}, "replicas": {key: 2.0}})
     obs = snap.observation("ns", "svc", "m")
     assert (obs.rps, obs.p95_ms, obs.pending, obs.recent_served_rps, obs.pending_at) == (700.0, None, None, None, 1.7e9)
     for bad in (-1.0, math.inf, 1e300):  # said as what it is, not as "fewer than two scrapes"
@@ -138,6 +152,35 @@ async def test_snapshot_cache_shares_one_fetch_between_concurrent_ticks():
     assert source.calls == 2
     await cache.get("http://p", 30, max_age_s=15)  # another window is another query set
     assert source.calls == 3
+
+
+async def test_a_url_no_tick_asks_for_any_more_is_forgotten_with_its_threads():
+    """Each spec.scaling.prometheus.url ever set kept a source, a pool of threads and a failure series for
+    as long as the operator ran: 60 edits of one object's URL left 60 more threads after it was deleted."""
+    from tritonscale.scaling import snapshot_cache as sc
+
+    made, forgotten, now = [], [], [0.0]
+    cache = SnapshotCache(lambda url: made.append(url) or CountingSource(), clock=lambda: now[0],
+                          on_forget=forgotten.append)
+    for port in range(5):
+        await cache.get(f"http://p:{port}", 60, max_age_s=15)
+        now[0] += 1.0
+    pools = dict(cache._executors)
+    assert len(pools) == 5 and forgotten == []
+    now[0] = 4.0 + sc.FORGET_AFTER_S  # p:4 was asked for at t = 4 and is still in use; the others not
+    await cache.get("http://p:4", 60, max_age_s=15)
+    assert forgotten == [f"http://p:{port}" for port in range(4)]
+    assert set(cache._executors) == set(cache._sources) == {"http://p:4"}
+    assert all(pools[f"http://p:{port}"]._shutdown for port in range(4))
+    assert {url for url, _ in cache._cache} == {"http://p:4"}
+    # a URL asked for again is a new source, as at first
+    await cache.get("http://p:0", 60, max_age_s=15)
+    assert made.count("http://p:0") == 2
+    # a slow-ticking service's URL stays FORGET_TICKS of its interval
+    await cache.get("http://slow", 60, max_age_s=3600)
+    now[0] += sc.FORGET_AFTER_S + 1
+    await cache.get("http://p:4", 60, max_age_s=15)
+    assert "http://slow" in cache._sources and "http://p:0" not in cache._sources
 
 
 async def test_a_cancelled_tick_does_not_cancel_the_fetch_the_others_wait_for():

@@ -139,6 +139,19 @@ def test_the_autoscaler_writes_only_its_own_fields() -> None:
     assert "replicas" not in dumped and "readyReplicas" not in dumped, "the reconciler's: it follows the Deployment"
 
 
+@pytest.mark.parametrize(("obs", "reason", "message"), [
+    (Observation(status="ok", p95_ms=80.0, rps=5.0), "Available", "p95 80.0 ms at 5.00 rps"),
+    (Observation(status="ok", p95_ms=None, rps=0.0), "Idle", "no requests in the rate window"),
+    # requests flowing and a NaN p95 (Triton's summary, its own 60 s): it said Idle beside 200 rps
+    (Observation(status="ok", p95_ms=None, rps=200.0), "NoLatency", "200.00 rps, but no p95"),
+])
+def test_metrics_available_tells_idle_from_a_missing_latency(obs, reason, message) -> None:
+    decision = Decision(3, "WithinTolerance", "ok", State(), metrics_ok=True)
+    new = autoscaler_status(LIVE, decision, obs, None, "cannot list pods", 0, T0, 2)
+    (cond,) = [c for c in new.conditions if c.type == st.METRICS_AVAILABLE]
+    assert (cond.status, cond.reason) == ("True", reason) and cond.message.startswith(message)
+
+
 @pytest.mark.parametrize("writer", ["reconciler", "autoscaler"])
 def test_writing_the_same_status_again_writes_nothing(writer: str) -> None:
     body = _body(copy.deepcopy(LIVE))

@@ -21,6 +21,16 @@ TICK_SECONDS = Histogram(
 METRIC_FAILURES = Counter("tritonscale_metric_source_failures",
                           "Autoscaler ticks whose Prometheus snapshot failed (one per InferenceService and tick)",
                           ("url",))
+
+
+def forget_url(url: str) -> None:
+    """A Prometheus URL no InferenceService uses any more: its failure series goes."""
+    try:
+        METRIC_FAILURES.remove(url)
+    except KeyError:  # it never failed
+        pass
+
+
 # The (direction, reason) label pairs of DECISIONS counted per object, so that its series go with it.
 _decided: dict[tuple[str, str], set[tuple[str, str]]] = {}
 

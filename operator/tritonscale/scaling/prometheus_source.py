@@ -67,6 +67,11 @@ def promql_regex_alternation(values: Iterable[str]) -> str:
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
+def is_label_name(name: str) -> bool:
+    """A Prometheus label name (the classic form every PromQL selector takes unquoted)."""
+    return bool(_LABEL_NAME.match(name))
+
+
 @dataclass(frozen=True)
 class SeriesSelector:
     """How Triton's series are found. Label *names* are validated; label *values* escaped."""
@@ -210,7 +215,17 @@ class Snapshot:
             return Observation(status="no_data",
                                message=f"no Triton series with namespace={namespace}, "
                                        f"inferenceservice={name}, model={model}")
-        return Observation(status="ok", p95_ms=val("p95_ms"), rps=rps, queue_ms=val("queue_ms"),
+        pods = val("replicas")
+        if not pods:
+            # rate() reads a window that still holds samples of series no longer scraped; the instant
+            # count honours staleness (a failed scrape marks its target's series stale at once). A
+            # window rate with no live series is the traffic of pods gone or unreachable, fading: not
+            # a fall of the load.
+            return Observation(status="no_data",
+                               message=f"no pod exports Triton's series now (stale in Prometheus: the pods' "
+                                       f"scrapes fail, or the pods are gone); the {rps:.1f} rps read over the "
+                                       f"window is of earlier scrapes, fading")
+        return Observation(status="ok", p95_ms=val("p95_ms"), rps=rps, queue_ms=val("queue_ms"), pods=pods,
                            pending=val("pending"), pending_min=val("pending_min"), pending_at=val("pending_at"),
                            batch_size=val("batch_size"), batch_ms=val("batch_ms"),
                            failed_rps=val("failed_rps"), recent_rps=val("recent_rps"),
@@ -398,6 +413,9 @@ def describe_failure(exc: BaseException, timeout_s: float) -> str:
         return f"no answer within {timeout_s:g} s"
     if isinstance(exc, requests.exceptions.SSLError):
         why = re.search(r"certificate verify failed: (.+?)\s*\(_ssl", text)
+        if why and re.search(r"mismatch|not valid for", why.group(1)):  # a CA given or not: a wrong name
+            return (f"its TLS certificate is not for this host name ({why.group(1)}): put a name the "
+                    "certificate names in the Prometheus URL")
         if why:
             return (f"its TLS certificate is not trusted ({why.group(1)}): give its CA with "
                     "--prometheus-ca-file")

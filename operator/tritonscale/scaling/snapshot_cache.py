@@ -23,22 +23,48 @@ SourceFactory = Callable[[str], MetricSource]
 FETCH_THREADS = 4
 # A tick waits at least this long (s) for a round, however short its interval.
 MIN_WAIT_S = 1.0
+# A URL no tick asked for in this long (s), and in FORGET_TICKS of the longest interval that asked for
+# it, is forgotten: its source, threads and cached rounds go (each spec.scaling.prometheus.url ever
+# set kept a pool of threads and a metric series for as long as the operator ran).
+FORGET_AFTER_S = 600.0
+FORGET_TICKS = 4
 
 
 class SnapshotCache:
-    def __init__(self, factory: SourceFactory, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, factory: SourceFactory, clock: Callable[[], float] = time.time,
+                 on_forget: Callable[[str], None] | None = None) -> None:
         self._factory = factory
         self._clock = clock
+        self._on_forget = on_forget or (lambda url: None)
         self._sources: dict[str, MetricSource] = {}
         self._cache: dict[tuple[str, int], Snapshot] = {}
         self._inflight: dict[tuple[str, int], asyncio.Task[Snapshot]] = {}
         self._executors: dict[str, ThreadPoolExecutor] = {}
+        self._asked: dict[str, tuple[float, float]] = {}  # url -> (last asked at, longest max_age_s asked with)
+
+    def _forget_unused(self, now: float) -> None:
+        """Drop what belongs to URLs no tick asks for any more (a URL whose round is in flight stays)."""
+        busy = {url for url, _ in self._inflight}
+        for url, (at, age) in list(self._asked.items()):
+            if url in busy or now - at <= max(FORGET_AFTER_S, FORGET_TICKS * age):
+                continue
+            del self._asked[url]
+            self._sources.pop(url, None)
+            executor = self._executors.pop(url, None)
+            if executor is not None:
+                executor.shutdown(wait=False, cancel_futures=True)
+            for key in [k for k in self._cache if k[0] == url]:
+                del self._cache[key]
+            self._on_forget(url)
 
     async def get(self, url: str, window_s: int, max_age_s: float) -> Snapshot:
         """The snapshot for ``url`` and ``window_s``: the cached one if younger than ``max_age_s``,
         else the round in flight or a new one -- waited on for at most ``max_age_s`` (about one
         tick): a round still running then is a failed snapshot for this tick (it holds and counts
         the failure), and the round goes on for the next."""
+        now = self._clock()
+        self._forget_unused(now)
+        self._asked[url] = (now, max(max_age_s, self._asked.get(url, (now, 0.0))[1]))
         key = (url, window_s)
         cached = self._cache.get(key)
         if cached is not None and self._clock() - cached.taken_at < max_age_s:

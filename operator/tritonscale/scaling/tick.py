@@ -211,11 +211,16 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
         conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, "PrometheusUnavailable", obs.message, now, gen)
     elif obs.status == "no_data":
         conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, "NoData", obs.message, now, gen)
-    else:
-        idle = obs.p95_ms is None
-        conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "Idle" if idle else "Available",
-                                 "no requests in Triton's 60 s latency window" if idle else
+    elif obs.p95_ms is not None:
+        conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "Available",
                                  f"p95 {obs.p95_ms:.1f} ms at {obs.rps:.2f} rps", now, gen)
+    elif not obs.rps:
+        conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "Idle", "no requests in the rate window",
+                                 now, gen)
+    else:  # requests, but no p95: Triton's summary covers its own last 60 s, which may hold none of them
+        conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "NoLatency",
+                                 f"{obs.rps:.2f} rps, but no p95 (Triton's latency series read NaN); "
+                                 "scaling on the rate and the queue", now, gen)
     if census is None:
         conds = st.set_condition(conds, st.SCHEDULABLE, "Unknown", "PodsUnreadable", census_error, now, gen)
     elif census.unschedulable:

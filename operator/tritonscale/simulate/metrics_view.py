@@ -229,6 +229,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         rps=rates.success,
         queue_ms=(rates.queue_s / rates.success * 1000.0) if rates.success > 0 else None,
         pending=float(pending),
+        pods=float(len(scraped)),  # count(success): the pods scraped since they became ready
         pending_at=sum(scraped) / len(scraped) if scraped else last_scrape(now, cfg.scrape_s),  # avg(timestamp())
         **extra,
     )

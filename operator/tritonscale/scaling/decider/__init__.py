@@ -28,6 +28,8 @@ function that returns its result and the reason for it:
 7. ``tolerate``   -- the dead band: no scale-down for a load within the tolerance.
    ``measure``    -- no scale-down (but to the floor when idle) before the rate's noise is
                      measured: until then the plan carries no noise margin.
+   ``complete``   -- no scale-down while fewer pods export Triton's series than are ready:
+                     the rates then miss those pods' traffic.
 8. ``stabilize``  -- scale-up/down look-back windows; the scale-down window defaults to the
                      learned cold start and a tick (what a removed replica takes to come back),
                      longer while the rate keeps jumping (burst memory; at long cold starts
@@ -91,6 +93,7 @@ from tritonscale.scaling.decider.steps import (
     breach,
     burst_hold,
     clamp,
+    complete,
     drain_surge,
     guard,
     limit,
@@ -150,6 +153,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     step = settle(step, d, replicas)
     step = tolerate(step, planned, cap, current, policy)
     step = measure(step, state, now, current)
+    step = complete(step, obs, replicas, state, current)
     details["recommendation"] = step.replicas
     full = bare_capacity(cap, source, state, policy)
     bare = math.ceil(now_level / full) if full else current
@@ -163,6 +167,7 @@ __all__ = [
     "Decision", "Demand", "Observation", "PendingReading", "Policy", "Replicas", "SourceStatus", "State", "Step",
     "add_batch_sample",
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
+    "complete",
     "cold_start", "constants", "drain_surge",
     "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",

@@ -50,6 +50,9 @@ class Observation:
     # When the pending gauge was scraped (epoch seconds, the mean over pods): the queue's growth
     # is a change between scrapes. None: take the tick's own time.
     pending_at: float | None = None
+    # Pods whose Triton series Prometheus has now (not stale): fewer than the ready replicas means
+    # the rates miss some pods' traffic (their scrapes fail, or they are not scraped yet). None: not known.
+    pods: float | None = None
     message: str = ""
 
 

@@ -167,6 +167,21 @@ def measure(step: Step, state: State, now: float, current: int) -> Step:
     return Step(current, "MeasuringNoise", step.why + f"; holding {current} until the rate's noise is measured")
 
 
+def complete(step: Step, obs: Observation, replicas: Replicas, state: State, current: int) -> Step:
+    """No scale-down while fewer pods export Triton's series than were ready at the last tick too: the
+    rates then sum only the pods Prometheus scrapes, a low reading of the load (a pod whose scrapes
+    fail: a busy pod's often time out first). A replica ready only since the last tick is not counted:
+    its model's series start at its first scrape, up to a scrape interval after it became ready, and
+    it has served next to nothing yet. It may ask for more, never for less."""
+    last = state.last_pending  # this tick's reading once ``learn`` ran: ``ready_before`` is the last tick's
+    settled = replicas.ready if last is None or last.ready_before is None else min(replicas.ready,
+                                                                                  int(last.ready_before))
+    if step.replicas >= current or obs.pods is None or obs.pods >= settled:
+        return step
+    return Step(current, "PartialData", step.why + f"; holding {current}: only {obs.pods:.0f} of the "
+                                                    f"{settled} ready replicas export Triton's series now")
+
+
 def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
     """The scale-down look-back window and why: the spec's, or the time a removed replica takes
     to come back -- a cold start and a tick (``plan_horizon``). A rate that returns within that
