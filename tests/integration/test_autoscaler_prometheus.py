@@ -16,7 +16,7 @@ import kubernetes
 
 from support.cluster import sample, wait_for
 from support.deployment_watch import ReplicaRecorder, needs_prometheus
-from support.triton_exporter import scraped_exporter
+from support.triton_exporter import ready_replicas, scraped_exporter
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector
 
@@ -41,7 +41,8 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
                                                                    models_claim, node, start_operator, tmp_path):
     NS = namespace
     node()  # pods become Ready 0.5 s after the scheduler binds them
-    exporter, prom = scraped_exporter(tmp_path / "prom", NS, NAME)
+    apps = kubernetes.client.AppsV1Api(api_client)
+    exporter, prom = scraped_exporter(tmp_path / "prom", NS, NAME, pods=ready_replicas(apps, NS, NAME))
     recorder = None
     try:
         exporter.set("linear", rps=20.0, p95_ms=40.0, queue_ms=2.0)
@@ -58,7 +59,6 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
 
         op = start_operator("--prometheus-url", prom.url)
         custom = kubernetes.client.CustomObjectsApi(api_client)
-        apps = kubernetes.client.AppsV1Api(api_client)
         body = sample(NS)
         body["spec"]["scaling"] = {
             "minReplicas": 1, "maxReplicas": 5, "targetP95Milliseconds": 100,

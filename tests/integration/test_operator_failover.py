@@ -42,7 +42,7 @@ from support.audit_log import WRITES, AuditLog, Request, epoch
 from support.cluster import OPERATOR_NAMESPACE, RELEASE, OperatorInstall, sample, wait_for
 from support.deployment_watch import ReplicaRecorder, needs_prometheus
 from support.tcp_proxy import TcpProxy, free_port
-from support.triton_exporter import scraped_exporter
+from support.triton_exporter import ready_replicas, scraped_exporter
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.cluster.control_plane import SERVICE_ACCOUNT_ISSUER
 from tritonscale.sandbox.operator_process import OperatorProcess
@@ -182,7 +182,7 @@ def test_failover_during_a_load_increase(api_client, namespace, models_claim, no
     def status(name: str = NAME) -> dict[str, Any]:
         return custom.get_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name).get("status") or {}
 
-    exporter, prom = scraped_exporter(tmp_path / "prom", NS, NAME)
+    exporter, prom = scraped_exporter(tmp_path / "prom", NS, NAME, pods=ready_replicas(apps, NS, NAME))
     recorder = None
     try:
         # Full batches of 16 in 52 ms: ~300 rps per replica at saturation.

@@ -16,7 +16,7 @@ import kubernetes
 
 from support.cluster import sample, wait_for
 from support.deployment_watch import needs_prometheus
-from support.triton_exporter import scraped_exporter
+from support.triton_exporter import ready_replicas, scraped_exporter
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, LABEL, PLURAL, VERSION
 
 NAME = "linear"
@@ -110,7 +110,7 @@ def test_scaling_beyond_the_nodes_gpus_leaves_pods_pending_and_stops_asking(api_
     core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
     custom = kubernetes.client.CustomObjectsApi(api_client)
     node(gpus=2)  # room for two 1-GPU replicas
-    exporter, prom = scraped_exporter(tmp_path / "prom", ns, NAME)
+    exporter, prom = scraped_exporter(tmp_path / "prom", ns, NAME, pods=ready_replicas(apps, ns, NAME))
     try:
         # Far more load than two replicas serve: p95 3x the target with a queue behind it.
         exporter.set(NAME, rps=200.0, p95_ms=300.0, queue_ms=200.0, pending=50.0, batch_size=8.0, batch_ms=40.0)

@@ -15,11 +15,24 @@ import asyncio
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from tritonscale.sandbox.prometheus_server import PrometheusServer
+
+
+def ready_replicas(apps: Any, namespace: str, name: str) -> Callable[[], int]:
+    """The Deployment's ready replicas, read at each call (1 until it exists): ``pods`` of a service
+    whose pods follow what the operator scales."""
+    def ready() -> int:
+        try:
+            return apps.read_namespaced_deployment_status(name, namespace).status.ready_replicas or 1
+        except Exception:  # noqa: BLE001  (not created yet, or the API server restarting)
+            return 1
+    return ready
 
 
 @dataclass
@@ -41,9 +54,17 @@ class ModelSeries:
 
 
 class TritonExporter:
-    def __init__(self, models: list[str]) -> None:
+    """One pod's Triton, or with ``pods`` a whole service's: the series of that many pods, each
+    labelled ``replica``, sharing the rates and the queue the test sets -- so the count of pods that
+    export series (the decider's ``PartialData`` check) is the service's, not one. ``pods`` is read
+    at every scrape (e.g. the Deployment's ready replicas); a pod added starts its counters at zero
+    and a pod removed takes its series with it, as pods do."""
+
+    def __init__(self, models: list[str], pods: Callable[[], int] | None = None) -> None:
         now = time.monotonic()
         self.series = {m: ModelSeries(last=now) for m in models}
+        self._pods = pods
+        self._replicas: dict[str, list[ModelSeries]] = {m: [] for m in models}
         self._lock = threading.Lock()
         exporter = self
 
@@ -79,7 +100,7 @@ class TritonExporter:
                 setattr(self.series[model], k, v)
 
     def _advance(self, now: float) -> None:
-        for s in self.series.values():
+        for s in [*self.series.values(), *(r for rs in self._replicas.values() for r in rs)]:
             dt = now - s.last
             s.success += s.rps * dt
             s.failure += (s.failed_rps or 0.0) * dt
@@ -89,40 +110,59 @@ class TritonExporter:
             s.compute_us_total += s.rps * dt * s.batch_ms * 1000  # each request accrues its batch's time
             s.last = now
 
+    def _pod_series(self, now: float) -> dict[tuple[str, str], ModelSeries]:
+        """(model, label matchers) -> series: the model's own, or one per pod sharing its rates and queue."""
+        if self._pods is None:
+            return {(m, f'model="{m}",version="1"'): s for m, s in self.series.items()}
+        n = max(1, self._pods())
+        out = {}
+        for m, total in self.series.items():
+            pods = self._replicas[m]
+            del pods[n:]
+            pods += [ModelSeries(last=now) for _ in range(n - len(pods))]
+            for k, pod in enumerate(pods):  # the rates and the queue split evenly; latencies as set
+                for attr in ("p95_ms", "queue_ms", "batch_size", "batch_ms"):
+                    setattr(pod, attr, getattr(total, attr))
+                pod.rps, pod.pending = total.rps / n, total.pending / n
+                pod.failed_rps = None if total.failed_rps is None else total.failed_rps / n
+                out[(m, f'model="{m}",version="1",replica="{k}"')] = pod
+        return out
+
     def render(self) -> str:
         with self._lock:
-            self._advance(time.monotonic())
+            now = time.monotonic()
+            self._advance(now)
+            series = self._pod_series(now)
             lines = [
                 "# TYPE nv_inference_request_success counter",
-                *(f'nv_inference_request_success{{model="{m}",version="1"}} {s.success:.3f}'
-                  for m, s in self.series.items()),
+                *(f'nv_inference_request_success{{{ls}}} {s.success:.3f}' for (_, ls), s in series.items()),
                 "# TYPE nv_inference_request_failure counter",
-                *(f'nv_inference_request_failure{{model="{m}",version="1"}} {s.failure:.3f}'
-                  for m, s in self.series.items() if s.failed_rps is not None),
+                *(f'nv_inference_request_failure{{{ls}}} {s.failure:.3f}'
+                  for (_, ls), s in series.items() if s.failed_rps is not None),
                 "# TYPE nv_inference_queue_duration_us counter",
-                *(f'nv_inference_queue_duration_us{{model="{m}",version="1"}} {s.queue_us_total:.3f}'
-                  for m, s in self.series.items()),
-                *(f'{name}{{model="{m}",version="1"}} {getattr(s, attr):.3f}'
+                *(f'nv_inference_queue_duration_us{{{ls}}} {s.queue_us_total:.3f}' for (_, ls), s in series.items()),
+                *(f'{name}{{{ls}}} {getattr(s, attr):.3f}'
                   for name, attr in (("nv_inference_count", "count"), ("nv_inference_exec_count", "exec_count"),
                                      ("nv_inference_compute_infer_duration_us", "compute_us_total"))
-                  for m, s in self.series.items()),
+                  for (_, ls), s in series.items()),
                 "# TYPE nv_inference_pending_request_count gauge",
-                *(f'nv_inference_pending_request_count{{model="{m}",version="1"}} {s.pending}'
-                  for m, s in self.series.items()),
+                *(f'nv_inference_pending_request_count{{{ls}}} {s.pending}' for (_, ls), s in series.items()),
                 "# TYPE nv_inference_request_summary_us summary",
             ]
-            for m, s in self.series.items():
+            for (_, ls), s in series.items():
                 v = "NaN" if s.p95_ms is None or math.isnan(s.p95_ms) else f"{s.p95_ms * 1000:.1f}"
-                lines.append(f'nv_inference_request_summary_us{{model="{m}",version="1",quantile="0.95"}} {v}')
-                lines.append(f'nv_inference_request_summary_us_count{{model="{m}",version="1"}} {s.success:.0f}')
+                lines.append(f'nv_inference_request_summary_us{{{ls},quantile="0.95"}} {v}')
+                lines.append(f'nv_inference_request_summary_us_count{{{ls}}} {s.success:.0f}')
             return "\n".join(lines) + "\n"
 
 
-def scraped_exporter(workdir: Path, namespace: str, name: str) -> tuple[TritonExporter, PrometheusServer]:
+def scraped_exporter(workdir: Path, namespace: str, name: str,
+                     pods: Callable[[], int] | None = None) -> tuple[TritonExporter, PrometheusServer]:
     """A TritonExporter for model ``name`` and Debian's Prometheus scraping it every second, with
     the labels the chart's relabelling gives a pod of InferenceService ``name``, once the target
-    is up. The caller stops both (Prometheus first); if set-up fails, both are stopped here."""
-    exporter = TritonExporter([name]).start()
+    is up. ``pods``: the service's pods (TritonExporter). The caller stops both (Prometheus first);
+    if set-up fails, both are stopped here."""
+    exporter = TritonExporter([name], pods).start()
     prom = None
     try:
         prom = PrometheusServer(workdir, scrape_interval_s=1.0).start()
