@@ -267,6 +267,36 @@ async def test_a_tick_waits_about_one_interval_for_a_round_then_holds():
     assert second.ok
 
 
+async def test_a_slow_prometheus_serves_its_last_round_instead_of_failing_every_other_tick():
+    """Rounds of 1.3 s at a 1 s interval: the tick whose wait runs out decides on the last round (started
+    within four intervals) instead of failing. Before, every other tick failed and the next succeeded on the
+    round it had waited for: MetricsAvailable flapped at each tick and failureThreshold was never reached.
+    A round older than that, or none, still fails the tick."""
+    import time
+
+    rounds = []
+
+    class Slow:
+        def fetch(self, window_s: int) -> Snapshot:
+            started = time.time()
+            time.sleep(1.3)
+            rounds.append(started)
+            return Snapshot(taken_at=started, ok=True)
+
+    cache = SnapshotCache(lambda url: Slow())
+    first = await cache.get("http://p", 60, max_age_s=1.0)
+    assert not first.ok  # nothing to fall back on yet
+    await asyncio.sleep(0.4)  # that round ends
+    seen = []
+    for _ in range(4):
+        started = time.monotonic()
+        snap = await cache.get("http://p", 60, max_age_s=1.0)
+        seen.append(snap.ok)
+        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+    assert all(seen), seen
+    assert len(rounds) >= 3  # new rounds kept starting: the data is at most four intervals old
+
+
 async def test_a_prometheus_that_hangs_holds_up_only_its_own_rounds():
     """One tenant's spec.scaling.prometheus.url that never answers: its rounds take its own threads,
     and every window of it in flight at once leaves another Prometheus's rounds to run at once."""

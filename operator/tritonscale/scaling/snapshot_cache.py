@@ -23,6 +23,12 @@ SourceFactory = Callable[[str], MetricSource]
 FETCH_THREADS = 4
 # A tick waits at least this long (s) for a round, however short its interval.
 MIN_WAIT_S = 1.0
+# A tick whose round is still running after its wait decides on the last good round if that started
+# within this many of its waits (0.9 of its interval; the decider reads how old the data is:
+# ``data_age``); older, or none, and the tick fails (holds, and counts towards failureThreshold). That
+# round is as old as a round takes plus up to two ticks: four serve rounds of up to about two
+# intervals. A Prometheus that refuses or errs fails at once, as before.
+SLOW_ROUND_TICKS = 4
 # A URL no tick asked for in this long (s), and in FORGET_TICKS of the longest interval that asked for
 # it, is forgotten: its source, threads and cached rounds go (each spec.scaling.prometheus.url ever
 # set kept a pool of threads and a metric series for as long as the operator ran).
@@ -79,6 +85,11 @@ class SnapshotCache:
         try:
             return await asyncio.wait_for(asyncio.shield(task), timeout=max(max_age_s, MIN_WAIT_S))
         except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11; its own class on 3.10
+            if cached is not None and self._clock() - cached.taken_at < SLOW_ROUND_TICKS * max_age_s:
+                # A slow Prometheus, not a dead one: its rounds take longer than a tick, and the last
+                # one is still recent. Failing this tick made every other tick fail and the next
+                # succeed on the round it had waited for -- MetricsAvailable flapping each tick.
+                return cached
             return Snapshot(taken_at=self._clock(), ok=False,
                             error=f"Prometheus at {shown_url(url)}: no complete answer within "
                                   f"{max(max_age_s, MIN_WAIT_S):g} s")
