@@ -136,6 +136,11 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "steps", "--slo-ms", "150", "--rate", "1e20", "--duration", "600"], "--rate: 1e+20 rps for 600 s"),
     (["--shape", "poisson", "--slo-ms", "150", "--rate", "0.01", "--duration", "1e7"],
      "--duration: 1e+07 s; a replay takes at most"),
+    # the CRD's rule: a REJECT timeout within the queue delay rejects what the batcher holds (it ran)
+    (["--shape", "poisson", "--slo-ms", "150", "--queue-timeout-us", "1000"],
+     "--queue-timeout-us 1000 must be more than the queue delay (--max-queue-delay-us 2000)"),
+    (["--shape", "poisson", "--slo-ms", "150", "--queue-timeout-us", "5000", "--max-queue-delay-us", "5000"],
+     "--queue-timeout-us 5000 must be more than the queue delay (--max-queue-delay-us 5000)"),
 ])
 def test_bad_input_is_one_line_and_its_exit_code_says_which_kind(capsys, argv, message) -> None:
     """A command line that does not parse (argparse's ``argument --flag: ...``) exits 2, as for every

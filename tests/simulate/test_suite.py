@@ -13,7 +13,7 @@ import pytest
 from tritonscale.simulate import suite, suite_rerun, traffic
 from tritonscale.simulate.command import main_simulate
 from tritonscale.simulate.replica import BatcherConfig, Replica
-from tritonscale.simulate.report import window_p95_ms
+from tritonscale.simulate.report import quantiles_ms, window_p95_ms
 from tritonscale.simulate.suite import Row, Scenario, ScenarioResult, SuiteConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,6 +62,19 @@ def test_rejected_requests_are_misses_so_shedding_cannot_raise_attainment():
     assert np.isinf(lat).any()  # some were rejected
     wp = window_p95_ms(t, lat, 60.0, 60.0)
     assert np.isinf(wp[0]) or wp[0] > 100.0  # the window misses: rejects count as misses
+
+
+@pytest.mark.parametrize("served", [14, 15, 16, 20, 33, 99])
+def test_a_p95_between_a_served_latency_and_a_rejection_is_a_rejection(served):
+    """np.quantile interpolates between the order statistics around 0.95 x (n - 1): with a rejection
+    above, the p95 sat between a served latency and the stand-in, and 4e14 ms was printed as a p95."""
+    lat = np.r_[np.full(served, 0.020), np.full(2, np.inf)]  # 2 of 16-101 rejected
+    t = np.linspace(0.0, 59.0, len(lat))
+    (wp,) = window_p95_ms(t, lat, 60.0, 60.0)
+    exact = np.quantile(np.r_[np.full(served, 0.020), np.full(2, 1e3)], 0.95)  # with a finite stand-in
+    assert np.isinf(wp) if exact > 0.020 + 1e-9 else wp == pytest.approx(20.0)
+    (q,) = quantiles_ms(lat, [0.95])
+    assert np.isinf(q) == np.isinf(wp)
 
 
 def test_window_p95_per_window_of_arrival():

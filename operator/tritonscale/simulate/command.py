@@ -166,6 +166,10 @@ def options_from_args(args: argparse.Namespace) -> Options:
         raise ValueError(f"--min-replicas {args.min_replicas} is above --max-replicas {args.max_replicas}")
     timeout_us = (default_queue_timeout_us(args.slo_ms, args.max_queue_delay_us) if args.queue_timeout_us is None
                   else args.queue_timeout_us)
+    if 0 < timeout_us <= args.max_queue_delay_us:  # the CRD's rule (api/rules.timeout_outlasts)
+        raise ValueError(f"--queue-timeout-us {timeout_us:g} must be more than the queue delay "
+                         f"(--max-queue-delay-us {args.max_queue_delay_us:g}), or 0 for none: Triton would reject "
+                         "every request the batcher holds for the whole delay (the CRD refuses it too)")
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch,
                             args.max_queue_delay_us / 1000.0,
                             preferred_sizes(args.preferred_batch_sizes, args.max_batch),

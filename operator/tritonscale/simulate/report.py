@@ -35,10 +35,17 @@ def _stand_in(latency_s: np.ndarray) -> np.ndarray:
     return np.where(np.isinf(latency_s), _REJECTED_S, latency_s)
 
 
+# Quantiles at or above this (s) are of the stand-in: np.quantile interpolates between the two order
+# statistics around q x (n - 1), and when the upper one is a rejection its weight is the fraction of
+# q x (n - 1) -- a multiple of 0.001 for any quantile of up to three decimals (0.95: of 0.05) -- so
+# the quantile is at least 1e-3 x the stand-in (1e9 s, 31 years) where no latency of a replay (at
+# most MAX_REPLAY_SPAN_S, 30 days) can be. Half the stand-in let a p95 of 4e14 ms through as a number.
+_STAND_IN_FROM_S = _REJECTED_S * 1e-3
+
+
 def _ms_or_inf(quantile_s: np.ndarray) -> np.ndarray:
-    """Quantiles of stand-in latencies, in ms: those that landed on the stand-in back to inf."""
-    out = quantile_s * 1000.0
-    return np.where(out >= _REJECTED_S * 1000.0 / 2, np.inf, out)
+    """Quantiles of stand-in latencies, in ms: those the stand-in entered back to inf."""
+    return np.where(quantile_s >= _STAND_IN_FROM_S, np.inf, quantile_s * 1000.0)
 
 
 def quantiles_ms(latency_s: np.ndarray, qs: Sequence[float]) -> np.ndarray:
