@@ -136,6 +136,8 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "steps", "--slo-ms", "150", "--rate", "1e20", "--duration", "600"], "--rate: 1e+20 rps for 600 s"),
     (["--shape", "poisson", "--slo-ms", "150", "--rate", "0.01", "--duration", "1e7"],
      "--duration: 1e+07 s; a replay takes at most"),
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "static:2", "--min-replicas", "5"],
+     "static:2: fewer than --min-replicas=5"),
     # the CRD's rule: a REJECT timeout within the queue delay rejects what the batcher holds (it ran)
     (["--shape", "poisson", "--slo-ms", "150", "--queue-timeout-us", "1000"],
      "--queue-timeout-us 1000 must be more than the queue delay (--max-queue-delay-us 2000)"),

@@ -136,6 +136,8 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
     if static_n is not None:
         if static_n > c.max_replicas:
             raise ValueError(f"{name}: more than --max-replicas={c.max_replicas}")
+        if static_n < c.min_replicas:  # it ran below the floor every other policy is held to
+            raise ValueError(f"{name}: fewer than --min-replicas={c.min_replicas}")
         return StaticPolicy(static_n)
     if name == "tritonscale":
         spec = scaling_spec(opts)

@@ -93,7 +93,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     c = p.add_argument_group("cluster, metrics and policies")
     c.add_argument("--min-replicas", type=int_in(1), default=1, help="warm floor (default 1)")
-    c.add_argument("--max-replicas", type=int_in(1), default=20, help="ceiling (default 20)")
+    c.add_argument("--max-replicas", type=int_in(1), default=20,
+                   help="ceiling for every policy (default 20, where the CRD's maxReplicas defaults to 10: room "
+                        "above the suite's peak of 8 to show overshoot)")
     c.add_argument("--initial-replicas", type=int_in(1),
                    help="warm at t=0 (default: the oracle's largest need within the first cold start)")
     c.add_argument("--scrape-s", type=at_least(1.0), default=15.0, help="Prometheus scrape interval (default 15)")
