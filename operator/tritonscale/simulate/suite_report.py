@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 
 from tritonscale.simulate.suite import (
@@ -108,9 +110,15 @@ def plot(results: Sequence[ScenarioResult], path: str) -> None:
     classes = list(dict.fromkeys(r.scenario.cls for r in results))
     cols = min(4, len(classes))
     rows_n = (len(classes) + cols - 1) // cols
-    fig, axes = plt.subplots(rows_n, cols, figsize=(4.2 * cols, 3.6 * rows_n), squeeze=False)
     policies = list(dict.fromkeys(("static" if r.policy.startswith("static:") else r.policy)
                                   for res in results for r in res.rows))
+    # At least wide enough for the title; the legend wraps into rows of what fits (about 1.3 in a
+    # label), and the figure grows by its rows (one or two classes clipped the legend and the title).
+    width = max(4.2 * cols, 8.4)
+    legend_cols = max(1, min(len(policies), int(width / 1.3)))
+    legend_in = 0.3 * math.ceil(len(policies) / legend_cols) + 0.15
+    height = 3.6 * rows_n + legend_in + 0.4
+    fig, axes = plt.subplots(rows_n, cols, figsize=(width, height), squeeze=False)
     colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(policies)}
     for ax, cls in zip(axes.flat, classes, strict=False):
         for res in (r for r in results if r.scenario.cls == cls):
@@ -133,8 +141,8 @@ def plot(results: Sequence[ScenarioResult], path: str) -> None:
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
-    fig.legend(handles, labels, loc="lower center", ncol=min(8, len(labels)))
+    fig.legend(handles, labels, loc="lower center", ncol=legend_cols)
     fig.suptitle("scenario suite: attainment against cost (each point one scenario)")
-    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    fig.tight_layout(rect=(0, legend_in / height, 1, 1 - 0.4 / height))
     fig.savefig(path, dpi=110)
     plt.close(fig)
