@@ -51,6 +51,22 @@ RESYNC_S = 300.0
 KUBE: Kube | None = None
 PROMETHEUS_URL: str | None = None
 SNAPSHOTS: SnapshotCache | None = None
+# Set when the operator stops (``_operator_stopping``): a daemon Kopf spawns while it stops
+# (an event handled after its daemon killer ran, e.g. the status the last tick wrote) is one the killer
+# never stops, and Kopf waited 5 s for it before cancelling it -- the Lease went back that much later.
+# Such a daemon ends at its next check or within its wait between ticks (``_stop_event``).
+STOPPING = False
+_STOP_EVENTS: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
+
+
+def _stop_event() -> asyncio.Event:
+    """The running loop's event that ``_operator_stopping`` sets (an Event is bound to one loop)."""
+    loop = asyncio.get_running_loop()
+    if loop not in _STOP_EVENTS:
+        _STOP_EVENTS[loop] = asyncio.Event()
+        if STOPPING:
+            _STOP_EVENTS[loop].set()
+    return _STOP_EVENTS[loop]
 
 
 def _kube() -> Kube:
@@ -140,9 +156,23 @@ def child_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
 def _snapshots() -> SnapshotCache:
     global SNAPSHOTS
     if SNAPSHOTS is None:
-        SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url),
-                                  on_forget=lambda url: om.forget_url(shown_url(url)))
+        SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url), on_forget=_forget_url)
     return SNAPSHOTS
+
+
+def _forget_url(url: str) -> None:
+    """A Prometheus URL no InferenceService uses any more (SnapshotCache forgot it): its failure series
+    goes, unless another URL in use shows as the same label (they differ only in credentials)."""
+    label = shown_url(url)
+    if SNAPSHOTS is None or not any(shown_url(u) == label for u in SNAPSHOTS.urls()):
+        om.forget_url(label)
+
+
+@kopf.on.cleanup()
+async def _operator_stopping(**_: Any) -> None:
+    global STOPPING
+    STOPPING = True
+    _stop_event().set()
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
@@ -154,7 +184,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
     gone = False
     failed: str | None = None  # the failure of the last tick, if it failed: said once, not at every tick
     try:
-        while not stopped:
+        while not stopped and not STOPPING:
             scaling = scaling_spec(spec)  # defaults from the API model
             interval = float(scaling.interval_seconds)
             window = scaling.window_seconds
@@ -190,12 +220,16 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                     await asyncio.to_thread(_reconcile_owner, namespace, name)
                 except Exception as exc:  # _reconcile_owner says API failures itself; anything else here
                     logger.warning(f"resync failed (the next one tries again): {describe_api_error(exc)}")
-            # A plain sleep, not `await stopped.wait(t)`: Kopf stops an async daemon by setting
-            # `stopped` and then cancelling it (cancellation_backoff is unset), which ends this
-            # sleep at once. `stopped.wait(t)` spawns a helper task that ends with TimeoutError
-            # each time t passes; one still pending when the operator exits is re-raised by
-            # Kopf's shutdown, and the process exits 1 on a plain SIGTERM.
-            await asyncio.sleep(max(0.5, interval - (time.monotonic() - started)))
+            # Not `await stopped.wait(t)`: Kopf stops an async daemon by setting `stopped` and then
+            # cancelling it (cancellation_backoff is unset), which ends this wait at once.
+            # `stopped.wait(t)` spawns a helper task that ends with TimeoutError each time t passes;
+            # one still pending when the operator exits is re-raised by Kopf's shutdown, and the
+            # process exits 1 on a plain SIGTERM. wait_for cancels and awaits its own inner task.
+            # The operator's own stop event ends the wait of a daemon Kopf's killer never stops.
+            try:
+                await asyncio.wait_for(_stop_event().wait(), max(0.5, interval - (time.monotonic() - started)))
+            except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11
+                pass
     finally:
         if gone or (stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason):
             autoscaler.forget(uid)
@@ -228,7 +262,7 @@ def configure(options: Any) -> None:
     PROMETHEUS_URL = options.prometheus_url
     verify = options.prometheus_tls_verify
     selector = SeriesSelector(namespaces=tuple(options.namespaces), extra=tuple(options.selector_labels.items()))
-    SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url, selector, verify=verify))
+    SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url, selector, verify=verify), on_forget=_forget_url)
     if not PROMETHEUS_URL:  # said once at start, not only in each service's first tick
         log.warning("no Prometheus URL (--prometheus-url, TRITONSCALE_PROMETHEUS_URL): an InferenceService "
                     "without spec.scaling.prometheus.url is held within its bounds (MetricsUnavailable; "

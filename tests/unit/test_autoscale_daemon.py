@@ -76,6 +76,30 @@ def test_cancelling_the_daemon_ends_its_wait_at_once(ticks: list[float]) -> None
     assert len(ticks) == 1
 
 
+def test_a_daemon_kopfs_killer_never_stops_ends_when_the_operator_stops(ticks: list[float], monkeypatch) -> None:
+    """Kopf may spawn a daemon while it stops (an event handled after its daemon killer ran): nothing sets
+    that daemon's flag, and Kopf waited 5 s for it before cancelling it (the Lease went back 5 s late in a
+    CI run). The operator's cleanup handler ends its wait between ticks, and one spawned after it returns
+    before its first tick."""
+    monkeypatch.setattr(handlers, "STOPPING", False)
+    monkeypatch.setattr(handlers, "_STOP_EVENTS", {})
+
+    async def scenario() -> tuple[bool, int, bool, int]:
+        task, _ = await _start({"scaling": {"intervalSeconds": 600}})  # its flag is never set
+        while not ticks:
+            await asyncio.sleep(0.01)
+        await handlers._operator_stopping()
+        await asyncio.wait([task], timeout=5)  # against a 600 s wait
+        first, seen = task.done(), len(ticks)
+        late, _ = await _start({"scaling": {"intervalSeconds": 600}})
+        await asyncio.wait([late], timeout=5)
+        return first, seen, late.done(), len(ticks)
+
+    first, seen, late, after = _run(scenario())
+    assert first and seen == 1
+    assert late and after == 1  # no tick from the daemon spawned during the stop
+
+
 def test_the_daemon_reconciles_its_object_again_every_resync_period(ticks: list[float], monkeypatch) -> None:
     """Kopf never retries a child's event handler: a correction that failed waits for this resync
     (RESYNC_S), run from the object's own daemon between ticks -- and a failing one is a line, not

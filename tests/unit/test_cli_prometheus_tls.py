@@ -120,3 +120,43 @@ def test_no_right_to_list_namespaces_says_nothing_above_debug(caplog):
     with caplog.at_level("DEBUG", logger="tritonscale"):
         assert operator_main.warn_missing_namespaces(["team-a"], forbidden) == []
     assert [r.levelname for r in caplog.records if r.name == "tritonscale"] == ["DEBUG"]
+
+
+async def test_the_operators_cache_drops_a_forgotten_urls_failure_series(monkeypatch):
+    """`tritonscale run` builds its snapshot cache in configure(): a URL no InferenceService uses any more
+    loses its tritonscale_metric_source_failures series there too (only the tests' default cache did),
+    but not while another URL in use shows as the same label (they differ only in credentials)."""
+    from prometheus_client import REGISTRY
+
+    from tritonscale import handlers
+    from tritonscale.scaling import operator_metrics as om
+    from tritonscale.scaling import snapshot_cache as sc
+
+    monkeypatch.setattr(handlers, "Kube", lambda: object())
+    for name in ("KUBE", "PROMETHEUS_URL", "SNAPSHOTS"):  # configure sets them: restored after
+        monkeypatch.setattr(handlers, name, getattr(handlers, name))
+    handlers.configure(operator_main.OperatorOptions(prometheus_url="http://p:9090", metrics_port=0))
+    cache = handlers.SNAPSHOTS
+    now = [1000.0]
+    monkeypatch.setattr(cache, "_clock", lambda: now[0])
+    monkeypatch.setattr(cache, "_factory", lambda url: _Refused())
+
+    def series(label: str) -> float | None:
+        return REGISTRY.get_sample_value("tritonscale_metric_source_failures_total", {"url": label})
+
+    for url in ("http://old:9090", "http://a:x@shared:9090", "http://b:y@shared:9090"):
+        await cache.get(url, 60, max_age_s=15)
+        om.METRIC_FAILURES.labels(handlers.shown_url(url)).inc()
+    for _ in range(2):  # b ticks on; the other two are asked for no more
+        now[0] += sc.FORGET_AFTER_S / 2 + 1
+        await cache.get("http://b:y@shared:9090", 60, max_age_s=15)
+    assert series("http://old:9090") is None
+    assert series("http://***@shared:9090") is not None  # b's, whose label a's forgetting must not take
+    assert cache.urls() == {"http://b:y@shared:9090"}
+
+
+class _Refused:
+    def fetch(self, window_s: int):
+        from tritonscale.scaling.prometheus_source import Snapshot
+
+        return Snapshot(taken_at=0.0, ok=False, error="connection refused")

@@ -699,27 +699,28 @@ def test_measure_holds_scale_down_until_the_noise_is_measured(hist, step, curren
 
 # --- step: complete -----------------------------------------------------------------------------
 @pytest.mark.parametrize(("step", "pods", "ready_before", "replicas", "reason"), [
-    (D.Step(3, "LoadDecreased", "x"), 2.0, 6, 6, "PartialData"),  # 4 pods' traffic unseen: the rate reads low
-    (D.Step(1, "Idle", "x"), 2.0, 6, 6, "PartialData"),  # the unseen pods may be the busy ones
+    # 4 of 6 pods unseen: the rate reads a third of the load; one replica kept per missing pod
+    (D.Step(3, "LoadDecreased", "x"), 2.0, 6, 6, "PartialData"),
+    (D.Step(1, "Idle", "x"), 2.0, 6, 5, "PartialData"),  # the unseen pods may be the busy ones
+    (D.Step(1, "LoadDecreased", "x"), 5.0, 6, 2, "PartialData"),  # one unseen: the seen load's 1, and 1
     (D.Step(3, "LoadDecreased", "x"), 2.0, None, 6, "PartialData"),  # no earlier tick: the ready count now
     (D.Step(3, "LoadDecreased", "x"), 6.0, 6, 3, "LoadDecreased"),
     (D.Step(3, "LoadDecreased", "x"), 7.0, 6, 3, "LoadDecreased"),  # a starting pod scraped too: no matter
     (D.Step(3, "LoadDecreased", "x"), None, 6, 3, "LoadDecreased"),  # a source that does not count pods
     (D.Step(3, "LoadDecreased", "x"), 4.0, 4, 3, "LoadDecreased"),  # 2 ready since the last tick, unscraped yet
-    (D.Step(3, "LoadDecreased", "x"), 3.0, 4, 6, "PartialData"),
+    (D.Step(3, "LoadDecreased", "x"), 3.0, 4, 4, "PartialData"),
     (D.Step(9, "LoadIncreased", "x"), 2.0, 6, 9, "LoadIncreased"),  # a low reading that still asks for more
     (D.Step(6, "Steady", "x"), 2.0, 6, 6, "Steady"),
 ])
-def test_complete_holds_scale_down_while_pods_are_missing_from_the_series(step, pods, ready_before, replicas,
-                                                                          reason):
+def test_complete_keeps_a_replica_for_each_pod_missing_from_the_series(step, pods, ready_before, replicas, reason):
     obs = replace(ok(100.0), pods=pods)
     state = State(last_pending=PendingReading(0.0, 0.0, 6.0, 0.0, 0.0, ready_before))
     got = D.complete(step, obs, Replicas(6, 6), state, 6)
     assert (got.replicas, got.reason) == (replicas, reason)
     if reason == "PartialData":
         settled = min(6, ready_before or 6)
-        assert got.why.endswith(f"holding 6: only {pods:.0f} of the {settled} ready replicas export Triton's "
-                                "series now")
+        assert got.why.endswith(f"only {pods:.0f} of the {settled} ready replicas export Triton's series now: "
+                                "one replica kept for each missing pod")
 
 
 def test_noise_is_measured_over_the_last_five_minutes_or_enough_readings_at_long_ticks():

@@ -227,23 +227,31 @@ def test_a_slow_ticking_service_scales_down_once_its_noise_is_measured():
 def test_pods_missing_from_the_series_do_not_scale_the_fleet_down():
     """Prometheus scrapes only 2 of 8 ready pods (the busy pods' scrapes time out): the rates it sums are
     a quarter of the load. Found on a real control plane with a stand-in Prometheus: 6 -> 5 -> 4 -> 3
-    with MetricsAvailable=True. With the count of pods that export series the fleet holds; without it
-    (a source that does not count pods), the same readings take it down."""
+    with MetricsAvailable=True. With the count of pods that export series the fleet keeps a replica for
+    each missing pod and holds; without it (a source that does not count pods), the same readings take
+    it down. And a pod whose scrapes fail for good while the load falls does not hold the fleet at its
+    peak: it comes down to the seen load's need and one replica for the unseen pod."""
     p = Plant(POLICY, replicas=8, cold_start=60.0)
     p.state = known_capacity()
     rate = 7 * CAP
     for _ in range(40):
         p.tick(rate)
     assert p.current >= 7 and p.ready == p.current
-    for pods, holds in ((2.0, True), (None, False)):
-        state, current, seen = p.state, p.current, []
-        for k in range(40):
-            seen_rate = rate * 2 / current
-            obs = replace(ok(seen_rate, p95=50.0, batch=8.0), pods=pods)
+    peak = p.current
+
+    def run(pods, per_pod_rate):
+        state, current, seen = p.state, peak, []
+        for k in range(60):
+            visible = current if pods is None else min(pods, current)
+            obs = replace(ok(per_pod_rate * visible, p95=50.0, batch=8.0), pods=pods)
             d = decide(obs, Replicas(current, current), POLICY, state, p.now + 15.0 * (k + 1))
             state, current = d.state, d.replicas
             seen.append((current, d.reason))
-        if holds:
-            assert all(n == p.current for n, _ in seen) and seen[-1][1] == "PartialData", seen
-        else:
-            assert seen[-1][0] < p.current, seen
+        return seen
+
+    held = run(2.0, rate / peak)
+    assert all(n == peak for n, _ in held) and held[-1][1] == "PartialData", held
+    assert run(None, rate * 2 / peak / peak)[-1][0] < peak  # the same low sum, pods not counted: it falls
+    # one pod unseen for good, the load down to a tenth: the seen pods' need and one for the unseen pod
+    low = run(peak - 1.0, rate / 10 / peak)
+    assert low[-1][0] <= 2 + 1 and low[-1][1] in ("PartialData", "Steady", "WithinTolerance"), low

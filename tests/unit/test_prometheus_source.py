@@ -71,7 +71,7 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
         "rps": {key: 12.5, ("ns", "idle", "m"): 0.0},
         "p95_ms": {key: 80.0, ("ns", "idle", "m"): math.nan},
         "batch_size": {key: 4.0}, "batch_ms": {key: 28.0}, "pending": {key: 40.0}, "pending_min": {key: 3.0},
-        "replicas": {key: 3.0, ("ns", "idle", "m"): 1.0, ("ns", "gone", "m"): 0.0},
+        "replicas": {key: 3.0, ("ns", "idle", "m"): 1.0},
     })
     obs = snap.observation("ns", "svc", "m")
     assert (obs.status, obs.rps, obs.p95_ms, obs.batch_size, obs.batch_ms) == ("ok", 12.5, 80.0, 4.0, 28.0)
@@ -295,6 +295,36 @@ async def test_a_slow_prometheus_serves_its_last_round_instead_of_failing_every_
         await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
     assert all(seen), seen
     assert len(rounds) >= 3  # new rounds kept starting: the data is at most four intervals old
+
+
+async def test_a_hung_prometheus_fails_once_its_last_round_is_too_old():
+    """The last good round serves only while it started within SLOW_ROUND_TICKS waits: a Prometheus that
+    hangs is then counted as failing (fallbackReplicas), not served stale data for ever."""
+    import threading
+
+    from tritonscale.scaling import snapshot_cache as sc
+
+    release, now = threading.Event(), [1000.0]
+
+    class HangsAfterOne:
+        calls = 0
+
+        def fetch(self, window_s: int) -> Snapshot:
+            HangsAfterOne.calls += 1
+            if HangsAfterOne.calls > 1:
+                release.wait(5.0)
+            return Snapshot(taken_at=now[0], ok=True)
+
+    cache = SnapshotCache(lambda url: HangsAfterOne(), clock=lambda: now[0])
+    try:
+        assert (await cache.get("http://p", 60, max_age_s=0.2)).ok  # the one good round, at t = 1000
+        now[0] += 0.2 * (sc.SLOW_ROUND_TICKS - 1)
+        assert (await cache.get("http://p", 60, max_age_s=0.2)).ok  # its round hangs: the last one serves
+        now[0] += 0.2 * 2
+        late = await cache.get("http://p", 60, max_age_s=0.2)  # past SLOW_ROUND_TICKS waits
+        assert not late.ok and "no complete answer within 1 s" in late.error
+    finally:
+        release.set()
 
 
 async def test_a_prometheus_that_hangs_holds_up_only_its_own_rounds():

@@ -24,7 +24,7 @@ FETCH_THREADS = 4
 # A tick waits at least this long (s) for a round, however short its interval.
 MIN_WAIT_S = 1.0
 # A tick whose round is still running after its wait decides on the last good round if that started
-# within this many of its waits (0.9 of its interval; the decider reads how old the data is:
+# within this many times ``max_age_s`` (0.9 of its interval; the decider reads how old the data is:
 # ``data_age``); older, or none, and the tick fails (holds, and counts towards failureThreshold). That
 # round is as old as a round takes plus up to two ticks: four serve rounds of up to about two
 # intervals. A Prometheus that refuses or errs fails at once, as before.
@@ -48,6 +48,10 @@ class SnapshotCache:
         self._executors: dict[str, ThreadPoolExecutor] = {}
         self._asked: dict[str, tuple[float, float]] = {}  # url -> (last asked at, longest max_age_s asked with)
 
+    def urls(self) -> set[str]:
+        """The URLs ticks ask for (not yet forgotten)."""
+        return set(self._asked)
+
     def _forget_unused(self, now: float) -> None:
         """Drop what belongs to URLs no tick asks for any more (a URL whose round is in flight stays)."""
         busy = {url for url, _ in self._inflight}
@@ -66,8 +70,9 @@ class SnapshotCache:
     async def get(self, url: str, window_s: int, max_age_s: float) -> Snapshot:
         """The snapshot for ``url`` and ``window_s``: the cached one if younger than ``max_age_s``,
         else the round in flight or a new one -- waited on for at most ``max_age_s`` (about one
-        tick): a round still running then is a failed snapshot for this tick (it holds and counts
-        the failure), and the round goes on for the next."""
+        tick). A round still running then serves the last good round if that started within
+        ``SLOW_ROUND_TICKS`` x ``max_age_s``, else a failed snapshot for this tick (it holds and
+        counts the failure); the round goes on for the next."""
         now = self._clock()
         self._forget_unused(now)
         self._asked[url] = (now, max(max_age_s, self._asked.get(url, (now, 0.0))[1]))

@@ -70,11 +70,12 @@ def rerun(stored: dict[str, Any], cfg: SuiteConfig) -> ScenarioResult:
     against the stored rows, such a re-run would compare runs on different traffic."""
     sc = _scenario(stored)
     slo_ms = cfg.slo_ms(sc.slo)
-    s, arr = run_ours(sc, cfg)
-    if len(arr) != int(stored["requests"]):
+    arr, _, _ = suite.scenario_arrivals(sc, cfg, suite._calibration(cfg.batcher, slo_ms).capacity_rps)
+    if len(arr) != int(stored["requests"]):  # checked before the simulation, which takes the time
         raise ValueError(f"{stored['name']}: these arrivals are {len(arr):,} requests, the stored run's were "
                          f"{int(stored['requests']):,} ({stored['arrivals']}): not the traffic it ran on"
                          + (f" (the trace {cfg.trace_path}; give the one it ran on)" if sc.cls == "trace" else ""))
+    s, _ = run_ours(sc, cfg)
     oracle = next(p for p in stored["policies"] if p["policy"] == "oracle")
     cost = s.replica_hours / oracle["replica_hours"] if oracle["replica_hours"] else None
     rows = [row_of(s, cost, oracle["max_replicas"]) if p["policy"] == OURS

@@ -168,18 +168,26 @@ def measure(step: Step, state: State, now: float, current: int) -> Step:
 
 
 def complete(step: Step, obs: Observation, replicas: Replicas, state: State, current: int) -> Step:
-    """No scale-down while fewer pods export Triton's series than were ready at the last tick too: the
-    rates then sum only the pods Prometheus scrapes, a low reading of the load (a pod whose scrapes
-    fail: a busy pod's often time out first). A replica ready only since the last tick is not counted:
-    its model's series start at its first scrape, up to a scrape interval after it became ready, and
-    it has served next to nothing yet. It may ask for more, never for less."""
+    """A scale-down while fewer pods export Triton's series than were ready at the last tick too
+    keeps one replica for each pod missing from them: the rates then sum only the pods Prometheus
+    scrapes (a pod whose scrapes fail: a busy pod's often time out first), and each missing pod is
+    taken to carry a replica's worth of load -- as the Kubernetes HPA takes a pod without metrics to
+    use 100% of its target on a scale-down. So the fleet never falls below what the seen load needs
+    plus the pods unseen, and a pod whose scrapes fail for good does not hold it at its peak for ever.
+    A replica ready only since the last tick is not counted (its model's series start at its first
+    scrape; at a tick shorter than the scrape interval that can take longer, and the hold lasts until
+    it is scraped). Scale-ups are left alone: a low reading that still asks for more is right."""
     last = state.last_pending  # this tick's reading once ``learn`` ran: ``ready_before`` is the last tick's
     settled = replicas.ready if last is None or last.ready_before is None else min(replicas.ready,
                                                                                   int(last.ready_before))
     if step.replicas >= current or obs.pods is None or obs.pods >= settled:
         return step
-    return Step(current, "PartialData", step.why + f"; holding {current}: only {obs.pods:.0f} of the "
-                                                    f"{settled} ready replicas export Triton's series now")
+    missing = settled - math.floor(obs.pods)
+    n = min(current, step.replicas + missing)
+    if n == step.replicas:
+        return step
+    return Step(n, "PartialData", step.why + f"; only {obs.pods:.0f} of the {settled} ready replicas export "
+                                             f"Triton's series now: one replica kept for each missing pod")
 
 
 def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
