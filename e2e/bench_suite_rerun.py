@@ -76,12 +76,12 @@ def main(argv: list[str] | None = None) -> int:
             setattr(constants, name, value)
             print(f"decider constant {name} = {value:g}")
         data = json.loads(Path(a.suite_json).read_text(encoding="utf-8"))
-        trace = a.trace or (data.get("setup") or {}).get("trace") or str(TRACE)
+        named = a.trace or (data.get("setup") or {}).get("trace")
+        trace = named or str(TRACE)
         if any(s.get("class") == "trace" for s in data.get("scenarios") or []):
             # A re-run on another trace than the stored run's is refused scenario by scenario (its
             # request count differs); say which one this is.
-            print(f"trace: {trace}" + ("" if a.trace or (data.get("setup") or {}).get("trace")
-                                       else " (the result does not name its trace; --trace names it)"))
+            print(f"trace: {trace}" + ("" if named else " (the result does not name its trace; --trace names it)"))
         cfg = config_from_json(data, trace if Path(trace).exists() else None)
         if a.scrapes != "stored":
             cfg = replace(cfg, scrape_spread=a.scrapes == "spread")

@@ -122,16 +122,16 @@ def _run(args: argparse.Namespace) -> int:
         print("tritonscale run: --prometheus-ca-file and --prometheus-insecure-skip-tls-verify exclude each other "
               "(the first checks the certificate against a CA, the second not at all)", file=sys.stderr)
         return 2
-    ports = [p for p in (_port_problem("--metrics-port", args.metrics_port),
-                         _port_problem("--liveness-port", args.liveness_port)) if p]
+    problems = [p for p in (_port_problem("--metrics-port", args.metrics_port),
+                            _port_problem("--liveness-port", args.liveness_port)) if p]
     if args.metrics_port and args.metrics_port == args.liveness_port:
-        ports = [f"--metrics-port and --liveness-port are both {args.metrics_port}: give them different ports"]
+        problems = [f"--metrics-port and --liveness-port are both {args.metrics_port}: give them different ports"]
     labels = [name for name, _ in args.series_label or []]
     twice = sorted({n for n in labels if labels.count(n) > 1})
     if twice:  # a later one silently replaced the earlier
-        ports.append(f"--series-label {twice[0]} is given twice: a series has one value per label")
-    if ports:
-        for p in ports:
+        problems.append(f"--series-label {twice[0]} is given twice: a series has one value per label")
+    if problems:
+        for p in problems:
             print(f"tritonscale run: {p}", file=sys.stderr)
         return 2
     return run(OperatorOptions(

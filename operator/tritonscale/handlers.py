@@ -51,22 +51,17 @@ RESYNC_S = 300.0
 KUBE: Kube | None = None
 PROMETHEUS_URL: str | None = None
 SNAPSHOTS: SnapshotCache | None = None
-# Set when the operator stops (``_operator_stopping``): a daemon Kopf spawns while it stops
-# (an event handled after its daemon killer ran, e.g. the status the last tick wrote) is one the killer
-# never stops, and Kopf waited 5 s for it before cancelling it -- the Lease went back that much later.
-# Such a daemon ends at its next check or within its wait between ticks (``_stop_event``).
-STOPPING = False
+# Set when the operator stops (``_operator_stopping``), one per event loop (an Event is bound to
+# one): a daemon Kopf spawns while it stops (an event handled after its daemon killer ran, e.g. the
+# status the last tick wrote) is one the killer never stops, and Kopf waited 5 s for it before
+# cancelling it -- the Lease went back that much later. Such a daemon ends at its next check or
+# within its wait between ticks.
 _STOP_EVENTS: dict[asyncio.AbstractEventLoop, asyncio.Event] = {}
 
 
 def _stop_event() -> asyncio.Event:
-    """The running loop's event that ``_operator_stopping`` sets (an Event is bound to one loop)."""
-    loop = asyncio.get_running_loop()
-    if loop not in _STOP_EVENTS:
-        _STOP_EVENTS[loop] = asyncio.Event()
-        if STOPPING:
-            _STOP_EVENTS[loop].set()
-    return _STOP_EVENTS[loop]
+    """The running loop's event that ``_operator_stopping`` sets."""
+    return _STOP_EVENTS.setdefault(asyncio.get_running_loop(), asyncio.Event())
 
 
 def _kube() -> Kube:
@@ -170,8 +165,6 @@ def _forget_url(url: str) -> None:
 
 @kopf.on.cleanup()
 async def _operator_stopping(**_: Any) -> None:
-    global STOPPING
-    STOPPING = True
     _stop_event().set()
 
 
@@ -184,7 +177,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
     gone = False
     failed: str | None = None  # the failure of the last tick, if it failed: said once, not at every tick
     try:
-        while not stopped and not STOPPING:
+        while not stopped and not _stop_event().is_set():
             scaling = scaling_spec(spec)  # defaults from the API model
             interval = float(scaling.interval_seconds)
             window = scaling.window_seconds

@@ -116,6 +116,8 @@ def test_values_schema_describes_every_value():
     for path in _leaf_paths(values):
         node = schema
         for key in path:
+            while "$ref" in node:  # a local reference: "#/definitions/NAME"
+                node = schema["definitions"][node["$ref"].removeprefix("#/definitions/")]
             props = node.get("properties") or {}
             if key in props:
                 node = props[key]

@@ -81,7 +81,6 @@ def test_a_daemon_kopfs_killer_never_stops_ends_when_the_operator_stops(ticks: l
     that daemon's flag, and Kopf waited 5 s for it before cancelling it (the Lease went back 5 s late in a
     CI run). The operator's cleanup handler ends its wait between ticks, and one spawned after it returns
     before its first tick."""
-    monkeypatch.setattr(handlers, "STOPPING", False)
     monkeypatch.setattr(handlers, "_STOP_EVENTS", {})
 
     async def scenario() -> tuple[bool, int, bool, int]:

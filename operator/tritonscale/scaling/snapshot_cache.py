@@ -78,7 +78,7 @@ class SnapshotCache:
         self._asked[url] = (now, max(max_age_s, self._asked.get(url, (now, 0.0))[1]))
         key = (url, window_s)
         cached = self._cache.get(key)
-        if cached is not None and self._clock() - cached.taken_at < max_age_s:
+        if cached is not None and now - cached.taken_at < max_age_s:
             return cached
         task = self._inflight.get(key)
         if task is None:

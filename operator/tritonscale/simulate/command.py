@@ -39,6 +39,7 @@ from tritonscale.simulate.benchmark import (
     scaling_spec,
 )
 from tritonscale.simulate.engine import BATCHING_APPLY, RELOAD_PAUSE_S, ClusterConfig
+from tritonscale.simulate.given_flags import record_given, was_given
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import POLICY_NAMES, validate_name
 from tritonscale.simulate.replica import BatcherConfig
@@ -119,38 +120,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write every autoscaler tick and its reason (with --suite: of every scenario, named "
                         "in a first column)")
     suite_command.add_arguments(p)
-    _record_given(p)
-
-
-# The namespace attribute naming the flags given on the command line, whatever their values: a flag
-# given at its default value is still a flag this mode may not read (`--suite --cold-start-s 60`
-# ran every cold start of the matrix, silently).
-GIVEN = "given_flags"
-
-
-def _record_given(p: argparse.ArgumentParser) -> None:
-    """Make every action of ``p`` note its dest in ``namespace.given_flags`` when its flag is given."""
-    p.set_defaults(**{GIVEN: frozenset()})
-    for action in p._actions:  # noqa: SLF001  (argparse has no public list of a parser's actions)
-        if action.dest not in ("help", argparse.SUPPRESS):
-            action.__class__ = _recording(type(action))
-
-
-_RECORDING: dict[type[argparse.Action], type[argparse.Action]] = {}
-
-
-def _recording(base: type[argparse.Action]) -> type[argparse.Action]:
-    """``base`` that also notes its dest as given (one subclass per action class)."""
-    if base not in _RECORDING:
-        class Recording(base):  # type: ignore[misc,valid-type]
-            def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                         option_string: str | None = None) -> None:
-                super().__call__(parser, namespace, values, option_string)
-                setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {self.dest})
-
-        Recording.__name__ = f"Recording{base.__name__}"
-        _RECORDING[base] = Recording
-    return _RECORDING[base]
+    record_given(p)
 
 
 # The flags that set a field of the simulated service's spec.scaling (benchmark.scaling_spec).
@@ -342,21 +312,20 @@ def unread_flag(args: argparse.Namespace) -> str | None:
     """The first flag given (at any value, its default's too) that this mode does not read, as an
     error line."""
     defaults = vars(_parser().parse_args([]))
-    recorded = getattr(args, GIVEN, None)
 
-    def was_given(dest: str) -> bool:  # a Namespace not made by this parser: what differs from a default
-        return dest in recorded if recorded is not None else getattr(args, dest) != defaults[dest]
+    def on_line(dest: str) -> bool:  # on the command line, at any value
+        return was_given(args, dest, defaults[dest])
 
     if args.suite:
         for dest, why in ONE_REPLAY_ONLY.items():
-            if was_given(dest):
+            if on_line(dest):
                 return f"{_flag(dest)} sets one replay, not --suite ({why})"
         return None
     for dest in SUITE_ONLY:
-        if was_given(dest):
+        if on_line(dest):
             return f"{_flag(dest)} is a --suite flag"
     given = {dest for dest in ("rate", "duration", "rate_bin_s", "static_replicas", "batching_apply",
-                               "reload_pause_s") if was_given(dest)}
+                               "reload_pause_s") if on_line(dest)}
     if args.trace:
         for dest in sorted(given & {"rate", "duration"}):
             return f"{_flag(dest)} shapes a --shape; a --trace brings its own rate and span (scale it: --rate-scale)"
@@ -371,7 +340,7 @@ def unread_flag(args: argparse.Namespace) -> str | None:
         return "--reload-pause-s is the pause of --batching-apply reload; a rollout does not read it"
     if args.policy != "all":
         for dest, readers in POLICY_FLAGS.items():
-            if was_given(dest) and args.policy not in readers:
+            if on_line(dest) and args.policy not in readers:
                 return (f"{_flag(dest)} is read by --policy {' or '.join(readers)} (or all); --policy {args.policy} "
                         "does not read it")
         if args.no_oracle and args.policy == "oracle":

@@ -18,6 +18,7 @@ from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_paren
 from tritonscale.simulate import suite_report, traffic, tuner_suite
 from tritonscale.simulate.arrivals import MAX_REPLAY_SPAN_S
 from tritonscale.simulate.engine import RELOAD_PAUSE_S, TickRecord
+from tritonscale.simulate.given_flags import was_given
 from tritonscale.simulate.replica import DEFAULT_PREFERRED, BatcherConfig
 from tritonscale.simulate.suite import (
     COLD_STARTS,
@@ -149,9 +150,8 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         checked_trace(trace)  # before any scenario runs
     if args.trace and "trace" not in classes:  # a flag the run would not read is an error, not dropped
         raise ValueError("--trace: the suite replays it only in the trace class; add trace to --classes")
-    recorded = getattr(args, "given_flags", None)  # command._record_given: the flags given, at any value
-    pause_given = "reload_pause_s" in recorded if recorded is not None else args.reload_pause_s != RELOAD_PAUSE_S
-    apply_given = "batching_apply" in recorded if recorded is not None else args.batching_apply != "rollout"
+    pause_given = was_given(args, "reload_pause_s", RELOAD_PAUSE_S)
+    apply_given = was_given(args, "batching_apply", "rollout")
     if not args.batching_tuner and (apply_given or pause_given):
         raise ValueError(f"{'--batching-apply' if apply_given else '--reload-pause-s'}: "
                          "how a tuned batcher is applied; the suite tunes only with --batching-tuner")

@@ -53,12 +53,21 @@ def config_from_json(d: dict[str, Any], trace_path: str | None) -> SuiteConfig:
         raise ValueError(f"not a suite result (tritonscale simulate --suite --json): {e}") from None
 
 
-def run_ours(sc: Scenario, cfg: SuiteConfig) -> tuple[Summary, np.ndarray]:
+def scenario_arrivals(sc: Scenario, cfg: SuiteConfig) -> tuple[np.ndarray, float]:
+    """The scenario's arrivals and horizon, as ``suite.run_scenario`` draws them."""
+    capacity = suite._calibration(cfg.batcher, cfg.slo_ms(sc.slo)).capacity_rps
+    arr, horizon, _ = suite.scenario_arrivals(sc, cfg, capacity)
+    return arr, horizon
+
+
+def run_ours(sc: Scenario, cfg: SuiteConfig,
+             drawn: tuple[np.ndarray, float] | None = None) -> tuple[Summary, np.ndarray]:
     """tritonscale alone on a suite scenario, as ``suite.run_scenario`` runs it (the same arrivals,
-    cluster and starting replicas): its summary, and the arrivals."""
+    cluster and starting replicas): its summary, and the arrivals. ``drawn``: the scenario's
+    ``scenario_arrivals``, if the caller has them already."""
     slo_ms = cfg.slo_ms(sc.slo)
     cal = suite._calibration(cfg.batcher, slo_ms)
-    arr, horizon, _ = suite.scenario_arrivals(sc, cfg, cal.capacity_rps)
+    arr, horizon = drawn if drawn is not None else scenario_arrivals(sc, cfg)
     # run_benchmark starts it warm with the suite's fair_start (the oracle's first windows).
     opts = Options(slo_ms, suite._cluster(cfg, sc), seed=sc.seed, with_oracle=False)
     return run_benchmark(arr, horizon, OURS, opts, calibration=cal).outcomes[0].summary, arr
@@ -70,12 +79,12 @@ def rerun(stored: dict[str, Any], cfg: SuiteConfig) -> ScenarioResult:
     against the stored rows, such a re-run would compare runs on different traffic."""
     sc = _scenario(stored)
     slo_ms = cfg.slo_ms(sc.slo)
-    arr, _, _ = suite.scenario_arrivals(sc, cfg, suite._calibration(cfg.batcher, slo_ms).capacity_rps)
-    if len(arr) != int(stored["requests"]):  # checked before the simulation, which takes the time
-        raise ValueError(f"{stored['name']}: these arrivals are {len(arr):,} requests, the stored run's were "
+    drawn = scenario_arrivals(sc, cfg)
+    if len(drawn[0]) != int(stored["requests"]):  # checked before the simulation, which takes the time
+        raise ValueError(f"{stored['name']}: these arrivals are {len(drawn[0]):,} requests, the stored run's were "
                          f"{int(stored['requests']):,} ({stored['arrivals']}): not the traffic it ran on"
                          + (f" (the trace {cfg.trace_path}; give the one it ran on)" if sc.cls == "trace" else ""))
-    s, _ = run_ours(sc, cfg)
+    s, _ = run_ours(sc, cfg, drawn)
     oracle = next(p for p in stored["policies"] if p["policy"] == "oracle")
     cost = s.replica_hours / oracle["replica_hours"] if oracle["replica_hours"] else None
     rows = [row_of(s, cost, oracle["max_replicas"]) if p["policy"] == OURS

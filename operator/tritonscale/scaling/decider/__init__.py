@@ -28,8 +28,8 @@ function that returns its result and the reason for it:
 7. ``tolerate``   -- the dead band: no scale-down for a load within the tolerance.
    ``measure``    -- no scale-down (but to the floor when idle) before the rate's noise is
                      measured: until then the plan carries no noise margin.
-   ``complete``   -- no scale-down while fewer pods export Triton's series than are ready:
-                     the rates then miss those pods' traffic.
+   ``complete``   -- while fewer pods export Triton's series than are ready (the rates then
+                     miss those pods' traffic), a scale-down keeps a replica for each missing pod.
 8. ``stabilize``  -- scale-up/down look-back windows; the scale-down window defaults to the
                      learned cold start and a tick (what a removed replica takes to come back),
                      longer while the rate keeps jumping (burst memory; at long cold starts
