@@ -57,6 +57,38 @@ def test_plain_text(text: str, expected: list[float]) -> None:
     assert parse_trace_text(text) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("text, expected", [
+    # Unix time in ms, us and ns: read in its unit, not as seconds (a 3 s trace read as 50 min)
+    ("timestamp,x\n1700158546680,1\n1700158547680,2\n1700158549680,3\n", [0.0, 1.0, 3.0]),
+    ("1700158546680123\n1700158547180123\n", [0.0, 0.5]),
+    ("TIMESTAMP\n1700158546680123456\n1700158548680123456\n", [0.0, 2.0]),
+    # seconds, however large a relative trace of them gets, stay seconds
+    ("TIMESTAMP\n0\n99999999999\n", [0.0, 99999999999.0]),
+])
+def test_numbers_that_can_only_be_unix_time_in_a_finer_unit(text: str, expected: list[float]) -> None:
+    assert parse_trace_text(text) == pytest.approx(expected)
+
+
+MOONCAKE = """{"timestamp": 3052, "input_length": 7234, "output_length": 794, "hash_ids": [0, 28, 29]}
+{"timestamp": 0, "input_length": 6755, "output_length": 500, "hash_ids": [0, 1, 2, 3]}
+
+{"timestamp": 0, "input_length": 7319, "output_length": 490, "hash_ids": [0, 14]}
+{"timestamp": 10535.5, "input_length": 672, "output_length": 26, "hash_ids": [46, 47]}
+"""
+
+
+def test_json_lines_in_mooncakes_milliseconds() -> None:
+    assert parse_trace_text(MOONCAKE) == pytest.approx([0.0, 0.0, 3.052, 10.5355])
+    stamps = '{"TimeStamp": "2023-11-16T18:15:47.18Z", "id": 2}\n{"TimeStamp": "2023-11-16T18:15:46.68Z"}\n'
+    assert parse_trace_text(stamps) == pytest.approx([0.0, 0.5])
+    assert parse_trace_text('{"timestamp": 1700158546680}\n{"timestamp": 1700158547180}\n') == pytest.approx([0, 0.5])
+
+
+def test_a_json_lines_trace_file(tmp_path) -> None:
+    (tmp_path / "t.jsonl.gz").write_bytes(gzip.compress(MOONCAKE.encode()))
+    assert load_trace(str(tmp_path / "t.jsonl.gz"))[-1] == pytest.approx(10.5355)
+
+
 @pytest.mark.parametrize("text, message", [
     ("1.0\nabc\n", "line 2: neither seconds nor an ISO timestamp"),
     ("1.0\n2023-11-16T18:15:46\n", "line 2: a timestamp after lines of seconds"),
@@ -74,6 +106,14 @@ def test_plain_text(text: str, expected: list[float]) -> None:
     ("TIMESTAMP,x\n1.0,1\n\n2.0,1\nabc,1\n", "line 5: not a number of seconds .* 'abc'"),
     ("TIMESTAMP,x\n1.0,\"a\nb\"\n2.0,1\nq,1\n", "line 5: not a number of seconds .* 'q'"),
     ("TIMESTAMP,x\n1.0,1\n2.0,1\nNaN,1\n", "line 4: arrival must be a finite number of seconds, got NaN"),
+    ('{"timestamp": 0}\n\n{"timestamp": 1\n', "line 3: not a JSON object"),
+    ('{"timestamp": 0}\n{"time": 1}\n', 'line 2: no "timestamp" key'),
+    ('{"timestamp": 0}\n[1]\n', "line 2: not a JSON object"),
+    ('{"timestamp": 0}\n{"timestamp": NaN}\n', 'line 2: "timestamp" must be a finite number of milliseconds'),
+    ('{"timestamp": true}\n', 'line 1: "timestamp" must be milliseconds or an ISO timestamp, got True'),
+    ('{"timestamp": 0}\n{"timestamp": "2023-11-16T18:15:46"}\n', "line 2: a timestamp after lines of numbers"),
+    ('{"timestamp": "2023-11-16T18:15:46"}\n{"timestamp": 5}\n', "line 2: a number after lines of timestamps"),
+    ('{"timestamp": "2023-11-16T18:15:46"}\n{"timestamp": "soon"}\n', "line 2: not a timestamp: 'soon'"),
 ])
 def test_bad_traces_name_the_line(text: str, message: str) -> None:
     with pytest.raises(TraceError, match=message):

@@ -5,7 +5,7 @@ of the run, so they are easy to test, plot and replay:
 
 * :func:`step_schedule` -- Poisson arrivals, piecewise-constant rate;
 * :func:`burst_schedule` -- a base rate with a periodic burst;
-* :func:`trace_schedule` -- a recorded trace (Azure LLM CSV or one arrival per line),
+* :func:`trace_schedule` -- a recorded trace (Azure LLM CSV, one arrival per line or Mooncake JSON Lines),
   time-compressed by ``rate_scale``.
 
 :func:`run_load` fires each request at its arrival time whether or not earlier ones have
@@ -89,7 +89,7 @@ def trace_schedule(path: Path | str, rate_scale: float = 1.0, duration_s: float 
     """Arrival times from a recorded trace, relative to its first arrival.
 
     Read by the simulator's parser (``simulate.arrivals.load_trace``: a CSV with a
-    ``TIMESTAMP`` column, or one arrival per line; gzip allowed), so both take the same
+    ``TIMESTAMP`` column, one arrival per line, or Mooncake JSON Lines; gzip allowed), so both take the same
     files and reject bad ones with the same one-line errors (a ValueError naming the line).
     ``rate_scale`` > 1 compresses time (``rate_scale`` times the rps); ``duration_s``
     keeps only arrivals before that many seconds (after scaling).

@@ -77,7 +77,8 @@ def preflight(load: str = "step", need_plot: bool = False, service_file: Path | 
         trace = Path(arg) if arg else DEFAULT_TRACE
         if not trace.is_file():
             missing.append(Missing(f"trace file {trace}",
-                                   "pass --load trace:FILE, a CSV with a TIMESTAMP column or one arrival per line "
+                                   "pass --load trace:FILE, a CSV with a TIMESTAMP column, one arrival per line "
+                                   "or Mooncake JSON Lines "
                                    "(the Azure LLM trace is ../shared/data/azure-llm-conv-2023.csv next to the repo)",
                                    installable=False))
     sf = service_file or SAMPLE

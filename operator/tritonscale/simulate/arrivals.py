@@ -13,10 +13,17 @@ Trace files
 * Plain text: one arrival per line, either seconds from the start as a float
   (``12.5``) or an ISO-8601 timestamp (``2023-11-16T18:15:46.68Z``). Blank lines and
   ``#`` comments are skipped.
+* JSON Lines, the Mooncake trace format (Kimi's FAST'25 traces; NVIDIA's aiperf and Dynamo replay
+  it): one object per line with a ``timestamp`` key (any case), in milliseconds as Mooncake
+  defines it, or an ISO-8601 string. Other keys are ignored.
 
-Either may be gzip-compressed (``.csv.gz``).
+Any of them may be gzip-compressed (``.csv.gz``).
 
-Both forms are made relative to the first arrival: seconds since the epoch are a trace that starts
+Numbers that can only be Unix time in a finer unit are read in it: from 1e11 up, milliseconds
+(1.7e12 in 2023), from 1e14 microseconds, from 1e17 nanoseconds -- Unix time in seconds stays below
+1e11 until the year 5138, and a trace of seconds from its start does not open 3,000 years in.
+
+Every form is made relative to the first arrival: seconds since the epoch are a trace that starts
 at 0 too, and a file of seconds that starts at 12.5 replays from 0.
 
 Rate scaling
@@ -35,6 +42,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import math
 import zlib
 from collections.abc import Callable, Sequence
@@ -50,6 +58,18 @@ MAX_REPLAY_SPAN_S = 30 * 86400.0
 
 class TraceError(ValueError):
     """A trace file that cannot be read; the message names the file and line."""
+
+
+# (smallest value, seconds per unit) of numbers that can only be Unix time in a finer unit than the
+# second (module docstring): finest first.
+_EPOCH_UNITS = ((1e17, 1e-9), (1e14, 1e-6), (1e11, 1e-3))
+
+
+def _in_seconds(t: np.ndarray, per_unit: float = 1.0) -> np.ndarray:
+    """Numbers read from a trace, in seconds: ``per_unit`` seconds each (1e-3 for JSON Lines'
+    milliseconds), unless their smallest is Unix time in a finer unit (``_EPOCH_UNITS``)."""
+    lo = float(t.min())
+    return t * next((scale for bound, scale in _EPOCH_UNITS if lo >= bound), per_unit)
 
 
 # -- trace files ----------------------------------------------------------------------------
@@ -147,10 +167,11 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
         if not values:
             raise TraceError(f"{path}: no arrivals after the header")
         t = _seconds(values, numbers, path)
-        if t is None:
-            t = _parse_timestamps(values, path, numbers)
+        t = _parse_timestamps(values, path, numbers) if t is None else _in_seconds(t)
         t = np.sort(t - t.min())
         return t
+    if header.lstrip().startswith("{"):
+        return _json_lines(lines, first, path)
     kept = [(i + 1, ln.strip()) for i, ln in enumerate(lines)
             if ln.strip() and not ln.lstrip().startswith("#")]
     seconds: list[float] = []
@@ -171,9 +192,46 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
         if not math.isfinite(x) or x < 0:
             raise TraceError(f"{path}: line {n}: arrival must be a finite number of seconds >= 0, got {v}")
         seconds.append(x)
-    t = np.array(stamps or seconds)
+    t = np.array(stamps) if stamps else _in_seconds(np.array(seconds))
     # From the first arrival, as the timestamp forms are: seconds since the epoch (1700158546.68) are a
     # trace too, not one that starts 54 years in
+    return np.sort(t - t.min())
+
+
+def _json_lines(lines: Sequence[str], first: int, path: str) -> np.ndarray:
+    """Arrival times (s from the first, sorted) from JSON Lines whose objects carry a ``timestamp``:
+    numbers of milliseconds (Mooncake's unit) or ISO-8601 strings, one kind in a file."""
+    values: list[float | str] = []
+    numbers: list[int] = []  # each value's line in the file
+    for n, ln in enumerate(lines[first:], start=first + 1):
+        ln = ln.strip()
+        if not ln or ln.startswith("#"):
+            continue
+        try:
+            obj = json.loads(ln)
+        except ValueError as exc:
+            raise TraceError(f"{path}: line {n}: not a JSON object ({exc.args[0].split(':')[0]})") from None
+        key = next((k for k in obj if k.lower() == "timestamp"), None) if isinstance(obj, dict) else None
+        if key is None:
+            raise TraceError(f"{path}: line {n}: " + ("no \"timestamp\" key" if isinstance(obj, dict)
+                                                     else "not a JSON object"))
+        v = obj[key]
+        number = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not number and not isinstance(v, str):
+            raise TraceError(f"{path}: line {n}: \"{key}\" must be milliseconds or an ISO timestamp, got {v!r:.60}")
+        if number and not math.isfinite(v):
+            raise TraceError(f"{path}: line {n}: \"{key}\" must be a finite number of milliseconds, got {v}")
+        if values and number != isinstance(values[0], (int, float)):
+            kinds = ("a number", "timestamps") if number else ("a timestamp", "numbers")
+            raise TraceError(f"{path}: line {n}: {kinds[0]} after lines of {kinds[1]}")
+        values.append(v)
+        numbers.append(n)
+    if not values:
+        raise TraceError(f"{path}: no arrivals")
+    if isinstance(values[0], str):
+        t = _parse_timestamps([str(v) for v in values], path, numbers)
+    else:
+        t = _in_seconds(np.array(values, dtype=float), per_unit=1e-3)
     return np.sort(t - t.min())
 
 
