@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from support.documented_fields import documented_json_fields
 from tritonscale.simulate import tuner_suite
 from tritonscale.simulate.benchmark import Options, build
 from tritonscale.simulate.command import main_simulate
@@ -197,6 +198,10 @@ def test_dominators_are_static_configs_at_least_as_good_on_both_axes() -> None:
     doc = tuner_suite.to_dict([res], "wide")
     assert doc["ranges"] == "wide" and doc["scenarios"][0]["best_static"] == "static 100ms [4,8,16]"
     assert tuner_suite.to_dict([res])["ranges"] == "suite"
+    # every field is one the simulator's README documents for other tooling
+    fields = set(doc) | {k for s in doc["scenarios"] for k in s}
+    fields |= {k for s in doc["scenarios"] for part in ("runs", "verdicts") for item in s[part] for k in item}
+    assert fields - documented_json_fields("tuner") == set()
 
 
 def test_cli_rejects_a_negative_reload_pause(capsys: pytest.CaptureFixture[str]) -> None:

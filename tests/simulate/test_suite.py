@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from support.documented_fields import documented_json_fields
 from tritonscale.simulate import suite, suite_rerun, traffic
 from tritonscale.simulate.command import main_simulate
 from tritonscale.simulate.replica import BatcherConfig, Replica
@@ -221,6 +222,12 @@ def test_quick_suite_in_ci(capsys, tmp_path):
             static = s["policies"][6]
             assert me["window_attainment"] >= 0.9 and me["replica_hours"] <= static["replica_hours"], (s["name"], me)
     assert {p["policy"] for p in out["summary"]} >= {"tritonscale", "hpa", "keda", "kpa", "static", "oracle"}
+    # every field is one the simulator's README documents for other tooling
+    fields = set(out) | set(out["setup"]) | set(out["setup"]["replica"]) | set(out["check"])
+    fields |= {k for s in out["scenarios"] for k in s} | {k for s in out["scenarios"] for p in s["policies"] for k in p}
+    fields |= {k for s in out["scenarios"] for k in s["tritonscale_check"]} | {k for p in out["summary"] for k in p}
+    fields |= {k for f in out["check"]["failing"] for k in f}
+    assert fields - documented_json_fields("suite") == set()
     # tritonscale alone, re-run on a stored scenario (e2e/bench_suite_rerun.py), reproduces its stored row
     stored = next(s for s in out["scenarios"] if s["class"] == "steps")
     again = suite_rerun.rerun(stored, suite_rerun.config_from_json(out, None))
