@@ -110,6 +110,7 @@ def test_a_json_lines_trace_file(tmp_path) -> None:
     ('{"timestamp": 0}\n{"time": 1}\n', 'line 2: no "timestamp" key'),
     ('{"timestamp": 0}\n[1]\n', "line 2: not a JSON object"),
     ('{"timestamp": 0}\n{"timestamp": NaN}\n', 'line 2: "timestamp" must be a finite number of milliseconds'),
+    ('{"timestamp": 0}\n{"timestamp": 1' + '0' * 400 + '}\n', 'line 2: "timestamp" must be a finite number of milli'),
     ('{"timestamp": true}\n', 'line 1: "timestamp" must be milliseconds or an ISO timestamp, got True'),
     ('{"timestamp": 0}\n{"timestamp": "2023-11-16T18:15:46"}\n', "line 2: a timestamp after lines of numbers"),
     ('{"timestamp": "2023-11-16T18:15:46"}\n{"timestamp": 5}\n', "line 2: a number after lines of timestamps"),

@@ -219,8 +219,9 @@ def _json_lines(lines: Sequence[str], first: int, path: str) -> np.ndarray:
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
         if not number and not isinstance(v, str):
             raise TraceError(f"{path}: line {n}: \"{key}\" must be milliseconds or an ISO timestamp, got {v!r:.60}")
-        if number and not math.isfinite(v):
-            raise TraceError(f"{path}: line {n}: \"{key}\" must be a finite number of milliseconds, got {v}")
+        if number and not math.isfinite(v if isinstance(v, float) or abs(v) < 2**1023 else math.inf):  # NaN, 1e400
+            raise TraceError(f"{path}: line {n}: \"{key}\" must be a finite number of milliseconds, "
+                             f"got {str(v)[:20]}")
         if values and number != isinstance(values[0], (int, float)):
             kinds = ("a number", "timestamps") if number else ("a timestamp", "numbers")
             raise TraceError(f"{path}: line {n}: {kinds[0]} after lines of {kinds[1]}")
