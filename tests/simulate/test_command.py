@@ -80,6 +80,11 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "poisson", "--slo-ms", "150", "--plot", "/tmp/p.json"], "--plot: /tmp/p.json: name the image .png"),
     (["--shape", "poisson", "--slo-ms", "150", "--plot", "/tmp"], "--plot: /tmp is a folder, not a file"),
     (["--shape", "poisson", "--slo-ms", "150", "--decisions", ""], "--decisions: an empty path"),
+    # a static fleet and the oracle never tick: their --decisions file would hold a header only
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "static:3", "--decisions", "/tmp/d.csv"],
+     "--decisions: --policy static:3 makes no decisions"),
+    (["--shape", "poisson", "--slo-ms", "150", "--policy", "oracle", "--decisions", "/tmp/d.csv"],
+     "--decisions: --policy oracle makes no decisions"),
     (["--shape", "poisson", "--slo-ms", "700000"], "--slo-ms: Input should be less than or equal to 600000"),
     (["--shape", "poisson", "--slo-ms", "150", "--max-replicas", "5000"], "--max-replicas: Input should be less"),
     (["--shape", "poisson", "--slo-ms", "150", "--max-batch", "10000000"],

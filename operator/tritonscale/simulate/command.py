@@ -369,6 +369,9 @@ def run(args: argparse.Namespace) -> int:
         ensure_image("--plot", args.plot)
         ensure_parent("--decisions", args.decisions)
         ensure_distinct({"--plot": args.plot, "--decisions": args.decisions}, {"--trace": args.trace})
+        if args.decisions and (args.policy == "oracle" or args.policy.startswith("static")):
+            raise ValueError(f"--decisions: --policy {args.policy} makes no decisions (it never scales); "
+                             "leave out --decisions or run an autoscaler (tritonscale, a baseline, or all)")
         opts = options_from_args(args)
         arrivals, horizon, what = load_arrivals(args)
         bench = run_benchmark(arrivals, horizon, args.policy, opts)
