@@ -272,6 +272,9 @@ def test_trace_schedule_plain_text(tmp_path):
     bad.write_text("1.0\nyesterday\n")
     with pytest.raises(ValueError, match="line 2: neither seconds nor an ISO timestamp"):
         trace_schedule(bad)  # the simulator's parser and its one-line errors
+    jl = tmp_path / "mooncake.jsonl"  # Mooncake's JSON Lines: timestamp in ms
+    jl.write_text('{"timestamp": 0, "input_length": 655}\n{"timestamp": 10535, "input_length": 672}\n')
+    assert trace_schedule(jl, rate_scale=2).tolist() == pytest.approx([0.0, 5.2675])
 
 
 @pytest.mark.skipif(not AZURE_TRACE.exists(), reason="shared Azure trace not present")
