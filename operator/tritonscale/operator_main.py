@@ -7,10 +7,12 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -53,6 +55,47 @@ class QuietChildEvents(logging.Filter):
         message = record.getMessage()
         return not ((record.levelno == logging.INFO and message == self.SUCCEEDED)
                     or (record.levelno == logging.WARNING and message == self.CANCELLED))
+
+
+class ApiRetryDigest(logging.Filter):
+    """Kopf logs every failed attempt of every API request at ERROR (``Request attempt #3/9 failed;
+    will retry: GET https://10.0.0.1/apis/apps/v1/deployments?watch=true... -> ClientConnectorError(...)``):
+    while the API server is away (a control-plane upgrade) that is about 8 lines per watched resource
+    per 54 s of Kopf's backoffs -- 42 for a 45 s outage (tests/integration/test_apiserver_outage.py),
+    and as many again per watched namespace -- for one problem, which Kopf handles (it retries, and a
+    watch that escalates starts over). Here the first failure of a kind (the API server's address and
+    the error's class) is said at WARNING, and that kind again at most every ``quiet_s``, with a count
+    of those not shown; other records pass unchanged. Kopf's wording is matched, so if it changes,
+    its own lines come through as before. ``tritonscale run --verbose`` keeps every one."""
+
+    RETRY = re.compile(r"^Request attempt #\d+(?:/\d+)? failed; (?:will retry|escalating): "
+                       r"\S+ (https?://[^/\s]+)\S* -> (\w+)")
+
+    def __init__(self, quiet_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.quiet_s, self.clock = quiet_s, clock
+        self._said: dict[tuple[str, str], float] = {}  # kind -> when last shown
+        self._hidden: dict[tuple[str, str], int] = {}  # kind -> not shown since
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not record.name.startswith("kopf"):
+            return True
+        message = record.getMessage()
+        m = self.RETRY.match(message)
+        if m is None:
+            return True
+        kind, now = (m.group(1), m.group(2)), self.clock()
+        said = self._said.get(kind)
+        if said is not None and now - said < self.quiet_s:
+            self._hidden[kind] = self._hidden.get(kind, 0) + 1
+            return False
+        self._said[kind] = now
+        hidden = self._hidden.pop(kind, 0)
+        more = f" ({hidden} more like it since the last shown)" if hidden else ""
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.msg, record.args = (f"Kubernetes API request failed, retrying{more}; the same failure is "
+                                   f"said again at most every {self.quiet_s:g} s: {message}"), ()
+        return True
 
 
 # Kopf's diff-base is a copy of the object's spec, labels and annotations in one annotation, and an
@@ -149,6 +192,9 @@ def configure_logging(verbose: bool) -> None:
     plain format dropped -- with many InferenceServices nobody could tell which one failed."""
     text_format: Any = LOG_FORMAT  # Kopf takes a format string as well as its LogFormat
     kopf.configure(verbose=verbose, log_format=text_format, log_prefix=True)
+    if not verbose:
+        for handler in logging.getLogger().handlers:  # Kopf's, which every logger's records reach
+            handler.addFilter(ApiRetryDigest())
     # Kopf mutes asyncio outside debug; its "Task exception was never retrieved" is worth a line.
     asyncio_log = logging.getLogger("asyncio")
     asyncio_log.propagate, asyncio_log.handlers[:] = True, []

@@ -196,6 +196,52 @@ def test_the_operator_log_leaves_out_kopfs_routine_lines_only() -> None:
     assert kept(logging.WARNING, "Daemon 'autoscale' failed with an exception and will try again in 60 seconds")
 
 
+def test_kopfs_retry_lines_are_said_once_a_minute_per_server_and_error() -> None:
+    """operator_main.ApiRetryDigest: while the API server is away Kopf logs each failed attempt of each
+    watch at ERROR (its wording, kopf/_cogs/clients/api.py); one WARNING per API server and error
+    class a minute is left, with a count of those not shown. Other records pass as they were."""
+    import logging
+
+    from tritonscale.operator_main import ApiRetryDigest
+
+    now = [0.0]
+    digest = ApiRetryDigest(quiet_s=60.0, clock=lambda: now[0])
+
+    def record(message: str, name: str = "kopf._cogs.clients.watching", level: int = logging.ERROR):
+        return logging.LogRecord(name, level, "", 0, message, None, None)
+
+    def retry(n: int, resource: str, error: str = "ClientConnectorError(ConnectionKey(host='127.0.0.1'))",
+              server: str = "https://127.0.0.1:6443") -> logging.LogRecord:
+        return record(f"Request attempt #{n}/9 failed; will retry: GET {server}/apis/apps/v1/{resource}"
+                      f"?watch=true&resourceVersion=12 -> {error}")
+
+    first = retry(1, "deployments")
+    assert digest.filter(first) and first.levelno == logging.WARNING and first.levelname == "WARNING"
+    assert first.getMessage().startswith("Kubernetes API request failed, retrying; the same failure is said "
+                                         "again at most every 60 s: Request attempt #1/9 failed; will retry: GET")
+    now[0] = 5.0
+    assert not digest.filter(retry(2, "deployments"))
+    assert not digest.filter(retry(1, "services"))  # another watch, the same server and error
+    escalated = record("Request attempt #9/9 failed; escalating: GET https://127.0.0.1:6443/api/v1/pods"
+                       "?watch=true -> ClientConnectorError(...)")
+    assert not digest.filter(escalated)
+    other_error = retry(3, "deployments", error="APIForbiddenError('forbidden')")
+    assert digest.filter(other_error) and "#3/9" in other_error.getMessage()  # another kind: said at once
+    assert digest.filter(retry(1, "deployments", server="https://10.0.0.1"))  # another server
+    now[0] = 61.0
+    again = retry(4, "deployments")
+    assert digest.filter(again) and "(3 more like it since the last shown)" in again.getMessage()
+    now[0] = 62.0
+    assert not digest.filter(retry(5, "deployments"))
+    # not Kopf's retry line, or not Kopf's: as it was
+    for other in (record("Request attempt #2/9 failed; TCP closed; will re-authenticate: GET https://x/api"),
+                  record("Handler 'reconcile_inference_service' failed temporarily: boom", name="kopf.objects"),
+                  record(retry(6, "deployments").getMessage(), name="tritonscale.handlers"),
+                  record(retry(7, "deployments").getMessage(), level=logging.DEBUG)):
+        level, message = other.levelno, other.getMessage()
+        assert digest.filter(other) and (other.levelno, other.getMessage()) == (level, message)
+
+
 @pytest.mark.parametrize(("path", "field"), [
     ("spec.template.spec.containers[0].env[0].name", "spec.runtime.env[0].name (Deployment/x "
                                                      "spec.template.spec.containers[0].env[0].name)"),
