@@ -23,6 +23,7 @@ import pytest
 from support.audit_log import AuditLog
 from support.cluster import (
     AUDIT_POLICY,
+    OPERATOR_NAMESPACE,
     RELEASE,
     OperatorInstall,
     client_for,
@@ -166,3 +167,29 @@ def start_operator(operator_install: OperatorInstall, audit_log: AuditLog,
     yield start
     for p in procs:
         p.stop()
+
+
+@pytest.fixture
+def lease(admin_client: kubernetes.client.ApiClient) -> Iterator[Callable[[], Any]]:
+    """The chart's Lease, absent at the start and the end (other tests use it too);
+    ``lease()`` reads it (None while absent)."""
+    coordination = kubernetes.client.CoordinationV1Api(admin_client)
+
+    def delete() -> None:
+        try:
+            coordination.delete_namespaced_lease(RELEASE, OPERATOR_NAMESPACE)
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def read() -> Any:
+        try:
+            return coordination.read_namespaced_lease(RELEASE, OPERATOR_NAMESPACE)
+        except kubernetes.client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    delete()
+    yield read
+    delete()

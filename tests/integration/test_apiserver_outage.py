@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import Any
 
 import kubernetes
-import pytest
 
 from support.apiserver_restart import start_apiserver, stop_apiserver
 from support.audit_log import WRITES
@@ -304,24 +303,9 @@ def test_standalone_operator_rides_out_an_apiserver_outage(control_plane, api_cl
 
 # ---- leader-elected (the chart's way) ------------------------------------------------------------
 
-@pytest.fixture
-def no_lease(admin_client):
-    coordination = kubernetes.client.CoordinationV1Api(admin_client)
-
-    def delete() -> None:
-        try:
-            coordination.delete_namespaced_lease(RELEASE, OPERATOR_NAMESPACE)
-        except kubernetes.client.ApiException as exc:
-            if exc.status != 404:
-                raise
-    delete()
-    yield coordination
-    delete()
-
-
 @needs_prometheus
 def test_leader_steps_down_in_an_outage_and_its_restart_resumes(control_plane, api_client, namespace, models_claim,
-                                                                start_operator, operator_install, no_lease,
+                                                                start_operator, operator_install, lease,
                                                                 tmp_path):
     """The chart's flags with the default timings (lease 15 s, renew deadline 10 s, retry 2 s)."""
     case = Case(api_client, namespace)

@@ -105,32 +105,6 @@ def _token_kubeconfig(install: OperatorInstall, admin: kubernetes.client.ApiClie
 
 
 @pytest.fixture
-def lease(admin_client: kubernetes.client.ApiClient) -> Iterator[Callable[[], Any]]:
-    """The chart's Lease, absent at the start and the end (other tests use it too);
-    ``lease()`` reads it (None while absent)."""
-    coordination = kubernetes.client.CoordinationV1Api(admin_client)
-
-    def delete() -> None:
-        try:
-            coordination.delete_namespaced_lease(RELEASE, OPERATOR_NAMESPACE)
-        except kubernetes.client.ApiException as exc:
-            if exc.status != 404:
-                raise
-
-    def read() -> Any:
-        try:
-            return coordination.read_namespaced_lease(RELEASE, OPERATOR_NAMESPACE)
-        except kubernetes.client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    delete()
-    yield read
-    delete()
-
-
-@pytest.fixture
 def replicas(operator_install: OperatorInstall, admin_client: kubernetes.client.ApiClient,
              tmp_path: Path) -> Iterator[Callable[..., Replica]]:
     """``replicas(*args, server=None)``: start one `tritonscale run --leader-elect` replica
