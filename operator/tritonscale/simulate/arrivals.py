@@ -219,10 +219,15 @@ def _json_lines(lines: Sequence[str], first: int, path: str) -> np.ndarray:
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
         if not number and not isinstance(v, str):
             raise TraceError(f"{path}: line {n}: \"{key}\" must be milliseconds or an ISO timestamp, got {v!r:.60}")
-        if number and not math.isfinite(v if isinstance(v, float) or abs(v) < 2**1023 else math.inf):  # NaN, 1e400
-            raise TraceError(f"{path}: line {n}: \"{key}\" must be a finite number of milliseconds, "
-                             f"got {str(v)[:20]}")
-        if values and number != isinstance(values[0], (int, float)):
+        if number:
+            try:
+                v = float(v)
+            except OverflowError:  # an integer past float's range (JSON's are unbounded)
+                v = math.inf
+            if not math.isfinite(v):  # and json.loads takes NaN and Infinity
+                raise TraceError(f"{path}: line {n}: \"{key}\" must be a finite number of milliseconds, "
+                                 f"got {str(obj[key])[:20]}")
+        if values and number != isinstance(values[0], float):
             kinds = ("a number", "timestamps") if number else ("a timestamp", "numbers")
             raise TraceError(f"{path}: line {n}: {kinds[0]} after lines of {kinds[1]}")
         values.append(v)
@@ -232,7 +237,7 @@ def _json_lines(lines: Sequence[str], first: int, path: str) -> np.ndarray:
     if isinstance(values[0], str):
         t = _parse_timestamps([str(v) for v in values], path, numbers)
     else:
-        t = _in_seconds(np.array(values, dtype=float), per_unit=1e-3)
+        t = _in_seconds(np.array(values), per_unit=1e-3)
     return np.sort(t - t.min())
 
 
