@@ -30,7 +30,7 @@ import kubernetes
 from support.apiserver_restart import start_apiserver, stop_apiserver
 from support.audit_log import WRITES
 from support.cluster import OPERATOR_NAMESPACE, RELEASE, sample, wait_for
-from support.deployment_watch import needs_prometheus
+from support.deployment_watch import ReplicaRecorder, needs_prometheus
 from support.pod_ready_marker import PodReadyMarker
 from support.triton_exporter import ready_replicas, scraped_exporter
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
@@ -44,53 +44,6 @@ OUTAGE_S = float(os.environ.get("TRITONSCALE_TEST_OUTAGE_S", "45"))
 LOAD = dict(p95_ms=60.0, queue_ms=5.0, pending=2.0, batch_size=16.0, batch_ms=52.0)
 RPS_FOR_3 = 750.0
 RPS_FOR_MORE = 1500.0
-
-
-# ---- stand-ins that survive the outage --------------------------------------------------------
-
-class OutageProofMarker(PodReadyMarker):
-    """The test's kubelet stand-in, which goes on through "connection refused" (the support one
-    stops at the first non-API error) -- as a kubelet does."""
-
-    def run(self) -> None:
-        renewed = time.monotonic()
-        while not self.stop_flag.is_set():
-            try:
-                if time.monotonic() - renewed >= 10.0:
-                    self._renew_lease()
-                    renewed = time.monotonic()
-                self._sync_pods()
-            except Exception as exc:  # noqa: BLE001
-                self.errors.append(f"{type(exc).__name__}")
-            self.stop_flag.wait(0.2)
-
-
-class Recorder(threading.Thread):
-    """The Deployment's (generation, spec.replicas) every 0.2 s, through the outage (reads that
-    fail are skipped): a generation that moved by more than one between two reads means a
-    change of spec.replicas this poll may have missed."""
-
-    def __init__(self, apps: Any, ns: str, name: str) -> None:
-        super().__init__(daemon=True)
-        self.apps, self.ns, self.name = apps, ns, name
-        self.stop_flag = threading.Event()
-        self.seen: list[tuple[float, int, int]] = []  # (monotonic, generation, replicas)
-
-    def run(self) -> None:
-        while not self.stop_flag.is_set():
-            try:
-                d = self.apps.read_namespaced_deployment(self.name, self.ns, _request_timeout=2)
-                self.seen.append((time.monotonic(), d.metadata.generation, d.spec.replicas or 0))
-            except Exception:  # noqa: BLE001
-                pass
-            self.stop_flag.wait(0.2)
-
-    def values(self, since: float = 0.0) -> list[int]:
-        out: list[int] = []
-        for t, _, n in self.seen:
-            if t >= since and (not out or out[-1] != n):
-                out.append(n)
-        return out
 
 
 def safe(fn: Callable[[], Any]) -> Any:
@@ -169,9 +122,9 @@ def test_standalone_operator_rides_out_an_apiserver_outage(control_plane, api_cl
                                                            start_operator, operator_install, audit_log, tmp_path):
     case = Case(api_client, namespace)
     NS = namespace
-    marker = OutageProofMarker(api_client, f"node-outage-{NS[-5:]}", ready_after_s=0.5).start()
+    marker = PodReadyMarker(api_client, f"node-outage-{NS[-5:]}", ready_after_s=0.5).start()
     exporter, prom = scraped_exporter(tmp_path / "prom", NS, NAME, pods=ready_replicas(case.apps, NS, NAME))
-    recorder = Recorder(case.apps, NS, NAME)
+    recorder = ReplicaRecorder(case.apps, NS, NAME, interval=0.2)
     problems: list[str] = []
     try:
         exporter.set(NAME, rps=RPS_FOR_3, **LOAD)
@@ -294,9 +247,7 @@ def test_standalone_operator_rides_out_an_apiserver_outage(control_plane, api_cl
         recorder.stop_flag.set()
         if not next(c for c in control_plane._components if c.name == "kube-apiserver").alive():  # noqa: SLF001
             safe(lambda: start_apiserver(control_plane))
-        marker.stop_flag.set()
-        marker.join(5)
-        safe(lambda: marker.stop())
+        safe(marker.stop)
         prom.stop()
         exporter.stop()
 
@@ -312,9 +263,9 @@ def test_leader_steps_down_in_an_outage_and_its_restart_resumes(control_plane, a
     NS = namespace
     elect = ["--leader-elect", f"--leader-elect-resource-name={RELEASE}",
              f"--leader-elect-resource-namespace={OPERATOR_NAMESPACE}"]
-    marker = OutageProofMarker(api_client, f"node-outage-{NS[-5:]}", ready_after_s=0.5).start()
+    marker = PodReadyMarker(api_client, f"node-outage-{NS[-5:]}", ready_after_s=0.5).start()
     exporter, prom = scraped_exporter(tmp_path / "prom", NS, NAME, pods=ready_replicas(case.apps, NS, NAME))
-    recorder = Recorder(case.apps, NS, NAME)
+    recorder = ReplicaRecorder(case.apps, NS, NAME, interval=0.2)
     restarted: OperatorProcess | None = None
     problems: list[str] = []
     try:
@@ -380,8 +331,6 @@ def test_leader_steps_down_in_an_outage_and_its_restart_resumes(control_plane, a
             safe(lambda: start_apiserver(control_plane))
         if restarted is not None:
             restarted.stop()
-        marker.stop_flag.set()
-        marker.join(5)
-        safe(lambda: marker.stop())
+        safe(marker.stop)
         prom.stop()
         exporter.stop()

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import kubernetes
+import urllib3
 from kubernetes.client import ApiException
 
 from support.cluster import delete_if_present
@@ -81,6 +82,8 @@ class PodReadyMarker(threading.Thread):
                 self._sync_pods()
             except ApiException as exc:  # recorded, and the loop goes on as a kubelet's would
                 self.errors.append(f"{exc.status} {exc.reason}")
+            except (urllib3.exceptions.HTTPError, OSError) as exc:  # the API server away: the same
+                self.errors.append(type(exc).__name__)
             self.stop_flag.wait(0.1)
 
     # ---- the Node ----------------------------------------------------------------------
