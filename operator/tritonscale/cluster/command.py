@@ -78,7 +78,8 @@ def _up(directory: Path) -> int:
         raise _Stop(signal.Signals(signum).name)
 
     lock = _lock(directory)
-    stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # Ctrl-C's own is Python's KeyboardInterrupt
+    # the caller's handlers, put back at the end (Ctrl-C's own is Python's KeyboardInterrupt)
+    original = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop_signal)
     plane = ControlPlane(directory, progress=_progress)
@@ -96,13 +97,12 @@ def _up(directory: Path) -> int:
     finally:
         # A second Ctrl-C or SIGTERM while stopping must not cut the stop short: it left etcd running
         # (or printed a traceback). The stop is bounded (process_group's grace), so the signals wait.
-        # They stay ignored after it: the process ends once this returns, and nothing is left to stop --
-        # with the default handlers put back, a second SIGTERM sent while a quick stop had just
-        # finished killed the process (exit -15 after "stopped; no process left").
-        for sig in stop_signals:
+        for sig in original:
             signal.signal(sig, signal.SIG_IGN)
         try:
             plane.stop()
             _progress("stopped; no process left")
         finally:
             lock.close()
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
