@@ -364,6 +364,9 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # said by the command's own parser: "tritonscale run: ... (see tritonscale run --help)"
         _innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+    # argv None: the process's own command line (the `tritonscale` script, `python -m tritonscale`),
+    # so the process ends when the command returns; in-process callers pass argv.
+    args.process_ends = argv is None
     try:
         return args.func(args)
     except KeyboardInterrupt:

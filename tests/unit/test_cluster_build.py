@@ -93,3 +93,39 @@ def test_cluster_up_refuses_a_dir_it_cannot_use_before_starting_anything(tmp_pat
                           (a_file / "sub", f"--dir: cannot create {a_file / 'sub'}: Not a directory")]:
         assert command.run(parser.parse_args(["up", "--dir", str(path)])) == 1
         assert capsys.readouterr().err.strip() == f"tritonscale cluster: {message}"
+
+
+@pytest.mark.parametrize("process_ends", [True, False])
+def test_cluster_up_keeps_stop_signals_ignored_only_when_the_process_ends(monkeypatch, tmp_path, process_ends):
+    """Stopped by Ctrl-C: the stop runs with SIGTERM/SIGINT ignored (a second signal must not cut it
+    short). Afterwards an in-process caller gets its handlers back; the `tritonscale` process keeps them
+    ignored until it exits, since SIG_DFL back let a late second SIGTERM kill it after a clean stop."""
+    import signal
+
+    from tritonscale.cluster import command
+
+    seen: dict[str, object] = {}
+
+    class Plane:
+        def __init__(self, directory, progress):
+            pass
+
+        def start(self):
+            return tmp_path / "kubeconfig"
+
+        def failed(self):
+            raise KeyboardInterrupt
+
+        def stop(self):
+            seen["during stop"] = signal.getsignal(signal.SIGTERM)
+
+    monkeypatch.setattr(command, "ControlPlane", Plane)
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        assert command._up(tmp_path, process_ends=process_ends) == 0  # noqa: SLF001
+        after = {sig: signal.getsignal(sig) for sig in before}
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    assert seen["during stop"] == signal.SIG_IGN
+    assert after == ({sig: signal.SIG_IGN for sig in before} if process_ends else before)

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
             print(ensure_binaries(_progress))
             return 0
         ensure_folder("--dir", args.dir)
-        return _up(args.dir)
+        return _up(args.dir, process_ends=getattr(args, "process_ends", False))
     except (ClusterError, ValueError) as exc:
         print(f"tritonscale cluster: {exc}", file=sys.stderr)
         return 1
@@ -73,7 +73,7 @@ def _lock(directory: Path) -> Any:
     return handle
 
 
-def _up(directory: Path) -> int:
+def _up(directory: Path, process_ends: bool = False) -> int:
     def stop_signal(signum: int, _: FrameType | None) -> None:
         raise _Stop(signal.Signals(signum).name)
 
@@ -104,5 +104,9 @@ def _up(directory: Path) -> int:
             _progress("stopped; no process left")
         finally:
             lock.close()
-            for sig, handler in original.items():
-                signal.signal(sig, handler)
+            # When the process ends right after, the signals stay ignored: with SIG_DFL back, a second
+            # SIGTERM sent while a quick stop had just finished killed it (exit -15 after "stopped; no
+            # process left"). An in-process caller gets its handlers back.
+            if not process_ends:
+                for sig, handler in original.items():
+                    signal.signal(sig, handler)
