@@ -27,7 +27,7 @@ from typing import Any
 
 import kubernetes
 
-from support.apiserver_restart import start_apiserver, stop_apiserver
+from support.apiserver_restart import recover, start_apiserver, stop_apiserver
 from support.audit_log import WRITES
 from support.cluster import OPERATOR_NAMESPACE, RELEASE, sample, wait_for
 from support.deployment_watch import ReplicaRecorder, needs_prometheus
@@ -245,11 +245,10 @@ def test_standalone_operator_rides_out_an_apiserver_outage(control_plane, api_cl
         assert not problems, "\n\n".join(problems) + f"\n\nlog tail:\n{op.log_tail(3000)}"
     finally:
         recorder.stop_flag.set()
-        if not next(c for c in control_plane._components if c.name == "kube-apiserver").alive():  # noqa: SLF001
-            safe(lambda: start_apiserver(control_plane))
         safe(marker.stop)
         prom.stop()
         exporter.stop()
+        recover(control_plane)  # last: whatever else fails, the next test gets a working control plane
 
 
 # ---- leader-elected (the chart's way) ------------------------------------------------------------
@@ -327,10 +326,9 @@ def test_leader_steps_down_in_an_outage_and_its_restart_resumes(control_plane, a
         assert not problems, "\n\n".join(problems)
     finally:
         recorder.stop_flag.set()
-        if not next(c for c in control_plane._components if c.name == "kube-apiserver").alive():  # noqa: SLF001
-            safe(lambda: start_apiserver(control_plane))
         if restarted is not None:
             restarted.stop()
         safe(marker.stop)
         prom.stop()
         exporter.stop()
+        recover(control_plane)  # last: whatever else fails, the next test gets a working control plane

@@ -175,10 +175,14 @@ def bind_models_claim(api_client: kubernetes.client.ApiClient, namespace: str, c
     })
     # Wait for the PV controller to mark the pair Bound: the scheduler refuses pods whose claim
     # is not Bound yet ("unbound immediate PersistentVolumeClaims") and retries only after a
-    # backoff, so a test that starts before the controller's first sync would wait that out.
+    # backoff, so a test that starts before the binding would wait that out. The binding comes
+    # with the controller's periodic resync (--pvclaimbinder-sync-period, 15 s): 13.8-15.0 s
+    # measured for a pre-bound pair, whichever is created first.
     deadline = time.monotonic() + 60
     while core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase != "Bound":
         if time.monotonic() > deadline:
-            raise AssertionError(f"claim {namespace}/{claim} not Bound to {pv_name} after 60 s")
+            events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={claim}").items
+            raise AssertionError(f"claim {namespace}/{claim} not Bound to {pv_name} after 60 s; its events: "
+                                 + ("; ".join(f"{e.reason}: {e.message}" for e in events) or "none"))
         time.sleep(0.1)
     return pv_name
