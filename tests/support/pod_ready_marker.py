@@ -175,9 +175,11 @@ def bind_models_claim(api_client: kubernetes.client.ApiClient, namespace: str, c
     })
     # Wait for the PV controller to mark the pair Bound: the scheduler refuses pods whose claim
     # is not Bound yet ("unbound immediate PersistentVolumeClaims") and retries only after a
-    # backoff, so a test that starts before the binding would wait that out. The binding comes
-    # with the controller's periodic resync (--pvclaimbinder-sync-period, 15 s): 13.8-15.0 s
-    # measured for a pre-bound pair, whichever is created first.
+    # backoff, so a test that starts before the binding would wait that out. It mostly comes
+    # with the controller's periodic resync (--pvclaimbinder-sync-period, 15 s): its volume and
+    # claim workers both set the volume's phase, the claim's loses with a conflict ("Could not
+    # sync claim" at -v=5) and is not retried before then. 0.1-15 s measured for a pre-bound
+    # pair, whichever is created first.
     deadline = time.monotonic() + 60
     while core.read_namespaced_persistent_volume_claim(claim, namespace).status.phase != "Bound":
         if time.monotonic() > deadline:
