@@ -374,6 +374,7 @@ def test_pod_monitor_scrape_timeout_is_left_to_prometheus_unless_set(tmp_path):
 @pytest.mark.parametrize(("interval", "timeout", "ok"), [
     ("5s", "5s", True), ("1m30s", "90s", True), ("1s", "500ms", True),
     ("5s", "6s", False), ("1m30s", "90001ms", False), ("500ms", "1s", False),
+    ("1d", "2h", True), ("1h", "1d", False), ("1w", "6d23h59m59s", True),
 ])
 def test_pod_monitor_scrape_timeout_longer_than_the_interval_is_refused(tmp_path, interval, timeout, ok):
     """Prometheus refuses such a scrape config ('scrape timeout greater than scrape interval'): it rendered,
@@ -384,6 +385,19 @@ def test_pod_monitor_scrape_timeout_longer_than_the_interval_is_refused(tmp_path
     if not ok:
         assert f"podMonitor.scrapeTimeout ({timeout}) must not be longer than podMonitor.interval ({interval})" \
             in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("interval", "ok"), [
+    ("1m30s", True), ("1d", True), ("2h30m", True), ("250ms", True),
+    ("30s1m", False), ("1h1h", False), ("", False), ("1.5s", False),
+])
+def test_pod_monitor_durations_are_what_the_podmonitor_crd_takes(tmp_path, interval, ok):
+    """The CRD's pattern: units largest first, each once (y w d h m s ms). 30s1m rendered before and the
+    API server refused the PodMonitor; 1d was refused here, which the CRD takes."""
+    proc = helm_template_raw({"podMonitor": {"enabled": True, "interval": interval}}, tmp_path)
+    assert (proc.returncode == 0) is ok, proc.stderr
+    if not ok:
+        assert "schema" in proc.stderr and "interval" in proc.stderr, proc.stderr
 
 
 def test_long_release_names_and_name_override(tmp_path):
@@ -577,6 +591,8 @@ def test_a_release_name_kubernetes_refuses_for_the_objects_fails_to_render(relea
     ("--namespace=other", "--namespace"), ("-n", "-n"), ("--prometheus-url=http://p:9090", "--prometheus-url"),
     ("--leader-elect-lease-duration=30", "--leader-elect-lease-duration"),
     ("-nkube-system", "-n"), ("-vnkube-system", "-n"),  # a short flag's value in the same word
+    # set from prometheus.tls.insecureSkipVerify; beside a CA ConfigMap the operator exited at every start
+    ("--prometheus-insecure-skip-tls-verify", "--prometheus-insecure-skip-tls-verify"),
 ])
 def test_extra_args_may_not_set_what_the_chart_sets(tmp_path, arg, flag):
     """The later flag wins in the operator: --metrics-port 9999 left the container port, the Service and
@@ -585,6 +601,28 @@ def test_extra_args_may_not_set_what_the_chart_sets(tmp_path, arg, flag):
     proc = helm_template_raw({"extraArgs": [arg, "1"]}, tmp_path)
     assert proc.returncode != 0
     assert f"extraArgs: {arg}: {flag} is set by the chart" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("values", [
+    {"seriesLabels": {"cluster": "prod"}, "extraArgs": ["--series-label=cluster=prod"]},
+    {"seriesLabels": {"cluster": "prod"}, "extraArgs": ["--series-label", "cluster=eu"]},
+    {"extraArgs": ["--series-label", "cluster=a", "--verbose", "--series-label=cluster=b"]},
+])
+def test_a_series_label_given_twice_is_refused(tmp_path, values):
+    """The operator exits at start on it ("--series-label cluster is given twice"): the chart rendered
+    it, and the pods crash-looped."""
+    proc = helm_template_raw(values, tmp_path)
+    assert proc.returncode != 0
+    assert "the series label cluster is given twice (seriesLabels or extraArgs)" in proc.stderr, proc.stderr
+
+
+def test_series_labels_of_other_names_add_up(tmp_path):
+    proc = helm_template_raw({"seriesLabels": {"cluster": "prod"},
+                              "extraArgs": ["--series-label", "region=eu", "--series-label=zone=a"]}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    dep = next(d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "Deployment")
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--series-label=cluster=prod" in args and args[-3:] == ["--series-label", "region=eu", "--series-label=zone=a"]
 
 
 def test_extra_args_that_only_add_are_passed_on(tmp_path):

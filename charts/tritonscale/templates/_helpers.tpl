@@ -132,10 +132,10 @@ A Prometheus duration of the schema's form (e.g. 1m30s, 500ms) in milliseconds.
 */}}
 {{- define "tritonscale.durationMs" -}}
 {{- $ms := 0 -}}
-{{- range regexFindAll "[0-9]+(ms|s|m|h)" . -1 -}}
+{{- range regexFindAll "[0-9]+(ms|s|m|h|d|w|y)" . -1 -}}
 {{- $n := regexFind "^[0-9]+" . -}}
 {{- $unit := trimPrefix $n . -}}
-{{- $ms = add $ms (mul (int64 $n) (get (dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000) $unit)) -}}
+{{- $ms = add $ms (mul (int64 $n) (get (dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000 "d" 86400000 "w" 604800000 "y" 31536000000) $unit)) -}}
 {{- end -}}
 {{- $ms -}}
 {{- end -}}
