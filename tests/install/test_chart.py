@@ -622,7 +622,8 @@ def test_series_labels_of_other_names_add_up(tmp_path):
     assert proc.returncode == 0, proc.stderr
     dep = next(d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "Deployment")
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--series-label=cluster=prod" in args and args[-3:] == ["--series-label", "region=eu", "--series-label=zone=a"]
+    assert "--series-label=cluster=prod" in args
+    assert args[-3:] == ["--series-label", "region=eu", "--series-label=zone=a"]
 
 
 def test_extra_args_that_only_add_are_passed_on(tmp_path):
