@@ -420,6 +420,52 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     assert "Traceback" not in op.output(), op.output()
 
 
+def test_an_edit_is_checked_as_a_create_is(api_client, namespace, start_operator):
+    """Found by an exploratory review. On an InferenceService that already had its children, a number in
+    runtime.env[].value was refused by the API server with the Deployment echoed whole and no field
+    named (with a larger env, a condition too long to write: the status stayed at the old generation),
+    and a misspelt toleration key was dropped without a word, where a new InferenceService got both
+    refused by field. And taking runtime.serviceAccountName out of the spec left it in force."""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    doc = sample(namespace)
+    doc["spec"]["runtime"]["serviceAccountName"] = "triton-reader"
+    k.create(doc)
+    wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 10, what="SpecValid=True")
+    wait_for(lambda: k.children("linear"), 10, what="the children")
+    wait_for(lambda: "deployment.kubernetes.io/revision" in k.deployment("linear")["metadata"].get("annotations", {}),
+             5, what="the Deployment's revision annotation")
+    before = k.children("linear")
+    for key, value, named in [
+        ("env", [{"name": "OMP_NUM_THREADS", "value": 4}], "spec.runtime.env[0].value"),
+        ("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists", "tolerationSecond": 30}],
+         "spec.runtime.tolerations[0].tolerationSecond"),
+    ]:
+        k.patch("linear", {"spec": {"runtime": {key: value}}})
+        generation = k.get("linear")["metadata"]["generation"]
+        cond = wait_for(lambda: (c := k.condition("linear", "SpecValid")) and c["status"] == "False"
+                        and c.get("observedGeneration") == generation and c, 10,  # noqa: B023
+                        what=f"SpecValid=False for {named}")
+        assert cond["reason"] == "ChildRejected", cond
+        assert cond["message"].startswith(f"{named} (Deployment/linear spec.template.spec."), cond["message"]
+        assert len(cond["message"]) < 1000, cond["message"]
+        after = k.children("linear")
+        for kind in before:
+            assert _desired(after[kind]) == _desired(before[kind]), (key, kind)
+        k.patch("linear", {"spec": {"runtime": {key: None}}})
+        wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 10,
+                 what=f"SpecValid=True without {key}")
+
+    pod = k.deployment("linear")["spec"]["template"]["spec"]
+    assert pod.get("serviceAccountName") == pod.get("serviceAccount") == "triton-reader", pod
+    k.patch("linear", {"spec": {"runtime": {"serviceAccountName": None}}})
+    wait_for(lambda: not {"serviceAccountName", "serviceAccount"} & set(k.deployment("linear")["spec"]["template"]
+                                                                          ["spec"]), 10,
+             what="the Deployment's pod template without the ServiceAccount")
+    assert op.alive()
+    assert "Traceback" not in op.output(), op.output()
+
+
 def test_a_write_refused_after_its_dry_run_passed_is_reported(api_client, namespace, start_operator):
     """An admission policy that lets dry runs through (a change freeze on Deployments' templates):
     the Deployment's patch is refused after the ConfigMap's was written. The Ready condition and a

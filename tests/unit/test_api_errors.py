@@ -147,6 +147,25 @@ def test_a_refusal_names_the_fields_it_gives_and_survives_any_body() -> None:
         assert describe_api_error(_refusal(body)) == "422 Unprocessable Entity"
 
 
+def test_a_refusal_does_not_echo_the_object() -> None:
+    """A patch the API server cannot decode is refused with the object quoted whole (the real API
+    server's words, seen by tests/integration/test_operator_core.py before the operator checked a
+    patch's child itself): the condition was the Deployment's JSON (15 KB for a small spec, past the
+    CRD's 32 KiB limit for a larger one), with the cause at its end."""
+    from tritonscale.reconcile.inference_service import api_problems
+
+    echo = json.dumps({"spec": {"template": {"spec": {"env": [{"name": f"V{i}", "value": 4} for i in range(500)]}}}})
+    cause = (f"Invalid value: {json.dumps(echo)}: json: cannot unmarshal number into Go struct field "
+             f"EnvVar.spec.template.spec.containers.env.value of type string")
+    for status in ({"kind": "Status", "message": f"Deployment.apps \"x\" is invalid: patch: {cause}",
+                    "details": {"causes": [{"field": "patch", "message": cause}]}},
+                   {"kind": "Status", "message": f"Deployment.apps \"x\" is invalid: patch: {cause}"}):
+        (problem,) = api_problems("Deployment/x", _refusal(json.dumps(status)))
+        assert problem.message.endswith('Invalid value: "{...}": json: cannot unmarshal number into Go struct '
+                                        'field EnvVar.spec.template.spec.containers.env.value of type string')
+        assert len(problem.message) < 300, problem.message
+
+
 def test_the_operators_api_client_has_a_connection_per_worker_thread(tmp_path, monkeypatch, caplog) -> None:
     """With the client's default pool of 4, urllib3 warned "Connection pool is full, discarding
     connection" at every start with a dozen InferenceServices (Kopf's 16 workers, the ticks' threads)."""

@@ -267,6 +267,24 @@ def test_key_removed_since_last_applied_is_nulled(field: str, value: Any) -> Non
     assert plan_patch(new, after) is None
 
 
+def test_removed_service_account_name_nulls_its_deprecated_alias_too() -> None:
+    """The API server keeps a pod spec's deprecated ``serviceAccount`` equal to ``serviceAccountName``
+    and fills the name back from it: nulling the name alone left both in place (seen on the real API
+    server by an exploratory review; tests/integration/test_operator_core.py checks it there)."""
+    before = _base()
+    before["spec"]["runtime"]["serviceAccountName"] = "triton-reader"
+    live = api_server_view(desired_children(before)["Deployment"])
+    live["spec"]["template"]["spec"]["serviceAccount"] = "triton-reader"
+    new = desired_children(_base())["Deployment"]
+    patch = plan_patch(new, live)
+    assert patch is not None
+    pod = patch["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] is None and pod["serviceAccount"] is None
+    after = merge_patch(live, patch)
+    assert not {"serviceAccountName", "serviceAccount"} & set(after["spec"]["template"]["spec"])
+    assert plan_patch(new, after) is None
+
+
 def test_defaulted_key_we_never_set_is_not_nulled() -> None:
     """Only keys in last-applied are ours to remove: API-server defaults stay."""
     desired = desired_children(_base())["Deployment"]

@@ -126,6 +126,21 @@ def test_the_deployment_records_the_spec_it_was_made_from(sample: Any) -> None:
         "on the Deployment, not its pods: a scaling edit must not roll them"
 
 
+def test_the_record_keeps_no_prometheus_credentials_and_takes_them_back_from_the_spec() -> None:
+    """Whoever may read Deployments (the built-in view role) read the password in the record, where
+    conditions, events and logs show ``***``. After a restart the record stands in for a refused
+    spec, so the credentials come from the object's spec when its URL is the recorded one."""
+    doc = load(SAMPLES[0])
+    doc["spec"].setdefault("scaling", {})["prometheus"] = {"url": "http://admin:s3cr3t@prom.monitoring:9090/p"}
+    dep = children(doc)["Deployment"]
+    assert "s3cr3t" not in dep["metadata"]["annotations"][SPEC_ANNOTATION]
+    assert recorded_spec(dep)["scaling"]["prometheus"]["url"] == "http://***@prom.monitoring:9090/p"
+    assert recorded_spec(dep, doc["spec"]) == doc["spec"]
+    moved = {**doc["spec"], "scaling": {"prometheus": {"url": "http://admin:s3cr3t@elsewhere:9090/p"}}}
+    assert recorded_spec(dep, moved)["scaling"]["prometheus"]["url"] == "http://***@prom.monitoring:9090/p"
+    assert doc["spec"]["scaling"]["prometheus"]["url"] == "http://admin:s3cr3t@prom.monitoring:9090/p"  # not changed
+
+
 def test_a_spec_too_large_to_record_is_not_recorded() -> None:
     doc = load(SAMPLES[0])
     doc["spec"].setdefault("runtime", {})["env"] = [{"name": f"V{i}", "value": "x" * 100}

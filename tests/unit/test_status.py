@@ -169,3 +169,15 @@ def test_writing_the_same_status_again_writes_nothing(writer: str) -> None:
     after = merge_patch(LIVE, first)
     assert st.status_patch(after, build(after)) is None
     assert st.status_patch(after, build(after)) is None, "a later tick at another time: still nothing"
+
+
+def test_a_condition_message_is_cut_to_what_the_crd_takes() -> None:
+    """A longer one made the API server refuse the whole status write (maxLength 32768), so the
+    InferenceService kept saying what it said before."""
+    long = "spec.runtime.env[0].value: " + "x" * 40_000
+    (cond,) = st.set_condition([], st.SPEC_VALID, False, "ChildRejected", long, 0.0, 2)
+    assert len(cond.message) <= st.MESSAGE_MAX_CHARS and cond.message.startswith("spec.runtime.env[0].value: ")
+    assert cond.message.endswith("more characters cut)")
+    st.Condition.model_validate(cond.model_dump())  # the model's own limit holds
+    (short,) = st.set_condition([], st.SPEC_VALID, True, "Valid", "spec is valid", 0.0)
+    assert short.message == "spec is valid"

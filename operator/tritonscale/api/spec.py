@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from kubernetes.utils import parse_quantity
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -401,6 +401,19 @@ class ScaleDownPolicy(_Model):
 def _object_default() -> dict[str, Any]:
     # `default: {}` lets the API server fill the nested scalar defaults when the block is omitted.
     return {"default": {}}
+
+
+def url_without_credentials(url: str) -> str:
+    """``url`` with its credentials (``http://user:pass@host``) replaced by ``***``, as messages, logs,
+    metric labels and the Deployment's record of the spec show it: they are readable by more people
+    than the InferenceService (``view`` reads Deployments). Not a URL at all: ``***``."""
+    try:
+        parts = urlsplit(url)
+        if "@" not in parts.netloc:
+            return url
+        return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
+    except ValueError:  # nothing in it is known to be safe to show
+        return "***"
 
 
 def prometheus_base_url(url: str) -> str:

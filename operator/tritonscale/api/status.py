@@ -36,12 +36,25 @@ class _Model(BaseModel):
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 
+MESSAGE_MAX_CHARS = 32768  # a condition's message: the CRD's maxLength (Kubernetes' own conditions' limit)
+
+
+def fitted_message(message: str) -> str:
+    """``message`` within MESSAGE_MAX_CHARS, cut with a note of how much was: a longer one made the API
+    server refuse the whole status write, so no condition said anything."""
+    if len(message) <= MESSAGE_MAX_CHARS:
+        return message
+    note = f" ... ({len(message) - MESSAGE_MAX_CHARS + 64} more characters cut)"
+    return message[:MESSAGE_MAX_CHARS - 64] + note[:64]
+
+
 class Condition(_Model):
     type: str = Field(description="SpecValid, Ready, Scaling, MetricsAvailable or Schedulable.")
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024,
                         description="Why, in one CamelCase word (e.g. LoadIncreased, InvalidSpec).")
-    message: str = Field(default="", max_length=32768, description="Why, in words, with the figures behind it.")
+    message: str = Field(default="", max_length=MESSAGE_MAX_CHARS,
+                         description="Why, in words, with the figures behind it.")
     last_transition_time: str = Field(description="RFC 3339 time of the last status change.")
     observed_generation: int | None = Field(default=None,
                                             description="The metadata.generation this condition was set for.")
@@ -197,6 +210,7 @@ def set_condition(
 ) -> list[Condition]:
     """A new list with ``type_`` set; lastTransitionTime moves only when the status flips."""
     status_s: ConditionStatus = status if isinstance(status, str) else ("True" if status else "False")
+    message = fitted_message(message)
     out: list[Condition] = []
     found = False
     for cond in conditions:

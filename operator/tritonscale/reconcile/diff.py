@@ -123,6 +123,17 @@ def removals(last: Any, desired: Any) -> Any:
     return out or None
 
 
+def _with_aliases_nulled(kind: str, gone: dict[str, Any]) -> dict[str, Any]:
+    """A pod template's ``serviceAccountName`` removed: its deprecated alias ``serviceAccount``, which
+    the API server keeps equal to it and fills it back from, is nulled too. Nulling the name alone
+    left both in place, so a ServiceAccount that does not exist could not be taken out of the spec."""
+    pod = _at(gone, ("spec", "template", "spec"))
+    if kind != "Deployment" or not isinstance(pod, dict) or "serviceAccountName" not in pod:
+        return gone
+    out: dict[str, Any] = _union(gone, {"spec": {"template": {"spec": {"serviceAccount": None}}}})
+    return out
+
+
 def strip_owned_by_others(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     """Fields another controller owns are never part of a patch: for a
     Deployment that is ``spec.replicas``, owned by the autoscaler."""
@@ -158,6 +169,7 @@ def plan_patch(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any] 
     last = strip_owned_by_others(desired["kind"], last) if isinstance(last, dict) else {}
     gone = removals(last, {k: v for k, v in body.items() if k != "metadata"}) or {}
     gone = _union(gone, added_keys(desired["kind"], live, body) or {})
+    gone = _with_aliases_nulled(desired["kind"], gone)
     if contains(live, body) and not gone and not containers_differ(desired["kind"], live, body):
         return None
     patch: dict[str, Any] = merge_patch(gone, body)  # the desired fields, and a null for each one removed

@@ -16,7 +16,13 @@ from typing import Any
 
 import pydantic
 import urllib3
-from kubernetes.client import ApiException
+from kubernetes.client import (
+    ApiException,
+    V1ConfigMap,
+    V1Deployment,
+    V1PodDisruptionBudget,
+    V1Service,
+)
 
 from tritonscale.api import status as st
 from tritonscale.api.spec import LABEL, InferenceServiceSpec, model_name
@@ -183,12 +189,30 @@ def _once(problems: list[Problem]) -> list[Problem]:
     return out
 
 
+# The kubernetes client's model of each child's kind: it checks a create's body against the API's
+# schema before sending it (types, unknown keys), but sends a merge patch (an untyped body) as it is.
+_MODELS: dict[str, type[pydantic.BaseModel]] = {
+    "ConfigMap": V1ConfigMap, "Service": V1Service, "Deployment": V1Deployment,
+    "PodDisruptionBudget": V1PodDisruptionBudget,
+}
+
+
 def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> list[Problem]:
     """Each create or patch, tried as a server-side dry run: the problems of those the API
-    server refuses as invalid (400, 422), one per field it names. Other errors propagate."""
+    server refuses as invalid (400, 422), one per field it names. Other errors propagate.
+    A patch's whole child is first checked as a create's body is: an edit that put a number in
+    ``runtime.env[].value`` was refused by the API server with the Deployment echoed whole and no
+    field named (a condition too long to write), and an unknown key (a typo in a toleration) was
+    dropped without a word, where the same spec on a new InferenceService was refused, by field."""
     problems: list[Problem] = []
     for child, live, patch in writes:
         kind, cname = child["kind"], child["metadata"]["name"]
+        if live is not None and patch is not None:
+            try:
+                _MODELS[kind].model_validate(child)
+            except pydantic.ValidationError as exc:
+                problems.extend(client_problems(f"{kind}/{cname}", exc, argument=False))
+                continue
         try:
             if live is None:
                 kube.create(child, dry_run=True)
@@ -203,12 +227,13 @@ def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> list[Pr
     return _once(problems)
 
 
-def client_problems(ref: str, exc: pydantic.ValidationError) -> list[Problem]:
+def client_problems(ref: str, exc: pydantic.ValidationError, argument: bool = True) -> list[Problem]:
     """The kubernetes client's own refusal of a body (its models validate the API's schema before
-    sending): one problem per error, its location as a field path of the object."""
+    sending): one problem per error, its location as a field path of the object. ``argument``: the
+    refusal of a call, whose locations start with the argument (the body's position or name)."""
     out = []
     for err in exc.errors():
-        loc = list(err.get("loc", ()))[1:]  # the first is the argument (the body's position or name)
+        loc = list(err.get("loc", ()))[1 if argument else 0:]
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
         out.append(child_problem(ref, path, str(err.get("msg") or "invalid")))
     return out or [Problem(ref, str(exc))]
@@ -220,9 +245,21 @@ def api_problems(ref: str, exc: ApiException) -> list[Problem]:
     body = api_status(exc)
     details = body.get("details")
     causes = [c for c in ((details if isinstance(details, dict) else {}).get("causes") or []) if isinstance(c, dict)]
-    named = [child_problem(ref, str(c.get("field")), str(c.get("message") or c.get("reason") or "invalid"))
+    named = [child_problem(ref, str(c.get("field")), _without_echo(str(c.get("message") or c.get("reason")
+                                                                       or "invalid")))
              for c in causes if c.get("field") and c.get("field") != "<nil>"]
-    return named or [Problem(ref, str(body.get("message") or exc.reason or f"HTTP {exc.status}"))]
+    return named or [Problem(ref, _without_echo(str(body.get("message") or exc.reason or f"HTTP {exc.status}")))]
+
+
+# A JSON object of at least this many characters inside an API server's message: the object echoed
+# back (a patch the server cannot decode is refused as `patch: Invalid value: "<the whole object>":
+# json: cannot unmarshal ...`), which buries the cause and, in a condition, can pass the CRD's length
+# limit for its message.
+_ECHO = re.compile(r"\{.{200,}\}", re.DOTALL)
+
+
+def _without_echo(message: str) -> str:
+    return _ECHO.sub("{...}", message)
 
 
 def status_for_conflict(body: dict[str, Any], message: str, now: float) -> st.InferenceServiceStatus:

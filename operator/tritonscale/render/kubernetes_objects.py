@@ -38,6 +38,7 @@ from tritonscale.api.spec import (
     VERSION,
     InferenceServiceSpec,
     model_name,
+    url_without_credentials,
 )
 from tritonscale.api.status import BatcherInForce, tuned_batcher
 from tritonscale.render.triton_config import render_config_pbtxt
@@ -149,19 +150,40 @@ def _meta(name: str, owner: dict[str, Any], owner_name: str) -> dict[str, Any]:
 def spec_annotation(owner: dict[str, Any]) -> dict[str, str]:
     """The Deployment's record of the spec it was made from (``SPEC_ANNOTATION``): the owner's spec
     as stored, compact JSON. Empty when it is larger than ``SPEC_ANNOTATION_MAX_BYTES``: emptied, not
-    left out, so an earlier record cannot outlive the spec it was."""
-    text = json.dumps(owner.get("spec") or {}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    left out, so an earlier record cannot outlive the spec it was. Credentials in
+    ``scaling.prometheus.url`` are not recorded (``url_without_credentials``): whoever may read
+    Deployments (the built-in ``view`` role) could read them there."""
+    spec = owner.get("spec") or {}
+    url = _prometheus_url(spec)
+    if url is not None and url_without_credentials(url) != url:
+        spec = copy.deepcopy(spec)
+        spec["scaling"]["prometheus"]["url"] = url_without_credentials(url)
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return {SPEC_ANNOTATION: text if len(text.encode()) <= SPEC_ANNOTATION_MAX_BYTES else ""}
 
 
-def recorded_spec(deployment: dict[str, Any]) -> dict[str, Any] | None:
-    """The spec a Deployment records it was made from, or None (none recorded, or not a JSON object)."""
+def _prometheus_url(spec: Any) -> str | None:
+    node = spec
+    for key in ("scaling", "prometheus", "url"):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, str) else None
+
+
+def recorded_spec(deployment: dict[str, Any], live_spec: Any = None) -> dict[str, Any] | None:
+    """The spec a Deployment records it was made from, or None (none recorded, or not a JSON object).
+    A Prometheus URL recorded without its credentials takes them from ``live_spec`` (the object's
+    spec now) when its URL is that one with credentials."""
     text = ((deployment.get("metadata") or {}).get("annotations") or {}).get(SPEC_ANNOTATION)
     try:
         raw = json.loads(text) if isinstance(text, str) else None
     except ValueError:
         return None
-    return raw if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):
+        return None
+    recorded, live = _prometheus_url(raw), _prometheus_url(live_spec)
+    if recorded is not None and live is not None and live != recorded and url_without_credentials(live) == recorded:
+        raw["scaling"]["prometheus"]["url"] = live
+    return raw
 
 
 def config_hash(config_pbtxt: str) -> str:

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tritonscale.api.spec import url_without_credentials
 from tritonscale.scaling.decider import Observation
 
 SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_at", "replicas", "batch_size", "batch_ms",
@@ -258,15 +259,7 @@ def _parse_vector(result: Any, sel: SeriesSelector) -> dict[Key, float]:
 def shown_url(url: str) -> str:
     """``url`` as messages, logs and metric labels show it: credentials in it (``http://user:pass@host``)
     are replaced by ``***``. A status condition is readable by anyone who may ``get`` the object."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-        if "@" not in parts.netloc:
-            return url
-        return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]))
-    except ValueError:  # not a URL at all: nothing in it is known to be safe to show
-        return "***"
+    return url_without_credentials(url)
 
 
 def _deadline_session() -> Any:

@@ -112,7 +112,7 @@ def _made_from(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]) -> 
     children: the config it renders is not the one the pod template carries, or its minReplicas not the
     PodDisruptionBudget's (an older operator version, which keeps no record, applied later edits and
     left this one behind; scaling by it cut a fleet from 6 to 4)."""
-    raw = recorded_spec(deployment)
+    raw = recorded_spec(deployment, (body.get("spec") or {}))
     if raw is None:
         return None
     meta = body.get("metadata") or {}
