@@ -435,6 +435,10 @@ def test_an_edit_is_checked_as_a_create_is(api_client, namespace, start_operator
     wait_for(lambda: k.children("linear"), 10, what="the children")
     wait_for(lambda: "deployment.kubernetes.io/revision" in k.deployment("linear")["metadata"].get("annotations", {}),
              5, what="the Deployment's revision annotation")
+    # No such ServiceAccount: the ReplicaSet cannot create pods, and Ready says so (not "warm up")
+    ready = wait_for(lambda: (c := k.condition("linear", "Ready")) and c["reason"] == "PodsNotCreated" and c, 10,
+                     what="Ready=False PodsNotCreated")
+    assert ready["status"] == "False" and 'serviceaccount "triton-reader" not found' in ready["message"], ready
     before = k.children("linear")
     for key, value, named in [
         ("env", [{"name": "OMP_NUM_THREADS", "value": 4}], "spec.runtime.env[0].value"),
@@ -464,6 +468,33 @@ def test_an_edit_is_checked_as_a_create_is(api_client, namespace, start_operator
              what="the Deployment's pod template without the ServiceAccount")
     assert op.alive()
     assert "Traceback" not in op.output(), op.output()
+
+
+def test_a_restricted_namespace_is_served_with_runtime_security_context(api_client, namespace, models_claim, node,
+                                                                         start_operator):
+    """Pod Security admission at the restricted level refuses the pods of a spec without runAsNonRoot
+    (Ready said the models were warming up, and no spec field could fix it); with
+    runtime.securityContext the ReplicaSet creates them."""
+    core = kubernetes.client.CoreV1Api(api_client)
+    core.patch_namespace(namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    start_operator()
+    k = Cluster(api_client, namespace)
+    k.create(sample(namespace))
+    ready = wait_for(lambda: (c := k.condition("linear", "Ready")) and c["reason"] == "PodsNotCreated" and c, 15,
+                     what="Ready=False PodsNotCreated")
+    assert 'violates PodSecurity "restricted' in ready["message"] and "runAsNonRoot" in ready["message"], ready
+    k.patch("linear", {"spec": {"runtime": {"securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                                                                "runAsGroup": 1000}}}})
+    wait_for(lambda: k.core.list_namespaced_pod(namespace, label_selector=f"{LABEL}=linear").items, 30,
+             what="a pod the restricted level admits")
+    node()  # the stand-in kubelet marks the admitted pod Ready: the rollout ends, the old ReplicaSet goes
+    wait_for(lambda: (k.condition("linear", "Ready") or {}).get("status") == "True", 60,
+             what="Ready=True once the admitted pod is ready")
+    # a misspelt key is refused by field, as in runtime's other free-form blocks
+    k.patch("linear", {"spec": {"runtime": {"securityContext": {"runAsNonRoot": True, "runAsUsr": 1000}}}})
+    cond = wait_for(lambda: (c := k.condition("linear", "SpecValid")) and c["status"] == "False" and c, 10,
+                    what="SpecValid=False for the misspelt key")
+    assert cond["message"].startswith("spec.runtime.securityContext.runAsUsr (Deployment/linear"), cond["message"]
 
 
 def test_a_write_refused_after_its_dry_run_passed_is_reported(api_client, namespace, start_operator):

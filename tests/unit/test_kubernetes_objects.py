@@ -371,3 +371,16 @@ def test_pdb(sample: Any) -> None:
     pdb = objs["PodDisruptionBudget"]["spec"]
     assert pdb["minAvailable"] == spec.scaling.min_replicas == doc["spec"]["scaling"]["minReplicas"]
     assert pdb["selector"] == {"matchLabels": {LABEL: doc["metadata"]["name"]}}
+
+
+def test_runtime_security_context_goes_over_the_default_one() -> None:
+    """A namespace at the restricted Pod Security level refuses pods without runAsNonRoot, and the
+    spec had no way to give it (tests/integration/test_operator_core.py checks it on the real API
+    server)."""
+    doc = load(SAMPLES[0])
+    pod = children(doc)["Deployment"]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    doc["spec"].setdefault("runtime", {})["securityContext"] = {"runAsNonRoot": True, "runAsUser": 1000}
+    pod = children(doc)["Deployment"]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True,
+                                      "runAsUser": 1000}

@@ -181,3 +181,21 @@ def test_a_condition_message_is_cut_to_what_the_crd_takes() -> None:
     st.Condition.model_validate(cond.model_dump())  # the model's own limit holds
     (short,) = st.set_condition([], st.SPEC_VALID, True, "Valid", "spec is valid", 0.0)
     assert short.message == "spec is valid"
+
+
+def test_ready_says_when_the_deployments_pods_cannot_be_created() -> None:
+    """A namespace's PodSecurity level or a missing ServiceAccount: the Deployment's ReplicaFailure
+    condition, where Ready said the models were warming up."""
+    from tritonscale.reconcile.inference_service import ready_condition
+
+    failing = {"status": {"conditions": [
+        {"type": "Progressing", "status": "True", "reason": "NewReplicaSetCreated"},
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+         "message": 'pods "linear-5d8" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true'}]}}
+    ok, reason, message = ready_condition(1, failing)
+    assert (ok, reason) == (False, "PodsNotCreated")
+    assert message.startswith("0/1 replica(s) ready; the Deployment's pods cannot be created: pods") and \
+        'violates PodSecurity "restricted:latest"' in message
+    cleared = {"status": {"conditions": [{**failing["status"]["conditions"][1], "status": "False"}]}}
+    assert ready_condition(1, cleared)[1] == "ReplicasStarting"
+    assert ready_condition(1, {"status": {**failing["status"], "readyReplicas": 1}})[1] == "ReplicasReady"

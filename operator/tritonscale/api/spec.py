@@ -327,6 +327,10 @@ class RuntimeSpec(_Model):
         default=None, max_length=253, json_schema_extra=_SUBDOMAIN.schema(),
         description="ServiceAccount for the pods (e.g. with workload identity for s3/gs).",
     )
+    security_context: dict[str, Any] = _free_form(
+        "Pod securityContext (a Kubernetes PodSecurityContext), over the default seccompProfile RuntimeDefault. "
+        "A namespace at the restricted Pod Security level also wants runAsNonRoot: true, and NGC Triton images "
+        "start as root: e.g. {runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000} (their triton-server user).")
     response_cache_bytes: int = Field(
         default=256 * 1024 * 1024, ge=1024 * 1024, le=JSON_INT_MAX,
         description="Size of Triton's local response cache, used when model.responseCache is true.",

@@ -56,6 +56,13 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None) -> tup
     need = max(1, min_replicas)
     if ready >= need:
         return True, "ReplicasReady", f"{ready} replica(s) ready and warm (floor {min_replicas})"
+    # The ReplicaSet could not create pods (a PodSecurity level the pod template does not meet, a
+    # ServiceAccount or quota that refuses them): no model is loading, so "warming up" would be wrong.
+    failure = next((c for c in status.get("conditions") or [] if isinstance(c, dict)
+                    and c.get("type") == "ReplicaFailure" and c.get("status") == "True"), None)
+    if failure is not None:
+        return False, "PodsNotCreated", (f"{ready}/{need} replica(s) ready; the Deployment's pods cannot be "
+                                         f"created: {failure.get('message') or failure.get('reason')}")
     return False, "ReplicasStarting", f"{ready}/{need} replica(s) ready; models load and warm up before serving"
 
 
@@ -165,6 +172,7 @@ _SPEC_FIELDS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(a), b)
     (r"^spec\.template\.spec\.tolerations(.*)$", r"spec.runtime.tolerations\1"),
     (r"^spec\.template\.spec\.nodeSelector(.*)$", r"spec.runtime.nodeSelector\1"),
     (r"^spec\.template\.spec\.imagePullSecrets(.*)$", r"spec.runtime.imagePullSecrets\1"),
+    (r"^spec\.template\.spec\.securityContext(.*)$", r"spec.runtime.securityContext\1"),
 ))
 
 

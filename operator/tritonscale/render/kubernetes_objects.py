@@ -69,7 +69,7 @@ FETCH_IMAGES = {
 }
 
 # Baseline pod security for every container we run: no privilege escalation, no
-# Linux capabilities. (runAsNonRoot is left to runtime.env/images: NGC Triton
+# Linux capabilities. (runAsNonRoot is left to runtime.securityContext: NGC Triton
 # images start as root by default.)
 _CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
@@ -323,7 +323,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
             *source_volumes,
         ],
         "terminationGracePeriodSeconds": 30,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, **spec.runtime.security_context},
     }
     if spec.runtime.node_selector:
         pod_spec["nodeSelector"] = dict(spec.runtime.node_selector)
