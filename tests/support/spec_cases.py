@@ -192,6 +192,7 @@ TYPE_CASES: tuple[Case, ...] = (
     Case("storage-http", {"model.storageUri": "http://x"}, ("spec.model.storageUri",), ("s3://BUCKET/PATH",)),
     Case("storage-pvc-without-path", {"model.storageUri": "pvc://models"}, ("spec.model.storageUri",)),
     Case("storage-pvc-uppercase-claim", {"model.storageUri": "pvc://Models/linear"}, ("spec.model.storageUri",)),
+    Case("storage-pvc-claim-dot-edge", {"model.storageUri": "pvc://models./linear"}, ("spec.model.storageUri",)),
     Case("storage-s3-no-bucket", {"model.storageUri": "s3:///path"}, ("spec.model.storageUri",)),
     Case("storage-pvc-dotdot", {"model.storageUri": "pvc://models/../../etc"}, ("spec.model.storageUri",),
          ("'..' segments",)),

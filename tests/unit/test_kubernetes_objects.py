@@ -384,3 +384,12 @@ def test_runtime_security_context_goes_over_the_default_one() -> None:
     pod = children(doc)["Deployment"]["spec"]["template"]["spec"]
     assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True,
                                       "runAsUser": 1000}
+
+
+def test_a_claim_name_with_dots_is_a_claim_name() -> None:
+    """PersistentVolumeClaim names are DNS-1123 subdomains: pvc://models.v2/resnet was refused."""
+    doc = load(SAMPLES[0])
+    doc["spec"]["model"]["storageUri"] = "pvc://models.v2/linear"
+    pod = children(doc)["Deployment"]["spec"]["template"]["spec"]
+    (source,) = [v for v in pod["volumes"] if v["name"] == "model-source"]
+    assert source["persistentVolumeClaim"]["claimName"] == "models.v2"

@@ -104,7 +104,9 @@ MAX_PULL_SECRETS = 64
 MAX_NODE_SELECTOR = 64
 
 _STORAGE_URI = _Format(
-    re.compile(r"^(s3://[^/\s]+(/\S*)?|gs://[^/\s]+(/\S*)?|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?/\S+)$"),
+    # CLAIM: a PersistentVolumeClaim's name, a DNS-1123 subdomain (pvc://models.v2/m was refused)
+    re.compile(r"^(s3://[^/\s]+(/\S*)?|gs://[^/\s]+(/\S*)?"
+               r"|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/\S+)$"),
     "must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH",
     # pvc://models/../../etc linked the container's own /etc in place of the claim's model
     forbidden=re.compile(r"/\.\.(/|$)"), forbidden_message="PATH may not contain '..' segments")
