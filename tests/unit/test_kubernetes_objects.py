@@ -393,3 +393,12 @@ def test_a_claim_name_with_dots_is_a_claim_name() -> None:
     pod = children(doc)["Deployment"]["spec"]["template"]["spec"]
     (source,) = [v for v in pod["volumes"] if v["name"] == "model-source"]
     assert source["persistentVolumeClaim"]["claimName"] == "models.v2"
+
+
+def test_resource_keys_other_than_quantity_maps_are_passed_on() -> None:
+    """``claims`` (dynamic resource allocation) was dropped without a word, and the spec reported valid."""
+    doc = load(SAMPLES[0])
+    doc["spec"].setdefault("runtime", {})["resources"] = {"limits": {"memory": "2Gi"}, "claims": [{"name": "gpu"}]}
+    container = children(doc)["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["claims"] == [{"name": "gpu"}]
+    assert container["resources"]["limits"]["memory"] == "2Gi"

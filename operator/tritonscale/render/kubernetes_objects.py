@@ -274,7 +274,10 @@ def _tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
 def _resources(spec: InferenceServiceSpec) -> dict[str, Any]:
     # Quantities as strings, as the API server returns them: a number here would never
     # compare equal to the live object and the Deployment would be patched on every reconcile.
-    res = {k: {q: str(n) for q, n in v.items()} for k, v in spec.runtime.resources.items() if isinstance(v, dict)}
+    # Other keys (claims, a list) go as they are, for Kubernetes to take or refuse by field: they
+    # were dropped without a word.
+    res = {k: {q: str(n) for q, n in v.items()} if isinstance(v, dict) else v
+           for k, v in spec.runtime.resources.items()}
     if spec.runtime.gpus > 0:
         res.setdefault("limits", {})[GPU_RESOURCE] = str(spec.runtime.gpus)
     return res
