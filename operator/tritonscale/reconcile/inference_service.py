@@ -301,7 +301,7 @@ def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseExcepti
     children written before it in the pass stay as written (putting a ConfigMap back made a loop: its
     own change event started the next pass, which wrote it again). Best effort: the API server may be
     what failed."""
-    message = f"{child} could not be written: {describe_api_error(exc)}; the operator tries again"
+    message = f"{child} could not be written: {_without_echo(describe_api_error(exc))}; the operator tries again"
     gen = body["metadata"].get("generation")
     conds = st.set_condition(st.conditions_of(body.get("status")), st.READY, False, "ChildWriteFailed", message,
                              now, gen)
