@@ -609,6 +609,17 @@ def test_breach_is_bounded(obs, rep, rec, replicas, reason):
     assert (step.replicas, step.reason) == (replicas, reason)
 
 
+def test_a_breach_without_queue_pressure_says_both_causes_and_the_queue_it_weighed():
+    """It said "the summary lags" only, also while 40 requests were queued and for a model whose own
+    latency was above the target for good (an exploratory review's finding)."""
+    none = D.breach(Step(4, "Steady", "x"), ok(900, p95=300, pending=0), Replicas(4, 4), CAP, POLICY)
+    assert "with no queue under 1x the target: more replicas would not help" in none.why, none.why
+    assert "or the model's own latency is above the target" in none.why, none.why
+    small = D.breach(Step(4, "Steady", "x"), ok(900, p95=300, pending=10), Replicas(4, 4), CAP, POLICY)
+    assert small.replicas == 4
+    assert f"with 10 queued, {10 / 4 / CAP * 1000:.0f} ms of work per ready replica, under 1x" in small.why, small.why
+
+
 @pytest.mark.parametrize(("before", "replicas", "reason"), [
     (4.0, 5, "LatencyAboveTarget"),  # the same 4 served the interval and the queue grew: one more
     (2.0, 4, "WaitingForWarmup"),  # 2 joined since the last tick: the growth was measured without them

@@ -125,6 +125,21 @@ def test_an_answer_that_is_no_instant_vector_fails_the_round_naming_prometheus(m
         assert "no instant vector" in snap.error
 
 
+def test_no_series_names_the_series_label_matchers_too(monkeypatch):
+    """The operator's --series-label matchers filter every query; a message naming only namespace,
+    inferenceservice and model sent the user to check those (an exploratory review's finding)."""
+    from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector
+
+    source = PrometheusSource("http://127.0.0.1:1", selector=SeriesSelector(extra=(("job", 'tri"ton\\x'),)))
+    monkeypatch.setattr(source._prom, "custom_query", lambda q: [])
+    obs = source.fetch(60).observation("ns", "svc", "m")
+    assert obs.status == "no_data"
+    assert obs.message == 'no Triton series with namespace=ns, inferenceservice=svc, model=m, job="tri\\"ton\\\\x" ' \
+                          "(--series-label)", obs.message
+    plain = Snapshot(taken_at=0, ok=True, values={}).observation("ns", "svc", "m")
+    assert plain.message == "no Triton series with namespace=ns, inferenceservice=svc, model=m"
+
+
 class CountingSource:
     def __init__(self) -> None:
         self.calls = 0

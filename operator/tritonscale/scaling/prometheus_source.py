@@ -183,6 +183,7 @@ class Snapshot:
     values: Mapping[str, Mapping[Key, float]] = field(default_factory=dict)
     queries: int = 0
     window_s: int | None = None  # the rate window the queries used
+    extra_matchers: str = ""  # the --series-label matchers the queries had, as PromQL (for messages)
 
     def observation(self, namespace: str, name: str, model: str) -> Observation:
         if not self.ok:
@@ -213,9 +214,10 @@ class Snapshot:
                                    message=f"{pods:.0f} pod(s) export Triton's series but {window} holds fewer "
                                            f"than two scrapes of them: the pods just started, or the window is "
                                            f"shorter than two scrape intervals")
+            extra = f", {self.extra_matchers} (--series-label)" if self.extra_matchers else ""
             return Observation(status="no_data",
                                message=f"no Triton series with namespace={namespace}, "
-                                       f"inferenceservice={name}, model={model}")
+                                       f"inferenceservice={name}, model={model}{extra}")
         pods = val("replicas")
         if not pods:
             # rate() reads a window that still holds samples of series no longer scraped; the instant
@@ -372,7 +374,8 @@ class PrometheusSource:
                 values[signal] = _parse_vector(result, self.selector)
             except ValueError as exc:
                 return failed(done, f"query for {signal}: {exc}")
-        return Snapshot(taken_at=started, ok=True, values=values, queries=done, window_s=int(window_s))
+        return Snapshot(taken_at=started, ok=True, values=values, queries=done, window_s=int(window_s),
+                        extra_matchers=", ".join(f"{k}={promql_string(v)}" for k, v in self.selector.extra))
 
 
 def redacted(text: str, url: str) -> str:

@@ -96,7 +96,12 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: float | None, 
     draining = cap is not None and d is not None and d.growth < 0 and d.rate < ready * cap
     why = step.why + f"; p95 {p95:.0f} ms > target {target:.0f} ms"
     if not pressure:
-        return Step(step.replicas, step.reason, why + " with no queue behind it (the summary lags)")
+        queued = ("no queue" if pending < 1 else
+                  f"{pending:.0f} queued, {queue_work:.0f} ms of work per ready replica,")
+        return Step(step.replicas, step.reason,
+                    why + f" with {queued} under {C.QUEUE_PRESSURE_TARGETS:g}x the target: more replicas would "
+                          "not help (the p95 summary still remembers a backlog that is gone, or the model's own "
+                          "latency is above the target)")
     if draining and ready >= replicas.current:
         return Step(step.replicas, step.reason, why + f"; the {pending:.0f} queued drain: arrivals are below "
                                                       f"what the {ready} ready replicas serve")
