@@ -199,3 +199,21 @@ def test_ready_says_when_the_deployments_pods_cannot_be_created() -> None:
     cleared = {"status": {"conditions": [{**failing["status"]["conditions"][1], "status": "False"}]}}
     assert ready_condition(1, cleared)[1] == "ReplicasStarting"
     assert ready_condition(1, {"status": {**failing["status"], "readyReplicas": 1}})[1] == "ReplicasReady"
+
+
+def test_metrics_available_notes_two_series_per_pod() -> None:
+    """Pods scraped under two jobs doubled every rate and the fleet with it, while the condition said
+    only "p95 ... at ... rps" (an exploratory review, on a real Prometheus)."""
+    decision = Decision(2, "Steady", "ok", State(), metrics_ok=True)
+
+    def message(series: float, pods: int) -> str:
+        obs = Observation(status="ok", p95_ms=80.0, rps=400.0, pods=series)
+        new = autoscaler_status(LIVE, decision, obs, None, "", pods, T0, 2)
+        return next(c.message for c in new.conditions if c.type == st.METRICS_AVAILABLE)
+
+    assert message(4.0, 2) == ("p95 80.0 ms at 400.00 rps; 4 series of Triton's for 2 pod(s): if Prometheus "
+                               "scrapes the pods under more than one job, every rate counts each pod more than "
+                               "once (--series-label job=NAME keeps one)")
+    assert message(3.0, 2) == "p95 80.0 ms at 400.00 rps"  # a pod going away is still scraped for a while
+    assert message(2.0, 2) == "p95 80.0 ms at 400.00 rps"
+    assert message(2.0, 0) == "p95 80.0 ms at 400.00 rps"
