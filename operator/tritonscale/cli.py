@@ -79,10 +79,25 @@ def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any
 
 
 def _render(args: argparse.Namespace) -> int:
-    docs, problems = _load_documents(args.file)
+    """Every file given (``-f A -f B``, ``-f A B``: as ``kubectl apply -f`` takes several; the last one
+    alone was rendered, and a missing or invalid file before it passed with exit 0)."""
     objects: list[dict[str, Any]] = []
-    if not problems:
-        objects, problems = render_documents(docs, args.file)
+    problems: list[str] = []
+    first: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> the file that rendered it
+    for path in args.file:
+        docs, found = _load_documents(path)
+        if not found:
+            rendered, found = render_documents(docs, path)
+            for obj in rendered:
+                meta = obj["metadata"]
+                key = (obj["kind"], str(meta.get("namespace")), str(meta["name"]))
+                if key in first:  # said once per InferenceService: its Deployment has its name
+                    if key[0] == "Deployment":
+                        found.append(f"{path}: InferenceService {key[1]}/{key[2]} again (first in {first[key]})")
+                    continue
+                first[key] = path
+                objects.append(obj)
+        problems += found
     if problems:
         for p in problems:
             print(p, file=sys.stderr)
@@ -309,7 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_crd)
 
     p = sub.add_parser("render", help="print the objects the operator would create for a file")
-    p.add_argument("-f", "--file", required=True, help="YAML file with InferenceService(s), or - for stdin")
+    p.add_argument("-f", "--file", required=True, action="extend", nargs="+", metavar="FILE",
+                   help="YAML file with InferenceService(s), or - for stdin; several (-f A -f B, or -f A B) "
+                        "are rendered in turn")
     p.set_defaults(func=_render)
 
     _optional_command(sub, "simulate", "tritonscale.simulate.command",

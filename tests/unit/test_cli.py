@@ -300,6 +300,29 @@ def test_render_refuses_an_object_defined_twice(tmp_path: Path, capsys: pytest.C
     assert capsys.readouterr().out.count("kind: Deployment") == 2
 
 
+def test_render_takes_several_files_as_kubectl_apply_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """-f A -f B rendered B alone, and a missing or invalid A passed with exit 0 (an exploratory
+    review's finding); -f A B (a shell glob) was refused as unrecognized arguments."""
+    a, b = sample_doc(), sample_doc()
+    b["metadata"]["name"] = "other"
+    pa, pb, bad = tmp_path / "a.yaml", tmp_path / "b.yaml", tmp_path / "bad.yaml"
+    pa.write_text(yaml_text.dump_all([a]))
+    pb.write_text(yaml_text.dump_all([b]))
+    broken = sample_doc()
+    broken["spec"]["scaling"]["minReplicas"] = 0
+    bad.write_text(yaml_text.dump_all([broken]))
+    for argv in (["-f", str(pa), "-f", str(pb)], ["-f", str(pa), str(pb)]):
+        assert cli.main(["render", *argv]) == 0
+        out = capsys.readouterr().out
+        assert out.count("kind: Deployment") == 2 and "name: other" in out and "name: linear" in out
+    for first in (tmp_path / "missing.yaml", bad):
+        assert cli.main(["render", "-f", str(first), "-f", str(pb)]) == 1
+        out = capsys.readouterr()
+        assert out.out == "" and str(first) in out.err
+    assert cli.main(["render", "-f", str(pa), str(pa)]) == 1
+    assert capsys.readouterr().err == f"{pa}: InferenceService default/linear again (first in {pa})\n"
+
+
 def test_render_names_the_kinds_it_found_when_none_is_an_inferenceservice(tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     doc = sample_doc()
