@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import sys
@@ -390,6 +391,18 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # its output could not be written (a full disk): one line, not a traceback
+        name = _innermost(parser, args).prog
+        out_of_space = exc.filename is None and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+        where = " standard output:" if out_of_space else (f" {exc.filename}:" if exc.filename else "")
+        try:
+            sys.stdout.flush()
+        except OSError:
+            where = " standard output:"
+            # what is still buffered would fail again in the interpreter's flush at exit, with a message
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"{name}:{where} {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ where an escaping exception is exactly what would print a Traceback.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -504,3 +505,13 @@ def test_render_of_a_directory_says_to_give_a_file(capsys):
     assert cli.main(["render", "-f", str(REPO / "manifests" / "samples")]) == 1
     err = capsys.readouterr().err
     assert err == f"{REPO / 'manifests' / 'samples'}: is a directory: give one YAML file (each of several in turn)\n"
+
+
+@pytest.mark.parametrize("argv", [["crd"], ["render", "-f", str(REPO / "manifests" / "samples" / "python-cpu.yaml")]])
+def test_output_that_cannot_be_written_is_one_line(argv: list[str]) -> None:
+    """A full disk (/dev/full) ended in a traceback after the work was done (an exploratory review)."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "tritonscale", *argv], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO / "operator")})
+    assert proc.returncode == 1
+    assert proc.stderr == f"tritonscale {argv[0]}: standard output: No space left on device\n", proc.stderr
