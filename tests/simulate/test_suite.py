@@ -184,6 +184,20 @@ def test_the_trace_class_replays_the_first_duration_seconds_of_a_long_trace(tmp_
     assert len(arr) == pytest.approx(900 * 8 * 300.0, rel=0.05)  # still scaled: the busiest minute needs 8
 
 
+def test_a_trace_shorter_than_the_duration_says_its_own_span(capsys, tmp_path):
+    """setup.duration_s said 600 while the 400 s trace's scenarios scored 7 windows (an exploratory
+    review's finding): each scenario gives the seconds it simulated and scored."""
+    trace = tmp_path / "t400.txt"
+    trace.write_text("\n".join(f"{i * 0.25:.2f}" for i in range(1601)))  # 4 rps for 400 s
+    assert main_simulate(["--suite", "--classes", "trace", "--trace", str(trace), "--cold-starts", "15",
+                          "--slos", "tight", "--seeds", "0,", "--duration", "600", "--json"]) in (0, 3)
+    out = json.loads(capsys.readouterr().out)
+    assert out["setup"]["duration_s"] == 600.0
+    (scenario,) = out["scenarios"]
+    assert scenario["duration_s"] == 400.0
+    assert {p["windows"] for p in scenario["policies"]} == {7}  # 60 s windows over 400 s, the last one partial
+
+
 def test_a_trace_too_short_to_score_is_refused_before_any_scenario_runs(capsys, tmp_path):
     trace = tmp_path / "short.txt"
     trace.write_text("\n".join(f"{i * 0.5:.1f}" for i in range(200)))  # 99.5 s
@@ -212,6 +226,8 @@ def test_quick_suite_in_ci(capsys, tmp_path):
     names = {s["class"] for s in out["scenarios"]}
     assert names >= set(traffic.SYNTHETIC)
     for s in out["scenarios"]:
+        if s["class"] != "trace":
+            assert s["duration_s"] == out["setup"]["duration_s"], s["name"]
         policies = [p["policy"] for p in s["policies"]]
         assert policies[:6] == ["tritonscale", "hpa", "keda", "kpa", "triton-queue", "slo-ratio"]
         assert policies[6].startswith("static:") and policies[-1] == "oracle"

@@ -222,6 +222,7 @@ class ScenarioResult:
     rows: list[Row]
     timeline: dict[str, Any] | None = None
     ticks: list[tuple[str, TickRecord]] | None = None  # with SuiteConfig.keep_ticks: (policy, tick) for every tick
+    duration_s: float | None = None  # simulated and scored: --duration, or a shorter trace's own span
 
     def row(self, policy: str) -> Row:
         return next(r for r in self.rows if r.policy == policy)
@@ -263,7 +264,7 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, keep_timeline: bool = False) ->
                                        "window_p95_ms": o.window_p95_ms.tolist()} for o in bench.outcomes}
     ticks = [(o.summary.policy, r) for o in bench.outcomes for r in o.ticks] if cfg.keep_ticks else None
     return ScenarioResult(sc, slo_ms, bench.arrivals, what, int(static.split(":")[1]), oracle.max_replicas,
-                          bench.oracle_meets_slo, rows, timeline, ticks)
+                          bench.oracle_meets_slo, rows, timeline, ticks, duration_s=horizon)
 
 
 _WORK: dict[str, Any] = {}
@@ -419,8 +420,8 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
         },
         "scenarios": [{
             "name": r.scenario.name, "class": r.scenario.cls, "cold_start_s": r.scenario.cold_start_s,
-            "slo": r.scenario.slo, "slo_ms": r.slo_ms, "seed": r.scenario.seed, "requests": r.requests,
-            "arrivals": r.description, "static_replicas": r.static_replicas, "oracle_peak": r.oracle_peak,
+            "slo": r.scenario.slo, "slo_ms": r.slo_ms, "seed": r.scenario.seed, "duration_s": r.duration_s,
+            "requests": r.requests, "arrivals": r.description, "static_replicas": r.static_replicas, "oracle_peak": r.oracle_peak,
             "oracle_meets_slo": r.oracle_meets_slo,
             "policies": [{**{k: json_number(v) if isinstance(v, float) else v for k, v in r_.__dict__.items()},
                           "dominated_by": r.dominators(r_.policy) if r_.policy != "oracle" else []}

@@ -91,7 +91,7 @@ def rerun(stored: dict[str, Any], cfg: SuiteConfig) -> ScenarioResult:
             else Row(**{k: _number(p[k]) for k in _ROW_FIELDS})
             for p in stored["policies"]]
     return ScenarioResult(sc, slo_ms, int(stored["requests"]), stored["arrivals"], int(stored["static_replicas"]),
-                          int(stored["oracle_peak"]), stored["oracle_meets_slo"], rows)
+                          int(stored["oracle_peak"]), stored["oracle_meets_slo"], rows, duration_s=drawn[1])
 
 
 def _scenario(stored: dict[str, Any]) -> Scenario:
