@@ -421,8 +421,8 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
         "scenarios": [{
             "name": r.scenario.name, "class": r.scenario.cls, "cold_start_s": r.scenario.cold_start_s,
             "slo": r.scenario.slo, "slo_ms": r.slo_ms, "seed": r.scenario.seed, "duration_s": r.duration_s,
-            "requests": r.requests, "arrivals": r.description, "static_replicas": r.static_replicas, "oracle_peak": r.oracle_peak,
-            "oracle_meets_slo": r.oracle_meets_slo,
+            "requests": r.requests, "arrivals": r.description, "static_replicas": r.static_replicas,
+            "oracle_peak": r.oracle_peak, "oracle_meets_slo": r.oracle_meets_slo,
             "policies": [{**{k: json_number(v) if isinstance(v, float) else v for k, v in r_.__dict__.items()},
                           "dominated_by": r.dominators(r_.policy) if r_.policy != "oracle" else []}
                          for r_ in r.rows],
