@@ -64,6 +64,8 @@ def test_a_mistyped_path_gets_no_install_advice(capsys, tmp_path):
     err = capsys.readouterr().err
     assert f"InferenceService file {tmp_path / 'nope.yaml'}" in err and "check the path given to --service" in err
     assert ".ci/setup" not in err
+    assert command.run(_args("--service", str(tmp_path))) == 1
+    assert "it is a folder: give the YAML file in it" in capsys.readouterr().err
 
 
 def test_preflight_names_a_control_plane_it_cannot_build_unless_a_cluster_is_given(monkeypatch, capsys):
@@ -94,6 +96,7 @@ def test_bad_options_are_one_line_errors(capsys, tmp_path):
         (("--kubeconfig", str(bad_config)), f"--kubeconfig {bad_config}: not a usable kubeconfig:"),
         (("--workdir", str(used)), f"--workdir {used} holds a previous sandbox's cluster"),
         (("--kubeconfig", str(tmp_path / "nope")), f"--kubeconfig {tmp_path / 'nope'}: no such file"),
+        (("--kubeconfig", str(tmp_path)), f"--kubeconfig {tmp_path}: a folder, not a file"),
         (("--kill-at", "150"), "--kill-at must be within 0..--duration (150 s)"),
         (("--workdir", str(under_file / "w")), f"--workdir: cannot create {under_file / 'w'}: Not a directory"),
         (("--summary", str(under_file / "s.json")), f"--summary: {under_file} is a file, not a folder"),

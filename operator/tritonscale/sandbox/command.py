@@ -97,7 +97,8 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
     if args.batching_tuner_from is not None and args.batching_tuner_from < 0:
         raise ValueError("--batching-tuner-from must be >= 0")
     if args.kubeconfig is not None and not args.kubeconfig.is_file():
-        raise ValueError(f"--kubeconfig {args.kubeconfig}: no such file")
+        raise ValueError(f"--kubeconfig {args.kubeconfig}: "
+                         + ("a folder, not a file" if args.kubeconfig.is_dir() else "no such file"))
     if args.kubeconfig is not None:
         import kubernetes
 

@@ -84,7 +84,8 @@ def preflight(load: str = "step", need_plot: bool = False, service_file: Path | 
     sf = service_file or SAMPLE
     if not sf.is_file():
         missing.append(Missing(f"InferenceService file {sf}",
-                               "check the path given to --service" if service_file else
+                               ("it is a folder: give the YAML file in it" if sf.is_dir() else
+                                "check the path given to --service") if service_file else
                                "run from a clone of the repository, or pass --service FILE", installable=False))
     return missing
 
