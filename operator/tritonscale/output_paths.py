@@ -42,6 +42,8 @@ def ensure_parent(flag: str, path: Path | str | None) -> None:
         return
     if str(path) == "":
         raise ValueError(f"{flag}: an empty path")
+    if str(path) == "-":  # it wrote a file named "-", where `render -f -` (and most tools) mean a stream
+        raise ValueError(f"{flag}: - (standard output) is not taken here: give a file name (./- for one named -)")
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"{flag}: {path} is a folder, not a file")
