@@ -525,6 +525,9 @@ def test_the_query_is_sent_in_the_post_body_not_the_url():
     (400, {"status": "error", "errorType": "bad_data", "error": 'invalid parameter "query": 1:8: parse error'},
      'HTTP 400: invalid parameter "query": 1:8: parse error'),
     (502, None, "HTTP 502"),  # a proxy's page: the status alone
+    # a URL without Prometheus's route prefix, or with /api/v1/query in it: "HTTP 404" alone named no cause
+    (404, None, "HTTP 404 (no Prometheus query API under this URL's path: give Prometheus's base URL, with its "
+                "--web.route-prefix if it has one, and without /api/v1/...)"),
 ])
 def test_a_failed_answer_is_said_plainly(status, answer, said):
     import json

@@ -427,7 +427,11 @@ def describe_failure(exc: BaseException, timeout_s: float) -> str:
         status = re.search(r"HTTP Status Code (\d+) \((b['\"].*['\"])\)$", text, re.S)
         if status:
             error = _prometheus_error(status.group(2))
-            return f"HTTP {status.group(1)}" + (f": {error[:200]}" if error else "")
+            # a path that is not Prometheus's: the base URL without the route prefix Prometheus serves
+            # under (--web.route-prefix), or with /api/v1/query already in it
+            hint = (" (no Prometheus query API under this URL's path: give Prometheus's base URL, with its "
+                    "--web.route-prefix if it has one, and without /api/v1/...)") if status.group(1) == "404" else ""
+            return f"HTTP {status.group(1)}" + (f": {error[:200]}" if error else "") + hint
     if isinstance(exc, (KeyError, TypeError, ValueError)):  # a 200 whose body is no query result
         return f"an answer that is not a query result ({type(exc).__name__}: {text[:100]})"
     first = text.splitlines()[0] if text else type(exc).__name__
