@@ -15,8 +15,20 @@ from tritonscale.cluster import ClusterError, ControlPlane
 from tritonscale.cluster.control_plane import ADMIN_USER
 
 
-def _apiserver(plane: ControlPlane):  # noqa: ANN202 -- a _Component (private to control_plane.py)
-    return next(c for c in plane._components if c.name == "kube-apiserver")  # noqa: SLF001
+def _component(plane: ControlPlane, name: str):  # noqa: ANN202 -- a _Component (private to control_plane.py)
+    return next(c for c in plane._components if c.name == name)  # noqa: SLF001
+
+
+def _apiserver(plane: ControlPlane):  # noqa: ANN202
+    return _component(plane, "kube-apiserver")
+
+
+def _respawn(comp) -> None:  # noqa: ANN001 -- a _Component
+    """Start ``comp`` again with its first command line, its log appended after a marker line."""
+    with open(comp.log_path, "ab") as log:
+        log.write(b"\n==== restarted by tests/support/apiserver_restart.py ====\n")
+    comp.proc, comp.log = process_group.spawn(comp.cmd, log_path=comp.log_path,
+                                              env={**os.environ, "KUBECONFIG": os.devnull})
 
 
 def stop_apiserver(plane: ControlPlane, timeout: float = 15.0) -> tuple[int | None, float]:
@@ -52,10 +64,7 @@ def start_apiserver(plane: ControlPlane, timeout: float = 120.0) -> float:
     if comp.alive():
         raise ClusterError("kube-apiserver is still running")
     started = time.monotonic()
-    with open(comp.log_path, "ab") as log:
-        log.write(b"\n==== restarted by tests/support/apiserver_restart.py ====\n")
-    comp.proc, comp.log = process_group.spawn(comp.cmd, log_path=comp.log_path,
-                                              env={**os.environ, "KUBECONFIG": os.devnull})
+    _respawn(comp)
     admin = plane.pki.client_cert(ADMIN_USER, ["system:masters"])
     plane._wait("kube-apiserver", plane.server, "/readyz", started + timeout,  # noqa: SLF001
                 verify=plane._tls_context(admin))  # noqa: SLF001
@@ -73,14 +82,11 @@ def restart_controllers(plane: ControlPlane, timeout: float = 60.0) -> None:
     way (not Bound after 60 s). Fresh processes list at once."""
     deadline = time.monotonic() + timeout
     for name in ("kube-scheduler", "kube-controller-manager"):
-        comp = next(c for c in plane._components if c.name == name)  # noqa: SLF001
+        comp = _component(plane, name)
         process_group.stop_group(comp.proc, 10.0)
         if comp.log is not None:
             comp.log.close()
-        with open(comp.log_path, "ab") as log:
-            log.write(b"\n==== restarted by tests/support/apiserver_restart.py ====\n")
-        comp.proc, comp.log = process_group.spawn(comp.cmd, log_path=comp.log_path,
-                                                  env={**os.environ, "KUBECONFIG": os.devnull})
+        _respawn(comp)
         port = next(a.split("=", 1)[1] for a in comp.cmd if a.startswith("--secure-port="))
         # /healthz is readable without credentials; the serving certificate is self-signed
         plane._wait(name, f"https://127.0.0.1:{port}", "/healthz", deadline, verify=False)  # noqa: SLF001

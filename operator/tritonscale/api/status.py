@@ -194,6 +194,13 @@ def rfc3339(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, tz=datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def object_condition(obj: Mapping[str, Any], type_: str) -> dict[str, Any]:
+    """The condition ``type_`` of any Kubernetes object as the API returns it (a Pod's, a Deployment's),
+    as a plain dict; {} when it has none."""
+    return next((c for c in (obj.get("status") or {}).get("conditions") or []
+                 if isinstance(c, dict) and c.get("type") == type_), {})
+
+
 def conditions_of(status: Mapping[str, Any] | None) -> list[Condition]:
     """The conditions of a live status (as the API returns it), as models."""
     return [Condition.model_validate(c) for c in (status or {}).get("conditions") or []]

@@ -58,9 +58,8 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None) -> tup
         return True, "ReplicasReady", f"{ready} replica(s) ready and warm (floor {min_replicas})"
     # The ReplicaSet could not create pods (a PodSecurity level the pod template does not meet, a
     # ServiceAccount or quota that refuses them): no model is loading, so "warming up" would be wrong.
-    failure = next((c for c in status.get("conditions") or [] if isinstance(c, dict)
-                    and c.get("type") == "ReplicaFailure" and c.get("status") == "True"), None)
-    if failure is not None:
+    failure = st.object_condition(deployment, "ReplicaFailure")
+    if failure.get("status") == "True":
         return False, "PodsNotCreated", (f"{ready}/{need} replica(s) ready; the Deployment's pods cannot be "
                                          f"created: {failure.get('message') or failure.get('reason')}")
     return False, "ReplicasStarting", f"{ready}/{need} replica(s) ready; models load and warm up before serving"

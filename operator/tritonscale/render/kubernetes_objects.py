@@ -155,9 +155,10 @@ def spec_annotation(owner: dict[str, Any]) -> dict[str, str]:
     Deployments (the built-in ``view`` role) could read them there."""
     spec = owner.get("spec") or {}
     url = _prometheus_url(spec)
-    if url is not None and url_without_credentials(url) != url:
+    shown = None if url is None else url_without_credentials(url)
+    if shown != url:
         spec = copy.deepcopy(spec)
-        spec["scaling"]["prometheus"]["url"] = url_without_credentials(url)
+        spec["scaling"]["prometheus"]["url"] = shown
     text = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return {SPEC_ANNOTATION: text if len(text.encode()) <= SPEC_ANNOTATION_MAX_BYTES else ""}
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tritonscale.api.status import object_condition
+
 # Slack on the "became ready since the last tick" window: API timestamps have
 # one-second resolution, so a pod that turned Ready at 10.7 s reads 10 s; the
 # set of pods already reported keeps the slack from counting one twice.
@@ -43,15 +45,11 @@ def parse_time(value: str | None) -> float | None:
         return None
 
 
-def _condition(pod: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next((c for c in (pod.get("status") or {}).get("conditions") or [] if c.get("type") == type_), {})
-
-
 def is_unschedulable(pod: dict[str, Any]) -> bool:
     """Pending because the scheduler found no node (PodScheduled=False, reason Unschedulable)."""
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return False
-    scheduled = _condition(pod, "PodScheduled")
+    scheduled = object_condition(pod, "PodScheduled")
     return scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
 
 
@@ -110,9 +108,9 @@ def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since:
             alive.add(meta.get("uid") or "")
         if is_unschedulable(pod):
             unschedulable += 1
-            message = message or _condition(pod, "PodScheduled").get("message") or ""
+            message = message or object_condition(pod, "PodScheduled").get("message") or ""
             continue
-        ready_cond = _condition(pod, "Ready")
+        ready_cond = object_condition(pod, "Ready")
         if meta.get("deletionTimestamp") or ready_cond.get("status") != "True":
             continue
         uid = meta.get("uid") or ""
