@@ -104,6 +104,40 @@ def test_an_older_or_newer_queue_reading_loads_with_unknown_fields(saved, read):
 
 
 # --- step: learn -------------------------------------------------------------------------------
+_LEARNED = State(batch_samples=((8.0, 36.0, 100.0), (16.0, 52.0, 200.0)), capacity_rps=280.0,
+                 capacity_ceiling_rps=300.0, queueing=((100.0, 1.2, 40.0, 2.0),), last_batch_size=8.0,
+                 cold_start_s=90.0, rates=((100.0, 500.0, 560.0),), surprises=(50.0,))
+_FORGOTTEN = replace(_LEARNED, batch_samples=(), capacity_rps=None, capacity_ceiling_rps=None, queueing=(),
+                     last_batch_size=None)
+
+
+@pytest.mark.parametrize(("served", "serving", "rolling", "expected"), [
+    (None, None, False, _LEARNED),  # nothing known: kept
+    ("a", None, True, replace(_LEARNED, serving="a")),  # unknown now (no record): kept
+    (None, "a", False, replace(_LEARNED, serving="a")),  # memory from before the record: adopted
+    (None, "a", True, replace(_LEARNED, serving="a~")),
+    ("a", "a", False, replace(_LEARNED, serving="a")),
+    ("a", "a", True, replace(_LEARNED, serving="a")),  # a rollout of the same model (env, a scale): kept
+    ("a", "b", False, replace(_FORGOTTEN, serving="b")),  # another model: its speed is learned anew
+    ("a", "b", True, replace(_FORGOTTEN, serving="b~")),  # ... also while it rolls out
+    ("b~", "b", True, replace(_LEARNED, serving="b~")),  # learned while rolling out: kept meanwhile
+    ("b~", "b", False, replace(_FORGOTTEN, serving="b")),  # ... and forgotten when the old pods are gone
+    ("b~", "c", True, replace(_FORGOTTEN, serving="c~")),  # another change mid-rollout
+])
+def test_forget_model(served, serving, rolling, expected):
+    """What was learned of a model's speed (batch cost, capacities, queueing) is forgotten when the pods
+    serve another; the traffic's history (rates, surprises) and the cold start stay."""
+    assert D.forget_model(replace(_LEARNED, serving=served), Replicas(3, 3, serving=serving,
+                                                                      rolling_out=rolling)) == expected
+
+
+def test_forget_model_runs_on_a_tick_without_metrics_and_survives_a_restart():
+    d = D.decide(FAILED, Replicas(3, 3, serving="b"), POLICY, replace(_LEARNED, serving="a"), 1000.0)
+    assert (d.state.batch_samples, d.state.capacity_rps, d.state.serving) == ((), None, "b")
+    assert State.from_dict(d.state.to_dict()).serving == "b"
+    assert State.from_dict({"failures": 1}).serving is None  # memory from before the field
+
+
 def test_learn_cold_start_longer_at_once_shorter_slowly():
     s = D.learn_cold_start(State(), Replicas(2, 2, startup_s=(40.0, 90.0)))
     assert s.cold_start_s == 90.0

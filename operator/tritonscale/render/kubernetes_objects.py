@@ -191,6 +191,21 @@ def config_hash(config_pbtxt: str) -> str:
     return hashlib.sha256(config_pbtxt.encode()).hexdigest()[:16]
 
 
+# Runtime fields with no bearing on how fast a pod serves (scheduling and identity only).
+_NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext")
+
+
+def serving_digest(spec: InferenceServiceSpec) -> str:
+    """What the pods serve, for the autoscaler's memory (``decider.forget_model``): a digest of the
+    model and of the runtime fields that can change its speed (image, GPUs, resources, node
+    selector, env, flags). The batcher's settings are left out: the tuner changes them, and a
+    batch's cost does not depend on them."""
+    runtime = {k: v for k, v in spec.runtime.model_dump(mode="json", by_alias=True).items() if k not in _NOT_SPEED}
+    text = json.dumps({"model": spec.model.model_dump(mode="json", by_alias=True), "runtime": runtime},
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def batcher_in_force(spec: InferenceServiceSpec, owner: dict[str, Any]) -> BatcherInForce | None:
     """The tuner's settings from ``status.batching`` (``api.status.tuned_batcher``), else None: the
     spec's own values are rendered, so without autoTune nothing changes."""

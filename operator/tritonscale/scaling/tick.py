@@ -32,6 +32,7 @@ from tritonscale.render.kubernetes_objects import (
     owned_by,
     recorded_spec,
     rendered_config,
+    serving_digest,
     template_hash,
 )
 from tritonscale.scaling import batching_status as bs
@@ -180,6 +181,18 @@ def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deploy
     log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
 
 
+def _serving(body: dict[str, Any], deployment: dict[str, Any]) -> tuple[str | None, bool]:
+    """What the Deployment's pods serve (``Replicas.serving``: the digest of the spec it records it
+    was made from, None when it records none this operator accepts) and whether a new template is
+    rolling out (the controller has not seen the latest spec, or old pods remain)."""
+    raw = recorded_spec(deployment, (body.get("spec") or {}))
+    spec = None if raw is None else validate_body({"metadata": body.get("metadata") or {}, "spec": raw})[0]
+    meta, status = deployment.get("metadata") or {}, deployment.get("status") or {}
+    rolling = (int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0)
+               or int(status.get("updatedReplicas") or 0) < int(status.get("replicas") or 0))
+    return (None if spec is None else serving_digest(spec)), rolling
+
+
 def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, now: float,
             interval_s: float, cold_start_known: bool) -> tuple[PodCensus | None, int, str]:
     """The Deployment's pods, counted; (None, 0, why) when they cannot be listed."""
@@ -321,10 +334,11 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
 
         census, live_pods, census_error = _census(kube, namespace, deployment, uid, now,
                                                   float(spec.scaling.interval_seconds), state.cold_start_s is not None)
+        serving, rolling_out = _serving(body, deployment)
         replicas = Replicas(current=current, ready=ready,
                             unschedulable=census.unschedulable if census else 0,
                             draining=census.draining if census else 0,
-                            startup_s=census.startup_s if census else ())
+                            startup_s=census.startup_s if census else (), serving=serving, rolling_out=rolling_out)
         # The decider plans with the batcher settings in force; the tuner may change them after it
         # (spec.batching.autoTune), from what the decider learned this tick.
         settings, _ = bs.in_force(spec, status)

@@ -13,7 +13,8 @@ function that returns its result and the reason for it:
 2. ``learn``      -- update the memory: batch cost samples, the rate history, rises of the
                      rate, and for a model that does not batch how much its traffic queues
                      against the M/D/1 model (the cold-start time is learned first, before
-                     ``guard``).
+                     ``guard``, after ``forget_model`` drops what was learned of a model the
+                     pods no longer serve).
 3. ``demand``     -- arrival rate now (requests out of the queue plus the queue's growth) and
                      the backlog.
 4. ``forecast``   -- the rate to plan for when a replica asked for now is ready: the current
@@ -78,6 +79,7 @@ from tritonscale.scaling.decider.signals import (
     data_age,
     demand,
     forecast,
+    forget_model,
     horizon_rise,
     learn,
     learn_cold_start,
@@ -121,7 +123,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
             st = replace(st, last_scale_time=now)
         return Decision(n, step.reason, f"{step.why} -> {replicas_text(n)}", st, ok, details)
 
-    state = learn_cold_start(state, replicas)
+    state = learn_cold_start(forget_model(state, replicas), replicas)
     held, state, ok = guard(obs, replicas, policy, state)
     if held is not None:
         if held.reason in ("FallbackAfterFailures", "NoTarget"):  # a recommendation like any other, as
@@ -169,7 +171,8 @@ __all__ = [
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
     "complete",
     "cold_start", "constants", "drain_surge",
-    "data_age", "decide", "demand", "forecast", "guard", "horizon_rise", "learn", "learn_cold_start", "level",
+    "data_age", "decide", "demand", "forecast", "forget_model", "guard", "horizon_rise", "learn",
+    "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",
     "plan_horizon", "recommend", "replicas_text", "saturation_share", "scale_down_window", "settle", "stabilize",
     "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend",

@@ -69,6 +69,11 @@ class Replicas:
     # Seconds from creation to Ready of pods seen becoming ready since the last tick
     # (the cold start: image pull, Triton start, model load and warmup).
     startup_s: tuple[float, ...] = ()
+    # What the pods serve: a digest of the model and runtime the Deployment was made from (None:
+    # unknown). The batch cost and capacity learned on one model say nothing of another.
+    serving: str | None = None
+    # A new pod template rolling out: old and new pods serve side by side.
+    rolling_out: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,6 +146,9 @@ class State:
     # (when, observed / M/D/1 p95 wait, per-replica rps, ready replicas): how much queueing the
     # traffic makes against the Poisson model, for models that do not batch (capacity.learn_queueing)
     queueing: tuple[tuple[float, float, float, float], ...] = ()
+    # Replicas.serving the capacity was learned on; ROLLING_MARK appended while it was rolling out
+    # (steps.forget_model)
+    serving: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -156,6 +164,7 @@ class State:
             "lastPending": None if self.last_pending is None else _known_prefix(self.last_pending),
             "lastBatchSize": _r(self.last_batch_size),
             "queueing": [[round(t, 1), round(k, 4), round(r, 3), n] for t, k, r, n in self.queueing],
+            "serving": self.serving,
         }
 
     @classmethod
@@ -182,6 +191,7 @@ class State:
                 # entries of fewer fields (one development version wrote three) are dropped, not the memory
                 queueing=tuple((_finite(e[0]), _finite(e[1]), _finite(e[2]), _finite(e[3]))
                                for e in d.get("queueing") or () if len(e) >= 4),
+                serving=None if d.get("serving") is None else str(d["serving"]),
             )
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             # corrupt or hand-edited memory (a list of maps, a number as a string): start fresh

@@ -127,6 +127,29 @@ def rate_memory(state: State, policy: Policy) -> float:
                (C.RISE_HORIZONS + 1) * plan_horizon(state, policy, policy.interval_s))
 
 
+ROLLING_MARK = "~"  # State.serving: learned while this model was rolling out beside the one before
+
+
+def forget_model(state: State, replicas: Replicas) -> State:
+    """Forget what was learned of one model's speed when the pods start serving another
+    (``Replicas.serving``: a new model, precision, image or resources). The batch cost, the
+    capacities and the queueing ratio were measured on the old one, and a slower new model would
+    be planned at the old one's capacity for as long as the samples live. What was learned while
+    the new template rolled out (old and new pods side by side) is forgotten again once it is
+    done. The rate history, the cold start and the burst memory describe the traffic and stay.
+    Unknown (None) keeps everything, and the first known value is adopted: memory from before
+    it was recorded is assumed to be of the model in force."""
+    now = replicas.serving
+    if now is None or state.serving == now:
+        return state
+    if state.serving is None:
+        return replace(state, serving=now + ROLLING_MARK if replicas.rolling_out else now)
+    if state.serving == now + ROLLING_MARK and replicas.rolling_out:
+        return state
+    return replace(state, serving=now + ROLLING_MARK if replicas.rolling_out else now, batch_samples=(),
+                   capacity_rps=None, capacity_ceiling_rps=None, queueing=(), last_batch_size=None)
+
+
 def learn_cold_start(state: State, replicas: Replicas) -> State:
     """The cold start, from the creation-to-ready times of pods that became ready: a longer start
     counts at once (plan for the slow case), shorter ones pull it down slowly. Learned before

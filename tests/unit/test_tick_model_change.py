@@ -1,0 +1,86 @@
+"""A model change (another model, precision, image or resources) makes the autoscaler learn the new
+model's speed: the batch cost and capacities measured on the old one are forgotten
+(``decider.forget_model``), and again once the new template has rolled out, since old and new pods
+served side by side until then. Edits that leave the pods' speed alone (batching, scaling,
+scheduling) keep them."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from test_tick_invalid_edit import Made
+from test_tick_scale_failed import UID
+
+from tritonscale.api.validation import validate_body
+from tritonscale.render.kubernetes_objects import serving_digest
+from tritonscale.scaling import tick
+from tritonscale.scaling.prometheus_source import Snapshot
+
+DOWN = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+SAMPLES = [[8.0, 36.0, 990.0], [16.0, 52.0, 995.0]]
+
+
+def _edited(path: tuple[str, ...], value: object) -> dict:
+    body = copy.deepcopy(Made().body)
+    node = body["spec"]
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+    return body
+
+
+def _digest(body: dict) -> str:
+    return serving_digest(validate_body(body)[0])
+
+
+@pytest.mark.parametrize(("path", "value", "same"), [
+    (("model", "instanceCount"), 2, False),
+    (("model", "parameters"), {"cost_base_ms": "40", "cost_per_item_ms": "2"}, False),
+    (("runtime", "image"), "nvcr.io/nvidia/tritonserver:24.08-py3", False),
+    (("runtime", "resources"), {"requests": {"cpu": "2"}}, False),
+    (("batching", "maxQueueDelayMicroseconds"), 5000, True),  # the tuner's knob: a batch costs the same
+    (("scaling", "maxReplicas"), 8, True),
+    (("runtime", "tolerations"), [{"key": "gpu", "operator": "Exists"}], True),
+])
+def test_the_digest_follows_what_can_change_a_pods_speed(path, value, same) -> None:
+    assert (_digest(_edited(path, value)) == _digest(Made().body)) is same
+
+
+def _state(kube: Made) -> dict:
+    return kube.body["status"]["scalingState"]
+
+
+def test_a_new_model_is_learned_anew_and_again_once_it_has_rolled_out() -> None:
+    old = Made()
+    old.refuse = False
+    old.deployment["metadata"]["generation"] = 1
+    old.deployment["status"] = {"observedGeneration": 1, "replicas": 0, "updatedReplicas": 0}
+    tick.forget(UID)
+    old.body["status"] = {"scalingState": {"batchSamples": SAMPLES, "capacityRps": 280.0, "coldStartSeconds": 90.0}}
+    tick.run_tick(old, "default", "linear", DOWN, 1000.0, lambda body, *e: None)
+    assert _state(old)["serving"] == _digest(old.body)  # adopted: learned on the model in force
+    assert _state(old)["batchSamples"] == SAMPLES
+
+    # The reconciler applies a slower model: the Deployment records it, its controller has not seen it yet.
+    slower = _edited(("model", "parameters"), {"cost_base_ms": "40", "cost_per_item_ms": "4"})
+    new = Made(slower)
+    new.refuse = False
+    new.body["status"] = old.body["status"]
+    new.deployment["metadata"]["generation"] = 2
+    new.deployment["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1}
+    tick.run_tick(new, "default", "linear", DOWN, 1015.0, lambda body, *e: None)
+    assert _state(new)["serving"] == _digest(slower) + "~"
+    assert (_state(new)["batchSamples"], _state(new)["capacityRps"]) == ([], None)
+    assert _state(new)["coldStartSeconds"] == 90.0  # the traffic's and the pods' start: kept
+
+    # Old and new pods serve side by side; what is learned meanwhile is kept until the old pods are gone.
+    new.body["status"]["scalingState"]["batchSamples"] = SAMPLES
+    new.deployment["status"] = {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1}
+    tick.forget(UID)  # an operator restart mid-rollout reads the same from status
+    tick.run_tick(new, "default", "linear", DOWN, 1030.0, lambda body, *e: None)
+    assert _state(new)["batchSamples"] == SAMPLES
+    new.deployment["status"] = {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1}
+    tick.run_tick(new, "default", "linear", DOWN, 1045.0, lambda body, *e: None)
+    assert (_state(new)["serving"], _state(new)["batchSamples"]) == (_digest(slower), [])
+    tick.forget(UID)
