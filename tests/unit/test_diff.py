@@ -21,6 +21,7 @@ from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.reconcile.diff import (
     LAST_APPLIED,
     contains,
+    key_structure,
     plan_patch,
     removals,
     strip_owned_by_others,
@@ -329,18 +330,29 @@ def test_with_last_applied_records_body_without_replicas() -> None:
     recorded = json.loads(note)
     assert set(recorded) == {"spec"}
     assert "replicas" not in recorded["spec"]
-    assert recorded["spec"] == {k: v for k, v in before["spec"].items() if k != "replicas"}
+    assert recorded["spec"] == key_structure({k: v for k, v in before["spec"].items() if k != "replicas"})
+    assert recorded["spec"]["template"]["spec"]["containers"] is None  # a list: replaced whole, never nulled in
     assert note == json.dumps(recorded, sort_keys=True, separators=(",", ":")), "compact and canonical"
     cm = with_last_applied(raw["ConfigMap"])
-    assert json.loads(cm["metadata"]["annotations"][LAST_APPLIED]) == {"data": raw["ConfigMap"]["data"],
-                                                                       "immutable": True}
+    keys = {k: None for k in raw["ConfigMap"]["data"]}
+    assert json.loads(cm["metadata"]["annotations"][LAST_APPLIED]) == {"data": keys, "immutable": None}
+
+
+def test_the_note_records_keys_not_values_so_a_large_env_fits() -> None:
+    """A note of the whole object doubled a large env in the annotations; 160 KB of env made the
+    Deployment's annotations longer than the API server's 256 KiB (found by an exploratory review)."""
+    doc = _base()
+    doc["spec"]["runtime"]["env"] = [{"name": f"V{i}", "value": "x" * 1000} for i in range(160)]
+    dep = desired_children(doc)["Deployment"]
+    assert len(dep["metadata"]["annotations"][LAST_APPLIED]) < 4096
+    assert sum(len(v) for v in dep["metadata"]["annotations"].values()) < 256 * 1024
 
 
 def test_with_last_applied_keeps_existing_annotations() -> None:
     obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "annotations": {"keep": "me"}},
            "data": {"a": "b"}}
     out = with_last_applied(obj)
-    assert out["metadata"]["annotations"] == {"keep": "me", LAST_APPLIED: '{"data":{"a":"b"}}'}
+    assert out["metadata"]["annotations"] == {"keep": "me", LAST_APPLIED: '{"data":{"a":null}}'}
     assert obj["metadata"]["annotations"] == {"keep": "me"}
 
 

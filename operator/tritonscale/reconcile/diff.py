@@ -6,8 +6,9 @@ timeouts, ``clusterIP``...), so live objects are supersets of what we send.
 we want?", recursing into dicts and comparing lists element by element.
 
 Removal of a key we set earlier is handled with the last-applied annotation
-(as ``kubectl apply`` does): keys present in the last applied object but gone
-from the desired one are sent as ``null`` in the merge patch.
+(as ``kubectl apply`` does, though it records only the keys): keys present in
+the last applied object but gone from the desired one are sent as ``null`` in
+the merge patch.
 """
 
 from __future__ import annotations
@@ -142,10 +143,19 @@ def strip_owned_by_others(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+def key_structure(obj: Any) -> Any:
+    """The maps of ``obj`` with every other value (scalars and lists) as null: all ``removals``
+    reads. A list is replaced whole by a merge patch, so its items never need a removal."""
+    return {k: key_structure(v) for k, v in obj.items()} if isinstance(obj, dict) else None
+
+
 def with_last_applied(desired: dict[str, Any]) -> dict[str, Any]:
-    """Record what we applied, so a later removal can be detected."""
+    """Record which keys we applied, so a later removal can be detected. Their values are not
+    recorded: a note of the whole object (as ``kubectl apply`` keeps) doubled a large env or
+    config, and an env of about 160 KB made the Deployment's annotations longer than the API
+    server's 256 KiB."""
     body = strip_owned_by_others(desired["kind"], desired)
-    note = json.dumps({k: body[k] for k in body if k not in ("metadata", "apiVersion", "kind")},
+    note = json.dumps(key_structure({k: body[k] for k in body if k not in ("metadata", "apiVersion", "kind")}),
                       sort_keys=True, separators=(",", ":"))
     meta = dict(desired["metadata"])
     meta["annotations"] = {**meta.get("annotations", {}), LAST_APPLIED: note}
