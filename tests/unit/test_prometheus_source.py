@@ -53,10 +53,11 @@ def test_label_names_are_validated(bad):
 
 def test_one_query_per_signal_grouped_by_service():
     queries = build_queries(SeriesSelector(), 30)
-    assert set(queries) == set(SIGNALS) and len(queries) == 12
-    for q in queries.values():
-        assert "by (namespace, inferenceservice, model" in q
+    assert set(queries) == set(SIGNALS) and len(queries) == 13
+    for signal, q in queries.items():
+        assert "by (namespace, inferenceservice" + ("" if signal == "targets" else ", model") in q
         assert 'inferenceservice!=""' in q
+    assert queries["targets"] == 'count_values by (namespace, inferenceservice) ("up", up{inferenceservice!=""})'
     assert "histogram_quantile(0.95" in queries["p95_ms"] and " or max by " in queries["p95_ms"]
     assert '[30s]' in queries["rps"]
     assert "irate(" in queries["recent_rps"] and "nv_inference_request_failure" in queries["recent_rps"]
@@ -134,10 +135,41 @@ def test_no_series_names_the_series_label_matchers_too(monkeypatch):
     monkeypatch.setattr(source._prom, "custom_query", lambda q: [])
     obs = source.fetch(60).observation("ns", "svc", "m")
     assert obs.status == "no_data"
-    assert obs.message == 'no Triton series with namespace=ns, inferenceservice=svc, model=m, job="tri\\"ton\\\\x" ' \
-                          "(--series-label)", obs.message
+    assert obs.message.startswith('no Triton series with namespace=ns, inferenceservice=svc, model=m, '
+                                  'job="tri\\"ton\\\\x" (--series-label): Prometheus has no scrape target'), obs.message
     plain = Snapshot(taken_at=0, ok=True, values={}).observation("ns", "svc", "m")
-    assert plain.message == "no Triton series with namespace=ns, inferenceservice=svc, model=m"
+    assert plain.message == ("no Triton series with namespace=ns, inferenceservice=svc, model=m: its scrape "
+                             "targets are not known")
+
+
+@pytest.mark.parametrize(("targets", "why"), [
+    ({}, "Prometheus has no scrape target labelled namespace=ns, inferenceservice=svc: no pod of it runs yet, "
+         "or no PodMonitor or scrape config selects its pods and adds these labels"),
+    ({("ns", "svc", "0"): 2.0, ("ns", "svc", "1"): 1.0, ("ns", "other", "0"): 5.0},
+     "Prometheus's scrapes of 2 of 3 target(s) labelled inferenceservice=svc fail (up == 0; Prometheus's "
+     "/targets page gives the error)"),
+    ({("ns", "svc", "1"): 3.0}, "Prometheus scrapes 3 target(s) labelled inferenceservice=svc, but none exports "
+                                "Triton's series for model=m: not Triton's metrics port, or the model is named otherwise"),
+])
+def test_no_series_says_what_the_services_scrape_targets_show(targets, why):
+    """A service with no Triton series: its scrapes fail, find no pod, or scrape something else."""
+    obs = Snapshot(taken_at=0, ok=True, values={"targets": targets}).observation("ns", "svc", "m")
+    assert (obs.status, obs.message) == ("no_data", f"no Triton series with namespace=ns, inferenceservice=svc, "
+                                                    f"model=m: {why}")
+    stale = Snapshot(taken_at=0, ok=True, values={"targets": targets, "rps": {("ns", "svc", "m"): 4.0}})
+    assert f"the pods are gone; {why}); the 4.0 rps" in stale.observation("ns", "svc", "m").message
+
+
+def test_targets_are_read_by_their_up_value():
+    """The targets query's answer is keyed by (namespace, inferenceservice, up), not by model."""
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    source = PrometheusSource("http://127.0.0.1:1")
+    answers = {"targets": [{"metric": {"namespace": "ns", "inferenceservice": "svc", "up": "0"}, "value": [0, "2"]}]}
+    queries = build_queries(source.selector, 60)
+    source._prom.custom_query = lambda q: answers["targets"] if q == queries["targets"] else []
+    obs = source.fetch(60).observation("ns", "svc", "m")
+    assert "scrapes of 2 of 2 target(s) labelled inferenceservice=svc fail" in obs.message
 
 
 class CountingSource:
@@ -260,8 +292,8 @@ def test_a_round_slower_than_its_deadline_is_a_failed_snapshot(monkeypatch):
 
     monkeypatch.setattr(source._prom, "custom_query", slow_query)
     snap = source.fetch(60)
-    assert not snap.ok and 0 < len(asked) < 12, (snap, len(asked))
-    assert f"answered {len(asked)} of 12 queries in 0.1 s" in snap.error
+    assert not snap.ok and 0 < len(asked) < 13, (snap, len(asked))
+    assert f"answered {len(asked)} of 13 queries in 0.1 s" in snap.error
 
 
 async def test_a_tick_waits_about_one_interval_for_a_round_then_holds():
@@ -408,7 +440,7 @@ def test_an_answer_that_trickles_ends_the_round_at_its_deadline():
         began = time.monotonic()
         snap = source.fetch(60)
         took = time.monotonic() - began
-        assert not snap.ok and "answered 0 of 12 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
+        assert not snap.ok and "answered 0 of 13 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
         assert took < 2.0, took  # not the 4 s the trickle lasts
 
 
@@ -513,7 +545,8 @@ def test_the_query_is_sent_in_the_post_body_not_the_url():
         assert PrometheusSource(url).fetch(60).ok
     assert seen and all(path == "/api/v1/query" for path, _ in seen), seen[:2]
     forms = [parse_qs(form) for _, form in seen]
-    assert all(form.get("query") and "nv_inference" in form["query"][0] for form in forms), seen[:2]
+    assert all(form.get("query") and ("nv_inference" in form["query"][0] or "up{" in form["query"][0])
+               for form in forms), seen[:2]
 
 
 @pytest.mark.parametrize(("status", "answer", "said"), [

@@ -3,7 +3,7 @@
 Series are selected by the labels ``namespace``, ``inferenceservice`` and
 ``model`` (names configurable); the chart's scrape config copies the pod label
 ``tritonscale.io/inferenceservice`` into ``inferenceservice``. Each query groups
-by those labels, so 1,000 InferenceServices cost the same twelve queries as one.
+by those labels, so 1,000 InferenceServices cost the same thirteen queries as one.
 
 p95 combination
 ---------------
@@ -23,6 +23,7 @@ an idle summary reports), and a failure of the query.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -36,7 +37,10 @@ from tritonscale.api.spec import url_without_credentials
 from tritonscale.scaling.decider import Observation
 
 SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_at", "replicas", "batch_size", "batch_ms",
-           "failed_rps", "recent_rps", "recent_served_rps")
+           "failed_rps", "recent_rps", "recent_served_rps", "targets")
+# The scrape targets of each service by their ``up`` value, keyed (namespace, inferenceservice, up):
+# only for messages, so a service with no Triton series says whether its scrapes fail, or find no pod.
+TARGETS_LABEL = "up"
 
 
 def promql_string(value: str) -> str:
@@ -115,7 +119,7 @@ def live_irate(series: str, window: str) -> str:
 
 
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
-    """The twelve queries of one tick. Pure, so the escaping is unit-tested."""
+    """The thirteen queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
     failure = f"nv_inference_request_failure{{{m}}}"
@@ -163,6 +167,10 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         "recent_rps": f"{served} + sum by ({g}) {live_irate(failure, w)} or {served}",
         # The served part alone: with a full batch queued on every replica, the saturation rate.
         "recent_served_rps": served,
+        # Scrape targets by health, for messages only: the chart's relabelling gives ``up`` the
+        # namespace and inferenceservice labels (it has no model label).
+        "targets": (f'count_values by ({sel.namespace_label}, {sel.service_label}) '
+                    f'("{TARGETS_LABEL}", up{{{m}}})'),
     }
 
 
@@ -217,7 +225,8 @@ class Snapshot:
             extra = f", {self.extra_matchers} (--series-label)" if self.extra_matchers else ""
             return Observation(status="no_data",
                                message=f"no Triton series with namespace={namespace}, "
-                                       f"inferenceservice={name}, model={model}{extra}")
+                                       f"inferenceservice={name}, model={model}{extra}: "
+                                       + self._targets(namespace, name, model))
         pods = val("replicas")
         if not pods:
             # rate() reads a window that still holds samples of series no longer scraped; the instant
@@ -226,13 +235,30 @@ class Snapshot:
             # a fall of the load.
             return Observation(status="no_data",
                                message=f"no pod exports Triton's series now (stale in Prometheus: the pods' "
-                                       f"scrapes fail, or the pods are gone); the {rps:.1f} rps read over the "
-                                       f"window is of earlier scrapes, fading")
+                                       f"scrapes fail, or the pods are gone; "
+                                       f"{self._targets(namespace, name, model)}); the {rps:.1f} rps read over "
+                                       f"the window is of earlier scrapes, fading")
         return Observation(status="ok", p95_ms=val("p95_ms"), rps=rps, queue_ms=val("queue_ms"), pods=pods,
                            pending=val("pending"), pending_min=val("pending_min"), pending_at=val("pending_at"),
                            batch_size=val("batch_size"), batch_ms=val("batch_ms"),
                            failed_rps=val("failed_rps"), recent_rps=val("recent_rps"),
                            recent_served_rps=val("recent_served_rps"))
+
+
+    def _targets(self, namespace: str, name: str, model: str) -> str:
+        """Why a service has no live Triton series, from its scrape targets' ``up``."""
+        if "targets" not in self.values:
+            return "its scrape targets are not known"
+        by_up = self.values["targets"]
+        down, up = (int(by_up.get((namespace, name, v), 0)) for v in ("0", "1"))
+        if down:
+            return (f"Prometheus's scrapes of {down} of {down + up} target(s) labelled "
+                    f"inferenceservice={name} fail (up == 0; Prometheus's /targets page gives the error)")
+        if up:
+            return (f"Prometheus scrapes {up} target(s) labelled inferenceservice={name}, but none exports "
+                    f"Triton's series for model={model}: not Triton's metrics port, or the model is named otherwise")
+        return (f"Prometheus has no scrape target labelled namespace={namespace}, inferenceservice={name}: no pod "
+                f"of it runs yet, or no PodMonitor or scrape config selects its pods and adds these labels")
 
 
 class MetricSource(Protocol):
@@ -331,7 +357,7 @@ class PrometheusSource:
         self.url = url.rstrip("/")
         self._timeout_s = timeout_s
         # ``timeout_s`` bounds each read, not a query: a Prometheus that answers slowly, or trickles
-        # bytes, would stretch one round of 12 queries past several ticks with no failure counted.
+        # bytes, would stretch one round of 13 queries past several ticks with no failure counted.
         # The round stops after this (s), short of the default 15 s tick, as a failed snapshot (the
         # tick holds and counts it towards fallbackReplicas).
         self._round_timeout_s = round_timeout_s
@@ -371,7 +397,8 @@ class PrometheusSource:
                 return failed(done + 1, redacted(describe_failure(exc, self._timeout_s), self.url))
             done += 1
             try:
-                values[signal] = _parse_vector(result, self.selector)
+                values[signal] = _parse_vector(result, self.selector if signal != "targets" else
+                                               dataclasses.replace(self.selector, model_label=TARGETS_LABEL))
             except ValueError as exc:
                 return failed(done, f"query for {signal}: {exc}")
         return Snapshot(taken_at=started, ok=True, values=values, queries=done, window_s=int(window_s),
