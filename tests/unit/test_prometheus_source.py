@@ -148,8 +148,9 @@ def test_no_series_names_the_series_label_matchers_too(monkeypatch):
     ({("ns", "svc", "0"): 2.0, ("ns", "svc", "1"): 1.0, ("ns", "other", "0"): 5.0},
      "Prometheus's scrapes of 2 of 3 target(s) labelled inferenceservice=svc fail (up == 0; Prometheus's "
      "/targets page gives the error)"),
-    ({("ns", "svc", "1"): 3.0}, "Prometheus scrapes 3 target(s) labelled inferenceservice=svc, but none exports "
-                                "Triton's series for model=m: not Triton's metrics port, or the model is named otherwise"),
+    ({("ns", "svc", "1"): 3.0},
+     "Prometheus scrapes 3 target(s) labelled inferenceservice=svc, but none exports "
+     "Triton's series for model=m: not Triton's metrics port, or the model is named otherwise"),
 ])
 def test_no_series_says_what_the_services_scrape_targets_show(targets, why):
     """A service with no Triton series: its scrapes fail, find no pod, or scrape something else."""
