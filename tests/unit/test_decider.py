@@ -955,3 +955,10 @@ def test_a_fallback_raised_to_the_floor_says_both_numbers():
     assert "running 3 replicas (fallbackReplicas=2, within the warm floor 3 and maxReplicas" in step.why
     exact, _, _ = D.guard(FAILED, Replicas(3, 3), replace(policy, fallback_replicas=4), State(failures=2))
     assert "running fallbackReplicas=4:" in exact.why
+
+
+@pytest.mark.parametrize(("v", "text"), [(150.0, "150"), (10.4, "10"), (2.5, "2.5"), (0.5, "0.5"), (0.001, "0.001"),
+                                          (0.0, "0")])
+def test_ms_text_keeps_sub_millisecond_latencies(v, text):
+    """A target of 0.5 ms read "target 0 ms" in the breach message."""
+    assert D.steps.ms_text(v) == text

@@ -40,6 +40,7 @@ from functools import lru_cache
 from typing import Any
 
 from tritonscale.scaling.decider.batcher_model import capacity_at_target, predicted_p95_ms
+from tritonscale.scaling.decider.steps import ms_text
 
 # Delays tried (ms), up to the bound: a geometric ladder; the batch time of typical models
 # (a few ms to ~100 ms) sits inside it, and the model says finer steps change nothing.
@@ -231,17 +232,18 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     scores = {c: score(c, cost, bounds.max_batch, target, rate) for c in cands}
     pick, mine = best(cands, scores), scores[current]
     theirs = scores[pick]
-    numbers = (f"a={cost[0]:.1f} ms, b={cost[1]:.2f} ms/item, {rate:.1f} rps per replica, target {target:.0f} ms: "
+    numbers = (f"a={cost[0]:.1f} ms, b={cost[1]:.2f} ms/item, {rate:.1f} rps per replica, target {ms_text(target)} ms: "
                f"capacity {mine.capacity_rps:.0f} -> {theirs.capacity_rps:.0f} rps per replica, predicted p95 "
                f"{_ms(mine.p95_now_ms)} -> {_ms(theirs.p95_now_ms)}")
     breaching = obs.p95_ms is not None and obs.p95_ms > target
     if pick == current:
         return hold("Optimal", f"the settings in force are the best predicted ({numbers})", TunerState(
             None, None, state.last_change))
-    if breaching:
+    if breaching and obs.p95_ms is not None:
         if theirs.p95_now_ms < mine.p95_now_ms:
-            return change(pick, "BreachRelief", f"p95 {obs.p95_ms:.0f} ms > target; {numbers}")
-        return hold("Breach", f"p95 {obs.p95_ms:.0f} ms > target and no change is predicted to lower it ({numbers})",
+            return change(pick, "BreachRelief", f"p95 {ms_text(obs.p95_ms)} ms > target; {numbers}")
+        return hold("Breach",
+                    f"p95 {ms_text(obs.p95_ms)} ms > target and no change is predicted to lower it ({numbers})",
                     TunerState(None, None, state.last_change))
     gain = theirs.capacity_rps >= mine.capacity_rps * (1.0 + MIN_CAPACITY_GAIN)
     headroom = mine.p95_now_ms - theirs.p95_now_ms >= MIN_HEADROOM_GAIN * target \
@@ -262,7 +264,7 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
 
 
 def _ms(v: float) -> str:
-    return "overloaded" if math.isinf(v) else f"{v:.0f} ms"
+    return "overloaded" if math.isinf(v) else f"{ms_text(v)} ms"
 
 
 __all__ = ["Bounds", "Score", "Settings", "TunerObservation", "TunerState", "Tuning", "best", "candidates",

@@ -52,6 +52,12 @@ def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) ->
     return None, st, True
 
 
+def ms_text(v: float) -> str:
+    """A latency for messages: whole milliseconds, or two significant digits below 10 ms (a target
+    of 0.5 ms read "target 0 ms")."""
+    return f"{v:.0f}" if v >= 10 else f"{v:.2g}"
+
+
 def replicas_text(n: int) -> str:
     """``1 replica``, ``3 replicas``: the decision messages' (and the operator log's) wording."""
     return f"{n} replica{'' if n == 1 else 's'}"
@@ -94,7 +100,7 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: float | None, 
     # A queue that shrinks while arrivals are below what the ready replicas serve drains by itself.
     pressure = queue_work >= C.QUEUE_PRESSURE_TARGETS * target
     draining = cap is not None and d is not None and d.growth < 0 and d.rate < ready * cap
-    why = step.why + f"; p95 {p95:.0f} ms > target {target:.0f} ms"
+    why = step.why + f"; p95 {ms_text(p95)} ms > target {ms_text(target)} ms"
     if not pressure:
         queued = ("no queue" if pending < 1 else
                   f"{pending:.0f} queued, {queue_work:.0f} ms of work per ready replica,")
