@@ -684,3 +684,20 @@ def test_resources_take_every_quantity_kubernetes_takes(tmp_path, quantity, ok):
     """Kubernetes' Quantity grammar (its OpenAPI pattern, without the sign): 1e9 and .5 were refused."""
     proc = helm_template_raw({"resources": {"limits": {"memory": quantity}}}, tmp_path)
     assert (proc.returncode == 0) is ok, proc.stderr
+
+
+def test_the_security_contexts_are_values_so_openshift_can_assign_the_user(tmp_path):
+    """OpenShift's restricted SCC gives each namespace a user range and refuses a fixed runAsUser: the ids
+    can be nulled (Helm deletes a key set to null), the rest of the hardening stays."""
+    nulls = {"podSecurityContext": {"runAsUser": None, "runAsGroup": None, "fsGroup": None},
+             "securityContext": {"runAsUser": None, "runAsGroup": None}}
+    pod = _one(helm_template(nulls, tmp_path), "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    sc = pod["containers"][0]["securityContext"]
+    assert not {"runAsUser", "runAsGroup"} & set(sc)
+    assert sc["readOnlyRootFilesystem"] is True and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["runAsNonRoot"] is True
+    (tmp_path / "x").mkdir()
+    other = _one(helm_template({"podSecurityContext": {"runAsUser": 1000680000}}, tmp_path / "x"),
+                 "Deployment")["spec"]["template"]["spec"]
+    assert other["securityContext"]["runAsUser"] == 1000680000 and other["securityContext"]["fsGroup"] == 65532
