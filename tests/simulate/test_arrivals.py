@@ -163,3 +163,23 @@ def test_shapes(shape: str) -> None:
     assert np.array_equal(t, shape_arrivals(shape, 100.0, 600.0, seed=7))
     assert 0 <= t[0] and t[-1] <= 600.0 and np.all(np.diff(t) >= 0)
     assert 0.7 * 60_000 < len(t) < 1.3 * 60_000  # every shape averages about the base rate
+
+
+def test_a_json_array_of_objects_is_read_as_json_lines_are():
+    """Tools that write one JSON document give ``[{...}, ...]``; it said "neither seconds nor an ISO timestamp"."""
+    from tritonscale.simulate.arrivals import TraceError, parse_trace_text
+
+    t = parse_trace_text('[{"timestamp": 1000, "input_length": 5}, {"timestamp": 3500}, {"Timestamp": 1500}]')
+    assert list(t) == [0.0, 0.5, 2.5]  # milliseconds, as in JSON Lines
+    iso = parse_trace_text('[\n  {"timestamp": "2023-11-16T18:15:46Z"},\n  {"timestamp": "2023-11-16T18:15:48Z"}\n]')
+    assert list(iso) == [0.0, 2.0]
+    for text, said in [
+        ("[1.5, 2.0]", "t.json: item 1: not a JSON object; a JSON array holds objects with a \"timestamp\" key"),
+        ('[{"timestamp": 1}, {"ts": 2}]', 't.json: item 2: no "timestamp" key'),
+        ('[{"timestamp": "2023-11-16T18:15:46Z"}, {"timestamp": "soon"}]', "t.json: item 2: not a timestamp: 'soon'"),
+        ("[]", "t.json: no arrivals"),
+        ('[{"timestamp": 1},', "t.json: not a JSON array (Expecting value"),
+    ]:
+        with pytest.raises(TraceError) as err:
+            parse_trace_text(text, "t.json")
+        assert str(err.value).startswith(said), str(err.value)

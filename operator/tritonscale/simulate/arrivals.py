@@ -15,7 +15,8 @@ Trace files
   ``#`` comments are skipped.
 * JSON Lines, the Mooncake trace format (Kimi's FAST'25 traces; NVIDIA's aiperf and Dynamo replay
   it): one object per line with a ``timestamp`` key (any case), in milliseconds as Mooncake
-  defines it, or an ISO-8601 string. Other keys are ignored.
+  defines it, or an ISO-8601 string. Other keys are ignored. A JSON array of such objects
+  (``[{"timestamp": ...}, ...]``) is read the same way.
 
 Any of them may be gzip-compressed (``.csv.gz``).
 
@@ -102,7 +103,7 @@ def _is_float(v: str) -> bool:
     return True
 
 
-def _parse_timestamps(values: Sequence[str], path: str, lines: Sequence[int]) -> np.ndarray:
+def _parse_timestamps(values: Sequence[str], path: str, lines: Sequence[int], unit: str = "line") -> np.ndarray:
     """ISO timestamps -> seconds since the epoch (float64). Fast path through numpy. ``lines``: each
     value's line in the file, for the message that refuses one."""
     clean = [v.strip() for v in values]
@@ -118,7 +119,7 @@ def _parse_timestamps(values: Sequence[str], path: str, lines: Sequence[int]) ->
         try:
             out[i] = _iso_seconds(v)
         except ValueError:
-            raise TraceError(f"{path}: line {lines[i]}: not a timestamp: {v[:60]!r}") from None
+            raise TraceError(f"{path}: {unit} {lines[i]}: not a timestamp: {v[:60]!r}") from None
     return out
 
 
@@ -172,6 +173,8 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
         return t
     if header.lstrip().startswith("{"):
         return _json_lines(lines, first, path)
+    if header.lstrip().startswith("["):
+        return _json_array(text, path)
     kept = [(i + 1, ln.strip()) for i, ln in enumerate(lines)
             if ln.strip() and not ln.lstrip().startswith("#")]
     seconds: list[float] = []
@@ -198,9 +201,27 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
     return np.sort(t - t.min())
 
 
-def _json_lines(lines: Sequence[str], first: int, path: str) -> np.ndarray:
+def _json_array(text: str, path: str) -> np.ndarray:
+    """A JSON array of the objects JSON Lines holds (``[{"timestamp": ...}, ...]``), as tools that write
+    one document give them; its items are numbered in messages. An array of bare numbers is refused:
+    nothing says whether they are seconds or milliseconds."""
+    try:
+        items = json.loads(text)
+    except ValueError as exc:
+        raise TraceError(f"{path}: not a JSON array ({exc.args[0].split(':')[0]})") from None
+    if not isinstance(items, list) or not items:
+        raise TraceError(f"{path}: no arrivals")
+    if not all(isinstance(v, dict) for v in items):
+        n = next(i for i, v in enumerate(items, start=1) if not isinstance(v, dict))
+        raise TraceError(f"{path}: item {n}: not a JSON object; a JSON array holds objects with a \"timestamp\" "
+                         f"key (milliseconds or ISO); give bare arrivals one per line, in seconds")
+    return _json_lines([json.dumps(v) for v in items], 0, path, "item")
+
+
+def _json_lines(lines: Sequence[str], first: int, path: str, unit: str = "line") -> np.ndarray:
     """Arrival times (s from the first, sorted) from JSON Lines whose objects carry a ``timestamp``:
-    numbers of milliseconds (Mooncake's unit) or ISO-8601 strings, one kind in a file."""
+    numbers of milliseconds (Mooncake's unit) or ISO-8601 strings, one kind in a file. ``unit``: what
+    a message numbers ("line", or "item" of a JSON array)."""
     values: list[float | str] = []
     numbers: list[int] = []  # each value's line in the file
     for n, ln in enumerate(lines[first:], start=first + 1):
@@ -210,32 +231,32 @@ def _json_lines(lines: Sequence[str], first: int, path: str) -> np.ndarray:
         try:
             obj = json.loads(ln)
         except ValueError as exc:
-            raise TraceError(f"{path}: line {n}: not a JSON object ({exc.args[0].split(':')[0]})") from None
+            raise TraceError(f"{path}: {unit} {n}: not a JSON object ({exc.args[0].split(':')[0]})") from None
         key = next((k for k in obj if k.lower() == "timestamp"), None) if isinstance(obj, dict) else None
         if key is None:
-            raise TraceError(f"{path}: line {n}: " + ("no \"timestamp\" key" if isinstance(obj, dict)
+            raise TraceError(f"{path}: {unit} {n}: " + ("no \"timestamp\" key" if isinstance(obj, dict)
                                                      else "not a JSON object"))
         v = obj[key]
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
         if not number and not isinstance(v, str):
-            raise TraceError(f"{path}: line {n}: \"{key}\" must be milliseconds or an ISO timestamp, got {v!r:.60}")
+            raise TraceError(f"{path}: {unit} {n}: \"{key}\" must be milliseconds or an ISO timestamp, got {v!r:.60}")
         if number:
             try:
                 v = float(v)
             except OverflowError:  # an integer past float's range (JSON's are unbounded)
                 v = math.inf
             if not math.isfinite(v):  # and json.loads takes NaN and Infinity
-                raise TraceError(f"{path}: line {n}: \"{key}\" must be a finite number of milliseconds, "
+                raise TraceError(f"{path}: {unit} {n}: \"{key}\" must be a finite number of milliseconds, "
                                  f"got {str(obj[key])[:20]}")
         if values and number != isinstance(values[0], float):
             kinds = ("a number", "timestamps") if number else ("a timestamp", "numbers")
-            raise TraceError(f"{path}: line {n}: {kinds[0]} after lines of {kinds[1]}")
+            raise TraceError(f"{path}: {unit} {n}: {kinds[0]} after lines of {kinds[1]}")
         values.append(v)
         numbers.append(n)
     if not values:
         raise TraceError(f"{path}: no arrivals")
     if isinstance(values[0], str):
-        t = _parse_timestamps([str(v) for v in values], path, numbers)
+        t = _parse_timestamps([str(v) for v in values], path, numbers, unit)
     else:
         t = _in_seconds(np.array(values), per_unit=1e-3)
     return np.sort(t - t.min())

@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     one = src.add_mutually_exclusive_group()
     one.add_argument("--trace", metavar="FILE",
                      help="Azure CSV (TIMESTAMP column), one arrival per line (seconds or ISO time) "
-                          "or Mooncake JSON Lines (timestamp in ms)")
+                          "or Mooncake JSON Lines (timestamp in ms; a JSON array of those objects too)")
     one.add_argument("--shape", choices=arrivals_mod.SHAPES, help="built-in arrival shape")
     src.add_argument("--rate", type=positive_float, default=200.0, help="--shape: base rate in rps (default 200)")
     src.add_argument("--duration", type=positive_float, default=3600.0,
