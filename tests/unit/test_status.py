@@ -217,3 +217,37 @@ def test_metrics_available_notes_two_series_per_pod() -> None:
     assert message(3.0, 2) == "p95 80.0 ms at 400.00 rps"  # a pod going away is still scraped for a while
     assert message(2.0, 2) == "p95 80.0 ms at 400.00 rps"
     assert message(2.0, 0) == "p95 80.0 ms at 400.00 rps"
+
+
+def _dep(ready: int, replicas: int, updated: int, progressing: tuple[str, str] | None = None) -> dict:
+    conds = [{"type": "Progressing", "status": progressing[0], "reason": progressing[1],
+              "message": f'ReplicaSet "linear-74c7" {progressing[1]}'}] if progressing else []
+    return {"status": {"readyReplicas": ready, "replicas": replicas, "updatedReplicas": updated,
+                       "conditions": conds}}
+
+
+@pytest.mark.parametrize(("dep", "floor", "status", "reason"), [
+    (_dep(2, 2, 2), 1, True, "ReplicasReady"),
+    (_dep(2, 4, 4), 2, True, "ReplicasReady"),  # a scale-up: every pod of the current template, ready or not
+    (_dep(2, 3, 1), 1, "Unknown", "RollingOut"),  # a new spec beside the earlier one's pods
+    (_dep(1, 2, 1, ("True", "ReplicaSetUpdated")), 1, "Unknown", "RollingOut"),
+    (_dep(1, 2, 1, ("False", "ProgressDeadlineExceeded")), 1, False, "RolloutStuck"),
+    (_dep(0, 1, 1, ("False", "ProgressDeadlineExceeded")), 1, False, "RolloutStuck"),  # old pods already gone
+    # A scale-up past the deadline (GPUs short), every pod of the current spec, the floor warm: Ready
+    # (the autoscaler's Schedulable condition says why the new pods wait)
+    (_dep(2, 4, 4, ("False", "ProgressDeadlineExceeded")), 2, True, "ReplicasReady"),
+    (_dep(2, 2, 2, ("True", "NewReplicaSetAvailable")), 1, True, "ReplicasReady"),
+    (_dep(0, 2, 1), 1, False, "ReplicasStarting"),
+])
+def test_ready_is_about_the_spec_as_applied_not_an_earlier_one_still_serving(dep, floor, status, reason) -> None:
+    """A stuck rollout (a model path whose pods never become ready) read Ready=True, from the earlier
+    generation's pods (found on the real control plane by an exploratory review)."""
+    from tritonscale.reconcile.inference_service import ready_condition
+
+    ok, why, message = ready_condition(floor, dep, 7)
+    assert (ok, why) == (status, reason), message
+    if why == "RollingOut":
+        assert "rolling out the spec of generation 7" in message and "of the earlier spec still serving" in message
+    if why == "RolloutStuck":
+        assert "the pods of the spec of generation 7 did not become ready within the Deployment's " \
+               "progressDeadlineSeconds" in message and "ProgressDeadlineExceeded" in message

@@ -47,13 +47,41 @@ class Outcome:
     conflicts: list[str] = field(default_factory=list)  # children whose names something else holds
 
 
-def ready_condition(min_replicas: int, deployment: dict[str, Any] | None) -> tuple[bool, str, str]:
-    """Ready follows the Deployment: True once the warm floor (at least one replica) is warm."""
+def rollout_of(deployment: dict[str, Any]) -> tuple[int, int]:
+    """(replicas of the Deployment's current template, replicas of earlier ones still running): a new
+    template is rolling out while the second is above zero. A scale-up alone creates only pods of the
+    current template."""
+    status = deployment.get("status") or {}
+    updated = int(status.get("updatedReplicas") or 0)
+    return updated, max(0, int(status.get("replicas") or 0) - updated)
+
+
+def ready_condition(min_replicas: int, deployment: dict[str, Any] | None,
+                    generation: int | None = None) -> tuple[bool | st.ConditionStatus, str, str]:
+    """Ready follows the Deployment: True once the warm floor (at least one replica) is warm and every
+    pod runs the current spec. While a new spec rolls out beside pods of the last one it is Unknown
+    (``RollingOut``: the old pods serve, the edit has not taken yet), and False once the Deployment
+    says the rollout exceeded its progress deadline (``RolloutStuck``: a model path, image or config
+    whose pods never become ready), so ``kubectl wait --for=condition=Ready`` and GitOps health
+    checks do not take a running old generation for the new one."""
     if deployment is None:
         return False, "DeploymentMissing", "the Deployment does not exist yet"
     status = deployment.get("status") or {}
     ready = status.get("readyReplicas") or 0
     need = max(1, min_replicas)
+    updated, old = rollout_of(deployment)
+    spec_text = f"the spec of generation {generation}" if generation is not None else "the current spec"
+    progressing = st.object_condition(deployment, "Progressing")
+    if progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded" \
+            and (old or ready < need):
+        serving = f"; {old} replica(s) of the earlier spec keep serving" if old else ""
+        return False, "RolloutStuck", (f"{ready}/{need} replica(s) ready; the pods of {spec_text} did not become "
+                                       f"ready within the Deployment's progressDeadlineSeconds "
+                                       f"({progressing.get('message') or 'ProgressDeadlineExceeded'}){serving}: "
+                                       f"see the new pods' events and logs")
+    if ready >= need and old:
+        return "Unknown", "RollingOut", (f"{ready} replica(s) ready (floor {min_replicas}); rolling out {spec_text}: "
+                                         f"{updated} replica(s) updated, {old} of the earlier spec still serving")
     if ready >= need:
         return True, "ReplicasReady", f"{ready} replica(s) ready and warm (floor {min_replicas})"
     # The ReplicaSet could not create pods (a PodSecurity level the pod template does not meet, a
@@ -69,7 +97,7 @@ def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None
                          now: float) -> st.InferenceServiceStatus:
     """The reconciler's fields (``st.FIELD_OWNERS``) for a valid spec: they follow the Deployment."""
     gen = body["metadata"].get("generation")
-    ok, reason, message = ready_condition(spec.scaling.min_replicas, deployment)
+    ok, reason, message = ready_condition(spec.scaling.min_replicas, deployment, gen)
     conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid",
                              now, gen)
     conds = st.set_condition(conds, st.READY, ok, reason, message, now, gen)
