@@ -962,3 +962,24 @@ def test_a_fallback_raised_to_the_floor_says_both_numbers():
 def test_ms_text_keeps_sub_millisecond_latencies(v, text):
     """A target of 0.5 ms read "target 0 ms" in the breach message."""
     assert D.steps.ms_text(v) == text
+
+
+def test_a_held_decision_past_the_bounds_says_the_bound_not_holding():
+    """maxReplicas lowered below the fleet while the service had no data read "NoData: holding 4 replicas
+    ... -> 2 replicas" (found on the real control plane by an exploratory review)."""
+    low = replace(POLICY, max_replicas=2)
+    d = D.decide(NO_DATA, Replicas(4, 4), low, State(), 1000.0)
+    assert d.replicas == 2 and d.reason == "NoData"
+    assert d.message.startswith("lowering to maxReplicas=2: no usable series") and "holding" not in d.message
+    assert d.message.endswith("-> 2 replicas")
+    held = D.decide(NO_DATA, Replicas(3, 3), low, State(), 1000.0)  # already past it, no data: still lowered
+    assert held.replicas == 2
+
+
+def test_the_final_clamp_names_the_bound_that_decided():
+    """The fallback goes through the scale-down pace (one replica a tick); maxReplicas below the fleet
+    still binds at once, and the message says so."""
+    pol = replace(POLICY, max_replicas=4, fallback_replicas=3, failure_threshold=1)
+    d = D.decide(FAILED, Replicas(10, 10), pol, State(failures=5), 1000.0)
+    assert d.replicas == 4 and d.reason == "StabilizingScaleDown"  # the window held 10: the bound decided
+    assert d.message.endswith("; bounded by maxReplicas=4 -> 4 replicas"), d.message

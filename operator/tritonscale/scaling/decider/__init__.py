@@ -119,6 +119,9 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     def done(step: Step, st: State, ok: bool) -> Decision:
         step = drain_surge(step, replicas, policy)
         n = _clamp(step.replicas, policy.floor, policy.max_replicas)
+        if n != step.replicas:  # a step that held or asked past the bounds: say which bound decided
+            bound = f"maxReplicas={policy.max_replicas}" if n < step.replicas else f"the warm floor of {policy.floor}"
+            step = replace(step, why=f"{step.why}; bounded by {bound}")
         if n != current:
             st = replace(st, last_scale_time=now)
         return Decision(n, step.reason, f"{step.why} -> {replicas_text(n)}", st, ok, details)

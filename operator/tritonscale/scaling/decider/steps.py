@@ -47,8 +47,10 @@ def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) ->
     if current < floor:
         return Step(floor, "BelowFloor", f"raising to the warm floor of {replicas_text(floor)}"), st, True
     if obs.status == "no_data" or obs.rps is None:
-        return Step(current, "NoData", f"holding {replicas_text(current)}: no usable series for this service "
-                                       f"({obs.message or 'no data'})"), st, False
+        n = min(current, policy.max_replicas)  # the bounds still hold (the floor: BelowFloor, above)
+        what = f"holding {replicas_text(n)}" if n == current else f"lowering to maxReplicas={n}"
+        return Step(n, "NoData", f"{what}: no usable series for this service "
+                                 f"({obs.message or 'no data'})"), st, False
     return None, st, True
 
 
