@@ -229,3 +229,18 @@ def test_a_single_run_reports_the_tuners_changes_and_counts_the_rollouts_pods(ca
     text = capsys.readouterr().out
     assert f"batching tuner (tritonscale): {len(changes)} change(s)" in text
     assert f"{changes[0]['reason']}: {changes[0]['settings']}" in text
+
+
+@pytest.mark.parametrize(("max_batch", "grid"), [
+    (16, [(), (4, 8, 16), (16,)]),
+    (8, [(), (4, 8), (8,)]),
+    (4, [(), (4,)]),
+    (2, [(), (2,)]),
+])
+def test_the_grid_fits_the_models_max_batch(max_batch, grid) -> None:
+    """`simulate --suite --batching-tuner --max-batch 8` refused the grid's (16,): "preferred batch sizes
+    [16] are outside 1..8" (found by an exploratory review)."""
+    static = [p for label, _, p, tuner in tuner_suite.configs(100.0, False, max_batch) if label.startswith("static 0ms")]
+    assert static == grid
+    for _, _, prefs, _ in tuner_suite.configs(100.0, True, max_batch):
+        assert all(1 <= p <= max_batch for p in prefs)

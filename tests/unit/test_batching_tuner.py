@@ -122,6 +122,17 @@ def test_a_breach_the_settings_cannot_help_changes_nothing() -> None:
     assert not out.changed and out.reason == "Optimal"
 
 
+def test_no_capacity_either_way_is_no_gain_to_roll_the_fleet_for() -> None:
+    """A target below what any setting serves (a = 50 ms, target 60 ms): every candidate's capacity at the
+    target is 0, and 0 >= 0 x 1.05 read as a gain -- "capacity 0 -> 0 rps", and a rollout (found by an
+    exploratory review)."""
+    obs = TunerObservation((50.0, 5.0), 5.0, 60.0)
+    first = tune(obs, DEFAULT, B16, TunerState(), 1000.0)
+    later = tune(obs, DEFAULT, B16, first.state, 1100.0)
+    assert not first.changed and not later.changed
+    assert later.reason != "MoreCapacity" and later.settings == DEFAULT, later.message
+
+
 def test_change_needs_the_same_candidate_for_confirm_s_then_waits_out_the_interval() -> None:
     t = 1000.0
     out = tune(_obs(), OVERSIZED, B16, TunerState(), t)

@@ -245,7 +245,8 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return hold("Breach",
                     f"p95 {ms_text(obs.p95_ms)} ms > target and no change is predicted to lower it ({numbers})",
                     TunerState(None, None, state.last_change))
-    gain = theirs.capacity_rps >= mine.capacity_rps * (1.0 + MIN_CAPACITY_GAIN)
+    # No capacity either way (a target below what any setting serves): no gain, whatever 0 >= 0 says
+    gain = theirs.capacity_rps > 0 and theirs.capacity_rps >= mine.capacity_rps * (1.0 + MIN_CAPACITY_GAIN)
     headroom = mine.p95_now_ms - theirs.p95_now_ms >= MIN_HEADROOM_GAIN * target \
         and theirs.capacity_rps >= mine.capacity_rps * (1.0 - CAPACITY_TIE)
     if not (gain or headroom):

@@ -106,12 +106,20 @@ def _label(delay_ms: float, prefs: tuple[int, ...]) -> str:
     return f"static {delay_ms:g}ms [{','.join(map(str, prefs))}]"
 
 
-def configs(slo_ms: float, quick: bool) -> list[tuple[str, float, tuple[int, ...], bool]]:
+def within(prefs: tuple[int, ...], max_batch: int) -> tuple[int, ...]:
+    """A grid's preferred sizes for a model of ``max_batch``: those that fit, and its largest (a full
+    batch, what 16 stands for at the default 16) as ``max_batch`` when it does not."""
+    kept = tuple(p for p in prefs if p <= max_batch)
+    return kept + (max_batch,) if prefs and max(prefs) > max_batch and max_batch not in kept else kept
+
+
+def configs(slo_ms: float, quick: bool, max_batch: int = 16) -> list[tuple[str, float, tuple[int, ...], bool]]:
     out = []
     for name, share, prefs in POOR_STARTS:
         out += [(name, share * slo_ms, prefs, False), (f"{name}+tuner", share * slo_ms, prefs, True)]
     delays, prefs_grid = (QUICK_GRID_DELAYS_MS, QUICK_GRID_PREFERRED) if quick else (GRID_DELAYS_MS, GRID_PREFERRED)
-    return out + [(_label(d, p), d, p, False) for d in delays for p in prefs_grid]
+    grid = list(dict.fromkeys(within(p, max_batch) for p in prefs_grid))  # (16,) and (4, 8, 16) may meet
+    return out + [(_label(d, p), d, p, False) for d in delays for p in grid]
 
 
 def run_scenario(sc: Scenario, cfg: SuiteConfig, quick: bool = False) -> TunerScenario:
@@ -121,7 +129,7 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, quick: bool = False) -> TunerSc
     base = _cluster(cfg, sc)
     needs = window_needs(arr, horizon, base, slo, cal.capacity_rps, windows=start_windows(Options(slo, base)))
     runs = []
-    for label, delay, prefs, tuner in configs(slo, quick):
+    for label, delay, prefs, tuner in configs(slo, quick, cfg.batcher.max_batch):
         cl = replace(base, batcher=replace(base.batcher, max_queue_delay_ms=delay, preferred=prefs))
         opts = Options(slo, cl, seed=sc.seed, batching_tuner=tuner)
         policy = build("tritonscale", opts, cal, fair_start(needs, opts))
