@@ -240,7 +240,7 @@ def test_a_single_run_reports_the_tuners_changes_and_counts_the_rollouts_pods(ca
 def test_the_grid_fits_the_models_max_batch(max_batch, grid) -> None:
     """`simulate --suite --batching-tuner --max-batch 8` refused the grid's (16,): "preferred batch sizes
     [16] are outside 1..8" (found by an exploratory review)."""
-    static = [p for label, _, p, tuner in tuner_suite.configs(100.0, False, max_batch) if label.startswith("static 0ms")]
+    static = [p for label, _, p, _ in tuner_suite.configs(100.0, False, max_batch) if label.startswith("static 0ms")]
     assert static == grid
     for _, _, prefs, _ in tuner_suite.configs(100.0, True, max_batch):
         assert all(1 <= p <= max_batch for p in prefs)
