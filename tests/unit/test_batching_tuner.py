@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -309,4 +310,33 @@ def test_tuned_settings_the_spec_no_longer_admits_are_said_to_be_dropped() -> No
     assert new is not None and (new.source, new.max_queue_delay_microseconds, new.reason) == \
         ("spec", 100_000, "SpecNarrowed")
     assert new.message.startswith("the tuner's settings (queue delay 500 us, preferred sizes [8]) no longer fit")
-    assert new.last_change_time is None
+    assert new.last_change_time == "1970-01-01T00:16:55Z"  # the settings in force (and the pods) changed then
+    # ... and it stays said, with when, until the tuner changes them again: it read SpecValues, "the tuner
+    # has not changed them", from the next tick on (found by an exploratory review)
+    after = {"batching": new.model_dump(by_alias=True, exclude_none=True)}
+    for t in (1030.0, 1045.0):
+        tick = bs.tune_tick(narrowed, after, obs, _decision(0.0), Policy(target_p95_ms=TIGHT), 2, DEPLOY_DONE, t)
+        kept = bs.batching_status(narrowed, after, tick, t)
+        assert kept is not None and (kept.reason, kept.last_change_time, kept.message) == \
+            ("SpecNarrowed", "1970-01-01T00:16:55Z", new.message)
+        after = {"batching": kept.model_dump(by_alias=True, exclude_none=True)}
+
+
+def test_the_reason_of_the_last_change_comes_back_with_the_target() -> None:
+    """The target removed and set again: status.batching said NoTarget until the tuner's next change
+    (found in the sandbox by an exploratory review)."""
+    spec = _spec({"enabled": True})
+    obs = Observation("ok", p95_ms=140.0, rps=200.0)
+    policy = bs.with_settings(Policy(target_p95_ms=TIGHT, max_batch_size=16), Settings(100_000, ()))
+    tuning = bs.tune_tick(spec, {}, obs, _decision(200.0), policy, 2, DEPLOY_DONE, 1000.0)
+    live = {"batching": bs.batching_status(spec, {}, tuning, 1000.0).model_dump(by_alias=True, exclude_none=True)}
+    assert live["batching"]["reason"] == "BreachRelief"
+    untargeted = replace(policy, target_p95_ms=None)
+    held = bs.tune_tick(spec, live, obs, _decision(200.0), untargeted, 2, DEPLOY_DONE, 1015.0)
+    live = {"batching": bs.batching_status(spec, live, held, 1015.0).model_dump(by_alias=True, exclude_none=True)}
+    assert live["batching"]["reason"] == "NoTarget"
+    back = bs.tune_tick(spec, live, Observation("ok", p95_ms=60.0, rps=200.0), _decision(200.0),
+                        bs.with_settings(policy, Settings(0, ())), 2, DEPLOY_DONE, 1030.0)
+    again = bs.batching_status(spec, live, back, 1030.0)
+    assert again is not None and (again.reason, again.last_change_time) == ("BreachRelief", "1970-01-01T00:16:40Z")
+    assert again.message == tuning.message[:1000]

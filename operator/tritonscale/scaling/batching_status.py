@@ -21,6 +21,10 @@ from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling.decider import Decision, Observation, Policy, batch_cost
 
 
+# tunerState keys: the reason and message of the last change of the settings in force
+CHANGE_REASON, CHANGE_MESSAGE = "changeReason", "changeMessage"
+
+
 def spec_settings(spec: InferenceServiceSpec) -> bt.Settings:
     b = spec.batching
     if b is None or not b.enabled:
@@ -82,17 +86,27 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
             max_queue_delay_microseconds=tuning.settings.delay_us,
             preferred_batch_sizes=list(tuning.settings.preferred), source="tuner",
             last_change_time=st.rfc3339(now), reason=tuning.reason, message=tuning.message[:1000],
-            tuner_state=state)
+            tuner_state={**state, CHANGE_REASON: tuning.reason, CHANGE_MESSAGE: tuning.message[:1000]})
+    # Why the settings in force changed last, kept in tunerState: reason and message may say something
+    # else meanwhile (NoTarget), and come back to it.
+    told = live.get("tunerState") if live is not None and isinstance(live.get("tunerState"), Mapping) else {}
+    last = {k: str(told[k]) for k in (CHANGE_REASON, CHANGE_MESSAGE) if isinstance(told.get(k), str)}
+    state.update(last)
     # A spec that cannot tune says so where one looks, not only in tunerState: the settings in force stay.
     no_target = ("NoTarget", "held: the tuner tunes against scaling.targetP95Milliseconds, which the spec does not set")
     if source == "tuner" and live is not None:
-        reason, message = ((str(live.get("reason") or ""), str(live.get("message") or ""))
-                           if tuning.reason != "NoTarget" else no_target)
+        reason, message = str(live.get("reason") or ""), str(live.get("message") or "")
+        if tuning.reason == "NoTarget":
+            reason, message = no_target
+        elif reason == "NoTarget":  # the target is back: why the settings in force are what they are
+            reason, message = last.get(CHANGE_REASON) or "Tuned", last.get(CHANGE_MESSAGE) or (
+                f"the tuner's settings, in force since {live.get('lastChangeTime') or 'an earlier change'}")
         return st.BatchingStatus(
             max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
             source="tuner", last_change_time=live.get("lastChangeTime"), reason=reason, message=message,
             tuner_state=state)
     reason, message = "SpecValues", "spec.batching's values; the tuner has not changed them"
+    changed_at = None
     if live is not None and live.get("source") == "tuner":
         # Tuned settings that the spec no longer admits (api.status.tuned_batcher): say they went, and why.
         reason, message = "SpecNarrowed", (
@@ -100,11 +114,17 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
             f"{live.get('preferredBatchSizes') or 'none'}) no longer fit the spec (model.maxBatchSize, "
             "batching.autoTune's bounds or the REJECT queue timeout): spec.batching's values are in force, "
             "and the tuner starts again from them")
+        changed_at = st.rfc3339(now)
+        state.update({CHANGE_REASON: reason, CHANGE_MESSAGE: message})
+    elif live is not None and last.get(CHANGE_REASON) == "SpecNarrowed":
+        # Said until the tuner changes the settings again, not for one tick: the pods rolled back to them.
+        reason, message = "SpecNarrowed", last.get(CHANGE_MESSAGE) or message
+        changed_at = live.get("lastChangeTime")
     if tuning.reason == "NoTarget":
         reason, message = no_target
     return st.BatchingStatus(
         max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
-        source="spec", last_change_time=None, reason=reason, message=message, tuner_state=state)
+        source="spec", last_change_time=changed_at, reason=reason, message=message, tuner_state=state)
 
 
 def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs: Observation, decision: Decision,
