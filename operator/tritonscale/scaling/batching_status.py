@@ -20,7 +20,6 @@ from tritonscale.api.status import auto_tune_enabled, tuned_batcher
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling.decider import Decision, Observation, Policy, batch_cost
 
-
 # tunerState keys: the reason and message of the last change of the settings in force
 CHANGE_REASON, CHANGE_MESSAGE = "changeReason", "changeMessage"
 
