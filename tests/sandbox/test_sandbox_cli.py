@@ -168,6 +168,11 @@ def test_batching_tuner_from_turns_auto_tune_on_from_a_poor_start(capsys):
     assert "autoTune" not in load_service(Scenario())["spec"]["batching"]
     assert command.run(_args("--batching-tuner-from", "-1")) == 1
     assert capsys.readouterr().err.strip() == "tritonscale sandbox: --batching-tuner-from must be >= 0"
+    # past the spec's bound: the flag is named, not the sample file it was put into
+    assert command.run(_args("--batching-tuner-from", "20000000")) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tritonscale sandbox: --batching-tuner-from 20000000: invalid InferenceService: "
+                          "spec.batching.maxQueueDelayMicroseconds"), err
 
 
 def test_a_service_the_sandbox_cannot_serve_is_refused_with_the_reason(tmp_path):

@@ -102,6 +102,9 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--suite", "quick", "--batching-tuner", "--plot", "/tmp/t.png"], "--plot: the tuner's evaluation"),
     (["--shape", "poisson"], "--slo-ms is required"),
     (["--shape", "poisson", "--slo-ms", "150", "--preferred-batch-sizes", "4,32"], "outside 1..16"),
+    # an empty item was skipped: "4,,8" read as [4, 8] (found by an exploratory review)
+    (["--shape", "poisson", "--slo-ms", "150", "--preferred-batch-sizes", "4,,8"],
+     "--preferred-batch-sizes: expected a comma list of integers, got '4,,8'"),
     (["--shape", "poisson", "--slo-ms", "150", "--scale-down-stabilization-s", "-1"],
      "argument --scale-down-stabilization-s: '-1': must be >= 0"),
     (["--shape", "poisson", "--slo-ms", "150", "--plot", "/dev/null/p.png"],

@@ -177,7 +177,11 @@ def load_service(scenario: Scenario) -> dict[str, Any]:
     body.setdefault("metadata", {})["namespace"] = NAMESPACE
     spec, problems = validate_body(body)
     if spec is None or problems:
-        raise SandboxError(f"{path}: invalid InferenceService: " + "; ".join(str(p) for p in problems))
+        # A problem with what --batching-tuner-from put in is the flag's, not the file's
+        flag = scenario.tuner_from_delay_us is not None and any(
+            "batching.maxQueueDelayMicroseconds" in str(p) for p in problems)
+        source = f"--batching-tuner-from {scenario.tuner_from_delay_us}" if flag else f"{path}"
+        raise SandboxError(f"{source}: invalid InferenceService: " + "; ".join(str(p) for p in problems))
     if spec.model.backend != "python" or spec.runtime.gpus != 0:
         raise SandboxError(f"{path}: the sandbox runs the python cost model on CPU: "
                            "spec.model.backend must be python and spec.runtime.gpus 0")

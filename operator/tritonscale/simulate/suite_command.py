@@ -90,8 +90,11 @@ def preferred_sizes(text: str | None, max_batch: int) -> tuple[int, ...]:
     fit --max-batch (so --max-batch 1 or 8 needs no second flag)."""
     if text is None:
         return tuple(n for n in DEFAULT_PREFERRED if n <= max_batch)
+    items = text.replace(" ", "").split(",")
+    if items == [""]:
+        return ()
     try:
-        return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+        return tuple(int(x) for x in items)  # an empty item ("4,,8", "4,") is refused, not skipped
     except ValueError:
         raise ValueError(f"--preferred-batch-sizes: expected a comma list of integers, got {text!r}") from None
 
