@@ -244,3 +244,18 @@ def test_the_grid_fits_the_models_max_batch(max_batch, grid) -> None:
     assert static == grid
     for _, _, prefs, _ in tuner_suite.configs(100.0, True, max_batch):
         assert all(1 <= p <= max_batch for p in prefs)
+
+
+def test_a_single_run_starts_the_tuner_from_a_delay_as_long_as_the_target(capsys) -> None:
+    """The suite's "oversized" poor start (a queue delay as long as the target) meets no p95 at all; a single
+    run refused it, "below what one replica serves even when idle", though it is what the tuner is for (found
+    by an exploratory review). Calibrated at no delay instead, and said so."""
+    argv = ["--shape", "steps", "--duration", "600", "--slo-ms", "104", "--policy", "tritonscale", "--jobs", "1",
+            "--max-queue-delay-us", "104000", "--preferred-batch-sizes", ""]
+    assert main_simulate(argv) == 1
+    assert "below what one replica serves even when idle" in capsys.readouterr().err
+    assert main_simulate([*argv, "--batching-tuner"]) == 0
+    text = capsys.readouterr().out
+    assert "at a queue delay of 0 us, where the batching tuner can go: this start meets no p95 of 104 ms" in text
+    assert "its simulated schedule meets the SLO in every window" in text  # the oracle, at the tuner's reach
+    assert "BreachRelief: delay 0 us" in text

@@ -94,6 +94,9 @@ class Benchmark:
     arrivals: int
     horizon: float
     oracle_meets_slo: bool | None = None
+    # The queue delay (ms) the capacity and the oracle's needs were sized at, when not the run's own
+    # (``calibrate``: a start the batching tuner must leave)
+    sized_at_delay_ms: float | None = None
 
 
 def outcome(run: RunResult, slo_ms: float) -> Outcome:
@@ -170,8 +173,9 @@ _SHARED: dict = {}
 
 def _run_one(name: str) -> tuple[Outcome, bool | None]:
     arrivals, horizon, opts, cal, needs = (_SHARED[k] for k in ("arrivals", "horizon", "opts", "cal", "needs"))
-    if name == "oracle":
-        sol = solve(arrivals, horizon, opts.cluster, opts.slo_ms, cal.capacity_rps, needs=needs)
+    if name == "oracle":  # on the config the needs were sized on (``calibrate``)
+        sol = solve(arrivals, horizon, _SHARED.get("sized_on", opts.cluster), opts.slo_ms, cal.capacity_rps,
+                    needs=needs)
         out = outcome(sol.run, opts.slo_ms)
         out.summary = replace(out.summary, policy="oracle")
         return out, sol.meets_slo
@@ -195,15 +199,29 @@ def fair_start(needs: Sequence[int], opts: Options) -> int:
     return max(needs[: start_windows(opts)])
 
 
+def calibrate(opts: Options) -> tuple[Calibration, ClusterConfig]:
+    """What a replica serves at the SLO, for the baselines' targets and the oracle, and the cluster the
+    oracle's needs are sized on. With the batching tuner a start too poor to meet the SLO at all (a
+    queue delay as long as the target) is what the tuner is for: both are then of the config it can
+    reach at once, no delay and the same sizes (the suite sizes them on the reference config)."""
+    try:
+        return capacity_at_slo(opts.cluster.batcher, opts.slo_ms, opts.headroom, opts.seed), opts.cluster
+    except ValueError:
+        if not opts.batching_tuner or opts.cluster.batcher.max_queue_delay_ms == 0:
+            raise
+        greedy = replace(opts.cluster, batcher=replace(opts.cluster.batcher, max_queue_delay_ms=0.0))
+        return capacity_at_slo(greedy.batcher, opts.slo_ms, opts.headroom, opts.seed), greedy
+
+
 def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Options,
                   calibration: Calibration | None = None) -> Benchmark:
     if len(arrivals) == 0:
         raise ValueError("no arrivals to simulate")
     validate_name(policy)
-    cal = calibration or capacity_at_slo(opts.cluster.batcher, opts.slo_ms, opts.headroom, opts.seed)
+    cal, sized_on = calibrate(opts) if calibration is None else (calibration, opts.cluster)
     oracle_wanted = opts.with_oracle or policy == "oracle"
     peak_static = policy == "all" and opts.static_replicas is None
-    needs = window_needs(arrivals, horizon, opts.cluster, opts.slo_ms, cal.capacity_rps,
+    needs = window_needs(arrivals, horizon, sized_on, opts.slo_ms, cal.capacity_rps,
                          windows=None if oracle_wanted or peak_static else start_windows(opts))
     names = expand(policy, needs, opts)
     if opts.with_oracle and "oracle" not in names:
@@ -213,7 +231,7 @@ def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Optio
     for n in names_to_run:
         if n != "oracle":
             build(n, opts, cal, 1)  # validate before spending minutes
-    _SHARED.update(arrivals=arrivals, horizon=horizon, opts=opts, cal=cal, needs=needs)
+    _SHARED.update(arrivals=arrivals, horizon=horizon, opts=opts, cal=cal, needs=needs, sized_on=sized_on)
     jobs = max(1, min(opts.jobs, len(names_to_run)))
     order = sorted(names_to_run, key=lambda n: n != "oracle")  # the longest first
     if jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
@@ -230,7 +248,8 @@ def run_benchmark(arrivals: np.ndarray, horizon: float, policy: str, opts: Optio
             out.summary = replace(out.summary, cost_vs_oracle=out.summary.replica_hours / oracle_hours)
         outcomes.append(out)
     meets = results["oracle"][1] if "oracle" in results else None
-    return Benchmark(opts, cal, needs, names, outcomes, len(arrivals), horizon, meets)
+    sized_at = None if sized_on == opts.cluster else sized_on.batcher.max_queue_delay_ms
+    return Benchmark(opts, cal, needs, names, outcomes, len(arrivals), horizon, meets, sized_at)
 
 
 def default_jobs() -> int:

@@ -226,7 +226,10 @@ def describe(b: Benchmark, what: str, arrivals: np.ndarray) -> str:
         f"{bt.max_queue_delay_ms * 1000:g} us, preferred {list(bt.preferred)}, queue timeout "
         f"{'none' if bt.queue_timeout_ms is None else f'{bt.queue_timeout_ms * 1000:g} us'}; "
         f"cold start {c.cold_start_s:g} s; "
-        f"capacity at p95 <= {o.slo_ms:g} ms: {cal.capacity_rps:.0f} rps/replica (saturated {cal.max_rps:.0f})",
+        f"capacity at p95 <= {o.slo_ms:g} ms: {cal.capacity_rps:.0f} rps/replica (saturated {cal.max_rps:.0f})"
+        + ("" if b.sized_at_delay_ms is None else
+           f" at a queue delay of {b.sized_at_delay_ms * 1000:g} us, where the batching tuner can go: this start "
+           f"meets no p95 of {o.slo_ms:g} ms, and the oracle's needs are sized there too"),
         f"metrics: scrape {c.prom.scrape_s:g} s, window {c.prom.window_s:g} s; "
         f"tritonscale tick {scaling_spec(o).interval_seconds} s; "
         f"replicas {c.min_replicas}..{c.max_replicas}, start with {o.initial_replicas or fair_start(b.needs, o)} warm",
