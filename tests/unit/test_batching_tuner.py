@@ -123,6 +123,38 @@ def test_a_breach_the_settings_cannot_help_changes_nothing() -> None:
     assert not out.changed and out.reason == "Optimal"
 
 
+def test_a_stuck_rollout_of_a_change_goes_back_to_what_the_running_pods_serve() -> None:
+    """A change whose new pods cannot be placed (no GPU for the surge pod): status.batching said the new
+    settings were in force while the only serving pod ran the old ones, and the rollout never ended (found
+    in the sandbox by an exploratory review). At the Deployment's progress deadline it goes back."""
+    first = tune(_obs(p95_ms=130.0), OVERSIZED, B16, TunerState(), 1000.0)
+    assert first.changed and first.settings == GREEDY and first.state.previous == OVERSIZED
+    rolling = tune(_obs(p95_ms=130.0, rollout=True), GREEDY, B16, first.state, 1015.0)
+    assert (rolling.reason, rolling.changed, rolling.state.previous, rolling.state.rolling_seen) == \
+        ("Rollout", False, OVERSIZED, True)
+    assert TunerState.from_dict(rolling.state.to_dict()) == rolling.state  # survives a restart
+    stuck = tune(_obs(p95_ms=130.0, rollout=True, stuck=True), GREEDY, B16, rolling.state, 1615.0)
+    assert (stuck.reason, stuck.changed, stuck.settings) == ("RolloutStuck", True, OVERSIZED)
+    assert "passed the Deployment's progress deadline" in stuck.message
+    # the rollback done: no change for STUCK_HOLD_S, even for a breach
+    after = tune(_obs(p95_ms=130.0), OVERSIZED, B16, stuck.state, 1700.0)
+    assert (after.reason, after.changed) == ("HeldAfterStuckRollout", False)
+    later = tune(_obs(p95_ms=130.0), OVERSIZED, B16, stuck.state, 1615.0 + 3600.0)
+    assert later.changed and later.reason == "BreachRelief"
+
+
+def test_a_finished_rollout_forgets_the_settings_before_it() -> None:
+    """Once the change has rolled out, a later stuck rollout (the user's edit, say) is not the tuner's to undo."""
+    first = tune(_obs(p95_ms=130.0), OVERSIZED, B16, TunerState(), 1000.0)
+    lagging = tune(_obs(p95_ms=60.0), GREEDY, B16, first.state, 1015.0)  # the reconciler has not rolled it yet
+    assert lagging.state.previous == OVERSIZED
+    rolling = tune(_obs(p95_ms=60.0, rollout=True), GREEDY, B16, lagging.state, 1030.0)
+    done = tune(_obs(p95_ms=60.0), GREEDY, B16, rolling.state, 1200.0)
+    assert done.state.previous is None
+    edit_stuck = tune(_obs(p95_ms=60.0, rollout=True, stuck=True), GREEDY, B16, done.state, 2000.0)
+    assert (edit_stuck.reason, edit_stuck.changed) == ("Rollout", False)
+
+
 def test_no_capacity_either_way_is_no_gain_to_roll_the_fleet_for() -> None:
     """A target below what any setting serves (a = 50 ms, target 60 ms): every candidate's capacity at the
     target is 0, and 0 >= 0 x 1.05 read as a gain -- "capacity 0 -> 0 rps", and a rollout (found by an
@@ -227,6 +259,15 @@ DEPLOY_DONE = {"metadata": {"generation": 2}, "spec": {"replicas": 2},
 ])
 def test_rollout_in_progress(status: dict[str, Any], rolling: bool) -> None:
     assert bs.rollout_in_progress({**DEPLOY_DONE, "status": status}) is rolling
+
+
+@pytest.mark.parametrize(("conds", "stuck"), [
+    ([], False),
+    ([{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}], False),
+    ([{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}], True),
+])
+def test_rollout_stuck_is_the_deployments_progress_deadline(conds, stuck) -> None:
+    assert bs.rollout_stuck({"status": {"conditions": conds}}) is stuck
 
 
 def test_without_autotune_the_spec_is_in_force_and_status_batching_is_removed() -> None:

@@ -63,13 +63,19 @@ def rollout_in_progress(deployment: Mapping[str, Any]) -> bool:
     return updated < want or total > updated or ready < want
 
 
+def rollout_stuck(deployment: Mapping[str, Any]) -> bool:
+    """The Deployment says its rollout passed progressDeadlineSeconds."""
+    progressing = st.object_condition(deployment, "Progressing")
+    return progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded"
+
+
 def tuner_observation(obs: Observation, decision: Decision, policy: Policy, ready: int,
-                      rollout: bool) -> bt.TunerObservation:
+                      rollout: bool, stuck: bool = False) -> bt.TunerObservation:
     """What the decider learned this tick, per replica: the cost fit and the arrival rate."""
     rate = decision.details.get("rate")
     per = float(rate) / ready if isinstance(rate, (int, float)) and ready > 0 else None
     return bt.TunerObservation(batch_cost(decision.state.batch_samples), per, policy.target_p95_ms,
-                               obs.p95_ms, rollout)
+                               obs.p95_ms, rollout, stuck)
 
 
 def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, tuning: bt.Tuning | None,
@@ -134,5 +140,5 @@ def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs:
     settings, _ = in_force(spec, status)
     live = (status or {}).get("batching")
     state = bt.TunerState.from_dict(live.get("tunerState") if isinstance(live, Mapping) else None)
-    tobs = tuner_observation(obs, decision, policy, ready, rollout_in_progress(deployment))
+    tobs = tuner_observation(obs, decision, policy, ready, rollout_in_progress(deployment), rollout_stuck(deployment))
     return bt.tune(tobs, settings, bounds(spec), state, now)

@@ -35,7 +35,7 @@ When it may change (reasons in CamelCase, for status.batching.reason):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -58,6 +58,10 @@ CONFIRM_S = 60.0
 # replica (one cold start each, one surge pod at a time; README "Applying a batcher change"),
 # and the cost fit needs a few minutes of the new batches.
 MIN_CHANGE_INTERVAL_S = 600.0
+# After a change's rollout was stuck and went back: a cluster with no room for the rollout's extra
+# pod (or a config its pods cannot start) rarely has it minutes later, so the tuner waits an hour
+# rather than roll and go back at every MIN_CHANGE_INTERVAL_S.
+STUCK_HOLD_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,17 @@ class TunerObservation:
     target_ms: float | None  # p95 target
     p95_ms: float | None = None  # observed p95 (None: idle / unknown)
     rollout: bool = False  # pods not all updated and ready: a change now would stack reloads
+    # The Deployment's rollout passed its progress deadline (Progressing=False, ProgressDeadlineExceeded):
+    # its new pods cannot be placed (no GPU for the surge pod) or never become ready
+    stuck: bool = False
+
+
+def _settings_dict(s: Settings | None) -> dict[str, Any] | None:
+    return None if s is None else {"delayUs": s.delay_us, "preferred": list(s.preferred)}
+
+
+def _settings_of(d: Any) -> Settings | None:
+    return None if not d else Settings(int(d["delayUs"]), tuple(int(p) for p in d.get("preferred") or ()))
 
 
 @dataclass(frozen=True)
@@ -139,24 +154,28 @@ class TunerState:
     candidate: Settings | None = None
     candidate_since: float | None = None
     last_change: float | None = None
+    # The settings before the last change, while its rollout runs: what the running pods serve, and
+    # where a stuck rollout goes back to
+    previous: Settings | None = None
+    held_until: float | None = None  # after a stuck rollout went back: no change before this
+    rolling_seen: bool = False  # the last change's rollout was seen under way (so its end is its end)
 
     def to_dict(self) -> dict[str, Any]:
-        c = self.candidate
-        return {"candidate": None if c is None else {"delayUs": c.delay_us, "preferred": list(c.preferred)},
-                "candidateSince": self.candidate_since, "lastChange": self.last_change}
+        return {"candidate": _settings_dict(self.candidate), "candidateSince": self.candidate_since,
+                "lastChange": self.last_change, "previous": _settings_dict(self.previous),
+                "heldUntil": self.held_until, "rollingSeen": self.rolling_seen}
 
     @classmethod
     def from_dict(cls, d: Any) -> TunerState:
         if not isinstance(d, dict):
             return cls()
         try:
-            c = d.get("candidate")
-            cand = None if not c else Settings(int(c["delayUs"]), tuple(int(p) for p in c.get("preferred") or ()))
-            since, last = d.get("candidateSince"), d.get("lastChange")
-            times = [None if t is None else float(t) for t in (since, last)]
+            times = [None if t is None else float(t)
+                     for t in (d.get("candidateSince"), d.get("lastChange"), d.get("heldUntil"))]
             if any(t is not None and not math.isfinite(t) for t in times):
                 raise ValueError("not a finite time")  # written back as NaN, the status patch would fail
-            return cls(cand, times[0], times[1])
+            return cls(_settings_of(d.get("candidate")), times[0], times[1], _settings_of(d.get("previous")),
+                       times[2], d.get("rollingSeen") is True)
         except (TypeError, ValueError, KeyError):
             return cls()  # corrupt memory: start fresh rather than crash the tick
 
@@ -209,17 +228,36 @@ def best(cands: list[Settings], scores: dict[Settings, Score]) -> Settings:
 
 
 def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerState, now: float) -> Tuning:
-    def hold(reason: str, why: str, st: TunerState = state) -> Tuning:
-        return Tuning(current, reason, why, st, False)
+    def hold(reason: str, why: str, st: TunerState | None = None) -> Tuning:
+        return Tuning(current, reason, why, state if st is None else st, False)  # ``state`` as it is by then
 
     def change(to: Settings, reason: str, why: str) -> Tuning:
         return Tuning(to, reason, f"{current.describe()} -> {to.describe()}: {why}",
-                      TunerState(None, None, now), True)
+                      TunerState(None, None, now, previous=current), True)
 
+    if obs.rollout and obs.stuck and state.previous is not None and state.previous != current:
+        # A change whose pods the cluster cannot place or start: the running pods serve the settings
+        # before it, and the half-made rollout holds a Pending pod (and the autoscaler, which asks for
+        # no more while pods are unschedulable). Back to those, as `kubectl rollout undo` would.
+        return Tuning(state.previous, "RolloutStuck",
+                      f"{current.describe()} -> {state.previous.describe()}: the rollout of {current.describe()} "
+                      f"passed the Deployment's progress deadline (its new pods could not be placed or did not "
+                      f"become ready): back to the settings the running pods serve; no change for "
+                      f"{STUCK_HOLD_S:.0f}s", TunerState(None, None, now, held_until=now + STUCK_HOLD_S), True)
+    if state.previous is not None:
+        if obs.rollout and not state.rolling_seen:
+            state = replace(state, rolling_seen=True)
+        elif not obs.rollout and (state.rolling_seen or state.last_change is None
+                                  or now - state.last_change >= MIN_CHANGE_INTERVAL_S):
+            # rolled out (or none came: the reconciler did not roll the change out): nothing to go back to
+            state = replace(state, previous=None, rolling_seen=False)
     if not obs.target_ms:  # first: the one hold only a spec edit ends (a pod not ready hid it as Rollout)
         return hold("NoTarget", "no scaling.targetP95Milliseconds to tune against")
     if obs.rollout:
         return hold("Rollout", "pods are not all updated and ready: no change until the rollout ends")
+    if state.held_until is not None and now < state.held_until:
+        return hold("HeldAfterStuckRollout", f"a rollout of the tuner's last change was stuck; no change for "
+                                             f"{state.held_until - now:.0f}s more")
     fitted = bounds.within(current, obs.cost, obs.target_ms)
     if fitted != current:
         return change(fitted, "Bounds", "the settings in force were outside spec.batching.autoTune's bounds")
@@ -237,23 +275,23 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
                f"{_ms(mine.p95_now_ms)} -> {_ms(theirs.p95_now_ms)}")
     breaching = obs.p95_ms is not None and obs.p95_ms > target
     if pick == current:
-        return hold("Optimal", f"the settings in force are the best predicted ({numbers})", TunerState(
-            None, None, state.last_change))
+        return hold("Optimal", f"the settings in force are the best predicted ({numbers})",
+                    replace(state, candidate=None, candidate_since=None))
     if breaching and obs.p95_ms is not None:
         if theirs.p95_now_ms < mine.p95_now_ms:
             return change(pick, "BreachRelief", f"p95 {ms_text(obs.p95_ms)} ms > target; {numbers}")
         return hold("Breach",
                     f"p95 {ms_text(obs.p95_ms)} ms > target and no change is predicted to lower it ({numbers})",
-                    TunerState(None, None, state.last_change))
+                    replace(state, candidate=None, candidate_since=None))
     # No capacity either way (a target below what any setting serves): no gain, whatever 0 >= 0 says
     gain = theirs.capacity_rps > 0 and theirs.capacity_rps >= mine.capacity_rps * (1.0 + MIN_CAPACITY_GAIN)
     headroom = mine.p95_now_ms - theirs.p95_now_ms >= MIN_HEADROOM_GAIN * target \
         and theirs.capacity_rps >= mine.capacity_rps * (1.0 - CAPACITY_TIE)
     if not (gain or headroom):
         return hold("WithinHysteresis", f"the best gain is too small to reload the model for ({numbers})",
-                    TunerState(None, None, state.last_change))
+                    replace(state, candidate=None, candidate_since=None))
     since = state.candidate_since if state.candidate == pick and state.candidate_since is not None else now
-    proposing = TunerState(pick, since, state.last_change)
+    proposing = replace(state, candidate=pick, candidate_since=since)
     if now - since < CONFIRM_S:
         return hold("Confirming", f"{pick.describe()} proposed {now - since:.0f}s ago, applied after "
                                   f"{CONFIRM_S:.0f}s ({numbers})", proposing)
