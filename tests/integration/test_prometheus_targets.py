@@ -48,7 +48,8 @@ def test_no_data_says_what_the_services_scrape_targets_show(tmp_path):
                                "(up == 0; Prometheus's /targets page gives the error)"), broken
         assert message("other", "wanted").endswith(
             ": Prometheus scrapes 1 target(s) labelled inferenceservice=other, but none exports Triton's series "
-            "for model=wanted: not Triton's metrics port, or the model is named otherwise")
+            "for model=wanted: the model has not loaded yet, the port is not Triton's metrics port, or the model is "
+            "named otherwise")
         assert message("absent", "absent").endswith(
             ": Prometheus has no scrape target labelled namespace=ns, inferenceservice=absent: no pod of it runs "
             "yet, or no PodMonitor or scrape config selects its pods and adds these labels")

@@ -150,7 +150,8 @@ def test_no_series_names_the_series_label_matchers_too(monkeypatch):
      "/targets page gives the error)"),
     ({("ns", "svc", "1"): 3.0},
      "Prometheus scrapes 3 target(s) labelled inferenceservice=svc, but none exports "
-     "Triton's series for model=m: not Triton's metrics port, or the model is named otherwise"),
+     "Triton's series for model=m: the model has not loaded yet, the port is not Triton's metrics port, or the "
+     "model is named otherwise"),
 ])
 def test_no_series_says_what_the_services_scrape_targets_show(targets, why):
     """A service with no Triton series: its scrapes fail, find no pod, or scrape something else."""
@@ -572,3 +573,25 @@ def test_a_failed_answer_is_said_plainly(status, answer, said):
     with _prometheus(_answering(status, body)) as url:
         snap = PrometheusSource(url).fetch(60)
     assert not snap.ok and said in snap.error, snap.error
+
+
+def test_the_targets_query_is_best_effort():
+    """It only words messages: a Prometheus (or label proxy) that refuses `up` must not fail the round, which
+    would hold every service and count towards fallbackReplicas (found by a review)."""
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    source = PrometheusSource("http://127.0.0.1:1")
+    queries = build_queries(source.selector, 60)
+    answer = [{"metric": {"namespace": "ns", "inferenceservice": "svc", "model": "m"}, "value": [0, "12.5"]}]
+
+    def custom_query(q):
+        if q == queries["targets"]:
+            raise RuntimeError("HTTP 403: up is not allowed")
+        return answer
+
+    source._prom.custom_query = custom_query
+    snap = source.fetch(60)
+    assert snap.ok and snap.observation("ns", "svc", "m").rps == 12.5 and "targets" not in snap.values
+    assert snap.observation("ns", "other", "m").message.endswith(": its scrape targets are not known")
+    source._prom.custom_query = lambda q: "not a vector" if q == queries["targets"] else answer
+    assert source.fetch(60).ok

@@ -41,6 +41,9 @@ SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_at", 
 # The scrape targets of each service by their ``up`` value, keyed (namespace, inferenceservice, up):
 # only for messages, so a service with no Triton series says whether its scrapes fail, or find no pod.
 TARGETS_LABEL = "up"
+# Signals only messages read: asked last, and a round that cannot get them (a label proxy that refuses
+# ``up``, the round's deadline) goes on without them, where a failed round would hold every service.
+MESSAGE_ONLY = frozenset({"targets"})
 
 
 def promql_string(value: str) -> str:
@@ -256,7 +259,8 @@ class Snapshot:
                     f"inferenceservice={name} fail (up == 0; Prometheus's /targets page gives the error)")
         if up:
             return (f"Prometheus scrapes {up} target(s) labelled inferenceservice={name}, but none exports "
-                    f"Triton's series for model={model}: not Triton's metrics port, or the model is named otherwise")
+                    f"Triton's series for model={model}: the model has not loaded yet, the port is not Triton's "
+                    f"metrics port, or the model is named otherwise")
         return (f"Prometheus has no scrape target labelled namespace={namespace}, inferenceservice={name}: no pod "
                 f"of it runs yet, or no PodMonitor or scrape config selects its pods and adds these labels")
 
@@ -387,11 +391,17 @@ class PrometheusSource:
                                          f"{self._round_timeout_s:g} s; too slow for a tick")
 
         for signal, q in queries.items():
+            optional = signal in MESSAGE_ONLY  # best effort: its failure or lateness fails no round
             if time.monotonic() >= deadline:
+                if optional:
+                    continue
                 return too_slow(done)
             try:
                 result = self._prom.custom_query(q)
             except Exception as exc:  # connection refused, timeout, HTTP 4xx/5xx, bad JSON
+                if optional:
+                    done += 1
+                    continue
                 if time.monotonic() >= deadline:  # cut off mid-answer
                     return too_slow(done + 1)
                 return failed(done + 1, redacted(describe_failure(exc, self._timeout_s), self.url))
@@ -400,6 +410,8 @@ class PrometheusSource:
                 values[signal] = _parse_vector(result, self.selector if signal != "targets" else
                                                dataclasses.replace(self.selector, model_label=TARGETS_LABEL))
             except ValueError as exc:
+                if optional:
+                    continue
                 return failed(done, f"query for {signal}: {exc}")
         return Snapshot(taken_at=started, ok=True, values=values, queries=done, window_s=int(window_s),
                         extra_matchers=", ".join(f"{k}={promql_string(v)}" for k, v in self.selector.extra))
