@@ -63,19 +63,30 @@ def rollout_in_progress(deployment: Mapping[str, Any]) -> bool:
     return updated < want or total > updated or ready < want
 
 
+def template_updating(deployment: Mapping[str, Any]) -> bool:
+    """A new pod template rolling out: the controller has not seen the latest spec, or pods of an earlier
+    template remain (``status.replicas`` counts every ReplicaSet's, ``updatedReplicas`` the current one's)."""
+    meta, status = deployment.get("metadata") or {}, deployment.get("status") or {}
+    return (int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0)
+            or int(status.get("replicas") or 0) > int(status.get("updatedReplicas") or 0))
+
+
 def rollout_stuck(deployment: Mapping[str, Any]) -> bool:
-    """The Deployment says its rollout passed progressDeadlineSeconds."""
+    """The Deployment says its rollout passed progressDeadlineSeconds, while pods of an earlier template
+    remain (a scale-up short of GPUs times out too, with every pod of the current template)."""
     progressing = st.object_condition(deployment, "Progressing")
-    return progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded"
+    return progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded" \
+        and int((deployment.get("status") or {}).get("replicas") or 0) > \
+        int((deployment.get("status") or {}).get("updatedReplicas") or 0)
 
 
 def tuner_observation(obs: Observation, decision: Decision, policy: Policy, ready: int,
-                      rollout: bool, stuck: bool = False) -> bt.TunerObservation:
+                      rollout: bool, updating: bool = False, stuck: bool = False) -> bt.TunerObservation:
     """What the decider learned this tick, per replica: the cost fit and the arrival rate."""
     rate = decision.details.get("rate")
     per = float(rate) / ready if isinstance(rate, (int, float)) and ready > 0 else None
     return bt.TunerObservation(batch_cost(decision.state.batch_samples), per, policy.target_p95_ms,
-                               obs.p95_ms, rollout, stuck)
+                               obs.p95_ms, rollout, updating, stuck)
 
 
 def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, tuning: bt.Tuning | None,
@@ -140,5 +151,6 @@ def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs:
     settings, _ = in_force(spec, status)
     live = (status or {}).get("batching")
     state = bt.TunerState.from_dict(live.get("tunerState") if isinstance(live, Mapping) else None)
-    tobs = tuner_observation(obs, decision, policy, ready, rollout_in_progress(deployment), rollout_stuck(deployment))
+    tobs = tuner_observation(obs, decision, policy, ready, rollout_in_progress(deployment),
+                             template_updating(deployment), rollout_stuck(deployment))
     return bt.tune(tobs, settings, bounds(spec), state, now)

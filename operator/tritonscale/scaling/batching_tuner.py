@@ -136,8 +136,10 @@ class TunerObservation:
     target_ms: float | None  # p95 target
     p95_ms: float | None = None  # observed p95 (None: idle / unknown)
     rollout: bool = False  # pods not all updated and ready: a change now would stack reloads
-    # The Deployment's rollout passed its progress deadline (Progressing=False, ProgressDeadlineExceeded):
-    # its new pods cannot be placed (no GPU for the surge pod) or never become ready
+    # A new pod template rolling out: pods of the earlier one remain (a scale-up alone is not one)
+    updating: bool = False
+    # ... and past the Deployment's progress deadline (Progressing=False, ProgressDeadlineExceeded): its
+    # new pods cannot be placed (no GPU for the surge pod) or never become ready
     stuck: bool = False
 
 
@@ -235,20 +237,21 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return Tuning(to, reason, f"{current.describe()} -> {to.describe()}: {why}",
                       TunerState(None, None, now, previous=current), True)
 
-    if obs.rollout and obs.stuck and state.previous is not None and state.previous != current:
+    if obs.updating and obs.stuck and state.previous is not None and state.previous != current:
         # A change whose pods the cluster cannot place or start: the running pods serve the settings
         # before it, and the half-made rollout holds a Pending pod (and the autoscaler, which asks for
         # no more while pods are unschedulable). Back to those, as `kubectl rollout undo` would.
-        return Tuning(state.previous, "RolloutStuck",
-                      f"{current.describe()} -> {state.previous.describe()}: the rollout of {current.describe()} "
+        back = bounds.within(state.previous, obs.cost, obs.target_ms)  # the spec may have narrowed since
+        return Tuning(back, "RolloutStuck",
+                      f"{current.describe()} -> {back.describe()}: the rollout of {current.describe()} "
                       f"passed the Deployment's progress deadline (its new pods could not be placed or did not "
                       f"become ready): back to the settings the running pods serve; no change for "
                       f"{STUCK_HOLD_S:.0f}s", TunerState(None, None, now, held_until=now + STUCK_HOLD_S), True)
     if state.previous is not None:
-        if obs.rollout and not state.rolling_seen:
+        if obs.updating and not state.rolling_seen:
             state = replace(state, rolling_seen=True)
-        elif not obs.rollout and (state.rolling_seen or state.last_change is None
-                                  or now - state.last_change >= MIN_CHANGE_INTERVAL_S):
+        elif not obs.updating and (state.rolling_seen or state.last_change is None
+                                   or now - state.last_change >= MIN_CHANGE_INTERVAL_S):
             # rolled out (or none came: the reconciler did not roll the change out): nothing to go back to
             state = replace(state, previous=None, rolling_seen=False)
     if not obs.target_ms:  # first: the one hold only a spec edit ends (a pod not ready hid it as Rollout)
