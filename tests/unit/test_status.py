@@ -246,8 +246,30 @@ def test_ready_is_about_the_spec_as_applied_not_an_earlier_one_still_serving(dep
 
     ok, why, message = ready_condition(floor, dep, 7)
     assert (ok, why) == (status, reason), message
+    template = "the new pod template (the spec of generation 7, or the tuner's status.batching)"
     if why == "RollingOut":
-        assert "rolling out the spec of generation 7" in message and "of the earlier spec still serving" in message
+        assert f"rolling out {template}" in message and "of the earlier one still serving" in message
     if why == "RolloutStuck":
-        assert "the pods of the spec of generation 7 did not become ready within the Deployment's " \
+        assert f"the pods of {template} did not become ready within the Deployment's " \
                "progressDeadlineSeconds" in message and "ProgressDeadlineExceeded" in message
+
+
+def test_ready_waits_for_the_deployment_controller_and_knows_a_template_it_just_wrote() -> None:
+    """The Deployment as patched still counts the old template's pods as updated (its controller has not
+    seen the patch): Ready read True at the new generation before any new pod existed (found by a review).
+    A replica patch bumps the generation too, so a Deployment the controller has not caught up with keeps
+    what Ready said, rather than flap."""
+    from tritonscale.reconcile.inference_service import ready_condition
+
+    patched = {"metadata": {"generation": 5}, "status": {"observedGeneration": 4, "readyReplicas": 2, "replicas": 2,
+                                                         "updatedReplicas": 2}}
+    assert ready_condition(1, patched, 7, template_written=True)[:2] == ("Unknown", "RollingOut")
+    assert ready_condition(1, patched, 7, stale_ok=False) is None
+    assert ready_condition(1, patched, 7)[:2] == (True, "ReplicasReady")  # no earlier Ready: best known
+    body = _body({"conditions": [_cond("Ready", reason="ReplicasReady", observedGeneration=1)]})
+    spec = InferenceServiceSpec.model_validate(body["spec"])
+    kept = next(c for c in status_from_children(body, patched, spec, T0).conditions if c.type == st.READY)
+    assert (kept.status, kept.reason, kept.observed_generation) == ("True", "ReplicasReady", 1)  # not stamped 2
+    written = status_from_children(body, patched, spec, T0, template_written=True)
+    now = next(c for c in written.conditions if c.type == st.READY)
+    assert (now.status, now.reason, now.observed_generation) == ("Unknown", "RollingOut", 2)

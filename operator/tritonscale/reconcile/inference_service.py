@@ -56,32 +56,42 @@ def rollout_of(deployment: dict[str, Any]) -> tuple[int, int]:
     return updated, max(0, int(status.get("replicas") or 0) - updated)
 
 
-def ready_condition(min_replicas: int, deployment: dict[str, Any] | None,
-                    generation: int | None = None) -> tuple[bool | st.ConditionStatus, str, str]:
+def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, generation: int | None = None,
+                    template_written: bool = False,
+                    stale_ok: bool = True) -> tuple[bool | st.ConditionStatus, str, str] | None:
     """Ready follows the Deployment: True once the warm floor (at least one replica) is warm and every
-    pod runs the current spec. While a new spec rolls out beside pods of the last one it is Unknown
-    (``RollingOut``: the old pods serve, the edit has not taken yet), and False once the Deployment
-    says the rollout exceeded its progress deadline (``RolloutStuck``: a model path, image or config
-    whose pods never become ready), so ``kubectl wait --for=condition=Ready`` and GitOps health
-    checks do not take a running old generation for the new one."""
+    pod runs the current pod template. While a new template rolls out beside pods of the last one it is
+    Unknown (``RollingOut``: the old pods serve, the edit has not taken yet), and False once the
+    Deployment says the rollout exceeded its progress deadline (``RolloutStuck``: a model path, image or
+    config whose pods never become ready), so ``kubectl wait --for=condition=Ready`` and GitOps health
+    checks do not take a running old generation for the new one. ``template_written``: this pass just
+    wrote a new template, so every pod the Deployment reports is of the earlier one. None (with
+    ``stale_ok`` False) while the Deployment's controller has not reported on its latest spec
+    (a replica patch bumps the generation too): the caller keeps what Ready said."""
     if deployment is None:
         return False, "DeploymentMissing", "the Deployment does not exist yet"
     status = deployment.get("status") or {}
     ready = status.get("readyReplicas") or 0
     need = max(1, min_replicas)
     updated, old = rollout_of(deployment)
-    spec_text = f"the spec of generation {generation}" if generation is not None else "the current spec"
+    behind = int(status.get("observedGeneration") or 0) < int((deployment.get("metadata") or {}).get("generation") or 0)
+    if template_written:
+        updated, old = 0, int(status.get("replicas") or 0)
+    elif behind and not stale_ok:
+        return None
+    template = ("the new pod template (the spec of generation "
+                f"{generation if generation is not None else 'now'}, or the tuner's status.batching)")
     progressing = st.object_condition(deployment, "Progressing")
     if progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded" \
-            and (old or ready < need):
-        serving = f"; {old} replica(s) of the earlier spec keep serving" if old else ""
-        return False, "RolloutStuck", (f"{ready}/{need} replica(s) ready; the pods of {spec_text} did not become "
+            and (old or ready < need) and not template_written:
+        serving = f"; {old} replica(s) of the earlier one keep serving" if old else ""
+        return False, "RolloutStuck", (f"{ready}/{need} replica(s) ready; the pods of {template} did not become "
                                        f"ready within the Deployment's progressDeadlineSeconds "
                                        f"({progressing.get('message') or 'ProgressDeadlineExceeded'}){serving}: "
                                        f"see the new pods' events and logs")
     if ready >= need and old:
-        return "Unknown", "RollingOut", (f"{ready} replica(s) ready (floor {min_replicas}); rolling out {spec_text}: "
-                                         f"{updated} replica(s) updated, {old} of the earlier spec still serving")
+        return "Unknown", "RollingOut", (f"{ready} replica(s) ready (floor {min_replicas}); rolling out {template}: "
+                                         f"{updated} replica(s) updated, {old} of the earlier one still serving")
     if ready >= need:
         return True, "ReplicasReady", f"{ready} replica(s) ready and warm (floor {min_replicas})"
     # The ReplicaSet could not create pods (a PodSecurity level the pod template does not meet, a
@@ -94,13 +104,16 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None,
 
 
 def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None, spec: InferenceServiceSpec,
-                         now: float) -> st.InferenceServiceStatus:
+                         now: float, template_written: bool = False) -> st.InferenceServiceStatus:
     """The reconciler's fields (``st.FIELD_OWNERS``) for a valid spec: they follow the Deployment."""
     gen = body["metadata"].get("generation")
-    ok, reason, message = ready_condition(spec.scaling.min_replicas, deployment, gen)
+    had = any(c.type == st.READY for c in st.conditions_of(body.get("status")))
+    found = ready_condition(spec.scaling.min_replicas, deployment, gen, template_written, stale_ok=not had)
     conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid",
                              now, gen)
-    conds = st.set_condition(conds, st.READY, ok, reason, message, now, gen)
+    if found is not None:  # None: the Deployment's controller has not reported yet; Ready stays as it was
+        ok, reason, message = found
+        conds = st.set_condition(conds, st.READY, ok, reason, message, now, gen)
     dstatus = (deployment or {}).get("status") or {}
     return st.InferenceServiceStatus(
         observed_generation=gen,
@@ -392,6 +405,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                           event, st.CHILD_REJECTED, "; ".join(str(p) for p in refused),
                           counts=counts_from(dep_live, meta["uid"]))
             return outcome
+        template_written = False  # a new pod template written this pass: every pod reported is of the old one
         for child, live, patch in writes:
             kind, cname = child["kind"], child["metadata"]["name"]
             try:
@@ -406,6 +420,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                 raise  # Kopf tries the handler again
             if kind == "Deployment":
                 deployment = live
+                template_written = patch is not None and "template" in (patch.get("spec") or {})
         # The Deployment as written and as it was before (two edits in a row: see configmaps_to_delete).
         _delete_unmounted_configmaps(kube, ns, name, meta["uid"], [dep_desired, *([dep_live] if dep_live else [])])
         for ref in outcome.created:
@@ -415,7 +430,8 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             event("Normal", "Updated", f"updated {ref} to match the spec")
             log.info("%s/%s: updated %s to match the spec", ns, name, ref)
 
-        patch = st.status_patch(body.get("status"), status_from_children(body, deployment, spec, now()))
+        patch = st.status_patch(body.get("status"), status_from_children(body, deployment, spec, now(),
+                                                                         template_written))
         if patch is not None:
             kube.patch_inference_service_status(ns, name, patch)
         return outcome
