@@ -13,7 +13,7 @@ from test_tick_invalid_edit import Made
 from test_tick_scale_failed import UID
 
 from tritonscale.api.validation import validate_body
-from tritonscale.render.kubernetes_objects import serving_digest
+from tritonscale.render.kubernetes_objects import SERVING_ANNOTATION, recorded_spec, serving_digest
 from tritonscale.scaling import tick
 from tritonscale.scaling.prometheus_source import Snapshot
 
@@ -84,3 +84,15 @@ def test_a_new_model_is_learned_anew_and_again_once_it_has_rolled_out() -> None:
     tick.run_tick(new, "default", "linear", DOWN, 1045.0, lambda body, *e: None)
     assert (_state(new)["serving"], _state(new)["batchSamples"]) == (_digest(slower), [])
     tick.forget(UID)
+
+
+def test_a_spec_too_large_to_record_still_says_what_its_pods_serve() -> None:
+    """A spec over SPEC_ANNOTATION_MAX_BYTES (a long env) is not recorded, and forget_model then never fired
+    (found by a review): the Deployment carries the digest on its own."""
+    big = _edited(("runtime", "env"), [{"name": f"V{i}", "value": "x" * 1000} for i in range(80)])
+    kube = Made(big)
+    assert recorded_spec(kube.deployment) is None
+    assert tick._serving(kube.body, kube.deployment) == (_digest(big), False)
+    older = copy.deepcopy(Made().deployment)  # written by an operator without the annotation: the record's
+    del older["metadata"]["annotations"][SERVING_ANNOTATION]
+    assert tick._serving(Made().body, older)[0] == _digest(Made().body)

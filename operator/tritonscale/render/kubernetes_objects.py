@@ -191,6 +191,9 @@ def config_hash(config_pbtxt: str) -> str:
     return hashlib.sha256(config_pbtxt.encode()).hexdigest()[:16]
 
 
+# The Deployment's record of what its pods serve (``serving_digest``): small, so kept when a large spec
+# is not recorded (``spec_annotation``); the autoscaler reads it each tick (``decider.forget_model``).
+SERVING_ANNOTATION = "tritonscale.io/serving"
 # Runtime fields with no bearing on how fast a pod serves (scheduling and identity only).
 _NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext")
 
@@ -355,7 +358,8 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {**_meta(child_names(name)["Deployment"], owner, name), "annotations": spec_annotation(owner)},
+        "metadata": {**_meta(child_names(name)["Deployment"], owner, name),
+                     "annotations": {**spec_annotation(owner), SERVING_ANNOTATION: serving_digest(spec)}},
         "spec": {
             "replicas": spec.scaling.floor,
             "selector": {"matchLabels": {LABEL: name}},

@@ -27,6 +27,7 @@ from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import FIELD_MANAGER, Kube, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.render.kubernetes_objects import (
+    SERVING_ANNOTATION,
     build_pdb,
     config_hash,
     owned_by,
@@ -182,15 +183,19 @@ def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deploy
 
 
 def _serving(body: dict[str, Any], deployment: dict[str, Any]) -> tuple[str | None, bool]:
-    """What the Deployment's pods serve (``Replicas.serving``: the digest of the spec it records it
-    was made from, None when it records none this operator accepts) and whether a new template is
-    rolling out (the controller has not seen the latest spec, or old pods remain)."""
-    raw = recorded_spec(deployment, (body.get("spec") or {}))
-    spec = None if raw is None else validate_body({"metadata": body.get("metadata") or {}, "spec": raw})[0]
+    """What the Deployment's pods serve (``Replicas.serving``: its ``SERVING_ANNOTATION``, or for a
+    Deployment an earlier operator wrote, the digest of the spec it records; None when it has neither)
+    and whether a new template is rolling out (the controller has not seen the latest spec, or old pods
+    remain)."""
     meta, status = deployment.get("metadata") or {}, deployment.get("status") or {}
+    digest = (meta.get("annotations") or {}).get(SERVING_ANNOTATION)
+    if not isinstance(digest, str) or not digest:
+        raw = recorded_spec(deployment, (body.get("spec") or {}))
+        spec = None if raw is None else validate_body({"metadata": body.get("metadata") or {}, "spec": raw})[0]
+        digest = None if spec is None else serving_digest(spec)
     rolling = (int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0)
                or int(status.get("updatedReplicas") or 0) < int(status.get("replicas") or 0))
-    return (None if spec is None else serving_digest(spec)), rolling
+    return digest, rolling
 
 
 def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, now: float,
