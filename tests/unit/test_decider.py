@@ -111,30 +111,38 @@ _FORGOTTEN = replace(_LEARNED, batch_samples=(), capacity_rps=None, capacity_cei
                      last_batch_size=None)
 
 
-@pytest.mark.parametrize(("served", "serving", "rolling", "expected"), [
-    (None, None, False, _LEARNED),  # nothing known: kept
-    ("a", None, True, replace(_LEARNED, serving="a")),  # unknown now (no record): kept
-    (None, "a", False, replace(_LEARNED, serving="a")),  # memory from before the record: adopted
-    (None, "a", True, replace(_LEARNED, serving="a~")),
-    ("a", "a", False, replace(_LEARNED, serving="a")),
-    ("a", "a", True, replace(_LEARNED, serving="a")),  # a rollout of the same model (env, a scale): kept
-    ("a", "b", False, replace(_FORGOTTEN, serving="b")),  # another model: its speed is learned anew
-    ("a", "b", True, replace(_FORGOTTEN, serving="b~")),  # ... also while it rolls out
-    ("b~", "b", True, replace(_LEARNED, serving="b~")),  # learned while rolling out: kept meanwhile
-    ("b~", "b", False, replace(_FORGOTTEN, serving="b")),  # ... and forgotten when the old pods are gone
-    ("b~", "c", True, replace(_FORGOTTEN, serving="c~")),  # another change mid-rollout
+@pytest.mark.parametrize(("served", "done_at", "serving", "rolling", "expected"), [
+    (None, None, None, False, _LEARNED),  # nothing known: kept
+    ("a", None, None, True, replace(_LEARNED, serving="a")),  # unknown now (no record): kept
+    (None, None, "a", False, replace(_LEARNED, serving="a")),  # memory from before the record: adopted
+    (None, None, "a", True, replace(_LEARNED, serving="a~")),
+    ("a", None, "a", False, replace(_LEARNED, serving="a")),
+    ("a", None, "a", True, replace(_LEARNED, serving="a")),  # a rollout of the same model (a batching change): kept
+    # another model: its speed is learned anew, and settled once its rollout is done
+    ("a", None, "b", False, replace(_FORGOTTEN, serving="b~", rolled_out_at=1000.0)),
+    ("a", None, "b", True, replace(_FORGOTTEN, serving="b~")),
+    ("b~", None, "b", True, replace(_LEARNED, serving="b~")),  # learned while rolling out: kept meanwhile
+    ("b~", None, "b", False, replace(_LEARNED, serving="b~", rolled_out_at=1000.0)),  # done: the window runs
+    ("b~", 970.0, "b", False, replace(_LEARNED, serving="b~", rolled_out_at=970.0)),  # old pods still in it
+    ("b~", 940.0, "b", False, replace(_FORGOTTEN, serving="b")),  # a window after: forgotten, settled
+    ("b~", 940.0, "b", True, replace(_LEARNED, serving="b~")),  # rolling again: the clock restarts
+    ("b~", None, "c", True, replace(_FORGOTTEN, serving="c~")),  # another change mid-rollout
 ])
-def test_forget_model(served, serving, rolling, expected):
+def test_forget_model(served, done_at, serving, rolling, expected):
     """What was learned of a model's speed (batch cost, capacities, queueing) is forgotten when the pods
-    serve another; the traffic's history (rates, surprises) and the cold start stay."""
-    assert D.forget_model(replace(_LEARNED, serving=served), Replicas(3, 3, serving=serving,
-                                                                      rolling_out=rolling)) == expected
+    serve another, and again a rate window after its rollout is done (that window still holds the old
+    pods' scrapes); the traffic's history (rates, surprises) and the cold start stay."""
+    state = replace(_LEARNED, serving=served, rolled_out_at=done_at)
+    assert D.forget_model(state, Replicas(3, 3, serving=serving, rolling_out=rolling), 1000.0, 60.0) == expected
 
 
 def test_forget_model_runs_on_a_tick_without_metrics_and_survives_a_restart():
     d = D.decide(FAILED, Replicas(3, 3, serving="b"), POLICY, replace(_LEARNED, serving="a"), 1000.0)
-    assert (d.state.batch_samples, d.state.capacity_rps, d.state.serving) == ((), None, "b")
-    assert State.from_dict(d.state.to_dict()).serving == "b"
+    assert (d.state.batch_samples, d.state.capacity_rps, d.state.serving) == ((), None, "b~")
+    assert (State.from_dict(d.state.to_dict()).serving, State.from_dict(d.state.to_dict()).rolled_out_at) == \
+        ("b~", 1000.0)
+    settled = D.decide(FAILED, Replicas(3, 3, serving="b"), POLICY, d.state, 1000.0 + POLICY.window_s)
+    assert settled.state.serving == "b"
     assert State.from_dict({"failures": 1}).serving is None  # memory from before the field
 
 

@@ -81,7 +81,10 @@ def test_a_new_model_is_learned_anew_and_again_once_it_has_rolled_out() -> None:
     tick.run_tick(new, "default", "linear", DOWN, 1030.0, lambda body, *e: None)
     assert _state(new)["batchSamples"] == SAMPLES
     new.deployment["status"] = {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1}
-    tick.run_tick(new, "default", "linear", DOWN, 1045.0, lambda body, *e: None)
+    tick.run_tick(new, "default", "linear", DOWN, 1045.0, lambda body, *e: None)  # done: the rate window runs
+    assert (_state(new)["serving"], _state(new)["batchSamples"], _state(new)["rolledOutAt"]) == \
+        (_digest(slower) + "~", SAMPLES, 1045.0)
+    tick.run_tick(new, "default", "linear", DOWN, 1105.0, lambda body, *e: None)  # windowSeconds 60 later
     assert (_state(new)["serving"], _state(new)["batchSamples"]) == (_digest(slower), [])
     tick.forget(UID)
 

@@ -147,8 +147,9 @@ class State:
     # traffic makes against the Poisson model, for models that do not batch (capacity.learn_queueing)
     queueing: tuple[tuple[float, float, float, float], ...] = ()
     # Replicas.serving the capacity was learned on; ROLLING_MARK appended while it was rolling out
-    # (steps.forget_model)
+    # (signals.forget_model), and when that rollout was seen done
     serving: str | None = None
+    rolled_out_at: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,6 +166,7 @@ class State:
             "lastBatchSize": _r(self.last_batch_size),
             "queueing": [[round(t, 1), round(k, 4), round(r, 3), n] for t, k, r, n in self.queueing],
             "serving": self.serving,
+            "rolledOutAt": _r(self.rolled_out_at, 1),
         }
 
     @classmethod
@@ -192,6 +194,7 @@ class State:
                 queueing=tuple((_finite(e[0]), _finite(e[1]), _finite(e[2]), _finite(e[3]))
                                for e in d.get("queueing") or () if len(e) >= 4),
                 serving=None if d.get("serving") is None else str(d["serving"]),
+                rolled_out_at=None if d.get("rolledOutAt") is None else _finite(d["rolledOutAt"]),
             )
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             # corrupt or hand-edited memory (a list of maps, a number as a string): start fresh

@@ -130,24 +130,33 @@ def rate_memory(state: State, policy: Policy) -> float:
 ROLLING_MARK = "~"  # State.serving: learned while this model was rolling out beside the one before
 
 
-def forget_model(state: State, replicas: Replicas) -> State:
+def forget_model(state: State, replicas: Replicas, now: float = 0.0, settle_s: float = 0.0) -> State:
     """Forget what was learned of one model's speed when the pods start serving another
     (``Replicas.serving``: a new model, precision, image or resources). The batch cost, the
     capacities and the queueing ratio were measured on the old one, and a slower new model would
     be planned at the old one's capacity for as long as the samples live. What was learned while
-    the new template rolled out (old and new pods side by side) is forgotten again once it is
-    done. The rate history, the cold start and the burst memory describe the traffic and stay.
-    Unknown (None) keeps everything, and the first known value is adopted: memory from before
-    it was recorded is assumed to be of the model in force."""
-    now = replicas.serving
-    if now is None or state.serving == now:
+    the new template rolled out (old and new pods side by side) is forgotten again ``settle_s``
+    (the rate window) after it is done: the rates of that window still hold the old pods' last
+    scrapes. The rate history, the cold start and the burst memory describe the traffic and stay.
+    Unknown (None) keeps everything, and the first known value is adopted: memory from before it
+    was recorded is assumed to be of the model in force."""
+    key = replicas.serving
+    if key is None or state.serving == key:
         return state
+    rolling = key + ROLLING_MARK
     if state.serving is None:
-        return replace(state, serving=now + ROLLING_MARK if replicas.rolling_out else now)
-    if state.serving == now + ROLLING_MARK and replicas.rolling_out:
-        return state
-    return replace(state, serving=now + ROLLING_MARK if replicas.rolling_out else now, batch_samples=(),
-                   capacity_rps=None, capacity_ceiling_rps=None, queueing=(), last_batch_size=None)
+        return replace(state, serving=rolling if replicas.rolling_out else key)
+    forgotten = replace(state, batch_samples=(), capacity_rps=None, capacity_ceiling_rps=None, queueing=(),
+                        last_batch_size=None)
+    if state.serving != rolling:  # another model: learned anew, settled once its rollout is done
+        return replace(forgotten, serving=rolling, rolled_out_at=None if replicas.rolling_out else now)
+    if replicas.rolling_out:
+        return replace(state, rolled_out_at=None)
+    if state.rolled_out_at is None:
+        return replace(state, rolled_out_at=now)
+    if now - state.rolled_out_at >= settle_s:
+        return replace(forgotten, serving=key, rolled_out_at=None)
+    return state
 
 
 def learn_cold_start(state: State, replicas: Replicas) -> State:
