@@ -187,15 +187,12 @@ def _serving(body: dict[str, Any], deployment: dict[str, Any]) -> tuple[str | No
     Deployment an earlier operator wrote, the digest of the spec it records; None when it has neither)
     and whether a new template is rolling out (the controller has not seen the latest spec, or old pods
     remain)."""
-    meta, status = deployment.get("metadata") or {}, deployment.get("status") or {}
-    digest = (meta.get("annotations") or {}).get(SERVING_ANNOTATION)
+    digest = ((deployment.get("metadata") or {}).get("annotations") or {}).get(SERVING_ANNOTATION)
     if not isinstance(digest, str) or not digest:
         raw = recorded_spec(deployment, (body.get("spec") or {}))
         spec = None if raw is None else validate_body({"metadata": body.get("metadata") or {}, "spec": raw})[0]
         digest = None if spec is None else serving_digest(spec)
-    rolling = (int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0)
-               or int(status.get("updatedReplicas") or 0) < int(status.get("replicas") or 0))
-    return digest, rolling
+    return digest, bs.template_updating(deployment)
 
 
 def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, now: float,
