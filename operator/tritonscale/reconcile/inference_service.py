@@ -85,13 +85,14 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
     if progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded" \
             and (old or ready < need) and not template_written:
         serving = f"; {old} replica(s) of the earlier one keep serving" if old else ""
-        return False, "RolloutStuck", (f"{ready}/{need} replica(s) ready; the pods of {template} did not become "
+        return False, "RolloutStuck", (f"{ready} replica(s) ready (floor {min_replicas}); the pods of {template} "
+                                       f"did not become "
                                        f"ready within the Deployment's progressDeadlineSeconds "
                                        f"({progressing.get('message') or 'ProgressDeadlineExceeded'}){serving}: "
                                        f"see the new pods' events and logs")
     if ready >= need and old:
         return "Unknown", "RollingOut", (f"{ready} replica(s) ready (floor {min_replicas}); rolling out {template}: "
-                                         f"{updated} replica(s) updated, {old} of the earlier one still serving")
+                                         f"{updated} pod(s) of it, {old} of the earlier one")
     if ready >= need:
         return True, "ReplicasReady", f"{ready} replica(s) ready and warm (floor {min_replicas})"
     # The ReplicaSet could not create pods (a PodSecurity level the pod template does not meet, a

@@ -34,6 +34,8 @@ class PodCensus:
     ready_uids: frozenset[str]
     # Pods (not terminating) on a node cordoned for a drain: ``draining_pods``.
     draining: int = 0
+    # Every pod listed, terminating ones too: Prometheus scrapes a terminating pod until it exits.
+    listed: int = 0
 
 
 def parse_time(value: str | None) -> float | None:
@@ -129,4 +131,4 @@ def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since:
             continue  # Ready later than a first start can be: a readiness flap, not a cold start
         startups.append(max(0.0, ready_at - created))
     return PodCensus(unschedulable, message, tuple(sorted(startups)), frozenset(ready | (reported & alive)),
-                     draining_pods(pods, cordoned))
+                     draining_pods(pods, cordoned), len(pods))

@@ -219,7 +219,9 @@ def _series_per_pod(obs: Observation, live_pods: int) -> str:
     """A note when Prometheus has at least two series of Triton's per pod: a Prometheus that scrapes
     the pods under two jobs (the chart's PodMonitor and an annotation-based job, say) makes every rate
     count twice, and the fleet twice as large, with nothing else to show for it. Several loaded
-    versions of the model do the same, so it is a note, not a correction."""
+    versions of the model do the same, so it is a note, not a correction. ``live_pods`` counts the
+    terminating pods too: Prometheus scrapes them until they exit (after every scale-down and rollout,
+    the note read "3 series for 1 pod")."""
     if not obs.pods or live_pods < 1 or obs.pods < 2 * live_pods:
         return ""
     return (f"; {obs.pods:.0f} series of Triton's for {live_pods} pod(s): if Prometheus scrapes the pods under "
@@ -239,7 +241,8 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
         conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, "NoData", obs.message, now, gen)
     elif obs.p95_ms is not None:
         conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "Available",
-                                 f"p95 {obs.p95_ms:.1f} ms at {obs.rps:.2f} rps" + _series_per_pod(obs, live_pods),
+                                 f"p95 {obs.p95_ms:.1f} ms at {obs.rps:.2f} rps"
+                                 + _series_per_pod(obs, max(live_pods, census.listed if census else 0)),
                                  now, gen)
     elif not obs.rps:
         conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "Idle", "no requests in the rate window",
