@@ -201,6 +201,32 @@ def object_condition(obj: Mapping[str, Any], type_: str) -> dict[str, Any]:
                  if isinstance(c, dict) and c.get("type") == type_), {})
 
 
+@dataclass(frozen=True)
+class DeploymentRollout:
+    """Where a Deployment's rollout stands, from its status."""
+
+    updated: int  # pods of the current template (``updatedReplicas``)
+    old: int  # pods of earlier templates still there (``replicas`` counts every ReplicaSet's)
+    behind: bool  # the controller has not reported on the latest generation (a replica patch bumps it too)
+    # The Progressing condition when it says the rollout passed progressDeadlineSeconds, else None
+    stalled: dict[str, Any] | None
+
+    @property
+    def updating(self) -> bool:
+        """A new template rolling out (a scale-up alone creates only pods of the current one)."""
+        return self.behind or self.old > 0
+
+
+def deployment_rollout(deployment: Mapping[str, Any]) -> DeploymentRollout:
+    meta, status = deployment.get("metadata") or {}, deployment.get("status") or {}
+    updated = int(status.get("updatedReplicas") or 0)
+    progressing = object_condition(deployment, "Progressing")
+    stalled = progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded"
+    return DeploymentRollout(updated, max(0, int(status.get("replicas") or 0) - updated),
+                             int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0),
+                             progressing if stalled else None)
+
+
 def conditions_of(status: Mapping[str, Any] | None) -> list[Condition]:
     """The conditions of a live status (as the API returns it), as models."""
     return [Condition.model_validate(c) for c in (status or {}).get("conditions") or []]

@@ -47,15 +47,6 @@ class Outcome:
     conflicts: list[str] = field(default_factory=list)  # children whose names something else holds
 
 
-def rollout_of(deployment: dict[str, Any]) -> tuple[int, int]:
-    """(replicas of the Deployment's current template, replicas of earlier ones still running): a new
-    template is rolling out while the second is above zero. A scale-up alone creates only pods of the
-    current template."""
-    status = deployment.get("status") or {}
-    updated = int(status.get("updatedReplicas") or 0)
-    return updated, max(0, int(status.get("replicas") or 0) - updated)
-
-
 def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, generation: int | None = None,
                     template_written: bool = False,
                     stale_ok: bool = True) -> tuple[bool | st.ConditionStatus, str, str] | None:
@@ -73,22 +64,20 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
     status = deployment.get("status") or {}
     ready = status.get("readyReplicas") or 0
     need = max(1, min_replicas)
-    updated, old = rollout_of(deployment)
-    behind = int(status.get("observedGeneration") or 0) < int((deployment.get("metadata") or {}).get("generation") or 0)
+    rollout = st.deployment_rollout(deployment)
+    updated, old = rollout.updated, rollout.old
     if template_written:
         updated, old = 0, int(status.get("replicas") or 0)
-    elif behind and not stale_ok:
+    elif rollout.behind and not stale_ok:
         return None
     template = ("the new pod template (the spec of generation "
                 f"{generation if generation is not None else 'now'}, or the tuner's status.batching)")
-    progressing = st.object_condition(deployment, "Progressing")
-    if progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded" \
-            and (old or ready < need) and not template_written:
+    stalled = rollout.stalled
+    if stalled is not None and (old or ready < need) and not template_written:
         serving = f"; {old} replica(s) of the earlier one keep serving" if old else ""
         return False, "RolloutStuck", (f"{ready} replica(s) ready (floor {min_replicas}); the pods of {template} "
-                                       f"did not become "
-                                       f"ready within the Deployment's progressDeadlineSeconds "
-                                       f"({progressing.get('message') or 'ProgressDeadlineExceeded'}){serving}: "
+                                       f"did not become ready within the Deployment's progressDeadlineSeconds "
+                                       f"({stalled.get('message') or 'ProgressDeadlineExceeded'}){serving}: "
                                        f"see the new pods' events and logs")
     if ready >= need and old:
         return "Unknown", "RollingOut", (f"{ready} replica(s) ready (floor {min_replicas}); rolling out {template}: "

@@ -55,29 +55,23 @@ def bounds(spec: InferenceServiceSpec) -> bt.Bounds:
 
 def rollout_in_progress(deployment: Mapping[str, Any]) -> bool:
     """Pods not all updated and ready: a new template rolling out, or replicas still starting."""
-    meta, spec, status = (deployment.get(k) or {} for k in ("metadata", "spec", "status"))
-    want = int(spec.get("replicas") or 0)
-    if int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0):
-        return True
-    updated, total, ready = (int(status.get(k) or 0) for k in ("updatedReplicas", "replicas", "readyReplicas"))
-    return updated < want or total > updated or ready < want
+    want = int((deployment.get("spec") or {}).get("replicas") or 0)
+    ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
+    rollout = st.deployment_rollout(deployment)
+    return rollout.updating or rollout.updated < want or ready < want
 
 
 def template_updating(deployment: Mapping[str, Any]) -> bool:
     """A new pod template rolling out: the controller has not seen the latest spec, or pods of an earlier
-    template remain (``status.replicas`` counts every ReplicaSet's, ``updatedReplicas`` the current one's)."""
-    meta, status = deployment.get("metadata") or {}, deployment.get("status") or {}
-    return (int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0)
-            or int(status.get("replicas") or 0) > int(status.get("updatedReplicas") or 0))
+    template remain (``api.status.deployment_rollout``)."""
+    return st.deployment_rollout(deployment).updating
 
 
 def rollout_stuck(deployment: Mapping[str, Any]) -> bool:
     """The Deployment says its rollout passed progressDeadlineSeconds, while pods of an earlier template
     remain (a scale-up short of GPUs times out too, with every pod of the current template)."""
-    progressing = st.object_condition(deployment, "Progressing")
-    return progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded" \
-        and int((deployment.get("status") or {}).get("replicas") or 0) > \
-        int((deployment.get("status") or {}).get("updatedReplicas") or 0)
+    rollout = st.deployment_rollout(deployment)
+    return rollout.stalled is not None and rollout.old > 0
 
 
 def tuner_observation(obs: Observation, decision: Decision, policy: Policy, ready: int,
