@@ -46,8 +46,9 @@ import io
 import json
 import math
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -215,23 +216,33 @@ def _json_array(text: str, path: str) -> np.ndarray:
         n = next(i for i, v in enumerate(items, start=1) if not isinstance(v, dict))
         raise TraceError(f"{path}: item {n}: not a JSON object; a JSON array holds objects with a \"timestamp\" "
                          f"key (milliseconds or ISO); give bare arrivals one per line, in seconds")
-    return _json_lines([json.dumps(v) for v in items], 0, path, "item")
+    return _json_objects(enumerate(items, start=1), path, "item")
 
 
-def _json_lines(lines: Sequence[str], first: int, path: str, unit: str = "line") -> np.ndarray:
-    """Arrival times (s from the first, sorted) from JSON Lines whose objects carry a ``timestamp``:
+def _json_lines(lines: Sequence[str], first: int, path: str) -> np.ndarray:
+    """Arrival times (s from the first, sorted) from JSON Lines whose objects carry a ``timestamp``
+    (``_json_objects``)."""
+
+    def parsed() -> Iterator[tuple[int, Any]]:
+        for n, ln in enumerate(lines[first:], start=first + 1):
+            ln = ln.strip()
+            if not ln or ln.startswith("#"):
+                continue
+            try:
+                yield n, json.loads(ln)
+            except ValueError as exc:
+                raise TraceError(f"{path}: line {n}: not a JSON object ({exc.args[0].split(':')[0]})") from None
+
+    return _json_objects(parsed(), path, "line")
+
+
+def _json_objects(objects: Iterable[tuple[int, Any]], path: str, unit: str) -> np.ndarray:
+    """Arrival times (s from the first, sorted) from numbered JSON values, objects with a ``timestamp``:
     numbers of milliseconds (Mooncake's unit) or ISO-8601 strings, one kind in a file. ``unit``: what
-    a message numbers ("line", or "item" of a JSON array)."""
+    a message numbers ("line" of JSON Lines, or "item" of a JSON array)."""
     values: list[float | str] = []
-    numbers: list[int] = []  # each value's line in the file
-    for n, ln in enumerate(lines[first:], start=first + 1):
-        ln = ln.strip()
-        if not ln or ln.startswith("#"):
-            continue
-        try:
-            obj = json.loads(ln)
-        except ValueError as exc:
-            raise TraceError(f"{path}: {unit} {n}: not a JSON object ({exc.args[0].split(':')[0]})") from None
+    numbers: list[int] = []  # each value's line (or item) in the file
+    for n, obj in objects:
         key = next((k for k in obj if k.lower() == "timestamp"), None) if isinstance(obj, dict) else None
         if key is None:
             raise TraceError(f"{path}: {unit} {n}: " + ("no \"timestamp\" key" if isinstance(obj, dict)
