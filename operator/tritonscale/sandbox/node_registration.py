@@ -36,6 +36,7 @@ from typing import Any
 
 from tritonscale.api.spec import GPU_RESOURCE as GPU
 from tritonscale.api.status import rfc3339
+from tritonscale.kube.client import describe_api_error
 from tritonscale.sandbox.pod_network import HOST_IP, node_pod_cidr
 
 log = logging.getLogger(__name__)
@@ -186,4 +187,4 @@ class NodeHeartbeat:
                     last_report = time.monotonic()
             except Exception as exc:  # the apiserver may be briefly away; the lease has 40 s
                 self.errors += 1
-                log.warning("kubelet: renewing node %s failed: %s", self.name, exc)
+                log.warning("kubelet: renewing node %s failed: %s", self.name, describe_api_error(exc))

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tritonscale.kube.client import describe_api_error
 from tritonscale.sandbox import pod_volumes
 from tritonscale.sandbox.containers import RestartBackoff, container_env, map_args
 from tritonscale.sandbox.pod_network import HOST_IP, PodAddress
@@ -194,7 +195,7 @@ class PodWorker:
                 self.kubelet.event(self, "failed-mount", f"{self.name}: MountVolume.SetUp failed: {exc}",
                                    reason="FailedMount", warning=True)
             except Exception as exc:  # the API briefly away
-                log.warning("kubelet: mounting volumes of %s failed: %s", self.name, exc)
+                log.warning("kubelet: mounting volumes of %s failed: %s", self.name, describe_api_error(exc))
             if await self._sleep(MOUNT_RETRY_S):
                 break
         return None
@@ -442,7 +443,7 @@ class PodWorker:
             except Exception as exc:
                 if getattr(exc, "status", None) == 404:
                     return  # the pod is gone
-                log.warning("kubelet: writing the status of %s failed: %s", self.name, exc)
+                log.warning("kubelet: writing the status of %s failed: %s", self.name, describe_api_error(exc))
                 await asyncio.sleep(1.0)
                 self._dirty.set()
 
