@@ -141,6 +141,10 @@ def test_a_stuck_rollout_of_a_change_goes_back_to_what_the_running_pods_serve() 
     assert (after.reason, after.changed) == ("HeldAfterStuckRollout", False)
     later = tune(_obs(p95_ms=130.0), OVERSIZED, B16, stuck.state, 1615.0 + 3600.0)
     assert later.changed and later.reason == "BreachRelief"
+    # a hold once the hold has passed does not keep showing it (tunerState.heldUntil in status)
+    assert stuck.state.held_until is not None and stuck.state.to_dict()["heldUntil"] is not None
+    idle = tune(_obs(rate=0.0), OVERSIZED, B16, stuck.state, 1615.0 + 3600.0)
+    assert (idle.reason, idle.state.held_until, idle.state.to_dict()["heldUntil"]) == ("Idle", None, None)
 
 
 def test_a_finished_rollout_forgets_the_settings_before_it() -> None:
