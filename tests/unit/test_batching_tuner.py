@@ -20,7 +20,17 @@ from tritonscale.scaling.batching_tuner import (
     candidates,
     tune,
 )
-from tritonscale.scaling.decider import UTILISATION, Decision, Observation, Policy, State, batch_capacity
+from tritonscale.scaling.decider import (
+    UTILISATION,
+    Decision,
+    Observation,
+    Policy,
+    State,
+    batch_capacity,
+    batch_cost,
+    learned_cost,
+    slope_known,
+)
 from tritonscale.scaling.decider.batcher_model import capacity_at_target, predicted_p95_ms, steady_state
 
 COST = (20.0, 2.0)  # the simulator's and the sandbox's model: 20 ms + 2 ms per item, max batch 16
@@ -394,3 +404,26 @@ def test_the_reason_of_the_last_change_comes_back_with_the_target() -> None:
     again = bs.batching_status(spec, live, back, 1030.0)
     assert again is not None and (again.reason, again.last_change_time) == ("BreachRelief", "1970-01-01T00:16:40Z")
     assert again.message == tuning.message[:1000]
+
+
+@pytest.mark.parametrize(("samples", "max_batch", "known"), [
+    ((), 16, False),
+    (((3.0, 26.0, 0.0), (3.0, 27.0, 0.0)), 16, False),  # one size: any split of a and b fits it
+    (((3.0, 26.0, 0.0), (4.0, 28.0, 0.0)), 16, True),  # sizes spread: the slope shows
+    (((15.0, 50.0, 0.0),), 16, True),  # a batch near the maximum
+    (((1.0, 22.0, 0.0),), 1, True),  # a model that does not batch
+])
+def test_the_tuner_weighs_settings_only_by_a_cost_whose_slope_is_known(samples, max_batch, known) -> None:
+    """The decider said 'only small batches seen so far' (no capacity) while the tuner judged settings by the
+    even split batch_cost makes of one batch size (a=13.6, b=5.06 ms/item for batches of ~2.7 at 27 ms,
+    seen in `simulate --batching-tuner --decisions`): both now read the cost through slope_known."""
+    assert slope_known(samples, max_batch) is known
+    assert learned_cost(samples, max_batch) == (batch_cost(samples) if known else None)
+    policy = Policy(target_p95_ms=TIGHT, max_batch_size=max_batch)
+    decision = Decision(2, "Steady", "m", State(batch_samples=samples), True, {"rate": 200.0})
+    tobs = bs.tuner_observation(Observation(status="ok", p95_ms=50.0), decision, policy, 2, rollout=False)
+    assert tobs.cost == learned_cost(samples, max_batch) and tobs.rate_per_replica == 100.0
+    if not known:
+        out = tune(tobs, OVERSIZED, B16, TunerState(), 1000.0)
+        assert (out.reason, out.changed) == ("LearningCost", False)
+        assert "one size alone" in out.message

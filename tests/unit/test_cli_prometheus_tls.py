@@ -12,6 +12,10 @@ import pytest
 
 from tritonscale import cli, operator_main
 
+# `run` checks that its metrics and liveness ports are free: 0 (none), so another process on 8080 or 8081
+# (an operator the sandbox started) does not fail a test of the TLS flags
+NO_PORTS = ("--metrics-port", "0", "--liveness-port", "0")
+
 
 @pytest.fixture
 def started(monkeypatch):
@@ -28,11 +32,12 @@ def test_the_ca_file_and_the_skip_flag_reach_the_prometheus_client(started, tmp_
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                     "-keyout", str(tmp_path / "ca.key"), "-out", str(ca), "-days", "2", "-subj", "/CN=ca"],
                    check=True, capture_output=True, timeout=60)
-    assert cli.main(["run"]) == 0
-    assert cli.main(["run", "--prometheus-ca-file", str(ca)]) == 0
-    assert cli.main(["run", "--prometheus-insecure-skip-tls-verify"]) == 0
+    run = ["run", *NO_PORTS]
+    assert cli.main(run) == 0
+    assert cli.main([*run, "--prometheus-ca-file", str(ca)]) == 0
+    assert cli.main([*run, "--prometheus-insecure-skip-tls-verify"]) == 0
     monkeypatch.setenv("TRITONSCALE_PROMETHEUS_CA_FILE", str(ca))
-    assert cli.main(["run"]) == 0
+    assert cli.main(run) == 0
     assert [o.prometheus_tls_verify for o in started] == [True, str(ca), False, str(ca)]
 
 

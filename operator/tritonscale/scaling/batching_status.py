@@ -18,7 +18,7 @@ from tritonscale.api import status as st
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.api.status import auto_tune_enabled, tuned_batcher
 from tritonscale.scaling import batching_tuner as bt
-from tritonscale.scaling.decider import Decision, Observation, Policy, batch_cost
+from tritonscale.scaling.decider import Decision, Observation, Policy, learned_cost
 
 # tunerState keys: the reason and message of the last change of the settings in force
 CHANGE_REASON, CHANGE_MESSAGE = "changeReason", "changeMessage"
@@ -79,8 +79,8 @@ def tuner_observation(obs: Observation, decision: Decision, policy: Policy, read
     """What the decider learned this tick, per replica: the cost fit and the arrival rate."""
     rate = decision.details.get("rate")
     per = float(rate) / ready if isinstance(rate, (int, float)) and ready > 0 else None
-    return bt.TunerObservation(batch_cost(decision.state.batch_samples), per, policy.target_p95_ms,
-                               obs.p95_ms, rollout, updating, stuck)
+    cost = learned_cost(decision.state.batch_samples, policy.max_batch_size)  # as the decider's capacity reads it
+    return bt.TunerObservation(cost, per, policy.target_p95_ms, obs.p95_ms, rollout, updating, stuck)
 
 
 def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, tuning: bt.Tuning | None,

@@ -267,7 +267,8 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     if fitted != current:
         return change(fitted, "Bounds", "the settings in force were outside spec.batching.autoTune's bounds")
     if obs.cost is None:
-        return hold("LearningCost", "no batch cost a + b*n fitted yet from Triton's batch statistics")
+        return hold("LearningCost", "no batch cost a + b*n learned yet from Triton's batch statistics (batches of "
+                                    "one size alone do not tell the cost per item)")
     if not obs.rate_per_replica or obs.rate_per_replica <= 0:
         return hold("Idle", "no traffic: nothing to tune for")
     cost, target, rate = obs.cost, obs.target_ms, obs.rate_per_replica

@@ -119,7 +119,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--plot", metavar="FILE.png", help="draw load, p95 vs target and replicas")
     o.add_argument("--decisions", metavar="FILE.csv",
                    help="write every autoscaler tick and its reason (with --suite: of every scenario, named "
-                        "in a first column)")
+                        "in a first column; with --batching-tuner, the tuner's verdict in a last column)")
     suite_command.add_arguments(p)
     record_given(p)
 

@@ -133,6 +133,7 @@ class TickRecord:
     ready: int
     desired: int
     reason: str
+    batching: str = ""  # --batching-tuner: the tuner's verdict at this tick ("Reason: message")
 
 
 @dataclass
@@ -296,7 +297,8 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
                     old[:] = [r for r in routed if r.cfg != tuned]
                     roll(t_next)
             desired = min(max(int(desired), cfg.min_replicas), cfg.max_replicas)
-            records.append(TickRecord(t_next, current, len(routed), desired, reason))
+            records.append(TickRecord(t_next, current, len(routed), desired, reason,
+                                      getattr(scaler, "tuner_verdict", "")))
             if desired != current:
                 scale_events += 1
             for _ in range(desired - current):

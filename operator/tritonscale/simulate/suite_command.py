@@ -192,12 +192,16 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
 def write_ticks(path: str, rows: Iterable[tuple[tuple[str, ...], str, TickRecord]],
                 first: tuple[str, ...] = ()) -> None:
     """--decisions: every autoscaler tick and its reason as CSV, after the ``first`` columns (the
-    suite's scenario); ``rows`` are (values of the first columns, policy, tick)."""
+    suite's scenario); ``rows`` are (values of the first columns, policy, tick). With the batching
+    tuner on, a last column ``batching`` gives its verdict at each of tritonscale's ticks."""
+    rows = list(rows)
+    tuned = any(r.batching for _, _, r in rows)  # a batching column only where the tuner ran
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow([*first, "policy", "t", "current", "ready", "desired", "reason"])
+        w.writerow([*first, "policy", "t", "current", "ready", "desired", "reason", *(["batching"] if tuned else [])])
         for lead, policy, r in rows:
-            w.writerow([*lead, policy, f"{r.t:.12g}", r.current, r.ready, r.desired, r.reason])
+            w.writerow([*lead, policy, f"{r.t:.12g}", r.current, r.ready, r.desired, r.reason,
+                        *([r.batching] if tuned else [])])
 
 
 def write_decisions(results: list[ScenarioResult], path: str) -> None:

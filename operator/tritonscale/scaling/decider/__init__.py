@@ -59,6 +59,8 @@ from tritonscale.scaling.decider.capacity import (
     batch_capacity,
     batch_cost,
     capacity,
+    learned_cost,
+    slope_known,
 )
 from tritonscale.scaling.decider.constants import *  # noqa: F403 (read-only copies, for callers and tests)
 from tritonscale.scaling.decider.model import (
@@ -172,7 +174,7 @@ __all__ = [
     "Decision", "Demand", "Observation", "PendingReading", "Policy", "Replicas", "SourceStatus", "State", "Step",
     "add_batch_sample",
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
-    "complete",
+    "complete", "learned_cost", "slope_known",
     "cold_start", "constants", "drain_surge",
     "data_age", "decide", "demand", "forecast", "forget_model", "guard", "horizon_rise", "learn",
     "learn_cold_start", "level",

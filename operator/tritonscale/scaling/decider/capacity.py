@@ -60,6 +60,22 @@ def batch_cost(samples: tuple[tuple[float, ...], ...]) -> tuple[float, float] | 
     return a, b
 
 
+def slope_known(samples: tuple[tuple[float, ...], ...], max_batch: int) -> bool:
+    """Whether the batch samples tell the cost's slope (b of a + b*n): batch sizes spread by
+    MIN_BATCH_SPREAD, a batch near the maximum seen, or a model that does not batch. One batch size
+    alone fits any split of fixed and per-item cost (``batch_cost`` then halves it)."""
+    if not samples:
+        return False
+    sizes = [e[0] for e in samples]
+    return max_batch <= 1 or max(sizes) - min(sizes) >= C.MIN_BATCH_SPREAD or max(sizes) >= 0.9 * max_batch
+
+
+def learned_cost(samples: tuple[tuple[float, ...], ...], max_batch: int) -> tuple[float, float] | None:
+    """The fitted batch cost once its slope is known (``slope_known``), else None: what the batching
+    tuner weighs settings by, as the decider's capacity does ("only small batches seen so far")."""
+    return batch_cost(samples) if slope_known(samples, max_batch) else None
+
+
 def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, delay_ms: float = 0.0,
                    preferred: tuple[int, ...] = (), share: float | None = None) -> float:
     """Requests per second per replica that the decider plans at UTILISATION of: with greedy
@@ -207,9 +223,7 @@ def capacity(state: State, policy: Policy, target: float, obs: Observation | Non
     cost = batch_cost(samples)
     if cost is not None:
         sizes = [e[0] for e in samples]
-        known = (policy.max_batch_size <= 1 or max(sizes) - min(sizes) >= C.MIN_BATCH_SPREAD
-                 or max(sizes) >= 0.9 * policy.max_batch_size)
-        if known:
+        if slope_known(samples, policy.max_batch_size):
             modelled = batch_capacity(cost, policy.max_batch_size, target, policy.queue_delay_ms,
                                       policy.preferred_batch_sizes, share)
             learned = unbatched_capacity(state, cost, target, share, fleet) if policy.max_batch_size <= 1 else None

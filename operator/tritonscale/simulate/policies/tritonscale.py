@@ -46,6 +46,7 @@ class TritonscalePolicy:
     tunings: list[tuple[float, str, str]] = field(default_factory=list)  # (time, reason, settings) of changes
     reload_until: float = 0.0  # the rolling reload of the last change ends then (a rollout: no change)
     reload_pause_s: float = 0.0
+    tuner_verdict: str = ""  # the tuner's reason and message at the last step (--decisions' batching column)
 
     def step(self, view: View) -> tuple[int, str]:
         obs = view.observe()
@@ -63,12 +64,13 @@ class TritonscalePolicy:
         now = bt.Settings(round(self.batcher.max_queue_delay_ms * 1000), tuple(self.batcher.preferred))
         rate = d.details.get("rate")
         ready = min(view.ready, view.current)
-        tobs = bt.TunerObservation(decider.batch_cost(d.state.batch_samples),
+        tobs = bt.TunerObservation(decider.learned_cost(d.state.batch_samples, self.policy.max_batch_size),
                                    float(rate) / ready if isinstance(rate, (int, float)) and ready else None,
                                    self.policy.target_p95_ms, obs.p95_ms,
                                    rollout=view.rolling or view.ready < view.current or view.now < self.reload_until)
         out = bt.tune(tobs, now, self.bounds, self.tuner_state, view.now)
         self.tuner_state = out.state
+        self.tuner_verdict = f"{out.reason}: {out.message}"
         if out.changed:
             s = out.settings
             self.batcher = replace(self.batcher, max_queue_delay_ms=s.delay_ms, preferred=s.preferred)
