@@ -245,6 +245,10 @@ def _dep(ready: int, replicas: int, updated: int, progressing: tuple[str, str] |
     (_dep(2, 4, 4, ("False", "ProgressDeadlineExceeded")), 2, True, "ReplicasReady"),
     (_dep(2, 2, 2, ("True", "NewReplicaSetAvailable")), 1, True, "ReplicasReady"),
     (_dep(0, 2, 1), 1, False, "ReplicasStarting"),
+    (_dep(0, 1, 1, ("True", "NewReplicaSetCreated")), 1, False, "ReplicasStarting"),  # a new service
+    # every pod was ready once: a hung server's readiness probe failing, or a replacement starting
+    (_dep(0, 1, 1, ("True", "NewReplicaSetAvailable")), 1, False, "ReplicasNotReady"),
+    (_dep(1, 3, 3, ("True", "NewReplicaSetAvailable")), 2, False, "ReplicasNotReady"),
 ])
 def test_ready_is_about_the_spec_as_applied_not_an_earlier_one_still_serving(dep, floor, status, reason) -> None:
     """A stuck rollout (a model path whose pods never become ready) read Ready=True, from the earlier

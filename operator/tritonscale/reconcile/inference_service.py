@@ -90,6 +90,14 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
     if failure.get("status") == "True":
         return False, "PodsNotCreated", (f"{ready}/{need} replica(s) ready; the Deployment's pods cannot be "
                                          f"created: {failure.get('message') or failure.get('reason')}")
+    if st.object_condition(deployment, "Progressing").get("reason") == "NewReplicaSetAvailable":
+        # The template's pods were all ready once (the Deployment controller keeps this reason until it next
+        # makes progress): a pod that stopped passing its readiness probe reads the same as a replacement
+        # or a raised floor's new pods, so the message names both, where "models load" misled in an incident.
+        return False, "ReplicasNotReady", (f"{ready}/{need} replica(s) ready, below the warm floor after the "
+                                           f"pods had been ready: pods are starting (a replacement, a raised "
+                                           f"floor), or a pod stopped passing its readiness probe (a hung "
+                                           f"server): see the pods' events")
     return False, "ReplicasStarting", f"{ready}/{need} replica(s) ready; models load and warm up before serving"
 
 
