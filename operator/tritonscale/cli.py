@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 from tritonscale.api.names import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from tritonscale.cli_numbers import int_in, positive_float
+from tritonscale.given_flags import record_given, was_given
 
 
 def _crd(_: argparse.Namespace) -> int:
@@ -110,10 +111,18 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _election_settings(args: argparse.Namespace) -> Any:
-    """The --leader-elect-* flags as ElectionSettings, or None without --leader-elect."""
+    """The --leader-elect-* flags as ElectionSettings, or None without --leader-elect (a ValueError if
+    one of them is given without it: an operator started with a Lease name but no election acts at
+    once, beside the others that share the Lease)."""
     from tritonscale import leader_election as le
 
     if not args.leader_elect:
+        given = [f"--{d.replace('_', '-')}" for d, default in _ELECTION_FLAGS.items()
+                 if was_given(args, d, default)]
+        if given:
+            raise ValueError(f"{given[0]} is read only with --leader-elect: add --leader-elect (or leave out "
+                             f"{'the --leader-elect-* flags' if len(given) > 1 else given[0]}); without it this "
+                             f"operator acts at once, whatever other replicas do")
         return None
     return le.ElectionSettings(
         lease_name=args.leader_elect_resource_name,
@@ -125,10 +134,20 @@ def _election_settings(args: argparse.Namespace) -> Any:
     )
 
 
+# The --leader-elect-* flags and their defaults (a Namespace no recording parser made: given if not these)
+_ELECTION_FLAGS = {"leader_elect_resource_name": "tritonscale", "leader_elect_resource_namespace": "",
+                   "leader_elect_lease_duration": 15, "leader_elect_renew_deadline": 10.0,
+                   "leader_elect_retry_period": 2.0}
+
+
 def _run(args: argparse.Namespace) -> int:
     from tritonscale.operator_main import OperatorOptions, run
 
-    election = _election_settings(args)
+    try:
+        election = _election_settings(args)
+    except ValueError as exc:
+        print(f"tritonscale run: {exc}", file=sys.stderr)
+        return 2
     problems = election.problems() if election else []
     if problems:
         for p in problems:
@@ -194,6 +213,21 @@ def _ca_bundle(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a readable PEM file of CA certificates "
                                          f"({detail})") from None
     return text
+
+
+def _or_env(check: Any, env: str) -> Any:
+    """``check`` (an argparse type) whose error says the value came from ``env`` when it did: a flag's
+    default read from the environment (the chart sets them) was named as if given on the command line."""
+    def checked(text: str) -> Any:
+        try:
+            return check(text)
+        except argparse.ArgumentTypeError as exc:
+            if os.environ.get(env) == text:
+                raise argparse.ArgumentTypeError(f"{exc} (the value of {env})") from None
+            raise
+
+    checked.__name__ = getattr(check, "__name__", "value")  # argparse names a type in "invalid <name> value"
+    return checked
 
 
 def _namespace(text: str) -> str:
@@ -283,16 +317,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prometheus-url", default=os.environ.get("TRITONSCALE_PROMETHEUS_URL"), type=_http_url,
                    help="Prometheus base URL (env TRITONSCALE_PROMETHEUS_URL)")
     p.add_argument("--prometheus-ca-file", default=os.environ.get("TRITONSCALE_PROMETHEUS_CA_FILE") or None,
-                   type=_ca_bundle, metavar="PEM",
+                   type=_or_env(_ca_bundle, "TRITONSCALE_PROMETHEUS_CA_FILE"), metavar="PEM",
                    help="CA certificate(s) to check an https Prometheus against, for every Prometheus URL "
                         "(env TRITONSCALE_PROMETHEUS_CA_FILE; default: the system's CAs)")
     p.add_argument("--prometheus-insecure-skip-tls-verify", action="store_true",
                    help="do not check an https Prometheus's certificate (anyone on the path can then feed "
                         "the autoscaler its metrics)")
     # String defaults from the environment go through `type` too: a bad value is a usage error.
-    p.add_argument("--metrics-port", type=_port, default=os.environ.get("TRITONSCALE_METRICS_PORT", "8080"),
+    p.add_argument("--metrics-port", type=_or_env(_port, "TRITONSCALE_METRICS_PORT"),
+                   default=os.environ.get("TRITONSCALE_METRICS_PORT", "8080"),
                    help="port of the operator's own /metrics (0 disables; default 8080)")
-    p.add_argument("--liveness-port", type=_port, default=os.environ.get("TRITONSCALE_LIVENESS_PORT", "8081"),
+    p.add_argument("--liveness-port", type=_or_env(_port, "TRITONSCALE_LIVENESS_PORT"),
+                   default=os.environ.get("TRITONSCALE_LIVENESS_PORT", "8081"),
                    help="port of /healthz (0 disables; default 8081)")
     p.add_argument("--series-label", action="append", type=_label_pair, metavar="NAME=VALUE",
                    help="extra label matcher for Triton's series, e.g. job=triton (repeatable; values are escaped)")
@@ -320,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--leader-elect-retry-period", type=positive_float, default=2.0, metavar="SECONDS",
                    help="how often the leader renews and standbys try to acquire (default 2, at least 1)")
     p.set_defaults(func=_run)
+    record_given(p)
 
     p = sub.add_parser("crd", help="print the InferenceService CRD generated from the models")
     p.set_defaults(func=_crd)

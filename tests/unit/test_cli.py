@@ -393,7 +393,40 @@ def test_a_bad_port_in_the_environment_is_a_usage_error_of_run_only(monkeypatch:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["run"])
     assert exit_info.value.code == 2
-    assert "argument --metrics-port: expected a port 0..65535 (0 disables), got 'http'" in capsys.readouterr().err
+    assert "argument --metrics-port: expected a port 0..65535 (0 disables), got 'http' (the value of " \
+           "TRITONSCALE_METRICS_PORT)" in capsys.readouterr().err
+
+
+def test_a_bad_ca_file_in_the_environment_names_the_variable(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """It named --prometheus-ca-file, a flag the user never gave (found by an exploratory review)."""
+    monkeypatch.setenv("TRITONSCALE_PROMETHEUS_CA_FILE", "/nope")
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run"])
+    assert exit_info.value.code == 2
+    assert "argument --prometheus-ca-file: '/nope': no such file (the value of TRITONSCALE_PROMETHEUS_CA_FILE)" \
+        in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags", [
+    ["--leader-elect-renew-deadline", "12"],
+    ["--leader-elect-resource-name", "tritonscale"],  # given, even at its default
+    ["--leader-elect-resource-namespace", "ops", "--leader-elect-retry-period", "1"],
+])
+def test_election_flags_without_leader_elect_are_refused(flags: list[str], monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --leader-elect the operator acts at once: a Lease name given without it started an operator
+    acting beside the elected one, with no word (found by an exploratory review)."""
+    from tritonscale import operator_main
+    started: list[object] = []
+    monkeypatch.setattr(operator_main, "run", lambda options: started.append(options) or 0)
+    assert cli.main(["run", "--metrics-port", "0", "--liveness-port", "0", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tritonscale run: {flags[0]} is read only with --leader-elect: add --leader-elect"), err
+    assert started == []
+    monkeypatch.setenv("POD_NAMESPACE", "ops")  # the Lease's namespace in a Pod
+    assert cli.main(["run", "--metrics-port", "0", "--liveness-port", "0", "--leader-elect", *flags]) == 0
+    assert len(started) == 1
 
 
 def test_an_empty_prometheus_url_in_the_environment_means_none(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from tritonscale.api.spec import ModelSpec, ScaleDownPolicy, default_queue_timeout_us
 from tritonscale.cli_numbers import at_least, int_in, non_negative_float, positive_float, share
+from tritonscale.given_flags import record_given, was_given
 from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, write_output
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
@@ -39,7 +40,6 @@ from tritonscale.simulate.benchmark import (
     scaling_spec,
 )
 from tritonscale.simulate.engine import BATCHING_APPLY, RELOAD_PAUSE_S, ClusterConfig
-from tritonscale.simulate.given_flags import record_given, was_given
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import POLICY_NAMES, validate_name
 from tritonscale.simulate.replica import BatcherConfig

@@ -14,11 +14,11 @@ from pathlib import Path
 
 from tritonscale.api.spec import MAX_QUEUE_DELAY_US
 from tritonscale.cli_numbers import int_in, non_negative_float
+from tritonscale.given_flags import was_given
 from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, write_output
 from tritonscale.simulate import suite_report, traffic, tuner_suite
 from tritonscale.simulate.arrivals import MAX_REPLAY_SPAN_S
 from tritonscale.simulate.engine import RELOAD_PAUSE_S, TickRecord
-from tritonscale.simulate.given_flags import was_given
 from tritonscale.simulate.replica import DEFAULT_PREFERRED, BatcherConfig
 from tritonscale.simulate.suite import (
     COLD_STARTS,
