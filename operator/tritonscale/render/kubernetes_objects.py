@@ -368,11 +368,10 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
             "template": {
                 "metadata": {
                     "labels": pod_labels,
-                    "annotations": {
-                        HASH_ANNOTATION: config_hash(config),
-                        "prometheus.io/scrape": "true",
-                        "prometheus.io/port": str(METRICS_PORT),
-                    },
+                    # No prometheus.io/scrape annotations: they opt the pods into an annotation-based
+                    # kubernetes-pods job beside the scrape job the queries need (its labels), and a pod
+                    # scraped twice counts twice in every rate (README, Prerequisites)
+                    "annotations": {HASH_ANNOTATION: config_hash(config)},
                 },
                 "spec": pod_spec,
             },
