@@ -7,6 +7,12 @@
   model as version 1 under that path. The pod's init container links it into the
   model repository as it would any claim's contents; the real PV controller binds
   the claim and the real scheduler checks it before placing a pod.
+
+In a cluster the sandbox did not start (``--kubeconfig``), what it made there goes when it
+stops (``remove_service``, ``remove_sandbox_objects``), and an InferenceService of the same
+name already there is refused up front (``check_free``): a second run failed on a 409 after
+its set-up, and the first had left its Nodes, claim, volume (a hostPath into its deleted work
+folder) and InferenceService behind.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from tritonscale.sandbox.tritonserver import MODEL_SOURCE
 
 CRD_ESTABLISHED_TIMEOUT_S = 30.0
 CLAIM_BOUND_TIMEOUT_S = 30.0
+SANDBOX_LABEL = "tritonscale.io/sandbox"
+PODS_GONE_TIMEOUT_S = 20.0  # the kubelets stop the deleted pods' tritonservers; past this, force-deleted
 
 
 def _create_or_keep(create: Any, *args: Any) -> None:
@@ -62,13 +70,22 @@ def provision_model_store(api_client: Any, store: Path, namespace: str, claim: s
     version_dir.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(MODEL_SOURCE, version_dir / "model.py")
     core = kubernetes.client.CoreV1Api(api_client)
-    pv_name = f"tritonscale-sandbox-{namespace}-{claim}"
-    _create_or_keep(core.create_persistent_volume, {
-        "metadata": {"name": pv_name, "labels": {"tritonscale.io/sandbox": "model-store"}},
+    pv_name = model_store_volume(namespace, claim)
+    volume = {
+        "metadata": {"name": pv_name, "labels": {SANDBOX_LABEL: "model-store"}},
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany", "ReadWriteOnce"],
                  "storageClassName": "", "persistentVolumeReclaimPolicy": "Retain",
                  "hostPath": {"path": str(store), "type": "Directory"},
-                 "claimRef": {"namespace": namespace, "name": claim}}})
+                 "claimRef": {"namespace": namespace, "name": claim}}}
+    _create_or_keep(core.create_persistent_volume, volume)
+    kept = json.loads(core.read_persistent_volume(pv_name, _preload_content=False).data)
+    folder = ((kept.get("spec") or {}).get("hostPath") or {}).get("path")
+    if folder != str(store):  # a killed run's: its folder is gone, and a PV's hostPath cannot change
+        if ((kept.get("metadata") or {}).get("labels") or {}).get(SANDBOX_LABEL) != "model-store":
+            raise SandboxError(f"PersistentVolume {pv_name} exists and is not a sandbox's model store: delete "
+                               f"it, or run the sandbox in another namespace")
+        _remove_volume(core, namespace, claim, pv_name)  # the sandbox's own, left behind: made anew
+        core.create_persistent_volume(volume)
     # Create the claim only once the PV controller has seen the volume (it marks it
     # Available): a claim it syncs first finds no volume in its cache and waits for the
     # controller's 15 s resync. Measured: 14.7 s to Bound that way, under 1 s this way.
@@ -92,9 +109,93 @@ def provision_model_store(api_client: Any, store: Path, namespace: str, claim: s
     return pv_name
 
 
+def model_store_volume(namespace: str, claim: str) -> str:
+    """The name of the PersistentVolume the sandbox serves its model store as."""
+    return f"tritonscale-sandbox-{namespace}-{claim}"
+
+
 def _wait_for(predicate: Any, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
             raise SandboxError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(0.1)
+
+
+def _absent(call: Any, *args: Any, **kwargs: Any) -> None:
+    """``call`` (a delete), where 404 (already gone) is success."""
+    import kubernetes
+
+    try:
+        call(*args, **kwargs)
+    except kubernetes.client.ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def check_free(api_client: Any, namespace: str, name: str, kubeconfig: Path) -> None:
+    """Refuse a cluster that already holds InferenceService ``namespace/name``: the sandbox makes its own
+    and removes it at the end, and must not take over (or delete) one it did not make."""
+    import kubernetes
+
+    from tritonscale.api.spec import GROUP, PLURAL, VERSION
+
+    try:
+        kubernetes.client.CustomObjectsApi(api_client).get_namespaced_custom_object(GROUP, VERSION, namespace,
+                                                                                   PLURAL, name)
+    except kubernetes.client.ApiException as exc:
+        if exc.status == 404:  # no such object, or no CRD yet
+            return
+        raise
+    raise SandboxError(f"InferenceService {namespace}/{name} already exists in the cluster of {kubeconfig} (an "
+                       f"earlier sandbox run that was killed, or your own): delete it (kubectl --kubeconfig "
+                       f"{kubeconfig} delete tis -n {namespace} {name}) or give --service a spec of another name")
+
+
+def remove_service(api_client: Any, namespace: str, name: str) -> None:
+    """Delete the sandbox's InferenceService (the garbage collector takes its Deployment, ReplicaSets and
+    pods) and wait, up to PODS_GONE_TIMEOUT_S, for its pods to go while the kubelets still run."""
+    import kubernetes
+
+    from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
+
+    _absent(kubernetes.client.CustomObjectsApi(api_client).delete_namespaced_custom_object,
+            GROUP, VERSION, namespace, PLURAL, name)
+    core = kubernetes.client.CoreV1Api(api_client)
+    deadline = time.monotonic() + PODS_GONE_TIMEOUT_S
+    while core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}").items:
+        if time.monotonic() > deadline:
+            return  # remove_sandbox_objects force-deletes what is left
+        time.sleep(0.5)
+
+
+def remove_sandbox_objects(api_client: Any, namespace: str, name: str, claim: str, pv_name: str,
+                           nodes: list[str]) -> None:
+    """After the kubelets stopped: the service's pods still listed (force-deleted: no kubelet is left to
+    confirm), the sandbox's Nodes, and the model store's claim and volume."""
+    import kubernetes
+
+    from tritonscale.api.spec import LABEL
+
+    core = kubernetes.client.CoreV1Api(api_client)
+    for pod in core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}").items:
+        _absent(core.delete_namespaced_pod, pod.metadata.name, namespace, grace_period_seconds=0)
+    for node in nodes:
+        _absent(core.delete_node, node)
+    _remove_volume(core, namespace, claim, pv_name)
+
+
+def _remove_volume(core: Any, namespace: str, claim: str, pv_name: str) -> None:
+    """Delete the model store's claim (if it is bound to the sandbox's volume: else it is not the
+    sandbox's) and volume, and wait until the volume is gone: its protection finalizer holds it until
+    the claim is, and a run that found it Terminating would keep it."""
+    try:
+        got = core.read_namespaced_persistent_volume_claim(claim, namespace)
+        if got.spec.volume_name in (None, pv_name):
+            _absent(core.delete_namespaced_persistent_volume_claim, claim, namespace)
+    except Exception as exc:
+        if getattr(exc, "status", None) != 404:
+            raise
+    _absent(core.delete_persistent_volume, pv_name)
+    _wait_for(lambda: not any(v.metadata.name == pv_name for v in core.list_persistent_volume().items),
+              PODS_GONE_TIMEOUT_S, f"persistent volume {pv_name} to go")

@@ -67,7 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "storageUri pvc://CLAIM/PATH)")
     p.add_argument("--kubeconfig", type=path_arg, metavar="FILE",
                    help="use this running cluster (e.g. `tritonscale cluster up --dir D`'s D/kubeconfig) "
-                        "instead of starting a control plane")
+                        "instead of starting a control plane; what the sandbox makes there goes when it stops")
     p.add_argument("--nodes", type=int, default=1, metavar="N",
                    help="sandbox kubelets (Nodes) sharing this machine's cores and memory (default 1)")
     p.add_argument("--gpus", type=int, metavar="N",

@@ -35,7 +35,14 @@ from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 from tritonscale.kube.client import client_for
 from tritonscale.sandbox import loadgen
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
-from tritonscale.sandbox.cluster_setup import apply_crd, provision_model_store
+from tritonscale.sandbox.cluster_setup import (
+    apply_crd,
+    check_free,
+    model_store_volume,
+    provision_model_store,
+    remove_sandbox_objects,
+    remove_service,
+)
 from tritonscale.sandbox.kubelet import Kubelet, KubeletEvent, ScrapeTargets
 from tritonscale.sandbox.live_view import LiveView, Recorder, Sample, ScaleEvent
 from tritonscale.sandbox.node_registration import machine_resources
@@ -261,10 +268,17 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         view.say(f"sandbox: kubeconfig {kubeconfig}  (try: kubectl --kubeconfig {kubeconfig} "
                  "get tis,deploy,rs,pods,endpointslices)")
         admin = client_for(kubeconfig)
+        if plane is None:  # another's cluster: nothing of the sandbox's name there, and nothing left behind
+            await until(stop, asyncio.to_thread(check_free, admin, ns, name, kubeconfig))
 
         # 2. The CRD (already there if the plane is ours) and the model store.
         crd_name = await until(stop, asyncio.to_thread(apply_crd, admin))
         claim, path = model_store(body)
+        if plane is None:  # runs last: after the kubelets stopped (the CRD stays, as Helm leaves it)
+            nodes = [f"sandbox-node-{i}" for i in range(scenario.nodes)]
+            pv_of = model_store_volume(ns, claim)
+            teardown.append(("Nodes, claim and volume in the cluster", lambda: asyncio.to_thread(
+                remove_sandbox_objects, admin, ns, name, claim, pv_of, nodes)))
         pv = await until(stop, asyncio.to_thread(provision_model_store, admin, workdir / "model-store", ns, claim,
                                                  path))
         view.say(f"sandbox: CRD {crd_name} established; claim {ns}/{claim} bound to {pv} "
@@ -307,6 +321,9 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
 
         # 6. The InferenceService; wait for the warm floor: Ready, routed to and scraped.
         reader = ClusterReader(admin, ns, name)
+        if plane is None:  # runs first: its pods go while the kubelets still run
+            teardown.append((f"InferenceService {ns}/{name} in the cluster", lambda: asyncio.to_thread(
+                remove_service, admin, ns, name)))
         await until(stop, asyncio.to_thread(reader.custom.create_namespaced_custom_object,
                                             GROUP, VERSION, ns, PLURAL, body))
         view.say(f"sandbox: created InferenceService {ns}/{name}; waiting for {config['floor']} ready replica(s)")
