@@ -92,3 +92,20 @@ def test_schema_rejects_broken_samples(validator, mutate, where):
     mutate(doc)
     errors = _errors(validator, doc)
     assert any(e.startswith(where + ":") for e in errors), errors
+
+
+def test_the_model_store_sample_passes_kubernetes_schemas_and_serves_the_sample():
+    """manifests/samples/model-store/models-pvc.yaml (the README's walkthrough): a claim of the name and
+    namespace python-cpu.yaml's storageUri reads, and a pod that mounts it, each valid for Kubernetes."""
+    import kubernetes_validate
+
+    docs = list(yaml.safe_load_all((REPO / "manifests" / "samples" / "model-store" / "models-pvc.yaml").read_text()))
+    for doc in docs:
+        for version in ("1.28.0", "1.35.0"):
+            kubernetes_validate.validate(doc, version, strict=True)
+    claim, pod = docs
+    sample = yaml.safe_load((REPO / "manifests" / "samples" / "python-cpu.yaml").read_text())
+    uri = sample["spec"]["model"]["storageUri"]  # pvc://CLAIM/PATH
+    assert uri == f"pvc://{claim['metadata']['name']}/{sample['spec']['model']['name']}"
+    assert claim["metadata"]["namespace"] == sample["metadata"]["namespace"] == pod["metadata"]["namespace"]
+    assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
