@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes.client import ApiException
 
@@ -120,3 +121,20 @@ def test_a_process_says_at_info_what_it_finds_at_its_first_tick_of_an_object(cap
     levels = [(r.levelno, reason in r.getMessage()) for r in caplog.records if r.name == "tritonscale.autoscaler"]
     assert levels == [(logging.INFO, True), (logging.DEBUG, True)], caplog.records
     tick.forget(UID)
+
+
+@pytest.mark.parametrize(("scaled", "reason", "last", "first", "level"), [
+    (True, "LoadIncreased", "Steady", False, logging.INFO),  # every scale
+    (False, "Steady", "Steady", True, logging.INFO),  # a process's first decision of the object
+    (False, "Steady", "Steady", False, logging.DEBUG),  # the same hold again
+    (False, "MetricsUnavailable", "Steady", False, logging.INFO),  # a new cause
+    (False, "Steady", "MetricsUnavailable", False, logging.INFO),  # ... and its end
+    (False, "AtMaxReplicas", "Steady", False, logging.INFO),
+    # between holds that follow the rate's noise: the sandbox logged one at every 2 s tick
+    (False, "WithinTolerance", "Steady", False, logging.DEBUG),
+    (False, "StabilizingScaleDown", "WithinTolerance", False, logging.DEBUG),
+    (False, "Steady", "AtWarmFloor", False, logging.DEBUG),
+    (False, "Steady", None, False, logging.INFO),  # no Scaling condition yet
+])
+def test_a_hold_is_logged_at_info_when_its_cause_changes(scaled, reason, last, first, level):
+    assert tick.log_level(scaled, reason, last, first) == level

@@ -139,6 +139,21 @@ def forget(uid: str) -> None:
     _logged.discard(uid)
 
 
+# Holds where the count suits the load: which of them a tick reports follows the rate's noise (a
+# recommendation one replica lower that the tolerance or the scale-down window keeps, or the floor),
+# and moving between them says nothing new. Seen alternating tick to tick in the sandbox, each at INFO.
+ROUTINE_HOLDS = frozenset({"Steady", "WithinTolerance", "StabilizingScaleDown", "AtWarmFloor"})
+
+
+def log_level(scaled: bool, reason: str, last: str | None, first: bool) -> int:
+    """The operator log keeps what Events lose when they expire: at INFO each scale, each change of
+    reason (against the Scaling condition of the last tick) other than between ROUTINE_HOLDS, and this
+    process's first decision of the object, so a steady hold is not repeated every tick; every tick at
+    DEBUG (``tritonscale run --verbose``)."""
+    routine = reason in ROUTINE_HOLDS and last in ROUTINE_HOLDS
+    return logging.INFO if scaled or first or (reason != last and not routine) else logging.DEBUG
+
+
 def replicas_writers(deployment: dict[str, Any]) -> list[str]:
     """The field managers other than this operator's that own the Deployment's spec.replicas (the last
     writer of a field owns it): an HorizontalPodAutoscaler (kube-controller-manager, through the scale
@@ -390,11 +405,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                 return True
             event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
         om.count_decision(namespace, name, verb, decision.reason)
-        # The operator log keeps what Events lose when they expire: at INFO each scale, each change
-        # of reason (against the Scaling condition of the last tick) and this process's first decision
-        # of the object, so a steady hold is not repeated every tick; every tick at DEBUG
-        # (``tritonscale run --verbose``).
-        level = logging.INFO if scaled or decision.reason != last or uid not in _logged else logging.DEBUG
+        level = log_level(scaled, decision.reason, last, uid not in _logged)
         _logged.add(uid)
         log.log(level, "%s/%s: %s: %s: %s", namespace, name, what, decision.reason, decision.message)
         return True
