@@ -25,25 +25,9 @@ from tritonscale.kube.client import client_for
 from tritonscale.sandbox.cluster_setup import SANDBOX_LABEL, model_store_volume
 from tritonscale.sandbox.live_view import LiveView
 from tritonscale.sandbox.orchestrator import run_sandbox
-from tritonscale.sandbox.preflight import preflight
 from tritonscale.sandbox.scenario import SandboxError, Scenario, load_service
 
 NS, CLAIM = "default", "models"
-
-
-@pytest.fixture
-def plane(tmp_path: Path):
-    missing = preflight("step")
-    if missing:
-        pytest.skip("; ".join(m.what for m in missing))
-    from tritonscale.cluster import ControlPlane
-
-    cp = ControlPlane(tmp_path / "control-plane")
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
 
 
 def _run(kubeconfig: Path, workdir: Path) -> Any:

@@ -42,27 +42,11 @@ from tritonscale.sandbox.kubelet import Kubelet
 from tritonscale.sandbox.node_registration import GPU, machine_resources
 from tritonscale.sandbox.orchestrator import group_alive
 from tritonscale.sandbox.pod_network import PodNetwork
-from tritonscale.sandbox.preflight import preflight
 from tritonscale.sandbox.scenario import Scenario, load_service
 from tritonscale.sandbox.service_routing import ServiceRouter
 
 NS, NAME, NODE = "default", "linear", "sandbox-node-0"
 GPUS = 3
-
-
-@pytest.fixture
-def plane(tmp_path: Path):
-    missing = preflight("step")
-    if missing:
-        pytest.skip("; ".join(m.what for m in missing))
-    from tritonscale.cluster import ControlPlane
-
-    cp = ControlPlane(tmp_path / "control-plane")
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
 
 
 def _children(body: dict[str, Any]) -> list[dict[str, Any]]:
