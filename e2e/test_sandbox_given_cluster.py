@@ -6,14 +6,14 @@ hostPath volume (into the run's deleted work folder); a second run then failed o
 its whole set-up. Here, on the real control plane: two short runs in a row both complete, and
 after each the cluster holds none of them; a killed run's volume (a hostPath into a folder that
 is gone) is made anew; an InferenceService of the sandbox's name that the sandbox did not make
-is refused up front, and kept. ~2 min.
+is refused up front, and kept, as is a volume of the sandbox's name without its label. ~2 min.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ NS, CLAIM = "default", "models"
 def _run(kubeconfig: Path, workdir: Path) -> Any:
     scenario = Scenario(duration_s=8.0, load="step", step_phases=[("base", 8.0, 10.0)], seed=0,
                         kubeconfig=kubeconfig, workdir=workdir)
-    return asyncio.run(run_sandbox(scenario, view=LiveView(200.0, stream=io.StringIO())))
+    return asyncio.run(run_sandbox(scenario, view=LiveView(200.0, stream=sys.stdout)))
 
 
 def _left(api: Any, name: str) -> dict[str, list[str]]:
@@ -81,3 +81,13 @@ def test_two_runs_in_a_given_cluster_each_leave_nothing_behind(plane, tmp_path: 
     left = _left(api, name)
     assert left["InferenceService"] == [name] and left["Node"] == [] and left["PersistentVolume"] == [], \
         json.dumps(left)
+
+    # A volume of the sandbox's name that the sandbox did not make (no label): refused, and kept
+    kubernetes.client.CustomObjectsApi(api).delete_namespaced_custom_object(GROUP, VERSION, NS, PLURAL, name)
+    core.create_persistent_volume({
+        "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"], "storageClassName": "",
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(tmp_path / "theirs")}}})
+    with pytest.raises(SandboxError, match=f"PersistentVolume {pv} exists and is not a sandbox's model store"):
+        _run(kubeconfig, tmp_path / "run5")
+    assert _left(api, name)["PersistentVolume"] == [pv]

@@ -111,18 +111,10 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _election_settings(args: argparse.Namespace) -> Any:
-    """The --leader-elect-* flags as ElectionSettings, or None without --leader-elect (a ValueError if
-    one of them is given without it: an operator started with a Lease name but no election acts at
-    once, beside the others that share the Lease)."""
+    """The --leader-elect-* flags as ElectionSettings, or None without --leader-elect."""
     from tritonscale import leader_election as le
 
     if not args.leader_elect:
-        given = [f"--{d.replace('_', '-')}" for d, default in _ELECTION_FLAGS.items()
-                 if was_given(args, d, default)]
-        if given:
-            raise ValueError(f"{given[0]} is read only with --leader-elect: add --leader-elect (or leave out "
-                             f"{'the --leader-elect-* flags' if len(given) > 1 else given[0]}); without it this "
-                             f"operator acts at once, whatever other replicas do")
         return None
     return le.ElectionSettings(
         lease_name=args.leader_elect_resource_name,
@@ -140,15 +132,22 @@ _ELECTION_FLAGS = {"leader_elect_resource_name": "tritonscale", "leader_elect_re
                    "leader_elect_retry_period": 2.0}
 
 
+def _unelected_flags(args: argparse.Namespace) -> list[str]:
+    """A --leader-elect-* flag given without --leader-elect, as a problem: an operator started with a Lease
+    name but no election acts at once, beside the others that share the Lease."""
+    given = [f"--{d.replace('_', '-')}" for d, default in _ELECTION_FLAGS.items() if was_given(args, d, default)]
+    if not given:
+        return []
+    return [f"{given[0]} is read only with --leader-elect: add --leader-elect (or leave out "
+            f"{'the --leader-elect-* flags' if len(given) > 1 else given[0]}); without it this operator acts "
+            f"at once, whatever other replicas do"]
+
+
 def _run(args: argparse.Namespace) -> int:
     from tritonscale.operator_main import OperatorOptions, run
 
-    try:
-        election = _election_settings(args)
-    except ValueError as exc:
-        print(f"tritonscale run: {exc}", file=sys.stderr)
-        return 2
-    problems = election.problems() if election else []
+    election = _election_settings(args)
+    problems = election.problems() if election else _unelected_flags(args)
     if problems:
         for p in problems:
             print(f"tritonscale run: {p}", file=sys.stderr)
@@ -269,9 +268,7 @@ def _http_url(text: str) -> str | None:
     try:
         return prometheus_base_url(text)
     except ValueError as exc:  # the URL as shown everywhere else: a password as *** (it may come from a Secret)
-        source = " (the value of TRITONSCALE_PROMETHEUS_URL)" if os.environ.get("TRITONSCALE_PROMETHEUS_URL") == text \
-            else ""
-        raise argparse.ArgumentTypeError(f"{exc}, got {shown_url(text)!r}{source}") from None
+        raise argparse.ArgumentTypeError(f"{exc}, got {shown_url(text)!r}") from None
 
 
 def _label_pair(text: str) -> tuple[str, str]:
@@ -314,7 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run the operator (in-cluster credentials or KUBECONFIG)")
     p.add_argument("--namespace", "-n", action="append", metavar="NS", type=_namespace,
                    help="watch only this namespace (repeatable); default: cluster-wide")
-    p.add_argument("--prometheus-url", default=os.environ.get("TRITONSCALE_PROMETHEUS_URL"), type=_http_url,
+    p.add_argument("--prometheus-url", default=os.environ.get("TRITONSCALE_PROMETHEUS_URL"),
+                   type=_or_env(_http_url, "TRITONSCALE_PROMETHEUS_URL"),
                    help="Prometheus base URL (env TRITONSCALE_PROMETHEUS_URL)")
     p.add_argument("--prometheus-ca-file", default=os.environ.get("TRITONSCALE_PROMETHEUS_CA_FILE") or None,
                    type=_or_env(_ca_bundle, "TRITONSCALE_PROMETHEUS_CA_FILE"), metavar="PEM",

@@ -49,6 +49,23 @@ def test_table_and_plot(capsys, tmp_path) -> None:
     assert dec.read_text().startswith("policy,t,current,ready,desired,reason\nkeda,30,")
 
 
+def test_decisions_carry_the_tuners_verdict_with_the_batching_tuner(capsys, tmp_path) -> None:
+    """--batching-tuner --decisions: a last column, batching, with the tuner's reason and message at each
+    tick (the rows said nothing of the tuner but its changes, printed at the end)."""
+    import csv
+
+    dec = tmp_path / "d.csv"
+    assert main_simulate([*FAST, "--policy", "tritonscale", "--no-oracle", "--batching-tuner",
+                          "--max-queue-delay-us", "0", "--preferred-batch-sizes", "", "--decisions", str(dec)]) == 0
+    capsys.readouterr()
+    rows = list(csv.DictReader(dec.open()))
+    assert rows and list(rows[0]) == ["policy", "t", "current", "ready", "desired", "reason", "batching"]
+    verdicts = {r["batching"].split(":")[0] for r in rows}
+    assert verdicts and "" not in verdicts, verdicts
+    assert verdicts <= {"LearningCost", "Idle", "Rollout", "Optimal", "WithinHysteresis", "Confirming", "TooSoon",
+                        "MoreCapacity", "MoreHeadroom", "BreachRelief", "Breach", "Bounds"}, verdicts
+
+
 def test_trace_file(capsys, tmp_path) -> None:
     trace = tmp_path / "t.txt"
     trace.write_text("\n".join(f"{i * 0.01:.2f}" for i in range(12_000)))  # 100 rps for 120 s

@@ -28,6 +28,7 @@ from tritonscale.scaling.decider import (
     State,
     batch_capacity,
     batch_cost,
+    capacity_known,
     learned_cost,
     slope_known,
 )
@@ -153,8 +154,10 @@ def test_a_stuck_rollout_of_a_change_goes_back_to_what_the_running_pods_serve() 
     assert later.changed and later.reason == "BreachRelief"
     # a hold once the hold has passed does not keep showing it (tunerState.heldUntil in status)
     assert stuck.state.held_until is not None and stuck.state.to_dict()["heldUntil"] is not None
-    idle = tune(_obs(rate=0.0), OVERSIZED, B16, stuck.state, 1615.0 + 3600.0)
-    assert (idle.reason, idle.state.held_until, idle.state.to_dict()["heldUntil"]) == ("Idle", None, None)
+    for obs, reason in ((_obs(rate=0.0), "Idle"), (_obs(rollout=True), "Rollout"), (_obs(target=None), "NoTarget")):
+        out = tune(obs, OVERSIZED, B16, stuck.state, 1615.0 + 3600.0)
+        assert (out.reason, out.state.held_until, out.state.to_dict()["heldUntil"]) == (reason, None, None)
+    assert tune(_obs(rollout=True), OVERSIZED, B16, stuck.state, 1700.0).state.held_until is not None  # not yet
 
 
 def test_a_finished_rollout_forgets_the_settings_before_it() -> None:
@@ -406,24 +409,32 @@ def test_the_reason_of_the_last_change_comes_back_with_the_target() -> None:
     assert again.message == tuning.message[:1000]
 
 
-@pytest.mark.parametrize(("samples", "max_batch", "known"), [
-    ((), 16, False),
-    (((3.0, 26.0, 0.0), (3.0, 27.0, 0.0)), 16, False),  # one size: any split of a and b fits it
-    (((3.0, 26.0, 0.0), (4.0, 28.0, 0.0)), 16, True),  # sizes spread: the slope shows
-    (((15.0, 50.0, 0.0),), 16, True),  # a batch near the maximum
-    (((1.0, 22.0, 0.0),), 1, True),  # a model that does not batch
+@pytest.mark.parametrize(("samples", "max_batch", "cost", "capacity_told"), [
+    ((), 16, None, False),
+    (((3.0, 26.0, 0.0), (3.0, 27.0, 0.0)), 16, None, False),  # one size: any split of a and b fits it
+    (((3.0, 26.0, 0.0), (4.0, 28.0, 0.0)), 16, (20.0, 2.0), True),  # sizes spread: the slope shows
+    # a batch near the maximum tells the capacity (full batches serve the same whatever the split), not
+    # the cost of the smaller batches the tuner weighs: a true 5 + 10n read as 77.5 + 5.17n
+    (((15.0, 155.0, 0.0),), 16, None, True),
+    (((1.0, 22.0, 0.0),), 1, (11.0, 11.0), True),  # a model that does not batch: nothing to split
 ])
-def test_the_tuner_weighs_settings_only_by_a_cost_whose_slope_is_known(samples, max_batch, known) -> None:
+def test_the_tuner_weighs_settings_only_by_a_cost_whose_slope_is_known(samples, max_batch, cost,
+                                                                        capacity_told) -> None:
     """The decider said 'only small batches seen so far' (no capacity) while the tuner judged settings by the
     even split batch_cost makes of one batch size (a=13.6, b=5.06 ms/item for batches of ~2.7 at 27 ms,
-    seen in `simulate --batching-tuner --decisions`): both now read the cost through slope_known."""
-    assert slope_known(samples, max_batch) is known
-    assert learned_cost(samples, max_batch) == (batch_cost(samples) if known else None)
+    seen in `simulate --batching-tuner --decisions`)."""
+    assert slope_known(samples, max_batch) is (cost is not None)
+    assert capacity_known(samples, max_batch) is capacity_told
+    got = learned_cost(samples, max_batch)
+    assert got == (None if cost is None else pytest.approx(cost)), got
+    if samples and cost is None:
+        assert batch_cost(samples) is not None  # a fit exists: the tuner is kept from the guess, not from nothing
     policy = Policy(target_p95_ms=TIGHT, max_batch_size=max_batch)
     decision = Decision(2, "Steady", "m", State(batch_samples=samples), True, {"rate": 200.0})
     tobs = bs.tuner_observation(Observation(status="ok", p95_ms=50.0), decision, policy, 2, rollout=False)
-    assert tobs.cost == learned_cost(samples, max_batch) and tobs.rate_per_replica == 100.0
-    if not known:
+    assert tobs.rate_per_replica == 100.0
+    assert tobs.cost == (None if cost is None else pytest.approx(cost))
+    if cost is None:
         out = tune(tobs, OVERSIZED, B16, TunerState(), 1000.0)
         assert (out.reason, out.changed) == ("LearningCost", False)
         assert "one size alone" in out.message

@@ -415,3 +415,20 @@ def test_keys_others_add_elsewhere_are_left_alone() -> None:
         live["metadata"].setdefault("labels", {})["team"] = "serving"
         live["metadata"].setdefault("annotations", {})["example.com/owner"] = "me"
         assert plan_patch(desired, live) is None, kind
+
+
+def test_an_older_operators_prometheus_annotations_are_removed_from_the_pod_template() -> None:
+    """Operators before this one annotated the Triton pods prometheus.io/scrape and /port (they opted the
+    pods into an annotation-based scrape job, and each pod then counted twice); the first pass of this one
+    nulls both, so the fleet rolls once, as the README's upgrade note says."""
+    doc = yaml.safe_load(SAMPLES[0].read_text())
+    desired = desired_children(doc)["Deployment"]
+    old = copy.deepcopy(desired)
+    old["metadata"]["annotations"].pop(LAST_APPLIED)
+    old["spec"]["template"]["metadata"]["annotations"].update({"prometheus.io/scrape": "true",
+                                                               "prometheus.io/port": "8002"})
+    live = api_server_view(with_last_applied(old))
+    patch = plan_patch(desired, live)
+    assert patch is not None
+    assert patch["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"] is None
+    assert patch["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] is None

@@ -249,6 +249,9 @@ def _dep(ready: int, replicas: int, updated: int, progressing: tuple[str, str] |
     # every pod was ready once: a hung server's readiness probe failing, or a replacement starting
     (_dep(0, 1, 1, ("True", "NewReplicaSetAvailable")), 1, False, "ReplicasNotReady"),
     (_dep(1, 3, 3, ("True", "NewReplicaSetAvailable")), 2, False, "ReplicasNotReady"),
+    # a new template the controller has not reported on yet (generation ahead of observedGeneration)
+    ({**_dep(0, 1, 1, ("True", "NewReplicaSetAvailable")), "metadata": {"generation": 3}}, 1, False,
+     "ReplicasStarting"),
 ])
 def test_ready_is_about_the_spec_as_applied_not_an_earlier_one_still_serving(dep, floor, status, reason) -> None:
     """A stuck rollout (a model path whose pods never become ready) read Ready=True, from the earlier
@@ -257,6 +260,8 @@ def test_ready_is_about_the_spec_as_applied_not_an_earlier_one_still_serving(dep
 
     ok, why, message = ready_condition(floor, dep, 7)
     assert (ok, why) == (status, reason), message
+    if why == "ReplicasNotReady":  # this pass wrote a new template: its pods are starting, none hung
+        assert ready_condition(floor, dep, 7, template_written=True)[1] == "ReplicasStarting"
     template = "the new pod template (the spec of generation 7, or the tuner's status.batching)"
     if why == "RollingOut":
         assert f"rolling out {template}" in message and "of the earlier one" in message

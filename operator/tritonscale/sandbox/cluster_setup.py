@@ -30,6 +30,7 @@ CRD_ESTABLISHED_TIMEOUT_S = 30.0
 CLAIM_BOUND_TIMEOUT_S = 30.0
 SANDBOX_LABEL = "tritonscale.io/sandbox"
 PODS_GONE_TIMEOUT_S = 20.0  # the kubelets stop the deleted pods' tritonservers; past this, force-deleted
+VOLUME_GONE_TIMEOUT_S = 20.0  # a deleted volume's protection finalizer waits for its claim to go
 
 
 def _create_or_keep(create: Any, *args: Any) -> None:
@@ -93,7 +94,7 @@ def provision_model_store(api_client: Any, store: Path, namespace: str, claim: s
                        or {}).get("phase") in ("Available", "Bound"),
               CLAIM_BOUND_TIMEOUT_S, f"persistent volume {pv_name} to become Available")
     _create_or_keep(core.create_namespaced_persistent_volume_claim, namespace, {
-        "metadata": {"name": claim, "namespace": namespace},
+        "metadata": {"name": claim, "namespace": namespace, "labels": {SANDBOX_LABEL: "model-store"}},
         "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": pv_name,
                  "resources": {"requests": {"storage": "1Gi"}}}})
     def bound() -> bool:
@@ -159,43 +160,72 @@ def remove_service(api_client: Any, namespace: str, name: str) -> None:
 
     from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 
-    _absent(kubernetes.client.CustomObjectsApi(api_client).delete_namespaced_custom_object,
-            GROUP, VERSION, namespace, PLURAL, name)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    # Foreground: the InferenceService goes only after its Deployment, ReplicaSets and pods, so no
+    # ReplicaSet is left to replace a pod once the kubelets stop
+    _absent(custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+            body={"propagationPolicy": "Foreground"})
     core = kubernetes.client.CoreV1Api(api_client)
+
+    def gone() -> bool:
+        try:
+            custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+            return False
+        except kubernetes.client.ApiException as exc:
+            if exc.status != 404:
+                raise
+        return not core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}").items
+
     deadline = time.monotonic() + PODS_GONE_TIMEOUT_S
-    while core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}").items:
+    while not gone():
         if time.monotonic() > deadline:
-            return  # remove_sandbox_objects force-deletes what is left
+            return  # remove_sandbox_objects removes what is left
         time.sleep(0.5)
 
 
-def remove_sandbox_objects(api_client: Any, namespace: str, name: str, claim: str, pv_name: str,
+def remove_sandbox_objects(api_client: Any, namespace: str, name: str | None, claim: str, pv_name: str,
                            nodes: list[str]) -> None:
-    """After the kubelets stopped: the service's pods still listed (force-deleted: no kubelet is left to
-    confirm), the sandbox's Nodes, and the model store's claim and volume."""
+    """After the kubelets stopped: the pods of the sandbox's InferenceService ``name`` still listed
+    (force-deleted: no kubelet is left to confirm; None: it made none), the sandbox's Nodes, and the
+    model store's claim and volume."""
     import kubernetes
 
     from tritonscale.api.spec import LABEL
 
     core = kubernetes.client.CoreV1Api(api_client)
-    for pod in core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}").items:
-        _absent(core.delete_namespaced_pod, pod.metadata.name, namespace, grace_period_seconds=0)
+    if name:  # what the garbage collector has not yet removed: nothing may make a pod again, then no pod
+        apps = kubernetes.client.AppsV1Api(api_client)
+        _absent(apps.delete_namespaced_deployment, name, namespace, propagation_policy="Orphan")
+        for rs in apps.list_namespaced_replica_set(namespace, label_selector=f"{LABEL}={name}").items:
+            _absent(apps.delete_namespaced_replica_set, rs.metadata.name, namespace, propagation_policy="Orphan")
+        for pod in core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}").items:
+            _absent(core.delete_namespaced_pod, pod.metadata.name, namespace, grace_period_seconds=0)
     for node in nodes:
         _absent(core.delete_node, node)
     _remove_volume(core, namespace, claim, pv_name)
 
 
-def _remove_volume(core: Any, namespace: str, claim: str, pv_name: str) -> None:
-    """Delete the model store's claim (if it is bound to the sandbox's volume: else it is not the
-    sandbox's) and volume, and wait until the volume is gone: its protection finalizer holds it until
-    the claim is, and a run that found it Terminating would keep it."""
+def _sandbox_made(read: Any, *args: Any) -> bool:
+    """The object exists and carries the sandbox's label (the sandbox made it); a 404 is False."""
+    import kubernetes
+
     try:
-        got = core.read_namespaced_persistent_volume_claim(claim, namespace)
-        if got.spec.volume_name in (None, pv_name):
-            _absent(core.delete_namespaced_persistent_volume_claim, claim, namespace)
-    except Exception as exc:
-        if getattr(exc, "status", None) != 404:
-            raise
+        labels = read(*args).metadata.labels or {}
+    except kubernetes.client.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return labels.get(SANDBOX_LABEL) == "model-store"
+
+
+def _remove_volume(core: Any, namespace: str, claim: str, pv_name: str) -> None:
+    """Delete the model store's claim and volume, each only if it carries the sandbox's label (a claim
+    or volume of that name that the user made stays), and wait until the volume is gone: its protection
+    finalizer holds it until the claim is, and a run that found it Terminating would keep it."""
+    if _sandbox_made(core.read_namespaced_persistent_volume_claim, claim, namespace):
+        _absent(core.delete_namespaced_persistent_volume_claim, claim, namespace)
+    if not _sandbox_made(core.read_persistent_volume, pv_name):
+        return
     _absent(core.delete_persistent_volume, pv_name)
     _wait_for(lambda: not any(v.metadata.name == pv_name for v in core.list_persistent_volume().items),
-              PODS_GONE_TIMEOUT_S, f"persistent volume {pv_name} to go")
+              VOLUME_GONE_TIMEOUT_S, f"persistent volume {pv_name} to go")

@@ -223,6 +223,7 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
 
     pids: list[int] = []
     teardown: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
+    made_service = False  # the InferenceService is the sandbox's (created by it): its pods may be removed
     kubelets: list[Kubelet] = []
     interrupted = failed = False
     kubeconfig: Path | None = None
@@ -278,7 +279,7 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
             nodes = [f"sandbox-node-{i}" for i in range(scenario.nodes)]
             pv_of = model_store_volume(ns, claim)
             teardown.append(("Nodes, claim and volume in the cluster", lambda: asyncio.to_thread(
-                remove_sandbox_objects, admin, ns, name, claim, pv_of, nodes)))
+                remove_sandbox_objects, admin, ns, name if made_service else None, claim, pv_of, nodes)))
         pv = await until(stop, asyncio.to_thread(provision_model_store, admin, workdir / "model-store", ns, claim,
                                                  path))
         view.say(f"sandbox: CRD {crd_name} established; claim {ns}/{claim} bound to {pv} "
@@ -321,11 +322,12 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
 
         # 6. The InferenceService; wait for the warm floor: Ready, routed to and scraped.
         reader = ClusterReader(admin, ns, name)
-        if plane is None:  # runs first: its pods go while the kubelets still run
-            teardown.append((f"InferenceService {ns}/{name} in the cluster", lambda: asyncio.to_thread(
-                remove_service, admin, ns, name)))
         await until(stop, asyncio.to_thread(reader.custom.create_namespaced_custom_object,
                                             GROUP, VERSION, ns, PLURAL, body))
+        made_service = True
+        if plane is None:  # the sandbox's own now (a 409 raised above); runs first: its pods go while kubelets run
+            teardown.append((f"InferenceService {ns}/{name} in the cluster", lambda: asyncio.to_thread(
+                remove_service, admin, ns, name)))
         view.say(f"sandbox: created InferenceService {ns}/{name}; waiting for {config['floor']} ready replica(s)")
 
         async def deployment_exists() -> bool:

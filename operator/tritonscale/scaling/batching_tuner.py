@@ -254,15 +254,15 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
                                    or now - state.last_change >= MIN_CHANGE_INTERVAL_S):
             # rolled out (or none came: the reconciler did not roll the change out): nothing to go back to
             state = replace(state, previous=None, rolling_seen=False)
+    if state.held_until is not None and now >= state.held_until:
+        state = replace(state, held_until=None)  # passed: status shows no hold that no longer holds
     if not obs.target_ms:  # first: the one hold only a spec edit ends (a pod not ready hid it as Rollout)
         return hold("NoTarget", "no scaling.targetP95Milliseconds to tune against")
     if obs.rollout:
         return hold("Rollout", "pods are not all updated and ready: no change until the rollout ends")
     if state.held_until is not None:
-        if now < state.held_until:
-            return hold("HeldAfterStuckRollout", f"a rollout of the tuner's last change was stuck; no change for "
-                                                 f"{state.held_until - now:.0f}s more")
-        state = replace(state, held_until=None)  # passed: status shows no hold that no longer holds
+        return hold("HeldAfterStuckRollout", f"a rollout of the tuner's last change was stuck; no change for "
+                                             f"{state.held_until - now:.0f}s more")
     fitted = bounds.within(current, obs.cost, obs.target_ms)
     if fitted != current:
         return change(fitted, "Bounds", "the settings in force were outside spec.batching.autoTune's bounds")

@@ -59,6 +59,7 @@ from tritonscale.scaling.decider.capacity import (
     batch_capacity,
     batch_cost,
     capacity,
+    capacity_known,
     learned_cost,
     slope_known,
 )
@@ -174,7 +175,7 @@ __all__ = [
     "Decision", "Demand", "Observation", "PendingReading", "Policy", "Replicas", "SourceStatus", "State", "Step",
     "add_batch_sample",
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
-    "complete", "learned_cost", "slope_known",
+    "capacity_known", "complete", "learned_cost", "slope_known",
     "cold_start", "constants", "drain_surge",
     "data_age", "decide", "demand", "forecast", "forget_model", "guard", "horizon_rise", "learn",
     "learn_cold_start", "level",

@@ -62,17 +62,26 @@ def batch_cost(samples: tuple[tuple[float, ...], ...]) -> tuple[float, float] | 
 
 def slope_known(samples: tuple[tuple[float, ...], ...], max_batch: int) -> bool:
     """Whether the batch samples tell the cost's slope (b of a + b*n): batch sizes spread by
-    MIN_BATCH_SPREAD, a batch near the maximum seen, or a model that does not batch. One batch size
-    alone fits any split of fixed and per-item cost (``batch_cost`` then halves it)."""
+    MIN_BATCH_SPREAD, or a model that does not batch. One batch size alone fits any split of fixed
+    and per-item cost (``batch_cost`` then halves it)."""
     if not samples:
         return False
     sizes = [e[0] for e in samples]
-    return max_batch <= 1 or max(sizes) - min(sizes) >= C.MIN_BATCH_SPREAD or max(sizes) >= 0.9 * max_batch
+    return max_batch <= 1 or max(sizes) - min(sizes) >= C.MIN_BATCH_SPREAD
+
+
+def capacity_known(samples: tuple[tuple[float, ...], ...], max_batch: int) -> bool:
+    """Whether the samples tell a replica's capacity: the slope is known (``slope_known``), or a batch
+    near the maximum was seen -- full batches serve the same whatever the split of their cost."""
+    return slope_known(samples, max_batch) or bool(samples) and max(e[0] for e in samples) >= 0.9 * max_batch
 
 
 def learned_cost(samples: tuple[tuple[float, ...], ...], max_batch: int) -> tuple[float, float] | None:
     """The fitted batch cost once its slope is known (``slope_known``), else None: what the batching
-    tuner weighs settings by, as the decider's capacity does ("only small batches seen so far")."""
+    tuner weighs settings by. It compares settings at batches smaller than the largest seen, where the
+    split of the cost matters (a true 5 + 10n ms read from batches of 15 alone as 77.5 + 5.2n puts a
+    batch of 2 at 88 ms, not 25), so one batch size near the maximum, enough for the decider's
+    capacity (``capacity_known``), is not enough here."""
     return batch_cost(samples) if slope_known(samples, max_batch) else None
 
 
@@ -223,7 +232,7 @@ def capacity(state: State, policy: Policy, target: float, obs: Observation | Non
     cost = batch_cost(samples)
     if cost is not None:
         sizes = [e[0] for e in samples]
-        if slope_known(samples, policy.max_batch_size):
+        if capacity_known(samples, policy.max_batch_size):
             modelled = batch_capacity(cost, policy.max_batch_size, target, policy.queue_delay_ms,
                                       policy.preferred_batch_sizes, share)
             learned = unbatched_capacity(state, cost, target, share, fleet) if policy.max_batch_size <= 1 else None
