@@ -409,22 +409,21 @@ def test_the_reason_of_the_last_change_comes_back_with_the_target() -> None:
     assert again.message == tuning.message[:1000]
 
 
-@pytest.mark.parametrize(("samples", "max_batch", "cost", "capacity_told"), [
+@pytest.mark.parametrize(("samples", "max_batch", "cost", "slope"), [
     ((), 16, None, False),
-    (((3.0, 26.0, 0.0), (3.0, 27.0, 0.0)), 16, None, False),  # one size: any split of a and b fits it
+    (((3.0, 26.0, 0.0), (3.0, 27.0, 0.0)), 16, None, False),  # small batches of one size: any split fits them
     (((3.0, 26.0, 0.0), (4.0, 28.0, 0.0)), 16, (20.0, 2.0), True),  # sizes spread: the slope shows
-    # a batch near the maximum tells the capacity (full batches serve the same whatever the split), not
-    # the cost of the smaller batches the tuner weighs: a true 5 + 10n read as 77.5 + 5.17n
-    (((15.0, 155.0, 0.0),), 16, None, True),
+    # a batch near the maximum tells the capacity (full batches serve the same whatever the split), and
+    # is all an oversized delay shows: the tuner takes the even split (a true 5 + 10n read as 77.5 + 5.17n)
+    (((15.0, 155.0, 0.0),), 16, (77.5, 77.5 / 15), False),
     (((1.0, 22.0, 0.0),), 1, (11.0, 11.0), True),  # a model that does not batch: nothing to split
 ])
-def test_the_tuner_weighs_settings_only_by_a_cost_whose_slope_is_known(samples, max_batch, cost,
-                                                                        capacity_told) -> None:
+def test_the_tuner_weighs_settings_only_by_a_cost_the_decider_plans_by(samples, max_batch, cost, slope) -> None:
     """The decider said 'only small batches seen so far' (no capacity) while the tuner judged settings by the
     even split batch_cost makes of one batch size (a=13.6, b=5.06 ms/item for batches of ~2.7 at 27 ms,
     seen in `simulate --batching-tuner --decisions`)."""
-    assert slope_known(samples, max_batch) is (cost is not None)
-    assert capacity_known(samples, max_batch) is capacity_told
+    assert slope_known(samples, max_batch) is slope
+    assert capacity_known(samples, max_batch) is (cost is not None)
     got = learned_cost(samples, max_batch)
     assert got == (None if cost is None else pytest.approx(cost)), got
     if samples and cost is None:

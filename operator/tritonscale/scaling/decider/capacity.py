@@ -77,12 +77,14 @@ def capacity_known(samples: tuple[tuple[float, ...], ...], max_batch: int) -> bo
 
 
 def learned_cost(samples: tuple[tuple[float, ...], ...], max_batch: int) -> tuple[float, float] | None:
-    """The fitted batch cost once its slope is known (``slope_known``), else None: what the batching
-    tuner weighs settings by. It compares settings at batches smaller than the largest seen, where the
-    split of the cost matters (a true 5 + 10n ms read from batches of 15 alone as 77.5 + 5.2n puts a
-    batch of 2 at 88 ms, not 25), so one batch size near the maximum, enough for the decider's
-    capacity (``capacity_known``), is not enough here."""
-    return batch_cost(samples) if slope_known(samples, max_batch) else None
+    """The fitted batch cost once the decider's capacity is known (``capacity_known``), else None: what
+    the batching tuner weighs settings by. One batch size near the maximum counts, though it does not
+    tell the split of a + b*n (a true 5 + 10n ms read from batches of 15 alone as 77.5 + 5.2n puts a
+    batch of 2 at 88 ms, not 25): full batches are all that an oversized queue delay -- the poor start
+    the tuner exists to leave -- ever shows, and waiting for a spread of sizes there kept the tuner
+    from ever relieving the breach it causes (tests/simulate/test_batching_tuner_sim.py). Once sizes
+    spread, the fit corrects itself. Tiny batches of one size say nothing of full ones: None."""
+    return batch_cost(samples) if capacity_known(samples, max_batch) else None
 
 
 def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, delay_ms: float = 0.0,
