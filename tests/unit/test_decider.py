@@ -575,6 +575,19 @@ def test_a_plan_read_low_for_one_tick_is_no_surprise_later():
     assert D.surprise(st, D.Demand(800.0, 800.0, 0.0), 180.0).surprises == (180.0,)  # a real rise still is
 
 
+def test_the_span_of_plans_a_surprise_is_measured_against_is_the_rate_window():
+    """A burst's plan from a rate window earlier hid the next burst: with 2 s ticks and a 10 s window (the
+    sandbox's), bursts every 50 s, the fleet cut to 1 between them, no surprise was ever recorded (an
+    exploratory review); the span covers what it is for, the one rate window a removed pod's rate is missing
+    from the sum before the others' rates show its traffic."""
+    burst = lambda t: 80.0 if -50 <= t <= -30 else 15.0  # noqa: E731 (the last burst, 30-50 s ago)
+    hist = tuple((float(t), burst(t), 100.0 if burst(t) > 20 else 20.0) for t in range(-200, 1, 2))
+    st = State(rates=hist, cold_start_s=8.0)
+    now_burst = D.Demand(80.0, 80.0, 0.0)
+    assert D.surprise(st, now_burst, 0.0, span=10.0).surprises == (0.0,)
+    assert D.surprise(st, now_burst, 0.0, span=60.0).surprises == ()  # the last burst's plan in the span
+
+
 @pytest.mark.parametrize(("planned", "cap", "served"), [
     (500.0, 100.0, 6 * 90.0),  # 500 rps at 90 (0.9 x 100) a replica: 6 replicas, 540 rps
     (540.0, 100.0, 540.0),  # exactly 6 replicas' worth

@@ -151,7 +151,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     details.update(rps=obs.rps, rate=d.rate, planned_rps=planned, horizon_s=horizon, backlog=d.backlog,
                    p95_ms=obs.p95_ms, capacity_rps=cap)
     state = replace(state, rates=state.rates[:-1] + ((now, d.rate, bought(planned, cap)),))
-    state = surprise(state, d, now, sigma)
+    state = surprise(state, d, now, sigma, max(policy.window_s, policy.interval_s))
     state = sudden_fall(state, d, now, cap, policy.interval_s, sigma)
     demanded = recommend(d, planned, horizon, cap, source, current, policy)
     if demanded.replicas < current and source == QUEUEING_OBSERVED:  # fewer replicas: their own capacity

@@ -185,19 +185,22 @@ def bought(planned: float, cap: float | None) -> float:
     return max(1, replicas_for(planned, cap)) * (cap * C.UTILISATION)
 
 
-def surprise(state: State, d: Demand, now: float, sigma: float | None = None) -> State:
+def surprise(state: State, d: Demand, now: float, sigma: float | None = None, span: float = C.LEVEL_S) -> State:
     """Record a surprise: the rate now exceeds, by more than its noise, what the replicas asked
     for one cold start ago serve at the target (``bought``: whole replicas, so a rise within the
-    last one's spare room costs nothing and is no surprise) -- the highest of the minute before
-    (LEVEL_S; a plan read low for one tick, as when a removed pod's rate leaves the sum before the
-    traffic it served shows on the others, shrinks no fleet). Whether or not capacity happened to
+    last one's spare room costs nothing and is no surprise) -- the highest over the ``span`` before
+    (the policy's rate window, ``Policy.window_s``: a removed pod's rate leaves the sum of rates
+    before the traffic it served shows on the others, which takes one rate window, and a plan read
+    low then shrinks no fleet; a longer span let a burst's plan from a window earlier hide the next
+    burst after a scale-down: the sandbox's 50 s bursts at a 10 s window recorded none, and the fleet
+    went 3 -> 1 at each burst's start and back). Whether or not capacity happened to
     be there (the burst memory may have held it), a scaler that follows the plan would have been
     short. Rising edge: at most one per cold start. A plan made before the rate's
     noise could be measured (the first ticks of a new service or memory: too few earlier
     samples) carries no noise margin, so the next noisy reading would pass it by chance: it is
     no evidence either way. ``sigma``: the rate's ``noise`` now, if the caller has it."""
     horizon = cold_start(state)
-    window = [i for i, e in enumerate(state.rates) if horizon <= now - e[0] <= horizon + C.LEVEL_S]
+    window = [i for i, e in enumerate(state.rates) if horizon <= now - e[0] <= horizon + span]
     # Every plan of that minute, or none: leaving out only the plans made before the noise was
     # measured would compare with the others alone -- a lower bar, and a surprise where the fleet
     # was sized for the higher ones.
