@@ -668,7 +668,9 @@ def test_a_breach_without_queue_pressure_says_both_causes_and_the_queue_it_weigh
     """It said "the summary lags" only, also while 40 requests were queued and for a model whose own
     latency was above the target for good (an exploratory review's finding)."""
     none = D.breach(Step(4, "Steady", "x"), ok(900, p95=300, pending=0), Replicas(4, 4), CAP, POLICY)
-    assert "with no queue under 1x the target: more replicas would not help" in none.why, none.why
+    # "more replicas would not help" read as a contradiction appended to a scale-up the plan made (an
+    # exploratory review): it is the breach rule's share that is none
+    assert "with no queue under 1x the target: the breach adds no replica to the plan" in none.why, none.why
     assert "or the model's own latency is above the target" in none.why, none.why
     small = D.breach(Step(4, "Steady", "x"), ok(900, p95=300, pending=10), Replicas(4, 4), CAP, POLICY)
     assert small.replicas == 4
@@ -896,11 +898,16 @@ def test_limit(rec, current, replicas):
     # a lower recommendation held at the floor is no decrease; down to the floor still is one
     (0, Replicas(3, 3), replace(POLICY, min_replicas=2, warm_buffer=1), 3, "AtWarmFloor"),
     (0, Replicas(5, 5), replace(POLICY, min_replicas=2, warm_buffer=1), 3, "LoadDecreased"),
+    # maxReplicas lowered below the fleet: the bound decides, and says so (it read "scaled down from 3 to 1:
+    # Steady: ... -> 1 replica", seen by an exploratory review)
+    (3, Replicas(3, 3), replace(POLICY, max_replicas=1), 1, "AtMaxReplicas"),
 ])
 def test_clamp(rec, rep, policy, replicas, reason):
     given = {"AtMaxReplicas": "LoadIncreased", "AtWarmFloor": "LoadDecreased", "LoadDecreased": "LoadDecreased"}
     step = D.clamp(Step(rec, given.get(reason, "x"), ""), rep, policy)
     assert (step.replicas, step.reason) == (replicas, reason)
+    if reason == "AtMaxReplicas" and replicas < rep.current:
+        assert step.why.endswith(f"; lowering to maxReplicas={policy.max_replicas}"), step.why
 
 
 @pytest.mark.parametrize(("rec", "rep", "replicas", "reason"), [

@@ -107,9 +107,9 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: float | None, 
         queued = ("no queue" if pending < 1 else
                   f"{pending:.0f} queued, {queue_work:.0f} ms of work per ready replica,")
         return Step(step.replicas, step.reason,
-                    why + f" with {queued} under {C.QUEUE_PRESSURE_TARGETS:g}x the target: more replicas would "
-                          "not help (the p95 summary still remembers a backlog that is gone, or the model's own "
-                          "latency is above the target)")
+                    why + f" with {queued} under {C.QUEUE_PRESSURE_TARGETS:g}x the target: the breach adds no "
+                          "replica to the plan (the p95 summary still remembers a backlog that is gone, or the "
+                          "model's own latency is above the target)")
     if draining and ready >= replicas.current:
         return Step(step.replicas, step.reason, why + f"; the {pending:.0f} queued drain: arrivals are below "
                                                       f"what the {ready} ready replicas serve")
@@ -347,6 +347,8 @@ def clamp(step: Step, replicas: Replicas, policy: Policy) -> Step:
         return Step(max(replicas.current, policy.floor), "Unschedulable",
                     step.why + f"; {replicas.unschedulable} pod(s) cannot be scheduled "
                                f"(no node has the resources): not asking for more")
+    if n < step.replicas and n < replicas.current:  # maxReplicas lowered below the fleet (a spec edit)
+        return Step(n, "AtMaxReplicas", step.why + f"; lowering to maxReplicas={policy.max_replicas}")
     if n == policy.max_replicas and step.replicas >= policy.max_replicas and n > replicas.current - 1 \
             and step.reason in ("LoadIncreased", "LatencyAboveTarget"):
         return Step(n, "AtMaxReplicas", step.why + f"; at maxReplicas={policy.max_replicas}")
