@@ -86,5 +86,5 @@ def test_not_while_this_operator_s_own_patch_failed() -> None:
     # Whoever owns the field (here an HPA's old write), 0 against 1 is the refusal's doing.
     kube.deployment["metadata"]["managedFields"] = [HPA]
     tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
-    assert [e[1] for e in events] == ["ScaleFailed"]
+    assert [e[1] for e in events] == ["PrometheusUnavailable", "ScaleFailed"]  # no ReplicasSetElsewhere
     tick.forget(UID)

@@ -64,10 +64,14 @@ def _scaling(kube: Kube) -> dict[str, Any]:
 
 
 def test_a_refused_replica_patch_is_a_scale_failed_condition_and_a_warning_and_is_retried(caplog):
-    kube, events = Kube(), []
+    kube, said = Kube(), []
     down = Snapshot(taken_at=1000.0, ok=False, error="Prometheus at http://p:9090: connection refused")
     with caplog.at_level(logging.WARNING, logger="tritonscale.autoscaler"):
-        tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
+        tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: said.append(e))
+    # Prometheus down: said once, as a Warning of its own (test_prometheus_going_away_and_back_is_an_event)
+    assert [e[1] for e in said] == ["PrometheusUnavailable", "ScaleFailed"]
+    events = said[1:]
+    caplog.records[:] = [r for r in caplog.records if "PrometheusUnavailable" not in r.getMessage()]
     message = ('asked for 1 replicas (from 0; MetricsUnavailable), but the Deployment\'s patch failed: '
                '403 Forbidden: deployments.apps "linear" is forbidden: exceeded quota: pods; '
                'the next tick tries again')
@@ -138,3 +142,31 @@ def test_a_process_says_at_info_what_it_finds_at_its_first_tick_of_an_object(cap
 ])
 def test_a_hold_is_logged_at_info_when_its_cause_changes(scaled, reason, last, first, level):
     assert tick.log_level(scaled, reason, last, first) == level
+
+
+def _metrics(status: str, reason: str) -> dict[str, Any]:
+    return {"conditions": [{"type": "MetricsAvailable", "status": status, "reason": reason, "message": "m",
+                            "lastTransitionTime": "2026-11-27T00:00:00Z"}]}
+
+
+@pytest.mark.parametrize(("before", "after", "said"), [
+    (_metrics("True", "Available"), ("False", "PrometheusUnavailable"), ("Warning", "PrometheusUnavailable")),
+    (None, ("False", "PrometheusUnavailable"), ("Warning", "PrometheusUnavailable")),  # down from the start
+    (_metrics("False", "PrometheusUnavailable"), ("False", "PrometheusUnavailable"), None),  # once, not each tick
+    (_metrics("False", "PrometheusUnavailable"), ("True", "Available"), ("Normal", "PrometheusAvailable")),
+    (_metrics("False", "PrometheusUnavailable"), ("True", "Idle"), ("Normal", "PrometheusAvailable")),
+    (_metrics("True", "Available"), ("False", "NoData"), None),  # not the dependency: its condition says it
+    (_metrics("False", "NoData"), ("True", "Available"), None),
+    (_metrics("True", "Available"), ("True", "Available"), None),
+])
+def test_prometheus_going_away_and_back_is_an_event(before, after, said):
+    """A Prometheus outage changed MetricsAvailable only: no Event and one INFO log line, while bursts went
+    unserved at the held count (an exploratory review, Prometheus killed under the sandbox's load)."""
+    from tritonscale.api import status as st
+
+    new = st.InferenceServiceStatus(conditions=st.set_condition([], st.METRICS_AVAILABLE, after[0] == "True",
+                                                                after[1], "connection refused", 1000.0))
+    got = tick.prometheus_transition(before, new)
+    assert (got[:2] if got else None) == said
+    if got and got[0] == "Warning":
+        assert got[2].startswith("connection refused; the autoscaler holds the replica count"), got

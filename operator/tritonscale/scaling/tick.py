@@ -243,6 +243,30 @@ def _series_per_pod(obs: Observation, live_pods: int) -> str:
             f"more than one job, every rate counts each pod more than once (--series-label job=NAME keeps one)")
 
 
+def prometheus_transition(status: Mapping[str, Any] | None,
+                          new: st.InferenceServiceStatus) -> tuple[str, str, str] | None:
+    """(type, reason, message) of an Event when Prometheus's answers stop or come back: MetricsAvailable
+    turning False with PrometheusUnavailable (a Warning: the autoscaler holds its count, bursts go
+    unserved), and True again after it. The conditions said so, but events and the log (where the API
+    server's outage is a warning) did not. NoData is not the dependency failing (new pods, a model not
+    loaded yet): its own condition says it."""
+    def metrics(conds: list[st.Condition]) -> st.Condition | None:
+        return next((c for c in conds if c.type == st.METRICS_AVAILABLE), None)
+
+    before, after = metrics(st.conditions_of(status)), metrics(new.conditions)
+    was_down = before is not None and before.status == "False" and before.reason == "PrometheusUnavailable"
+    if after is None:
+        return None
+    if after.status == "False" and after.reason == "PrometheusUnavailable" and not was_down:
+        return "Warning", "PrometheusUnavailable", (f"{after.message}; the autoscaler holds the replica count "
+                                                    f"(spec.scaling.fallbackReplicas, if set, after "
+                                                    f"failureThreshold failed ticks) until Prometheus "
+                                                    f"answers")[:1000]
+    if was_down and after.status == "True":
+        return "Normal", "PrometheusAvailable", f"Prometheus answers again: {after.message}"[:1000]
+    return None
+
+
 def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs: Observation,
                       census: PodCensus | None, census_error: str, live_pods: int, now: float,
                       gen: int | None) -> st.InferenceServiceStatus:
@@ -384,6 +408,11 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         if patch is not None:
             kube.patch_inference_service_status(namespace, name, patch)
         written = {**status, **(patch or {})}  # status as the API server has it now (a merge patch of fields)
+        said = prometheus_transition(status, new_status)
+        if said is not None:
+            event(body, *said)
+            log.log(logging.WARNING if said[0] == "Warning" else logging.INFO, "%s/%s: %s: %s",
+                    namespace, name, said[1], said[2])
         if tuning is not None and tuning.changed:
             event(body, "Normal", "BatchingTuned", f"{tuning.reason}: {tuning.message}"[:1000])
             log.info("%s/%s: batching tuned: %s: %s", namespace, name, tuning.reason, tuning.message)
