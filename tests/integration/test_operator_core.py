@@ -190,6 +190,9 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
                                if e.involved_object.name == "linear" and e.reason in ("Created", "Updated")],
                       5, what="events")
     assert any("Deployment/linear" in e.message for e in events)
+    # a spec edit that changed the pod template (the batcher's config, above) says the pods roll
+    assert any(e.reason == "Updated" and e.message == "updated Deployment/linear to match the spec; a new pod "
+               "template: the pods roll" for e in events), [e.message for e in events]
     # ... from tritonscale ("From" in kubectl describe; Kopf's default says "kopf").
     assert {(e.source.component, e.reporting_component) for e in events} == {("tritonscale", "tritonscale")}
 

@@ -459,7 +459,9 @@ class ScalingSpec(_Model):
     max_replicas: int = Field(default=10, ge=1, le=1000, description="Ceiling on replicas (and GPUs x runtime.gpus).")
     target_p95_milliseconds: float | None = Field(
         default=None, gt=0, le=600_000,
-        description="p95 latency objective. Without it the service is held at minReplicas + warmBuffer.",
+        description="p95 latency objective. Without it the service is held at minReplicas + warmBuffer. "
+                    "Without batching.queueTimeoutMicroseconds, Triton's queue timeout follows it (twice the "
+                    "target, in config.pbtxt), so changing it rolls the pods, each a cold start.",
     )
     interval_seconds: int = Field(default=15, ge=1, le=600, description="Seconds between autoscaler ticks.")
     window_seconds: int = Field(

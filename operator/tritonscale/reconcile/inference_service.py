@@ -428,8 +428,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             event("Normal", "Created", f"created {ref}")
             log.info("%s/%s: created %s", ns, name, ref)
         for ref in outcome.patched:
-            event("Normal", "Updated", f"updated {ref} to match the spec")
-            log.info("%s/%s: updated %s to match the spec", ns, name, ref)
+            # a new pod template replaces every pod, a cold start each: say so where the edit is seen
+            rolls = "; a new pod template: the pods roll" if template_written and ref.startswith("Deployment/") else ""
+            event("Normal", "Updated", f"updated {ref} to match the spec{rolls}")
+            log.info("%s/%s: updated %s to match the spec%s", ns, name, ref, rolls)
 
         patch = st.status_patch(body.get("status"), status_from_children(body, deployment, spec, now(),
                                                                          template_written))
