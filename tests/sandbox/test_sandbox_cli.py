@@ -230,6 +230,24 @@ def test_the_final_line_of_a_run_stopped_before_any_sample_says_dash_not_none():
     assert "replicas peak -, final -;" in out.getvalue() and "None" not in out.getvalue()
 
 
+def test_the_report_says_when_the_operator_exited_during_the_load():
+    """A SIGKILLed operator went unnoticed: the run reported its scale events as if autoscaled to the end
+    (an exploratory review); the orchestrator records when it was first seen gone (tried by hand: a run
+    whose operator was killed at t=9 s said so live and at the end, and exited 1)."""
+    import io
+
+    summary = {"outcome": "completed", "requests": 10, "errors": 0, "peak_replicas": 3, "final_replicas": 3,
+               "scale_events": [], "restarts": 0, "p95_ms_by_phase": {"base": 80.0}, "wall_s": 64.0,
+               "operator_exited_at_s": 9.2}
+    out = io.StringIO()
+    command.report(summary, out)
+    assert out.getvalue().splitlines()[-1] == ("sandbox: the operator exited at t=9 s of the load: what followed "
+                                               "was not autoscaled")
+    out = io.StringIO()
+    command.report({**summary, "operator_exited_at_s": None}, out)
+    assert "operator" not in out.getvalue()
+
+
 @pytest.mark.parametrize("load", ["step", "burst"])
 def test_a_load_too_large_to_draw_names_the_flag(load):
     """--rate-scale 1e6 asked numpy for 12.5 GiB of arrival times (1e30: numpy's 'lam value too large')."""

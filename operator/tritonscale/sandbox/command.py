@@ -12,8 +12,8 @@ JSON summary and the PNG plot of what ran. ``add_arguments`` + ``run`` plug into
 the main CLI.
 
 Exit codes: 0 completed; 1 something is missing or failed to start (one message on
-stderr naming it and how to fix it, no traceback), or a process outlived the
-teardown; 130 interrupted.
+stderr naming it and how to fix it, no traceback), the operator exited during the
+load, or a process outlived the teardown; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -128,6 +128,9 @@ def report(summary: dict[str, Any], out: Any) -> None:
           f"replicas peak {_or_dash(summary['peak_replicas'])}, final {_or_dash(summary['final_replicas'])}; "
           f"{len(summary['scale_events'])} scale events; {summary['restarts']} restarts; p95 by phase: {phases}; "
           f"wall {summary['wall_s']:.0f} s", file=out, flush=True)
+    if summary.get("operator_exited_at_s") is not None:
+        print(f"sandbox: the operator exited at t={summary['operator_exited_at_s']:.0f} s of the load: what "
+              f"followed was not autoscaled", file=out, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -234,7 +237,7 @@ async def _main(scenario: Scenario, args: argparse.Namespace) -> int:
             failed = True
         else:
             print(f"sandbox: {flag[2:]} written to {written}", flush=True)
-    if result.leftover_pids or failed:
+    if result.leftover_pids or failed or summary.get("operator_exited_at_s") is not None:
         return 1
     return 130 if result.interrupted else 0
 

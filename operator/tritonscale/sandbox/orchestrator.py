@@ -224,6 +224,7 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
     pids: list[int] = []
     teardown: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
     made_service = False  # the InferenceService is the sandbox's (created by it): its pods may be removed
+    operator_exited_at: float | None = None  # load time at which the operator was first seen gone
     kubelets: list[Kubelet] = []
     interrupted = failed = False
     kubeconfig: Path | None = None
@@ -366,12 +367,20 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
             timeout_s=scenario.request_timeout_s))
 
         async def record() -> None:
+            nonlocal operator_exited_at
             desired, ready, p95 = config["floor"], 0, None
             restarts: dict[str, int] = {}
             tuned: set[str] = set()
             tick = 1
             while True:
                 await asyncio.sleep(max(0.0, t0 + tick - time.perf_counter()))
+                if operator_exited_at is None and not operator.alive():  # the run measures nothing after
+                    operator_exited_at = load_t()
+                    code = operator.proc.returncode if operator.proc else None
+                    text = (f"the operator (pid {operator.pid}) exited during the load, exit code {code}: nothing "
+                            f"autoscales the service after this (its log: {operator.log_path})")
+                    recorder.add_mark(operator_exited_at, "operatorExited", text)
+                    view.note(text)
                 try:
                     got, ready, p95, scaled = await asyncio.to_thread(reader.read)
                     desired = got if got is not None else desired
@@ -443,7 +452,7 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         leftovers = [p for p in pids if group_alive(p)]
         if leftovers:
             view.say(f"sandbox: processes still running after teardown: {leftovers}")
-        if temp_workdir and not failed and not leftovers and not interrupted:
+        if temp_workdir and not failed and not leftovers and not interrupted and operator_exited_at is None:
             shutil.rmtree(workdir, ignore_errors=True)
 
     summary = build_summary(
@@ -459,4 +468,5 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         interrupted=interrupted, wall_s=time.monotonic() - wall0,
     )
     summary["leftover_processes"] = leftovers
+    summary["operator_exited_at_s"] = operator_exited_at
     return SandboxResult(summary, recorder, shape, config, interrupted, workdir, kubeconfig, pids, leftovers)
