@@ -71,8 +71,9 @@ NOISE_Z = 1.645
 NOISE_SHIFTS = 2
 SHIFT_READINGS = 2
 # The level the plan starts from: the mean over the policy's rate window (spec.scaling.windowSeconds,
-# 60 s by default), or the latest sample if higher. Surprises and sudden falls compare with the
-# minute before (LEVEL_S).
+# 60 s by default), or the latest sample if higher. Sudden falls compare with the minute before
+# (LEVEL_S); surprises with the plans of one rate window (signals.surprise: LEVEL_S at the CRD's
+# default window, where every suite figure was measured; the sandbox's 10 s window, 10 s).
 LEVEL_S = 60.0
 # Surprises: the rate exceeded, by more than its noise, what the replicas planned a cold start
 # ago serve at the target (whole replicas: signals.bought) -- a rise the plan did not foresee. A
