@@ -210,6 +210,9 @@ class DeploymentRollout:
     behind: bool  # the controller has not reported on the latest generation (a replica patch bumps it too)
     # The Progressing condition when it says the rollout passed progressDeadlineSeconds, else None
     stalled: dict[str, Any] | None
+    # Progressing's reason is NewReplicaSetAvailable: every pod of the current template was available once
+    # (the controller keeps the reason while that ReplicaSet stays current, whatever its pods do since)
+    completed: bool = False
 
     @property
     def updating(self) -> bool:
@@ -224,7 +227,8 @@ def deployment_rollout(deployment: Mapping[str, Any]) -> DeploymentRollout:
     stalled = progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded"
     return DeploymentRollout(updated, max(0, int(status.get("replicas") or 0) - updated),
                              int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0),
-                             progressing if stalled else None)
+                             progressing if stalled else None,
+                             progressing.get("reason") == "NewReplicaSetAvailable")
 
 
 def conditions_of(status: Mapping[str, Any] | None) -> list[Condition]:

@@ -90,13 +90,11 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
     if failure.get("status") == "True":
         return False, "PodsNotCreated", (f"{ready}/{need} replica(s) ready; the Deployment's pods cannot be "
                                          f"created: {failure.get('message') or failure.get('reason')}")
-    if (st.object_condition(deployment, "Progressing").get("reason") == "NewReplicaSetAvailable"
-            and not template_written and not rollout.behind):
-        # The template's pods were all ready once: the Deployment controller keeps this reason while the
-        # ReplicaSet stays the current one (it skips its progress check then), whatever its pods do. A pod
-        # that stopped passing its readiness probe reads the same as a replacement or a raised floor's new
-        # pods, so the message names both, where "models load" misled in an incident. Not while a new
-        # template is written and the controller has not reported on it: that rollout's pods are starting.
+    if rollout.completed and not template_written and not rollout.behind:
+        # The template's pods were all ready once (``DeploymentRollout.completed``). A pod that stopped
+        # passing its readiness probe reads the same as a replacement or a raised floor's new pods, so the
+        # message names both, where "models load" misled in an incident. Not while a new template is
+        # written and the controller has not reported on it: that rollout's pods are starting.
         return False, "ReplicasNotReady", (f"{ready}/{need} replica(s) ready, below the warm floor after the "
                                            f"pods had been ready: pods are starting (a replacement, a raised "
                                            f"floor), or a pod stopped passing its readiness probe (a hung "
