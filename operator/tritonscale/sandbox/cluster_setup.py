@@ -137,17 +137,10 @@ def _absent(call: Any, *args: Any, **kwargs: Any) -> None:
 def check_free(api_client: Any, namespace: str, name: str, kubeconfig: Path) -> None:
     """Refuse a cluster that already holds InferenceService ``namespace/name``: the sandbox makes its own
     and removes it at the end, and must not take over (or delete) one it did not make."""
-    import kubernetes
+    from tritonscale.kube.client import Kube
 
-    from tritonscale.api.spec import GROUP, PLURAL, VERSION
-
-    try:
-        kubernetes.client.CustomObjectsApi(api_client).get_namespaced_custom_object(GROUP, VERSION, namespace,
-                                                                                   PLURAL, name)
-    except kubernetes.client.ApiException as exc:
-        if exc.status == 404:  # no such object, or no CRD yet
-            return
-        raise
+    if Kube(api_client).get_inference_service(namespace, name) is None:  # no such object, or no CRD yet
+        return
     raise SandboxError(f"InferenceService {namespace}/{name} already exists in the cluster of {kubeconfig} (an "
                        f"earlier sandbox run that was killed, or your own): delete it (kubectl --kubeconfig "
                        f"{kubeconfig} delete tis -n {namespace} {name}) or give --service a spec of another name")
@@ -156,25 +149,18 @@ def check_free(api_client: Any, namespace: str, name: str, kubeconfig: Path) -> 
 def remove_service(api_client: Any, namespace: str, name: str) -> None:
     """Delete the sandbox's InferenceService (the garbage collector takes its Deployment, ReplicaSets and
     pods) and wait, up to PODS_GONE_TIMEOUT_S, for its pods to go while the kubelets still run."""
-    import kubernetes
-
     from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
+    from tritonscale.kube.client import Kube
 
-    custom = kubernetes.client.CustomObjectsApi(api_client)
+    kube = Kube(api_client)
     # Foreground: the InferenceService goes only after its Deployment, ReplicaSets and pods, so no
     # ReplicaSet is left to replace a pod once the kubelets stop
-    _absent(custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
+    _absent(kube.custom.delete_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name,
             body={"propagationPolicy": "Foreground"})
-    core = kubernetes.client.CoreV1Api(api_client)
 
-    def gone() -> bool:
-        try:
-            custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-            return False
-        except kubernetes.client.ApiException as exc:
-            if exc.status != 404:
-                raise
-        return not core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}").items
+    def gone() -> bool:  # a consistent list of pods (Kube.list_pods reads the watch cache, which may lag)
+        return kube.get_inference_service(namespace, name) is None \
+            and not kube.core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}").items
 
     deadline = time.monotonic() + PODS_GONE_TIMEOUT_S
     while not gone():

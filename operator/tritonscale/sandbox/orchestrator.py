@@ -276,8 +276,8 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         # 2. The CRD (already there if the plane is ours) and the model store.
         crd_name = await until(stop, asyncio.to_thread(apply_crd, admin))
         claim, path = model_store(body)
+        nodes = [f"sandbox-node-{i}" for i in range(scenario.nodes)]
         if plane is None:  # runs last: after the kubelets stopped (the CRD stays, as Helm leaves it)
-            nodes = [f"sandbox-node-{i}" for i in range(scenario.nodes)]
             pv_of = model_store_volume(ns, claim)
             teardown.append(("Nodes, claim and volume in the cluster", lambda: asyncio.to_thread(
                 remove_sandbox_objects, admin, ns, name if made_service else None, claim, pv_of, nodes)))
@@ -300,8 +300,7 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         # 4. The kubelets.
         network, targets = PodNetwork(), ScrapeTargets(prom)
         resources = machine_resources(scenario.gpus_per_node, scenario.nodes)
-        for i in range(scenario.nodes):
-            node = f"sandbox-node-{i}"
+        for i, node in enumerate(nodes):
             identity = (plane.kubeconfig_for(f"system:node:{node}", ["system:nodes"]) if plane is not None
                         else kubeconfig)
             kubelet = Kubelet(client_for(identity), workdir, node_name=node, node_index=i, resources=resources,
