@@ -126,7 +126,8 @@ def _election_settings(args: argparse.Namespace) -> Any:
     )
 
 
-# The --leader-elect-* flags and their defaults (a Namespace no recording parser made: given if not these)
+# The --leader-elect-* flags' defaults, for build_parser and for telling a given flag from a default (a
+# Namespace no recording parser made: given if not these)
 _ELECTION_FLAGS = {"leader_elect_resource_name": "tritonscale", "leader_elect_resource_namespace": "",
                    "leader_elect_lease_duration": 15, "leader_elect_renew_deadline": 10.0,
                    "leader_elect_retry_period": 2.0}
@@ -339,19 +340,24 @@ def build_parser() -> argparse.ArgumentParser:
                            "Defaults are client-go's.")
     g.add_argument("--leader-elect", action="store_true",
                    help="act only while holding the Lease (default: act at once, as the only replica)")
-    g.add_argument("--leader-elect-resource-name", default="tritonscale", metavar="NAME", type=_lease_name,
+    g.add_argument("--leader-elect-resource-name", default=_ELECTION_FLAGS["leader_elect_resource_name"],
+                   metavar="NAME", type=_lease_name,
                    help="name of the Lease (default tritonscale). One Lease elects one acting operator: "
                         "operators that watch different namespaces need different Leases, or all but one "
                         "stand by (the chart names it after the release)")
-    g.add_argument("--leader-elect-resource-namespace", default="", metavar="NS", type=_optional_namespace,
+    g.add_argument("--leader-elect-resource-namespace",
+                   default=_ELECTION_FLAGS["leader_elect_resource_namespace"], metavar="NS", type=_optional_namespace,
                    help="namespace of the Lease (default: env POD_NAMESPACE, else the ServiceAccount's)")
     # At most the Lease's int32 leaseDurationSeconds: a larger one could never be written.
-    g.add_argument("--leader-elect-lease-duration", type=int_in(1, 2**31 - 1), default=15, metavar="SECONDS",
+    g.add_argument("--leader-elect-lease-duration", type=int_in(1, 2**31 - 1),
+                   default=_ELECTION_FLAGS["leader_elect_lease_duration"], metavar="SECONDS",
                    help="how long a standby waits after the last renewal it saw before taking over (default 15)")
-    g.add_argument("--leader-elect-renew-deadline", type=positive_float, default=10.0, metavar="SECONDS",
+    g.add_argument("--leader-elect-renew-deadline", type=positive_float,
+                   default=_ELECTION_FLAGS["leader_elect_renew_deadline"], metavar="SECONDS",
                    help="the leader stops acting this long after its last successful renewal started "
                         "(default 10; must be below the lease duration)")
-    g.add_argument("--leader-elect-retry-period", type=positive_float, default=2.0, metavar="SECONDS",
+    g.add_argument("--leader-elect-retry-period", type=positive_float,
+                   default=_ELECTION_FLAGS["leader_elect_retry_period"], metavar="SECONDS",
                    help="how often the leader renews and standbys try to acquire (default 2, at least 1)")
     p.set_defaults(func=_run)
     record_given(p)
