@@ -376,6 +376,35 @@ async def test_a_hung_prometheus_fails_once_its_last_round_is_too_old():
         release.set()
 
 
+async def test_a_hung_prometheus_keeps_one_message_while_its_rounds_keep_failing():
+    """Each round of a hung Prometheus fails on the request's timeout, after the tick's wait has run out:
+    the ticks report that last round's failure while the next round waits, so MetricsAvailable's message
+    stays put. It alternated between the wait's "no complete answer within 1 s" and the round's own. A
+    round that succeeds clears it."""
+    import time
+
+    answers = ["no answer within 1.2 s", "no answer within 1.2 s", None]
+
+    class TimesOut:
+        def fetch(self, window_s: int) -> Snapshot:
+            time.sleep(1.2)
+            why = answers.pop(0)
+            return Snapshot(taken_at=time.time(), ok=why is None, error=why and f"Prometheus at http://p: {why}")
+
+    cache = SnapshotCache(lambda url: TimesOut())
+    first = await cache.get("http://p", 60, max_age_s=1.0)
+    assert not first.ok and "no complete answer within 1 s" in first.error  # no round has finished yet
+    await asyncio.sleep(0.3)  # that round ends, failed
+    second = await cache.get("http://p", 60, max_age_s=1.0)  # a new round, still waiting after 1 s
+    assert not second.ok and second.error == "Prometheus at http://p: no answer within 1.2 s"
+    await asyncio.sleep(0.3)
+    third = await cache.get("http://p", 60, max_age_s=1.0)
+    assert third.error == second.error
+    await asyncio.sleep(0.3)  # the third round answers
+    assert (await cache.get("http://p", 60, max_age_s=1.0)).ok
+    assert not cache._failures
+
+
 async def test_a_prometheus_that_hangs_holds_up_only_its_own_rounds():
     """One tenant's spec.scaling.prometheus.url that never answers: its rounds take its own threads,
     and every window of it in flight at once leaves another Prometheus's rounds to run at once."""

@@ -45,6 +45,9 @@ class SnapshotCache:
         self._sources: dict[str, MetricSource] = {}
         self._cache: dict[tuple[str, int], Snapshot] = {}
         self._inflight: dict[tuple[str, int], asyncio.Task[Snapshot]] = {}
+        # The last finished round's error, per (url, window), until a round succeeds: what a tick whose
+        # wait runs out reports while the next round is still waiting (see get).
+        self._failures: dict[tuple[str, int], str] = {}
         self._executors: dict[str, ThreadPoolExecutor] = {}
         self._asked: dict[str, tuple[float, float]] = {}  # url -> (last asked at, longest max_age_s asked with)
 
@@ -65,6 +68,8 @@ class SnapshotCache:
                 executor.shutdown(wait=False, cancel_futures=True)
             for key in [k for k in self._cache if k[0] == url]:
                 del self._cache[key]
+            for key in [k for k in self._failures if k[0] == url]:
+                del self._failures[key]
             self._on_forget(url)
 
     async def get(self, url: str, window_s: int, max_age_s: float) -> Snapshot:
@@ -95,9 +100,12 @@ class SnapshotCache:
                 # one is still recent. Failing this tick made every other tick fail and the next
                 # succeed on the round it had waited for -- MetricsAvailable flapping each tick.
                 return cached
-            return Snapshot(taken_at=self._clock(), ok=False,
-                            error=f"Prometheus at {shown_url(url)}: no complete answer within "
-                                  f"{max(max_age_s, MIN_WAIT_S):g} s")
+            # While a hung Prometheus's rounds keep failing, the message stays that of the last round to
+            # finish ("no answer within 5 s", the request's timeout) while the next one waits. Each tick
+            # alternated between it and this wait's own, so MetricsAvailable's message changed each tick.
+            error = self._failures.get(key) or (f"Prometheus at {shown_url(url)}: no complete answer within "
+                                                f"{max(max_age_s, MIN_WAIT_S):g} s")
+            return Snapshot(taken_at=self._clock(), ok=False, error=error)
 
     async def _fetch(self, key: tuple[str, int], url: str, window_s: int) -> Snapshot:
         """Never raises: a task that ends in an exception nobody awaits any more is re-raised by
@@ -116,11 +124,14 @@ class SnapshotCache:
                 executor = self._executors[url] = ThreadPoolExecutor(max_workers=FETCH_THREADS,
                                                                      thread_name_prefix="prometheus")
             snap = await asyncio.get_running_loop().run_in_executor(executor, source.fetch, window_s)
-            if snap.ok:  # a failed round (Prometheus down, a query refused) is tried again by the next tick
-                self._cache[key] = snap
-            return snap
         except Exception as exc:  # noqa: BLE001
-            return Snapshot(taken_at=self._clock(), ok=False,
+            snap = Snapshot(taken_at=self._clock(), ok=False,
                             error=f"Prometheus at {shown_url(url)}: {type(exc).__name__}: {redacted(str(exc), url)}")
         finally:
             del self._inflight[key]
+        if snap.ok:  # a failed round (Prometheus down, a query refused) is tried again by the next tick
+            self._cache[key] = snap
+            self._failures.pop(key, None)
+        elif snap.error:
+            self._failures[key] = snap.error
+        return snap
