@@ -223,8 +223,8 @@ class Snapshot:
                 window = f"windowSeconds={self.window_s}" if self.window_s else "the rate window"
                 return Observation(status="no_data",
                                    message=f"{pods:.0f} pod(s) export Triton's series but {window} holds fewer "
-                                           f"than two scrapes of them: the pods just started, or the window is "
-                                           f"shorter than two scrape intervals")
+                                           f"than two scrapes of them: the pods or Prometheus just started, or the "
+                                           f"window is shorter than two scrape intervals")
             extra = f", {self.extra_matchers} (--series-label)" if self.extra_matchers else ""
             return Observation(status="no_data",
                                message=f"no Triton series with namespace={namespace}, "
