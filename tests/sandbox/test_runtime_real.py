@@ -35,7 +35,7 @@ from tritonscale.sandbox.tritonserver import (
 )
 
 MODEL = "cost"
-AZURE_TRACE = Path("/work/shared/data/azure-llm-conv-2023.csv")
+AZURE_TRACE = Path(__file__).resolve().parents[3] / "shared" / "data" / "azure-llm-conv-2023.csv"
 
 
 def _triton_or_skip():
@@ -277,8 +277,8 @@ def test_trace_schedule_plain_text(tmp_path):
     assert trace_schedule(jl, rate_scale=2).tolist() == pytest.approx([0.0, 5.2675])
 
 
-@pytest.mark.skipif(not AZURE_TRACE.exists(), reason="shared Azure trace not present")
 def test_trace_schedule_real_azure_file():
+    assert AZURE_TRACE.exists(), f"{AZURE_TRACE}: the shared trace, beside the repository in CI"
     arr = trace_schedule(AZURE_TRACE)
     assert len(arr) == 19366
     assert 55 * 60 < arr[-1] < 60 * 60

@@ -80,10 +80,14 @@ def test_static_keeps_n() -> None:
 @pytest.mark.parametrize("name, ok", [("static:4", 4), ("static:0", None), ("static:x", None), ("hpa", None)])
 def test_policy_names(name: str, ok) -> None:
     if ok:
-        assert parse_static(name) == ok
+        assert parse_static(name) == ok and validate_name(name) == name
     elif name.startswith("static"):
         with pytest.raises(ValueError):
             parse_static(name)
+        with pytest.raises(ValueError):
+            validate_name(name)
+    else:  # a policy's own name: no static fleet, and a name the simulator knows
+        assert parse_static(name) is None and validate_name(name) == name
     with pytest.raises(ValueError, match="unknown policy"):
         validate_name("hpa2")
 

@@ -406,10 +406,11 @@ def test_a_cut_off_leader_stops_before_the_standby_takes_over():
     lost = [e for e in events if e[1] == "a" and e[2] == "lost"]
     took = next(e for e in events if e[1] == "b" and e[2] == "acquired")
     assert lost, events
-    # a stopped acting at most its renew deadline (2 s, + the watchdog's 0.1 s) after the
-    # cut, and before b acquired, which was at least a lease duration (3 s) after b last
+    # a stopped acting about its renew deadline (2 s, + the watchdog's 0.1 s) after the cut --
+    # within 1.5 s of slack for a loaded machine's scheduling: the safety property is the order
+    # below -- and before b acquired, which was at least a lease duration (3 s) after b last
     # saw a renewal.
-    assert lost[0][0] <= cut_at + 2.0 + 0.5, (cut_at, events)
+    assert lost[0][0] <= cut_at + 2.0 + 1.5, (cut_at, events)
     assert lost[0][0] < took[0], events
     assert took[0] - cut_at >= 3.0 - 1.0, (cut_at, events)  # the last renewal was at most one retry before the cut
     assert not a.may_act() and b.may_act()

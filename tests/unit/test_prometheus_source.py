@@ -311,7 +311,8 @@ async def test_a_tick_waits_about_one_interval_for_a_round_then_holds():
     cache = SnapshotCache(lambda url: Slow())
     first = await cache.get("http://p", 60, max_age_s=1.0)
     assert not first.ok and "no complete answer within 1 s" in first.error  # not the round's ok
-    await asyncio.sleep(0.8)  # the round finishes in the background
+    while cache._inflight:  # the round finishes in the background
+        await asyncio.sleep(0.01)
     second = await cache.get("http://p", 60, max_age_s=1.0)
     assert second.ok
 
@@ -335,7 +336,8 @@ async def test_a_slow_prometheus_serves_its_last_round_instead_of_failing_every_
     cache = SnapshotCache(lambda url: Slow())
     first = await cache.get("http://p", 60, max_age_s=1.0)
     assert not first.ok  # nothing to fall back on yet
-    await asyncio.sleep(0.4)  # that round ends
+    while cache._inflight:  # that round ends
+        await asyncio.sleep(0.01)
     seen = []
     for _ in range(4):
         started = time.monotonic()
@@ -380,29 +382,41 @@ async def test_a_hung_prometheus_keeps_one_message_while_its_rounds_keep_failing
     """Each round of a hung Prometheus fails on the request's timeout, after the tick's wait has run out:
     the ticks report that last round's failure while the next round waits, so MetricsAvailable's message
     stays put. It alternated between the wait's "no complete answer within 1 s" and the round's own. A
-    round that succeeds clears it."""
+    round that succeeds clears it. (Each round waits for the test to end it: no race with the clock.)"""
+    import threading
     import time
 
-    answers = ["no answer within 1.2 s", "no answer within 1.2 s", None]
+    ends = [threading.Event(), threading.Event()]  # rounds 1 and 2 fail when set; round 3 answers at once
+    rounds = []
 
     class TimesOut:
         def fetch(self, window_s: int) -> Snapshot:
-            time.sleep(1.2)
-            why = answers.pop(0)
-            return Snapshot(taken_at=time.time(), ok=why is None, error=why and f"Prometheus at http://p: {why}")
+            n = len(rounds)
+            rounds.append(n)
+            if n < len(ends):
+                assert ends[n].wait(5.0)
+                return Snapshot(taken_at=0.0, ok=False, error="Prometheus at http://p: no answer within 5 s")
+            return Snapshot(taken_at=time.time(), ok=True)
+
+    async def round_over() -> None:
+        while cache._inflight:
+            await asyncio.sleep(0.01)
 
     cache = SnapshotCache(lambda url: TimesOut())
-    first = await cache.get("http://p", 60, max_age_s=1.0)
-    assert not first.ok and "no complete answer within 1 s" in first.error  # no round has finished yet
-    await asyncio.sleep(0.3)  # that round ends, failed
-    second = await cache.get("http://p", 60, max_age_s=1.0)  # a new round, still waiting after 1 s
-    assert not second.ok and second.error == "Prometheus at http://p: no answer within 1.2 s"
-    await asyncio.sleep(0.3)
-    third = await cache.get("http://p", 60, max_age_s=1.0)
-    assert third.error == second.error
-    await asyncio.sleep(0.3)  # the third round answers
-    assert (await cache.get("http://p", 60, max_age_s=1.0)).ok
-    assert not cache._failures
+    try:
+        first = await cache.get("http://p", 60, max_age_s=1.0)
+        assert not first.ok and "no complete answer within 1 s" in first.error  # no round has finished yet
+        ends[0].set()
+        await round_over()
+        second = await cache.get("http://p", 60, max_age_s=1.0)  # round 2, still waiting after 1 s
+        assert not second.ok and second.error == "Prometheus at http://p: no answer within 5 s"
+        ends[1].set()
+        await round_over()
+        third = await cache.get("http://p", 60, max_age_s=1.0)  # round 3 answers
+        assert third.ok and not cache._failures and rounds == [0, 1, 2]
+    finally:
+        for e in ends:
+            e.set()
 
 
 async def test_a_prometheus_that_hangs_holds_up_only_its_own_rounds():

@@ -119,13 +119,6 @@ class Autoscaler(Protocol):
     def step(self, view: View) -> tuple[int, str]: ...
 
 
-class BatcherTuning(Protocol):
-    """An autoscaler that also sets the batcher (``tritonscale --batching-tuner``): after each
-    step the engine applies a changed ``batcher`` (a rollout or a reload, ``ClusterConfig``)."""
-
-    batcher: BatcherConfig
-
-
 @dataclass(frozen=True)
 class TickRecord:
     t: float
@@ -182,7 +175,10 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     pending_ready: list[tuple[float, int]] = []  # heap of (ready_at, rid)
     by_id: dict[int, Replica] = {}
 
-    batcher = getattr(scaler, "batcher", None) or cfg.batcher  # a tuning scaler starts from its own settings
+    # An autoscaler that also sets the batcher (``tritonscale --batching-tuner``) has a ``batcher``
+    # attribute: the engine starts from it, and applies a changed one after each step (a rollout or a
+    # reload, ``ClusterConfig``).
+    batcher = getattr(scaler, "batcher", None) or cfg.batcher
 
     old: list[Replica] = []  # a rollout's pods with the settings from before it, still to replace
     surge: list[Replica] = []  # the rollout's extra pods while they start (at most maxSurge)

@@ -364,10 +364,6 @@ class Replica:
         self._nb = 0
 
     # -- what the replica's Triton /metrics would report -----------------------------------
-    @property
-    def busy_until(self) -> float:
-        return self._free
-
     def pending_at(self, t: float) -> int:
         """Requests received by ``t`` and not yet in an executing batch (nv_inference_pending_request_count)."""
         self.sync()
