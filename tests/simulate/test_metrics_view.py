@@ -116,21 +116,26 @@ def test_batch_statistics_as_triton_counts_them() -> None:
     assert ms == pytest.approx((4 * 28 + 16 * 52 + 16 * 52 + 4 * 28) / 40)  # request-weighted
 
 
-def test_batch_fields_reach_a_decider_observation_that_declares_them(monkeypatch) -> None:
-    from dataclasses import dataclass
-
-    from tritonscale.scaling.decider import Observation
+def test_batch_fields_reach_the_decider_observation() -> None:
     from tritonscale.simulate import metrics_view
 
-    @dataclass(frozen=True)
-    class WithBatches(Observation):
-        batch_size: float | None = None
-        batch_ms: float | None = None
-
-    monkeypatch.setattr(metrics_view, "Observation", WithBatches)
-    monkeypatch.setattr(metrics_view, "_OBS_FIELDS", {"batch_size", "batch_ms"})
     obs = metrics_view.observe([pod(np.full(40, 10.0) + np.arange(40) * 1e-6)], 15.0, CFG)
+    assert obs.status == "ok" and obs.pods == 1.0
     assert obs.batch_size == pytest.approx(10.0) and obs.batch_ms == pytest.approx(47.2)
+
+
+def test_a_window_rate_with_no_live_pod_is_no_data_as_in_the_operator() -> None:
+    """The simulator reads its query answers with the operator's own code (Snapshot.observation): a
+    removed pod's rate still in the window, with no pod scraped now, is the traffic of pods gone,
+    fading -- no data, on which the decider holds. The simulator's own reading called it "ok" with
+    0 pods."""
+    from tritonscale.simulate import metrics_view
+
+    gone = pod(np.sort(np.random.default_rng(3).uniform(0, 400, 40_000)))
+    gone.removed = 200.0
+    obs = metrics_view.observe([], 210.0, CFG, retired=[gone])
+    assert obs.status == "no_data" and "no pod exports Triton's series now" in obs.message, obs
+    assert metrics_view.observe([gone], 190.0, CFG).status == "ok"
 
 
 def test_a_removed_pods_rate_fades_out_of_the_window_instead_of_vanishing() -> None:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from tritonscale.api import status as st
-from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.api.spec import BatchingSpec, InferenceServiceSpec
 from tritonscale.api.status import auto_tune_enabled, tuned_batcher
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling.decider import Decision, Observation, Policy, learned_cost
@@ -46,10 +46,15 @@ def with_settings(policy: Policy, settings: bt.Settings) -> Policy:
 
 
 def bounds(spec: InferenceServiceSpec) -> bt.Bounds:
-    b = spec.batching
+    return batching_bounds(spec.model.max_batch_size, spec.batching)
+
+
+def batching_bounds(max_batch_size: int, b: BatchingSpec | None) -> bt.Bounds:
+    """The tuner's bounds from ``model.maxBatchSize`` and ``spec.batching`` (the simulator's service has
+    no whole spec): autoTune's, and the queue timeout when its action is REJECT."""
     tune = b.auto_tune if b is not None else None
     timeout = b.queue_timeout_microseconds if b is not None and b.timeout_action == "REJECT" else None
-    return bt.Bounds(max(1, spec.model.max_batch_size), tune.max_queue_delay_microseconds if tune else None,
+    return bt.Bounds(max(1, max_batch_size), tune.max_queue_delay_microseconds if tune else None,
                      tuple(tune.preferred_batch_sizes) if tune else (), timeout or None)
 
 

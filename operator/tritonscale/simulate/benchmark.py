@@ -26,9 +26,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from tritonscale.api.spec import ScaleDownPolicy, ScalingSpec
+from tritonscale.api.spec import AutoTuneSpec, BatchingSpec, ScaleDownPolicy, ScalingSpec
+from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import decider
-from tritonscale.scaling.batching_tuner import Bounds
+from tritonscale.scaling.batching_tuner import Settings
 from tritonscale.simulate.capacity import Calibration, capacity_at_slo
 from tritonscale.simulate.engine import ClusterConfig, RunResult, TickRecord, simulate
 from tritonscale.simulate.policies import parse_static, validate_name
@@ -145,12 +146,17 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
     if name == "tritonscale":
         spec = scaling_spec(opts)
         # the decider plans with the batcher settings in force, as the operator's tick does
-        pol = replace(decider.Policy.from_spec(spec, c.batcher.max_batch),
-                      queue_delay_ms=c.batcher.max_queue_delay_ms, preferred_batch_sizes=tuple(c.batcher.preferred))
+        pol = bs.with_settings(decider.Policy.from_spec(spec, c.batcher.max_batch), Settings(
+            round(c.batcher.max_queue_delay_ms * 1000), tuple(c.batcher.preferred)))
         ours = TritonscalePolicy(pol, interval_s=float(spec.interval_seconds), initial=initial,
                                  state=decider.State(recommendations=((0.0, initial, initial),)))
         if opts.batching_tuner:
-            ours.batcher, ours.bounds = c.batcher, Bounds(c.batcher.max_batch)
+            # the operator's bounds for a service whose batching has this queue timeout (the simulated
+            # replicas reject, as timeout_action REJECT) and autoTune with no bounds of its own
+            timeout = c.batcher.queue_timeout_ms
+            batching = BatchingSpec(auto_tune=AutoTuneSpec(enabled=True), timeout_action="REJECT",
+                                    queue_timeout_microseconds=round(timeout * 1000) if timeout else None)
+            ours.batcher, ours.bounds = c.batcher, bs.batching_bounds(c.batcher.max_batch, batching)
             ours.reload_pause_s = c.reload_pause_s if c.batching_apply == "reload" else 0.0  # a rollout: view.rolling
         return ours
     if name == "hpa":

@@ -37,12 +37,15 @@ scrape: ``sum(rate())`` is the fleet's average over the window, whatever the chu
 needs two samples in the range. ``tests/integration/test_prometheus_rate.py`` checks this
 function against Debian's Prometheus.
 
-Batch statistics, for a decider that wants them: ``batch_size`` =
+Batch statistics: ``batch_size`` =
 ``irate(nv_inference_count) / irate(nv_inference_exec_count)`` (requests per model
 execution) and ``batch_ms`` = ``irate(nv_inference_compute_infer_duration_us) /
 irate(nv_inference_request_success)`` (Triton charges each request the whole batch's
-compute time, so this is the request-weighted batch duration), between the last two scrapes. They are passed
-only if ``Observation`` declares fields of those names.
+compute time, so this is the request-weighted batch duration), between the last two scrapes.
+
+These answers become the decider's Observation through the operator's own reading of a round of
+queries (``prometheus_source.Snapshot.observation``): a window rate with no live pod is no data (the
+fleet holds), as in the operator.
 
 HPA's utilisation (GPU duty cycle: share of wall time the instance executes a
 batch) and Knative's concurrency (time-averaged in-flight requests, which the
@@ -54,13 +57,13 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
 from tritonscale.scaling.decider import Observation
+from tritonscale.scaling.prometheus_source import Key, Snapshot
 from tritonscale.simulate.replica import Replica
 
 
@@ -77,7 +80,8 @@ class PromConfig:
             raise ValueError("scrape interval and windows must be > 0 s")
 
 
-_OBS_FIELDS = {f.name for f in fields(Observation)}
+# The simulated service's (namespace, inferenceservice, model) in the query answers it reads.
+SERIES_KEY: Key = ("default", "simulated", "model")
 
 
 def last_scrape(now: float, scrape_s: float, offset: float = 0.0) -> float:
@@ -211,28 +215,26 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
     rates = window_rates([*pods, *retired], now, cfg)
     if not rates.series:
         return Observation(status="no_data", message="no pod has two scrapes yet")
-    extra: dict[str, Any] = {}
-    if {"batch_size", "batch_ms"} & _OBS_FIELDS:
-        size, ms = batch_stats(pods, now, cfg)
-        extra = {k: v for k, v in (("batch_size", size), ("batch_ms", ms)) if k in _OBS_FIELDS}
-    if "failed_rps" in _OBS_FIELDS:
-        extra["failed_rps"] = rates.failure
-    if "recent_rps" in _OBS_FIELDS and recent_series:
-        extra["recent_rps"] = recent
-    if "recent_served_rps" in _OBS_FIELDS and recent_series:
-        extra["recent_served_rps"] = recent_served
-    if "pending_min" in _OBS_FIELDS and pending_min is not None:
-        extra["pending_min"] = float(pending_min)
-    return Observation(
-        status="ok",
-        p95_ms=max(p95s) if p95s else None,
-        rps=rates.success,
-        queue_ms=(rates.queue_s / rates.success * 1000.0) if rates.success > 0 else None,
-        pending=float(pending),
-        pods=float(len(scraped)),  # count(success): the pods scraped since they became ready
-        pending_at=sum(scraped) / len(scraped) if scraped else last_scrape(now, cfg.scrape_s),  # avg(timestamp())
-        **extra,
-    )
+    size, ms = batch_stats(pods, now, cfg)
+    # What each query answers (None: no series, as an empty PromQL vector), read into the decider's
+    # Observation by the operator's own code: the same guards (no live pod is no data; a reading that
+    # is no measurement is none) and the same fields.
+    answers: dict[str, float | None] = {
+        "rps": rates.success,
+        "p95_ms": max(p95s) if p95s else None,
+        "queue_ms": (rates.queue_s / rates.success * 1000.0) if rates.success > 0 else None,
+        # instant vectors over the live pods scraped since they became ready: none, no series
+        "replicas": float(len(scraped)) if scraped else None,  # count(success)
+        "pending": float(pending) if scraped else None,
+        "pending_min": float(pending_min) if pending_min is not None else None,
+        "pending_at": sum(scraped) / len(scraped) if scraped else None,  # avg(timestamp())
+        "batch_size": size, "batch_ms": ms,
+        "failed_rps": rates.failure,
+        "recent_rps": recent if recent_series else None,
+        "recent_served_rps": recent_served if recent_series else None,
+    }
+    values = {signal: {SERIES_KEY: v} for signal, v in answers.items() if v is not None}
+    return Snapshot(taken_at=now, ok=True, values=values, window_s=round(cfg.window_s)).observation(*SERIES_KEY)
 
 
 def batch_stats(pods: Sequence[Replica], now: float, cfg: PromConfig) -> tuple[float | None, float | None]:

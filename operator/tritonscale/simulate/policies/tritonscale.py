@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling import decider
 from tritonscale.simulate.engine import View
@@ -59,21 +60,19 @@ class TritonscalePolicy:
         return d.replicas, f"{d.reason}: {d.message}"
 
     def _tune(self, view: View, obs: decider.Observation, d: decider.Decision) -> None:
-        """The operator's tuner call (scaling/batching_status.py does the same from the tick)."""
+        """The operator's tuner call (``batching_status.tune_tick`` from the tick), with the same
+        observation and the same policy update; the rollout flags come from the simulated fleet."""
         assert self.batcher is not None and self.bounds is not None
         now = bt.Settings(round(self.batcher.max_queue_delay_ms * 1000), tuple(self.batcher.preferred))
-        rate = d.details.get("rate")
-        ready = min(view.ready, view.current)
-        tobs = bt.TunerObservation(decider.learned_cost(d.state.batch_samples, self.policy.max_batch_size),
-                                   float(rate) / ready if isinstance(rate, (int, float)) and ready else None,
-                                   self.policy.target_p95_ms, obs.p95_ms,
-                                   rollout=view.rolling or view.ready < view.current or view.now < self.reload_until)
+        tobs = bs.tuner_observation(obs, d, self.policy, min(view.ready, view.current),
+                                    rollout=view.rolling or view.ready < view.current or view.now < self.reload_until,
+                                    updating=view.rolling)
         out = bt.tune(tobs, now, self.bounds, self.tuner_state, view.now)
         self.tuner_state = out.state
         self.tuner_verdict = f"{out.reason}: {out.message}"
         if out.changed:
             s = out.settings
             self.batcher = replace(self.batcher, max_queue_delay_ms=s.delay_ms, preferred=s.preferred)
-            self.policy = replace(self.policy, queue_delay_ms=s.delay_ms, preferred_batch_sizes=s.preferred)
+            self.policy = bs.with_settings(self.policy, s)
             self.tunings.append((view.now, out.reason, s.describe()))
             self.reload_until = view.now + view.current * self.reload_pause_s
