@@ -79,6 +79,11 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
     assert (obs.pending, obs.pending_min, obs.pods) == (40.0, 3.0, 3.0)
     idle = snap.observation("ns", "idle", "m")
     assert (idle.status, idle.rps, idle.p95_ms) == ("ok", 0.0, None)  # NaN summary: no value, but data
+    assert obs.message == "" and idle.message.startswith("Triton's p95 series reads nan: no request completed")
+    # No latency series at all: what Triton does for a model with the response cache (its request summary
+    # is off), which MetricsAvailable's NoLatency then names instead of "read NaN".
+    cached = Snapshot(taken_at=0, ok=True, values={"rps": {key: 5.0}, "replicas": {key: 1.0}}).observation(*key)
+    assert cached.status == "ok" and cached.p95_ms is None and "spec.model.responseCache" in cached.message
     missing = snap.observation("ns", "other", "m")
     assert missing.status == "no_data" and "inferenceservice=other" in missing.message
     # Series scraped (the instant count sees two pods) but rate() had too few samples in the window.

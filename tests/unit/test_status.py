@@ -144,6 +144,9 @@ def test_the_autoscaler_writes_only_its_own_fields() -> None:
     (Observation(status="ok", p95_ms=None, rps=0.0), "Idle", "no requests in the rate window"),
     # requests flowing and a NaN p95 (Triton's summary, its own 60 s): it said Idle beside 200 rps
     (Observation(status="ok", p95_ms=None, rps=200.0), "NoLatency", "200.00 rps, but no p95"),
+    # the reading says why (Snapshot.observation): here, no summary series (the response cache)
+    (Observation(status="ok", p95_ms=None, rps=200.0, message="Triton exports no latency summary"), "NoLatency",
+     "200.00 rps, but no p95 (Triton exports no latency summary); scaling on the rate and the queue"),
 ])
 def test_metrics_available_tells_idle_from_a_missing_latency(obs, reason, message) -> None:
     decision = Decision(3, "WithinTolerance", "ok", State(), metrics_ok=True)

@@ -157,6 +157,9 @@ def _metrics(status: str, reason: str) -> dict[str, Any]:
     (_metrics("False", "PrometheusUnavailable"), ("True", "Idle"), ("Normal", "PrometheusAvailable")),
     (_metrics("True", "Available"), ("False", "NoData"), None),  # not the dependency: its condition says it
     (_metrics("False", "NoData"), ("True", "Available"), None),
+    # back after its own restart: it answers, with fewer than two scrapes yet (the first answer is NoData,
+    # and the Warning was never followed by its Normal event)
+    (_metrics("False", "PrometheusUnavailable"), ("False", "NoData"), ("Normal", "PrometheusAvailable")),
     (_metrics("True", "Available"), ("True", "Available"), None),
 ])
 def test_prometheus_going_away_and_back_is_an_event(before, after, said):

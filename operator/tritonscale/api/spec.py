@@ -219,7 +219,10 @@ class ModelSpec(_Model):
         "(onnxruntime: TensorRT EP; tensorflow: TF-TRT, fp16 only). For the tensorrt backend the plan's "
         "precision is fixed when the engine is built, so nothing is rendered.",
     )
-    response_cache: bool = Field(default=False, description="Enable Triton's response cache for this model.")
+    response_cache: bool = Field(default=False, description=(
+        "Enable Triton's response cache for this model. Triton then exports no end-to-end latency summary "
+        "for it, so the autoscaler has no p95 (MetricsAvailable NoLatency) and scales on the request rate "
+        "and the queue alone."))
     parameters: dict[str, str] = Field(
         default_factory=dict, description="Extra model parameters, rendered into config.pbtxt `parameters`.",
     )

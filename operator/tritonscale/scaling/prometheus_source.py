@@ -241,12 +241,23 @@ class Snapshot:
                                        f"scrapes fail, or the pods are gone; "
                                        f"{self._targets(namespace, name, model)}); the {rps:.1f} rps read over "
                                        f"the window is of earlier scrapes, fading")
-        return Observation(status="ok", p95_ms=val("p95_ms"), rps=rps, queue_ms=val("queue_ms"), pods=pods,
+        p95 = val("p95_ms")
+        return Observation(status="ok", p95_ms=p95, rps=rps, queue_ms=val("queue_ms"), pods=pods,
+                           message="" if p95 is not None else self._no_p95(key),
                            pending=val("pending"), pending_min=val("pending_min"), pending_at=val("pending_at"),
                            batch_size=val("batch_size"), batch_ms=val("batch_ms"),
                            failed_rps=val("failed_rps"), recent_rps=val("recent_rps"),
                            recent_served_rps=val("recent_served_rps"))
 
+
+    def _no_p95(self, key: Key) -> str:
+        """Why there is no p95 while requests flow: no series at all, or one that reads no latency."""
+        raw = self.values.get("p95_ms", {}).get(key)
+        if raw is None:
+            return ("Triton exports no latency summary for the model: Triton turns it off for a model with "
+                    "the response cache (spec.model.responseCache), and without "
+                    "--metrics-config=summary_latencies=true")
+        return f"Triton's p95 series reads {raw:g}: no request completed in its summary's last 60 s"
 
     def _targets(self, namespace: str, name: str, model: str) -> str:
         """Why a service has no live Triton series, from its scrape targets' ``up``."""

@@ -262,7 +262,8 @@ def prometheus_transition(status: Mapping[str, Any] | None,
                                                     f"(spec.scaling.fallbackReplicas, if set, after "
                                                     f"failureThreshold failed ticks) until Prometheus "
                                                     f"answers")[:1000]
-    if was_down and after.status == "True":
+    if was_down and after.reason != "PrometheusUnavailable":
+        # NoData too: Prometheus answers, with too little yet (after its own restart, fewer than two scrapes)
         return "Normal", "PrometheusAvailable", f"Prometheus answers again: {after.message}"[:1000]
     return None
 
@@ -288,7 +289,7 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
                                  now, gen)
     else:  # requests, but no p95: Triton's summary covers its own last 60 s, which may hold none of them
         conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "NoLatency",
-                                 f"{obs.rps:.2f} rps, but no p95 (Triton's latency series read NaN); "
+                                 f"{obs.rps:.2f} rps, but no p95 ({obs.message or 'no latency series'}); "
                                  "scaling on the rate and the queue", now, gen)
     if census is None:
         conds = st.set_condition(conds, st.SCHEDULABLE, "Unknown", "PodsUnreadable", census_error, now, gen)
