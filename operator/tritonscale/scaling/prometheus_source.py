@@ -7,15 +7,16 @@ by those labels, so 1,000 InferenceServices cost the same thirteen queries as on
 
 p95 combination
 ---------------
-Where Triton exports a latency histogram (``--metrics-config=
-histogram_latencies=true`` on newer releases) the p95 is
-``histogram_quantile(0.95, sum by (..., le)(rate(...bucket[W])))``, exact
-across pods. Otherwise the per-pod summary ``nv_inference_request_summary_us
-{quantile="0.95"}`` (Triton's 60 s sliding window) is combined with ``max by``:
-summary quantiles cannot be merged, and the worst pod's p95 is an upper
-bound of the service's p95 (if every pod serves 95% of its requests within
-its own p95, then at least 95% of all requests finish within the largest
-one). One PromQL ``or`` picks the histogram where it exists.
+The per-pod summary ``nv_inference_request_summary_us{quantile="0.95"}`` (Triton's 60 s sliding
+window; the rendered pods run ``--metrics-config=summary_latencies=true``) is combined with ``max by``:
+summary quantiles cannot be merged, and the worst pod's p95 is an upper bound of the service's p95
+(if every pod serves 95% of its requests within its own p95, then at least 95% of all requests finish
+within the largest one). Where there is no summary -- Triton turns it off for a model with the response
+cache -- and Triton exports its latency histogram (``--metrics-config=histogram_latencies=true`` in
+``runtime.extraArgs``, newer releases), the p95 is ``histogram_quantile(0.95, sum by (..., le)
+(rate(...bucket[W])))`` over the merged buckets. The summary comes first: the histogram's default
+buckets are 100, 500, 2000 and 5000 ms, and a quantile interpolated inside the first reads any p95
+under 100 ms as about 95 ms. One PromQL ``or`` picks the summary where it exists.
 
 Results tell three cases apart: a value, no data (series absent, or NaN as
 an idle summary reports), and a failure of the query.
@@ -129,9 +130,9 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
     served = f"sum by ({g}) {live_irate(success, w)}"
     return {
         "p95_ms": (
-            f"histogram_quantile(0.95, sum by ({g}, le) "
-            f"(rate(nv_inference_first_response_histogram_ms_bucket{{{m}}}[{w}]))) "
-            f'or max by ({g}) (nv_inference_request_summary_us{{quantile="0.95", {m}}}) / 1000'
+            f'max by ({g}) (nv_inference_request_summary_us{{quantile="0.95", {m}}}) / 1000 '
+            f"or histogram_quantile(0.95, sum by ({g}, le) "
+            f"(rate(nv_inference_first_response_histogram_ms_bucket{{{m}}}[{w}])))"
         ),
         "rps": f"sum by ({g}) (rate({success}[{w}]))",
         "queue_ms": (
