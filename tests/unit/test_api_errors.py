@@ -25,6 +25,12 @@ def api_error(status: int, reason: str, message: str | None) -> ApiException:
     (api_error(403, "Forbidden", 'deployments.apps "linear" is forbidden: exceeded quota: gpus'),
      '403 Forbidden: deployments.apps "linear" is forbidden: exceeded quota: gpus'),
     (api_error(500, "Internal Server Error", None), "500 Internal Server Error"),
+    # an admission webhook's report over several lines (a policy engine's), kept on one
+    (api_error(400, "Bad Request", 'admission webhook "validate.kyverno.svc" denied the request: \n\n'
+                                   "resource Deployment/default/linear was blocked:\n\nrequire-labels:\n  check-team: "
+                                   "label team is required"),
+     '400 Bad Request: admission webhook "validate.kyverno.svc" denied the request: resource '
+     "Deployment/default/linear was blocked: require-labels: check-team: label team is required"),
     (urllib3.exceptions.ReadTimeoutError(None, "/apis", "Read timed out. (read timeout=30)"),
      "ReadTimeoutError: None: Read timed out. (read timeout=30)"),
     # the pool's wrapper is unwrapped and the connection's repr (another at every failure) left out

@@ -153,7 +153,8 @@ def describe_api_error(exc: BaseException) -> str:
     """One line for a failed request: ``403 Forbidden: <the API server's message>`` for an
     ApiException (not its four lines of headers and body), else the exception's first line."""
     if isinstance(exc, ApiException):
-        message = api_status(exc).get("message") or ""
+        # an admission webhook's denial may be several lines (a policy engine's report): one line here
+        message = " ".join(str(api_status(exc).get("message") or "").split())
         return f"{exc.status} {exc.reason}" + (f": {message}" if message else "")
     if isinstance(exc, urllib3.exceptions.MaxRetryError) and isinstance(exc.reason, BaseException):
         exc = exc.reason  # what failed, not the pool's "Max retries exceeded with url: ..." around it

@@ -88,7 +88,7 @@ class SnapshotCache:
         task = self._inflight.get(key)
         if task is None:
             task = asyncio.get_running_loop().create_task(self._fetch(key, url, window_s),
-                                                          name=f"Prometheus queries {url} {window_s}s")
+                                                          name=f"Prometheus queries {shown_url(url)} {window_s}s")
             self._inflight[key] = task
         # The fetch is a task of its own, not the first caller's: a caller cancelled while it waits
         # (its InferenceService deleted, its daemon stopped) must not cancel the others' fetch.
