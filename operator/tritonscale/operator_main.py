@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -13,7 +14,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -161,6 +162,22 @@ class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
             return None
 
 
+class RetryForever:
+    """Kopf's backoffs for its own API requests (its watches, its annotation patches): its default
+    ones (1, 1, 2, 3, 5, 8, 13, 21 s), then every ``RETRY_EVERY_S`` for as long as it takes. Kopf fails
+    as a whole when one watch's backoffs run out: a namespace the operator may not read (a tenant
+    deleted and recreated it, and the chart's Role in it went too) stopped it for every namespace, and
+    Kopf 1.45 could then hang in its own cancellation with the Lease still renewed. Now that watch says
+    so at each retry, and the other namespaces are served. Not Sized: Kopf then retries without
+    end, and each request iterates it afresh."""
+
+    RETRY_EVERY_S = 30.0
+    FIRST = (1, 1, 2, 3, 5, 8, 13, 21)
+
+    def __iter__(self) -> Iterator[float]:
+        return itertools.chain(self.FIRST, itertools.repeat(self.RETRY_EVERY_S))
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Keep Kopf's bookkeeping in our own annotation namespace and out of status.
@@ -180,6 +197,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.peering.standalone = True
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 30
+    settings.networking.error_backoffs = RetryForever()
     settings.execution.max_workers = 16
 
 
@@ -237,7 +255,15 @@ def run(options: OperatorOptions) -> int:
         )
     except KeyboardInterrupt:
         pass
+    except Exception as exc:  # noqa: BLE001 -- Kopf failed as a whole: one line and a non-zero exit
+        _stopped_by(exc)
+        flush_and_exit(1)
     flush_and_exit(0)  # Kopf has stopped; see tritonscale.process_exit
+
+
+def _stopped_by(exc: BaseException) -> None:
+    logging.getLogger("tritonscale").error(f"the operator stopped: Kopf failed: {type(exc).__name__}: "
+                                           f"{' '.join(str(exc).split())[:1000]}")
 
 
 def warn_missing_namespaces(namespaces: list[str], names: Callable[[], set[str]]) -> list[str]:
@@ -306,6 +332,7 @@ def _run_elected(options: OperatorOptions, settings: ElectionSettings) -> int:
         if stop.is_set():
             logging.getLogger("tritonscale").info("stopped as a standby")
             return 0
+    rc = 0
     try:
         # Kopf installs its own SIGTERM/SIGINT handlers; `stop` covers a signal that came
         # before it did.
@@ -313,6 +340,9 @@ def _run_elected(options: OperatorOptions, settings: ElectionSettings) -> int:
                  standalone=True, stop_flag=kopf_stop)
     except KeyboardInterrupt:
         pass
+    except Exception as exc:  # noqa: BLE001 -- Kopf failed as a whole: hand the Lease back, exit 1
+        _stopped_by(exc)
+        rc = 1
     # Kopf has stopped; worker threads may still be in a write. Refuse new ones, wait for
     # those (half the renew deadline: we are still within our lease), and only then hand
     # the Lease back.
@@ -322,7 +352,7 @@ def _run_elected(options: OperatorOptions, settings: ElectionSettings) -> int:
     else:
         elector.stopping = True  # a write is stuck: let the Lease expire rather than hand it over
         logging.getLogger("tritonscale").warning("a write did not finish; not releasing the Lease (it expires)")
-    return 0
+    return rc
 
 
 def _stopping_already(sig: signal.Signals) -> None:
