@@ -463,6 +463,10 @@ def test_prometheus_scrape_config(rendered):
     assert targets == {"inferenceservice": ["__meta_kubernetes_pod_label_tritonscale_io_inferenceservice"],
                        "namespace": ["__meta_kubernetes_namespace"], "pod": ["__meta_kubernetes_pod_name"]}
     assert jobs["tritonscale-operator"]["honor_labels"] is True
+    # honor_labels trusts the scraped pods' labels: only the operator's namespace is discovered (any pod
+    # with the operator's labels, in any tenant's namespace, could label series as another's service)
+    assert jobs["tritonscale-operator"]["kubernetes_sd_configs"] == [
+        {"role": "pod", "namespaces": {"names": ["tritonscale-system"]}}]
 
     # The scrape job keeps the operator pod by the labels the chart gives it.
     dep = _one(rendered["default"], "Deployment")
@@ -481,6 +485,12 @@ def test_prometheus_scrape_config(rendered):
 
     cm = _one(rendered["non-default"], "ConfigMap", "tritonscale-prometheus-scrape-config")
     assert cm["data"]["tritonscale-scrape-configs.yaml"] == text.rstrip("\n")
+    # a release in another namespace: its ConfigMap's operator job discovers the pods there
+    other = [d for d in yaml.safe_load_all(helm("template", "tritonscale", str(CHART), "--namespace", "team-ops",
+                                                "--set", "prometheusScrapeConfig.enabled=true")) if d]
+    cm = _one(other, "ConfigMap", "tritonscale-prometheus-scrape-config")
+    jobs = {job["job_name"]: job for job in yaml.safe_load(cm["data"]["tritonscale-scrape-configs.yaml"])}
+    assert jobs["tritonscale-operator"]["kubernetes_sd_configs"][0]["namespaces"] == {"names": ["team-ops"]}
 
 
 def test_grafana_dashboard(rendered):
