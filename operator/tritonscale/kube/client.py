@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import re
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -91,6 +93,10 @@ def load_credentials() -> None:
     # as it was reused -- it closes idle ones after 90 s: such a request fails, and is tried again as
     # any failed one is.)
     cfg.retries = 0
+    if not cfg.verify_ssl:  # the kubeconfig's insecure-skip-tls-verify: said once, not urllib3's warning per request
+        logging.getLogger("tritonscale").warning(
+            "the API server's TLS certificate is not checked (insecure-skip-tls-verify in the kubeconfig)")
+        warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
     kubernetes.client.Configuration.set_default(cfg)
 
 
