@@ -323,7 +323,8 @@ def test_an_insecure_kubeconfig_is_said_once_not_at_every_request(tmp_path, monk
 
     config = tmp_path / "kubeconfig"
     config.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-                      "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}}]\n"
+                      "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1',\n"
+                      "                               insecure-skip-tls-verify: true}}]\n"
                       "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     real = kubernetes.config.load_kube_config
@@ -333,7 +334,7 @@ def test_an_insecure_kubeconfig_is_said_once_not_at_every_request(tmp_path, monk
         with warnings.catch_warnings(record=True) as seen, caplog.at_level(logging.WARNING, logger="tritonscale"):
             warnings.simplefilter("always")
             kc.load_credentials()
-            warnings.warn("Unverified HTTPS request", urllib3.exceptions.InsecureRequestWarning)
+            warnings.warn("Unverified HTTPS request", urllib3.exceptions.InsecureRequestWarning, stacklevel=1)
         assert not [w for w in seen if issubclass(w.category, urllib3.exceptions.InsecureRequestWarning)], seen
         assert [r.getMessage() for r in caplog.records if r.name == "tritonscale"] == [
             "the API server's TLS certificate is not checked (insecure-skip-tls-verify in the kubeconfig)"]
