@@ -8,7 +8,7 @@ cross-field constraints. Both report as :class:`Problem` so the operator
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,11 +32,13 @@ class Problem:
         return f"{self.field}: {self.message}"
 
 
-def _loc_to_path(loc: tuple[Any, ...]) -> str:
-    path = "spec"
+def field_path(loc: Sequence[Any], root: str = "spec") -> str:
+    """A pydantic error's location as a field path under ``root``: ``spec.model.inputs[0].name``
+    (``root`` empty: ``model.inputs[0].name``)."""
+    path = root
     for part in loc:
         path += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return path
+    return path.lstrip(".")
 
 
 def _gpu_resource_problems(spec: InferenceServiceSpec) -> list[Problem]:
@@ -83,7 +85,7 @@ def _pydantic_problems(err: ValidationError) -> list[Problem]:
             msg = "unknown field"
         elif e["type"] == "missing":
             msg = "required field is missing"
-        out.append(Problem(_loc_to_path(e["loc"]), msg.removeprefix("Value error, ")))
+        out.append(Problem(field_path(e["loc"]), msg.removeprefix("Value error, ")))
     return out
 
 

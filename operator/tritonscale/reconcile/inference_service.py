@@ -26,7 +26,7 @@ from kubernetes.client import (
 
 from tritonscale.api import status as st
 from tritonscale.api.spec import LABEL, InferenceServiceSpec, model_name
-from tritonscale.api.validation import Problem, validate_body
+from tritonscale.api.validation import Problem, field_path, validate_body
 from tritonscale.kube.client import Kube, api_status, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.reconcile.diff import plan_patch, with_last_applied
@@ -281,8 +281,7 @@ def client_problems(ref: str, exc: pydantic.ValidationError, argument: bool = Tr
     out = []
     for err in exc.errors():
         loc = list(err.get("loc", ()))[1 if argument else 0:]
-        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-        out.append(child_problem(ref, path, str(err.get("msg") or "invalid")))
+        out.append(child_problem(ref, field_path(loc, root=""), str(err.get("msg") or "invalid")))
     return out or [Problem(ref, str(exc))]
 
 
