@@ -546,3 +546,12 @@ def effective_queue_timeout_us(spec: InferenceServiceSpec, delay_us: int | None 
     target = spec.scaling.target_p95_milliseconds
     delay = b.max_queue_delay_microseconds if delay_us is None else delay_us
     return default_queue_timeout_us(target, delay) if target else 0
+
+
+def field_bounds(model: type[BaseModel], name: str) -> tuple[Any, Any]:
+    """(ge, le) of a model's field as its Field declares them (None where it sets none): for messages and
+    clamps outside the model that must not drift from it (the simulator's flags)."""
+    metadata = model.model_fields[name].metadata
+    ge = next((m.ge for m in metadata if getattr(m, "ge", None) is not None), None)
+    le = next((m.le for m in metadata if getattr(m, "le", None) is not None), None)
+    return ge, le

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from tritonscale.api.spec import AutoTuneSpec, BatchingSpec, ScaleDownPolicy, ScalingSpec
+from tritonscale.api.spec import AutoTuneSpec, BatchingSpec, ScaleDownPolicy, ScalingSpec, field_bounds
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import decider
 from tritonscale.scaling.batching_tuner import Settings
@@ -42,6 +42,8 @@ from tritonscale.simulate.policies.static import StaticPolicy
 from tritonscale.simulate.policies.triton_queue import TritonQueuePolicy
 from tritonscale.simulate.policies.tritonscale import TritonscalePolicy
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, Summary, summarise, window_p95_ms
+
+WINDOW_S = field_bounds(ScalingSpec, "window_seconds")  # the CRD's windowSeconds range
 
 TIMELINE_STEP_S = 5.0
 
@@ -125,7 +127,7 @@ def scaling_spec(opts: Options) -> ScalingSpec:
     fields: dict = {"min_replicas": c.min_replicas, "max_replicas": c.max_replicas,
                     "target_p95_milliseconds": opts.slo_ms,
                     # one window for the rate() queries and the decider's level, as in the operator
-                    "window_seconds": min(3600, max(5, round(c.prom.window_s)))}
+                    "window_seconds": min(WINDOW_S[1], max(WINDOW_S[0], round(c.prom.window_s)))}
     if opts.interval_s is not None:
         fields["interval_seconds"] = max(1, round(opts.interval_s))
     if opts.scale_down_stabilization_s is not None:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from tritonscale.api.spec import ModelSpec, ScaleDownPolicy, default_queue_timeout_us
+from tritonscale.api.spec import ModelSpec, ScaleDownPolicy, ScalingSpec, default_queue_timeout_us, field_bounds
 from tritonscale.cli_numbers import at_least, int_in, non_negative_float, positive_float, share
 from tritonscale.given_flags import record_given, was_given
 from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, write_output
@@ -128,7 +128,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 SCALING_FLAGS = {"target_p95_milliseconds": "--slo-ms", "min_replicas": "--min-replicas",
                  "max_replicas": "--max-replicas", "interval_seconds": "--interval-s",
                  "scale_down": "--scale-down-stabilization-s"}
-MAX_BATCH = next(m.le for m in ModelSpec.model_fields["max_batch_size"].metadata if hasattr(m, "le"))
+MAX_BATCH = field_bounds(ModelSpec, "max_batch_size")[1]
+INTERVAL_S = field_bounds(ScalingSpec, "interval_seconds")  # the CRD's intervalSeconds range
+WINDOW_S = field_bounds(ScalingSpec, "window_seconds")  # and windowSeconds
 
 
 def options_from_args(args: argparse.Namespace) -> Options:
@@ -155,10 +157,13 @@ def options_from_args(args: argparse.Namespace) -> Options:
         raise ValueError("--jobs must be >= 1")
     if args.static_replicas is not None and not args.min_replicas <= args.static_replicas <= args.max_replicas:
         raise ValueError("--static-replicas must be within --min-replicas..--max-replicas")
-    if args.interval_s is not None and (args.interval_s != round(args.interval_s) or args.interval_s > 600):
-        raise ValueError(f"--interval-s: {args.interval_s:g}: the CRD's intervalSeconds is whole seconds, 1-600")
-    if args.window_s != round(args.window_s) or not 5 <= args.window_s <= 3600:
-        raise ValueError(f"--window-s: {args.window_s:g}: the CRD's windowSeconds is whole seconds, 5-3600")
+    if args.interval_s is not None and (args.interval_s != round(args.interval_s)
+                                        or not INTERVAL_S[0] <= args.interval_s <= INTERVAL_S[1]):
+        raise ValueError(f"--interval-s: {args.interval_s:g}: the CRD's intervalSeconds is whole seconds, "
+                         f"{INTERVAL_S[0]}-{INTERVAL_S[1]}")
+    if args.window_s != round(args.window_s) or not WINDOW_S[0] <= args.window_s <= WINDOW_S[1]:
+        raise ValueError(f"--window-s: {args.window_s:g}: the CRD's windowSeconds is whole seconds, "
+                         f"{WINDOW_S[0]}-{WINDOW_S[1]}")
     if args.window_s < 2 * args.scrape_s:  # as the operator's NoData says: rate() would never have a value
         raise ValueError(f"--window-s {args.window_s:g} holds fewer than two scrapes at --scrape-s {args.scrape_s:g}: "
                          "rate() needs two samples in its window")
