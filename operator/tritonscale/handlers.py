@@ -17,6 +17,7 @@ import kopf
 import urllib3
 from kubernetes.client import ApiException
 
+from tritonscale.api import status as st
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 from tritonscale.api.validation import scaling_spec
 from tritonscale.kube.client import Kube, describe_api_error, namespace_terminating
@@ -86,9 +87,9 @@ def _events_for(body: Any) -> Any:
 # The batching tuner (in the autoscaler's tick) writes the settings in force to status.batching;
 # the reconciler renders them into config.pbtxt, which rolls the pods. Only these three fields:
 # status.batching.tunerState changes every tick and must not reconcile every tick.
-@kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.maxQueueDelayMicroseconds")
-@kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.preferredBatchSizes")
-@kopf.on.field(GROUP, VERSION, PLURAL, field="status.batching.source")
+@kopf.on.field(GROUP, VERSION, PLURAL, field=st.batching_field("max_queue_delay_microseconds"))
+@kopf.on.field(GROUP, VERSION, PLURAL, field=st.batching_field("preferred_batch_sizes"))
+@kopf.on.field(GROUP, VERSION, PLURAL, field=st.batching_field("source"))
 def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> None:
     try:
         outcome = reconcile(_kube(), dict(body), _events_for(body))

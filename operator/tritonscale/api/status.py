@@ -91,6 +91,12 @@ def auto_tune_enabled(spec: InferenceServiceSpec) -> bool:
     return b is not None and b.enabled and b.auto_tune is not None and b.auto_tune.enabled
 
 
+def batching_field(name: str) -> str:
+    """The path of a BatchingStatus field in the object, as Kopf's field handlers take it:
+    ``status.batching.maxQueueDelayMicroseconds`` for ``max_queue_delay_microseconds``."""
+    return f"status.{InferenceServiceStatus.model_fields['batching'].alias}.{BatchingStatus.model_fields[name].alias}"
+
+
 @dataclass(frozen=True)
 class BatcherInForce:
     """The tuner's queue delay and preferred sizes (``status.batching``), in force instead of the spec's."""
