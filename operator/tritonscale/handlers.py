@@ -20,7 +20,7 @@ from kubernetes.client import ApiException
 from tritonscale.api import status as st
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 from tritonscale.api.validation import scaling_spec
-from tritonscale.kube.client import Kube, describe_api_error, namespace_terminating
+from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, namespace_terminating
 from tritonscale.reconcile.inference_service import reconcile
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
@@ -93,7 +93,7 @@ def _events_for(body: Any) -> Any:
 def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> None:
     try:
         outcome = reconcile(_kube(), dict(body), _events_for(body))
-    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+    except API_ERRORS as exc:
         if isinstance(exc, ApiException) and namespace_terminating(exc):
             # The namespace is being deleted with the object in it: the API server refuses to create
             # children there (403, NamespaceTerminating), and retrying would only warn until it is gone.
@@ -124,7 +124,7 @@ def _reconcile_owner(namespace: str, name: str) -> None:
         if owner is None or owner["metadata"].get("deletionTimestamp"):
             return  # the owner is gone; garbage collection removes the children
         reconcile(kube, owner, _events_for(owner))
-    except (ApiException, urllib3.exceptions.HTTPError) as exc:
+    except API_ERRORS as exc:
         # A 404: the owner or a child vanished between our read and our write: the garbage
         # collector removes a just-deleted owner's children within milliseconds. That
         # deletion's own watch event reconciles again if the owner is still there.

@@ -69,6 +69,9 @@ def _writing() -> Iterator[None]:
             _writes.notify_all()
 
 
+# What a failed request to the API server raises: the server's refusal, or the connection's failure.
+API_ERRORS = (ApiException, urllib3.exceptions.HTTPError)
+
 API_CONNECTIONS = 32
 
 

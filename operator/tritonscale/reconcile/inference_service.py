@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
-import urllib3
 from kubernetes.client import (
     ApiException,
     V1ConfigMap,
@@ -27,7 +26,7 @@ from kubernetes.client import (
 from tritonscale.api import status as st
 from tritonscale.api.spec import LABEL, InferenceServiceSpec, model_name
 from tritonscale.api.validation import Problem, field_path, validate_body
-from tritonscale.kube.client import Kube, api_status, describe_api_error
+from tritonscale.kube.client import API_ERRORS, Kube, api_status, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.reconcile.diff import plan_patch, with_last_applied
 from tritonscale.render.kubernetes_objects import build_children, endpoints, mounted_configmap, owned_by
@@ -181,7 +180,7 @@ def _delete_unmounted_configmaps(kube: Kube, ns: str, name: str, uid: str,
         if configmaps_to_delete(owned, deployments, uid):
             for cm in configmaps_to_delete(owned, [*deployments, *kube.list_replica_sets(ns, selector)], uid):
                 kube.delete_config_map(ns, cm["metadata"]["name"], cm["metadata"]["uid"])
-    except (ApiException, urllib3.exceptions.HTTPError) as exc:  # e.g. 403 with an older chart's RBAC
+    except API_ERRORS as exc:  # e.g. 403 with an older chart's RBAC
         # Once per service and failure, not at every pass (a pass runs at each child event).
         text = describe_api_error(exc)
         level = logging.DEBUG if _cleanup_failed.get(f"{ns}/{name}") == text else logging.WARNING

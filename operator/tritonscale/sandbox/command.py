@@ -24,11 +24,8 @@ import signal
 import sys
 from typing import Any
 
-import urllib3
-from kubernetes.client import ApiException
-
 from tritonscale.cli_numbers import int_in, non_negative_float, positive_float
-from tritonscale.kube.client import describe_api_error
+from tritonscale.kube.client import API_ERRORS, describe_api_error
 from tritonscale.output_paths import ensure_distinct, ensure_folder, ensure_image, ensure_parent, path_arg
 from tritonscale.sandbox.live_view import LiveView
 from tritonscale.sandbox.pod_network import MAX_NODES
@@ -218,7 +215,7 @@ async def _main(scenario: Scenario, args: argparse.Namespace) -> int:
     except SandboxError as exc:
         print(f"tritonscale sandbox: {exc}", file=sys.stderr)
         return 1
-    except (ApiException, urllib3.exceptions.HTTPError) as exc:  # the cluster refused or went away
+    except API_ERRORS as exc:  # the cluster refused or went away
         print(f"tritonscale sandbox: the Kubernetes API failed: {describe_api_error(exc)}", file=sys.stderr)
         return 1
     finally:

@@ -96,9 +96,14 @@ class SeriesSelector:
             if not _LABEL_NAME.match(name):
                 raise ValueError(f"invalid Prometheus label name {name!r}")
 
+    def extra_matchers(self) -> str:
+        """The --series-label matchers, as PromQL (escaped values)."""
+        return ", ".join(f"{k}={promql_string(v)}" for k, v in self.extra)
+
     def matchers(self) -> str:
         parts = [f'{self.service_label}!=""']
-        parts += [f"{k}={promql_string(v)}" for k, v in self.extra]
+        if self.extra:
+            parts.append(self.extra_matchers())
         if self.namespaces:
             parts.append(f"{self.namespace_label}=~{promql_regex_alternation(self.namespaces)}")
         return ", ".join(parts)
@@ -426,7 +431,7 @@ class PrometheusSource:
                     continue
                 return failed(done, f"query for {signal}: {exc}")
         return Snapshot(taken_at=started, ok=True, values=values, queries=done, window_s=int(window_s),
-                        extra_matchers=", ".join(f"{k}={promql_string(v)}" for k, v in self.selector.extra))
+                        extra_matchers=self.selector.extra_matchers())
 
 
 def redacted(text: str, url: str) -> str:

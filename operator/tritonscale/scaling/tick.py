@@ -18,13 +18,12 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import urllib3
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
 from tritonscale.api.spec import InferenceServiceSpec, model_name
 from tritonscale.api.validation import validate_body
-from tritonscale.kube.client import FIELD_MANAGER, Kube, describe_api_error
+from tritonscale.kube.client import API_ERRORS, FIELD_MANAGER, Kube, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.render.kubernetes_objects import (
     SERVING_ANNOTATION,
@@ -84,7 +83,7 @@ def _cordoned(kube: Kube, names: frozenset[str], now: float) -> frozenset[str]:
         if seen is None or now - seen[0] > NODE_TTL_S:
             try:
                 seen = (now, bool(kube.node_unschedulable(name)))
-            except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            except API_ERRORS as exc:
                 log.debug("cannot read node %s: %s", name, exc)
                 seen = (now, False)
             _nodes[name] = seen
@@ -430,7 +429,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         if scaled:
             try:
                 kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
-            except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            except API_ERRORS as exc:
                 _scale_failed(kube, body, scaling, written, new_status, decision, current, exc, now, event)
                 return True
             event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
