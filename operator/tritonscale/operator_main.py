@@ -162,20 +162,37 @@ class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
             return None
 
 
-class RetryForever:
-    """Kopf's backoffs for its own API requests (its watches, its annotation patches): its default
-    ones (1, 1, 2, 3, 5, 8, 13, 21 s), then every ``RETRY_EVERY_S`` for as long as it takes. Kopf fails
-    as a whole when one watch's backoffs run out: a namespace the operator may not read (a tenant
-    deleted and recreated it, and the chart's Role in it went too) stopped it for every namespace, and
-    Kopf 1.45 could then hang in its own cancellation with the Lease still renewed. Now that watch says
-    so at each retry, and the other namespaces are served. Not Sized: Kopf then retries without
-    end, and each request iterates it afresh."""
+class NamespaceWatchRetries:
+    """Kopf's backoffs for its own API requests: its default ones (1, 1, 2, 3, 5, 8, 13, 21 s), and,
+    for its watches in one namespace of several (``--namespace``: the InferenceServices' and their
+    children's), then every ``RETRY_EVERY_S`` for as long as it takes.
+
+    Kopf fails as a whole when one watch's backoffs run out: a namespace the operator may not read (a
+    tenant deleted and recreated it, and the chart's Role in it went too) stopped it for every
+    namespace, and Kopf 1.45 could then hang in its own cancellation with the Lease still renewed. Now
+    that namespace's watch says so at each retry (an ERROR line), and the others are served. Every
+    other request keeps Kopf's bounded backoffs: its fallbacks for a namespace list or a CRD watch it may
+    not make (it falls back to the --namespace list) need them to run out, and a cluster-wide watch
+    that may not list InferenceServices serves nothing -- it still fails, and the process exits 1.
+
+    Kopf reads these backoffs at each request, in the task that makes it: a watch's is named
+    ``watcher for RESOURCE@NAMESPACE`` (``@None`` cluster-wide, e.g.
+    ``watcher for inferenceservices.v1alpha1.tritonscale.io@team-a``). Not Sized: Kopf then retries
+    without end."""
 
     RETRY_EVERY_S = 30.0
     FIRST = (1, 1, 2, 3, 5, 8, 13, 21)
+    WATCHER = "watcher for "
 
     def __iter__(self) -> Iterator[float]:
-        return itertools.chain(self.FIRST, itertools.repeat(self.RETRY_EVERY_S))
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no running loop
+            task = None
+        name = task.get_name() if task is not None else ""
+        if name.startswith(self.WATCHER) and "@" in name and not name.endswith("@None"):
+            return itertools.chain(self.FIRST, itertools.repeat(self.RETRY_EVERY_S))
+        return iter(self.FIRST)
 
 
 @kopf.on.startup()
@@ -197,7 +214,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.peering.standalone = True
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 30
-    settings.networking.error_backoffs = RetryForever()
+    settings.networking.error_backoffs = NamespaceWatchRetries()
     settings.execution.max_workers = 16
 
 
