@@ -194,6 +194,18 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
                "template: the pods roll" for e in events), [e.message for e in events]
     # ... from tritonscale ("From" in kubectl describe; Kopf's default says "kopf").
     assert {(e.source.component, e.reporting_component) for e in events} == {("tritonscale", "tritonscale")}
+    # An edit of spec.scaling alone changes the Deployment (its spec record) but not its pod template: no
+    # pod rolls, and the event does not say one does (every Deployment patch said so, an exploratory
+    # review: "the pods roll", and a pass of Ready=Unknown RollingOut, which test_status covers).
+    rs_before = {rs["metadata"]["name"] for rs in k.replica_sets("linear")}
+    said = {e.metadata.uid for e in events}
+    k.patch("linear", {"spec": {"scaling": {"maxReplicas": 7}}})
+    update = wait_for(lambda: [e for e in k.core.list_namespaced_event(ns).items
+                               if e.involved_object.name == "linear" and e.reason == "Updated"
+                               and e.metadata.uid not in said and "Deployment/linear" in e.message], 5,
+                      what="the Deployment's Updated event for the scaling edit")
+    assert [e.message for e in update] == ["updated Deployment/linear to match the spec"]
+    assert {rs["metadata"]["name"] for rs in k.replica_sets("linear")} == rs_before
 
     # 5. delete: the object goes, and the garbage collector removes every child (and the
     # Deployment's ReplicaSets and Pods) through their ownerReferences.

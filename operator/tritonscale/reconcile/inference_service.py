@@ -46,6 +46,11 @@ class Outcome:
     conflicts: list[str] = field(default_factory=list)  # children whose names something else holds
 
 
+def template_of(deployment: dict[str, Any]) -> Any:
+    """A Deployment's pod template (a change is a rollout: a new ReplicaSet, every pod replaced)."""
+    return (deployment.get("spec") or {}).get("template")
+
+
 def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, generation: int | None = None,
                     template_written: bool = False,
                     stale_ok: bool = True) -> tuple[bool | st.ConditionStatus, str, str] | None:
@@ -405,6 +410,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         template_written = False  # a new pod template written this pass: every pod reported is of the old one
         for child, live, patch in writes:
             kind, cname = child["kind"], child["metadata"]["name"]
+            before = live
             try:
                 if live is None:
                     live = kube.create(child)
@@ -417,7 +423,11 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                 raise  # Kopf tries the handler again
             if kind == "Deployment":
                 deployment = live
-                template_written = patch is not None and "template" in (patch.get("spec") or {})
+                # The pod template as the API server has it, before and after: a patch always carries the
+                # whole template, and an edit of spec.scaling alone (the spec annotation) said "the pods
+                # roll" and set Ready to RollingOut for a pass while no pod rolled.
+                template_written = patch is not None and before is not None and live is not None and (
+                    template_of(before) != template_of(live))
         # The Deployment as written and as it was before (two edits in a row: see configmaps_to_delete).
         _delete_unmounted_configmaps(kube, ns, name, meta["uid"], [dep_desired, *([dep_live] if dep_live else [])])
         for ref in outcome.created:
