@@ -146,11 +146,13 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
             print(out)
             header, row = out.splitlines()[:2]
             names = header.split()
-            assert names[:8] == ["NAME", "MODEL", "READY", "DESIRED", "P95(MS)", "TARGET(MS)", "SCALING", "AGE"]
+            assert names[:9] == ["NAME", "MODEL", "READY", "STATUS", "DESIRED", "P95(MS)", "TARGET(MS)", "SCALING",
+                                 "AGE"]
             starts = [header.index(n) for n in names]
             cells = {n: row[s:e].strip() for n, s, e in zip(names, starts, starts[1:] + [len(row)], strict=True)}
             assert (cells["NAME"], cells["MODEL"], cells["READY"], cells["DESIRED"]) == (
                 NAME, "linear", str(before), str(before))
+            assert cells["STATUS"] == "ReplicasReady"  # the Ready condition's reason: the fleet serves
             assert cells["P95(MS)"] == ""  # unknown during the outage
             assert cells["TARGET(MS)"] == "100" and cells["SCALING"] == "MetricsUnavailable"
             assert "connection refused" in cells["MESSAGE"]

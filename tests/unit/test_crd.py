@@ -124,6 +124,7 @@ def _schema_at_json_path(json_path: str) -> dict[str, Any] | None:
 @pytest.mark.parametrize(("name", "type_", "json_path"), [
     ("Model", "string", ".status.model"),
     ("Ready", "integer", ".status.readyReplicas"),
+    ("Status", "string", '.status.conditions[?(@.type=="Ready")].reason'),
     ("Desired", "integer", ".status.desiredReplicas"),
     ("P95", "number", ".status.p95Milliseconds"),
     ("Target", "number", ".spec.scaling.targetP95Milliseconds"),

@@ -141,6 +141,9 @@ def openapi_schema() -> dict[str, Any]:
 PRINTER_COLUMNS = [
     {"name": "Model", "type": "string", "jsonPath": ".status.model"},
     {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
+    # the Ready condition's reason, as a pod's STATUS: InvalidSpec, RollingOut, ReplicasReady... (an invalid
+    # spec showed nowhere in `kubectl get tis`: Scaling is empty before the autoscaler's first tick)
+    {"name": "Status", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].reason'},
     {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas"},
     {"name": "P95(ms)", "type": "number", "jsonPath": ".status.p95Milliseconds"},
     {"name": "Target(ms)", "type": "number", "jsonPath": ".spec.scaling.targetP95Milliseconds"},
