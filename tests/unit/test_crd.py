@@ -6,6 +6,7 @@ The structural checks mirror the apiextensions validation of a v1 CRD schema
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -466,3 +467,31 @@ def test_every_field_has_a_description_for_kubectl_explain() -> None:
         return out
 
     assert missing(openapi_schema(), "") == []
+
+
+def test_kubectl_explain_shows_each_spec_fields_default() -> None:
+    """kubectl explain prints descriptions, not defaults: each spec field with a scalar default says it
+    (a `minReplicas: 20` was refused as above a maxReplicas the user never wrote, defaulted to 10)."""
+    spec = VERSION["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    scaling = spec["scaling"]["properties"]
+    assert scaling["maxReplicas"]["description"].endswith(" Default: 10.")
+    assert scaling["intervalSeconds"]["description"].endswith(" Default: 15.")
+    assert scaling["tolerance"]["description"].endswith(" Default: 0.1.")
+    assert spec["model"]["properties"]["responseCache"]["description"].endswith(" Default: false.")
+    assert spec["runtime"]["properties"]["image"]["description"].endswith(f" Default: {S.DEFAULT_TRITON_IMAGE}.")
+    # every scalar default of the spec is said once, and only there: status is the operator's to write
+
+    def described(node: dict[str, Any], path: str) -> list[str]:
+        missing = []
+        d = node.get("default")
+        if "default" in node and not isinstance(d, (dict, list)) and d != "":
+            text = node.get("description", "")
+            if text.lower().count("default") != 1:
+                missing.append(path)
+        for key, sub in (node.get("properties") or {}).items():
+            missing += described(sub, f"{path}.{key}")
+        return missing
+
+    assert described(VERSION["schema"]["openAPIV3Schema"]["properties"]["spec"], "spec") == []
+    status = VERSION["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert "Default:" not in json.dumps(status)

@@ -10,6 +10,7 @@ by ``render/crd_manifest.py``) and ``tests/unit/test_crd.py`` fails when the two
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -96,6 +97,34 @@ def _defaults_satisfy_rules(node: Any) -> Any:
     return node
 
 
+def with_defaults_described(node: Any) -> Any:
+    """Each field's default at the end of its description ("Default: 15."), for ``kubectl explain``,
+    which prints descriptions but not defaults (an exploratory review: `minReplicas: 20` was refused as
+    above maxReplicas, which the user never wrote and nothing said defaulted to 10). Scalar defaults
+    only, and not where the description already speaks of its default. The README's reference table
+    has a column of its own for them."""
+    if isinstance(node, list):
+        return [with_defaults_described(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: with_defaults_described(v) if k in ("items", "additionalProperties") else v for k, v in node.items()}
+    if isinstance(node.get("properties"), dict):
+        out["properties"] = {k: with_defaults_described(v) for k, v in node["properties"].items()}
+    default, description = out.get("default"), out.get("description")
+    if ("default" in out and not isinstance(default, (dict, list)) and default != "" and isinstance(description, str)
+            and "default" not in description.lower()):
+        shown = json.dumps(default) if isinstance(default, bool) or default is None else (
+            default if isinstance(default, str) else f"{default:g}" if isinstance(default, float) else default)
+        out["description"] = f"{description.rstrip()} Default: {shown}."
+    return out
+
+
+def _spec_defaults_described(schema: dict[str, Any]) -> dict[str, Any]:
+    """``with_defaults_described`` for what users write: the spec (status is the operator's)."""
+    properties = schema["properties"]
+    return {**schema, "properties": {**properties, "spec": with_defaults_described(properties["spec"])}}
+
+
 def openapi_schema() -> dict[str, Any]:
     spec_schema = _schema_of(S.InferenceServiceSpec)
     status_schema = _schema_of(InferenceServiceStatus)
@@ -178,7 +207,7 @@ def crd() -> dict[str, Any]:
                 "storage": True,
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": PRINTER_COLUMNS,
-                "schema": {"openAPIV3Schema": openapi_schema()},
+                "schema": {"openAPIV3Schema": _spec_defaults_described(openapi_schema())},
             }],
         },
     }
