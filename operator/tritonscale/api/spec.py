@@ -221,8 +221,9 @@ class ModelSpec(_Model):
     )
     response_cache: bool = Field(default=False, description=(
         "Enable Triton's response cache for this model. Triton then exports no end-to-end latency summary "
-        "for it, so the autoscaler has no p95 (MetricsAvailable NoLatency) and scales on the request rate "
-        "and the queue alone."))
+        "for it: unless it exports its latency histogram (--metrics-config=histogram_latencies=true in "
+        "runtime.extraArgs, newer Triton releases), the autoscaler has no p95 (MetricsAvailable NoLatency) "
+        "and scales on the request rate and the queue alone."))
     parameters: dict[str, str] = Field(
         default_factory=dict, description="Extra model parameters, rendered into config.pbtxt `parameters`.",
     )
