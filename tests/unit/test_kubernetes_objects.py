@@ -21,6 +21,7 @@ from tritonscale.render.kubernetes_objects import (
     FETCH_IMAGES,
     build_children,
     config_hash,
+    labels,
     max_surge,
     mounted_configmap,
     recorded_spec,
@@ -405,3 +406,21 @@ def test_resource_keys_other_than_quantity_maps_are_passed_on() -> None:
     container = children(doc)["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["claims"] == [{"name": "gpu"}]
     assert container["resources"]["limits"]["memory"] == "2Gi"
+
+
+def test_pod_labels_and_annotations_reach_the_pods_beside_the_operators() -> None:
+    """spec.runtime.podLabels / podAnnotations (cost labels, a sidecar injector's annotation) go on the pod
+    template beside the operator's own, which select the pods and roll them; the selector and the Service
+    are the operator's alone. The InferenceService's own labels are not copied."""
+    doc = mutate(BASE, {"spec.runtime.podLabels": {"team": "search"},
+                        "spec.runtime.podAnnotations": {"sidecar.istio.io/inject": "false"},
+                        "metadata.labels": {"owner": "me"}})
+    objs = children(doc)
+    template = objs["Deployment"]["spec"]["template"]["metadata"]
+    assert template["labels"] == {**labels("linear"), "team": "search"}
+    assert template["annotations"]["sidecar.istio.io/inject"] == "false"
+    assert HASH_ANNOTATION in template["annotations"]
+    assert objs["Deployment"]["spec"]["selector"]["matchLabels"] == {LABEL: "linear"}
+    assert objs["Service"]["spec"]["selector"] == {LABEL: "linear"}
+    plain = children(BASE)["Deployment"]["spec"]["template"]["metadata"]
+    assert plain["labels"] == labels("linear") and set(plain["annotations"]) == {HASH_ANNOTATION}

@@ -102,6 +102,27 @@ _NODE_SELECTOR_MESSAGE = ("keys must be label keys ([PREFIX/]NAME, NAME of lette
 # The CRD bounds the lists and maps its rules iterate: the API server estimates a rule's cost from them.
 MAX_PULL_SECRETS = 64
 MAX_NODE_SELECTOR = 64
+MAX_POD_METADATA = 64
+# The pods' labels and annotations the operator sets itself (render.kubernetes_objects.labels, the
+# config hash): a user's may not replace them -- the Deployment's selector and the Service select the
+# pods by them, and the config hash rolls them.
+OPERATOR_PREFIX = "tritonscale.io/"
+OPERATOR_POD_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by")
+_RESERVED_MESSAGE = (f"keys may not be the operator's own ({OPERATOR_PREFIX}..., "
+                     f"{', '.join(OPERATOR_POD_LABELS)}): it sets them on every pod")
+_POD_LABELS_RULES: list[Any] = [
+    {"rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}') && "
+             f"self[k].matches(r'{LABEL_VALUE.pattern}'))",
+     "message": _NODE_SELECTOR_MESSAGE},
+    {"rule": f"self.all(k, !k.startsWith('{OPERATOR_PREFIX}') && !(k in {list(OPERATOR_POD_LABELS)!r}))",
+     "message": _RESERVED_MESSAGE},
+]
+_POD_ANNOTATIONS_RULES: list[Any] = [
+    {"rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}'))",
+     "message": "keys must be annotation keys ([PREFIX/]NAME, NAME of letters, digits, '-', '_' and '.', at most 63)"},
+    {"rule": f"self.all(k, !k.startsWith('{OPERATOR_PREFIX}'))",
+     "message": f"keys may not be the operator's own ({OPERATOR_PREFIX}...): it sets them on every pod"},
+]
 
 _STORAGE_URI = _Format(
     # CLAIM: a PersistentVolumeClaim's name, a DNS-1123 subdomain (pvc://models.v2/m was refused)
@@ -321,6 +342,20 @@ class RuntimeSpec(_Model):
                                "rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}') && "
                                        f"self[k].matches(r'{LABEL_VALUE.pattern}'))",
                                "message": _NODE_SELECTOR_MESSAGE}]})
+    pod_labels: dict[str, str] = Field(
+        default_factory=dict, max_length=MAX_POD_METADATA,
+        description="Labels added to the Triton pods (cost allocation, policy selectors). The InferenceService's "
+                    "own labels are not copied. A change rolls the pods.",
+        json_schema_extra={"maxProperties": MAX_POD_METADATA,
+                           "additionalProperties": {"type": "string", "maxLength": 63},
+                           "x-kubernetes-validations": _POD_LABELS_RULES})
+    pod_annotations: dict[str, str] = Field(
+        default_factory=dict, max_length=MAX_POD_METADATA,
+        description="Annotations added to the Triton pods (e.g. sidecar.istio.io/inject). The InferenceService's "
+                    "own annotations are not copied. A change rolls the pods.",
+        json_schema_extra={"maxProperties": MAX_POD_METADATA,
+                           "additionalProperties": {"type": "string", "maxLength": 8192},
+                           "x-kubernetes-validations": _POD_ANNOTATIONS_RULES})
     tolerations: list[dict[str, Any]] = _free_form("Pod tolerations, e.g. for nvidia.com/gpu taints.", array=True)
     env: list[dict[str, Any]] = _free_form("Extra container env (Kubernetes EnvVar objects).", array=True)
     extra_args: list[str] = Field(default_factory=list, description="Extra tritonserver flags, appended last.")
@@ -361,6 +396,30 @@ class RuntimeSpec(_Model):
         for key, value in v.items():
             if len(key) > 317 or not LABEL_KEY.fullmatch(key) or len(value) > 63 or not LABEL_VALUE.fullmatch(value):
                 raise ValueError(f"{key!r}: {value!r}: {_NODE_SELECTOR_MESSAGE}")
+        return v
+
+    @field_validator("pod_labels")
+    @classmethod
+    def _pod_labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if len(key) > 317 or not LABEL_KEY.fullmatch(key) or len(value) > 63 or not LABEL_VALUE.fullmatch(value):
+                raise ValueError(f"{key!r}: {value!r}: {_NODE_SELECTOR_MESSAGE}")
+            if key.startswith(OPERATOR_PREFIX) or key in OPERATOR_POD_LABELS:
+                raise ValueError(f"{key!r}: {_RESERVED_MESSAGE}")
+        return v
+
+    @field_validator("pod_annotations")
+    @classmethod
+    def _pod_annotations(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if len(key) > 317 or not LABEL_KEY.fullmatch(key):
+                raise ValueError(f"{key!r}: keys must be annotation keys ([PREFIX/]NAME, NAME of letters, digits, "
+                                 "'-', '_' and '.', at most 63)")
+            if key.startswith(OPERATOR_PREFIX):
+                raise ValueError(f"{key!r}: keys may not be the operator's own ({OPERATOR_PREFIX}...): it sets "
+                                 "them on every pod")
+            if len(value) > 8192:
+                raise ValueError(f"{key!r}: values must be at most 8192 characters")
         return v
 
     @field_validator("resources")

@@ -310,7 +310,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
     config = rendered_config(spec, owner)
     fetch, source_volumes, source_mounts = _fetch_container(spec, model)
     ready_probe = {"httpGet": {"path": f"/v2/models/{model}/ready", "port": "http"}}
-    pod_labels = labels(name)
+    pod_labels = {**spec.runtime.pod_labels, **labels(name)}  # the operator's win (the spec refuses them anyway)
     container: dict[str, Any] = {
         "name": "triton",
         "image": spec.runtime.image,
@@ -371,7 +371,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
                     # No prometheus.io/scrape annotations: they opt the pods into an annotation-based
                     # kubernetes-pods job beside the scrape job the queries need (its labels), and a pod
                     # scraped twice counts twice in every rate (README, Prerequisites)
-                    "annotations": {HASH_ANNOTATION: config_hash(config)},
+                    "annotations": {**spec.runtime.pod_annotations, HASH_ANNOTATION: config_hash(config)},
                 },
                 "spec": pod_spec,
             },
