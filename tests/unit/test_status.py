@@ -265,7 +265,8 @@ def test_ready_is_about_the_spec_as_applied_not_an_earlier_one_still_serving(dep
     assert (ok, why) == (status, reason), message
     if why == "ReplicasNotReady":  # this pass wrote a new template: its pods are starting, none hung
         assert ready_condition(floor, dep, 7, template_written=True)[1] == "ReplicasStarting"
-    template = "the new pod template (the spec of generation 7, or the tuner's status.batching)"
+    template = ("the new pod template (the spec of generation 7, the tuner's status.batching, or a "
+                "`kubectl rollout restart`)")
     if why == "RollingOut":
         assert f"rolling out {template}" in message and "of the earlier one" in message
     if why == "RolloutStuck":

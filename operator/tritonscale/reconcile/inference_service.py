@@ -75,7 +75,8 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
     elif rollout.behind and not stale_ok:
         return None
     template = ("the new pod template (the spec of generation "
-                f"{generation if generation is not None else 'now'}, or the tuner's status.batching)")
+                f"{generation if generation is not None else 'now'}, the tuner's status.batching, or a "
+                f"`kubectl rollout restart`)")
     stalled = rollout.stalled
     if stalled is not None and (old or ready < need) and not template_written:
         serving = f"; {old} replica(s) of the earlier one keep serving" if old else ""
@@ -103,7 +104,10 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
                                            f"pods had been ready: pods are starting (a replacement, a raised "
                                            f"floor), or a pod stopped passing its readiness probe (a hung "
                                            f"server): see the pods' events")
-    return False, "ReplicasStarting", f"{ready}/{need} replica(s) ready; models load and warm up before serving"
+    # The pods may also wait for a node (a GPU): the Schedulable condition says so, from the pods themselves.
+    return False, "ReplicasStarting", (f"{ready}/{need} replica(s) ready; the pods are scheduled, then their "
+                                       f"models load and warm up before serving (the Schedulable condition "
+                                       f"says if they wait for a node)")
 
 
 def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None, spec: InferenceServiceSpec,
