@@ -28,7 +28,7 @@ from tritonscale.api.spec import LABEL, InferenceServiceSpec, model_name
 from tritonscale.api.validation import Problem, field_path, validate_body
 from tritonscale.kube.client import API_ERRORS, Kube, api_status, describe_api_error
 from tritonscale.kube.object_lock import object_lock
-from tritonscale.reconcile.diff import plan_patch, with_last_applied
+from tritonscale.reconcile.diff import LAST_APPLIED, plan_patch, with_last_applied
 from tritonscale.render.kubernetes_objects import build_children, endpoints, mounted_configmap, owned_by
 
 EventFn = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
@@ -44,6 +44,18 @@ class Outcome:
     patched: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # children whose names something else holds
+
+
+def what_it_does(child: dict[str, Any] | None) -> Any:
+    """A child as its users see it: everything but its status, its version bookkeeping and the
+    operator's last-applied record. A patch that changed only that record (an upgrade writes it in a
+    new format) was reported as "updated ... to match the spec" for every child of every service."""
+    if child is None:
+        return None
+    meta = child.get("metadata") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    return ({k: v for k, v in child.items() if k not in ("metadata", "status")},
+            meta.get("labels") or {}, annotations, meta.get("ownerReferences"))
 
 
 def template_of(deployment: dict[str, Any]) -> Any:
@@ -421,7 +433,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                     outcome.created.append(f"{kind}/{cname}")
                 elif patch is not None:
                     live = kube.patch(kind, ns, cname, patch)
-                    outcome.patched.append(f"{kind}/{cname}")
+                    if what_it_does(before) != what_it_does(live):
+                        outcome.patched.append(f"{kind}/{cname}")
+                    else:  # the operator's own record alone (an upgrade's new last-applied format)
+                        log.debug("%s/%s: refreshed the last-applied record of %s/%s", ns, name, kind, cname)
             except Exception as exc:
                 _write_failed(kube, body, f"{kind}/{cname}", exc, event, now())
                 raise  # Kopf tries the handler again
