@@ -110,10 +110,12 @@ OPERATOR_PREFIX = "tritonscale.io/"
 OPERATOR_POD_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/managed-by")
 _RESERVED_MESSAGE = (f"keys may not be the operator's own ({OPERATOR_PREFIX}..., "
                      f"{', '.join(OPERATOR_POD_LABELS)}): it sets them on every pod")
+# A map of Kubernetes labels (a nodeSelector, the pods' labels): keys label keys, values label values.
+_LABEL_MAP_RULE: Any = {"rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}') && "
+                           f"self[k].matches(r'{LABEL_VALUE.pattern}'))",
+                   "message": _NODE_SELECTOR_MESSAGE}
 _POD_LABELS_RULES: list[Any] = [
-    {"rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}') && "
-             f"self[k].matches(r'{LABEL_VALUE.pattern}'))",
-     "message": _NODE_SELECTOR_MESSAGE},
+    _LABEL_MAP_RULE,
     {"rule": f"self.all(k, !k.startsWith('{OPERATOR_PREFIX}') && !(k in {list(OPERATOR_POD_LABELS)!r}))",
      "message": _RESERVED_MESSAGE},
 ]
@@ -328,6 +330,22 @@ class BatchingSpec(_Model):
     _positive = field_validator("preferred_batch_sizes")(_positive_batch_sizes)
 
 
+def _string_map(description: str, max_value: int, rules: list[Any]) -> Any:
+    """A map of strings on the pods (labels, annotations): bounded, as the CRD's rules iterate it."""
+    return Field(default_factory=dict, max_length=MAX_POD_METADATA, description=description,
+                 json_schema_extra={"maxProperties": MAX_POD_METADATA,
+                                    "additionalProperties": {"type": "string", "maxLength": max_value},
+                                    "x-kubernetes-validations": rules})
+
+
+def _label_map(v: dict[str, str]) -> dict[str, str]:
+    """``_LABEL_MAP_RULE``'s Python twin."""
+    for key, value in v.items():
+        if len(key) > 317 or not LABEL_KEY.fullmatch(key) or len(value) > 63 or not LABEL_VALUE.fullmatch(value):
+            raise ValueError(f"{key!r}: {value!r}: {_NODE_SELECTOR_MESSAGE}")
+    return v
+
+
 class RuntimeSpec(_Model):
     image: str = Field(default=DEFAULT_TRITON_IMAGE, min_length=1, description="Triton server image.")
     gpus: int = Field(
@@ -338,24 +356,13 @@ class RuntimeSpec(_Model):
         default_factory=dict, max_length=MAX_NODE_SELECTOR, description="Pod nodeSelector.",
         json_schema_extra={"maxProperties": MAX_NODE_SELECTOR,
                            "additionalProperties": {"type": "string", "maxLength": 63},
-                           "x-kubernetes-validations": [{
-                               "rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}') && "
-                                       f"self[k].matches(r'{LABEL_VALUE.pattern}'))",
-                               "message": _NODE_SELECTOR_MESSAGE}]})
-    pod_labels: dict[str, str] = Field(
-        default_factory=dict, max_length=MAX_POD_METADATA,
-        description="Labels added to the Triton pods (cost allocation, policy selectors). The InferenceService's "
-                    "own labels are not copied. A change rolls the pods.",
-        json_schema_extra={"maxProperties": MAX_POD_METADATA,
-                           "additionalProperties": {"type": "string", "maxLength": 63},
-                           "x-kubernetes-validations": _POD_LABELS_RULES})
-    pod_annotations: dict[str, str] = Field(
-        default_factory=dict, max_length=MAX_POD_METADATA,
-        description="Annotations added to the Triton pods (e.g. sidecar.istio.io/inject). The InferenceService's "
-                    "own annotations are not copied. A change rolls the pods.",
-        json_schema_extra={"maxProperties": MAX_POD_METADATA,
-                           "additionalProperties": {"type": "string", "maxLength": 8192},
-                           "x-kubernetes-validations": _POD_ANNOTATIONS_RULES})
+                           "x-kubernetes-validations": [_LABEL_MAP_RULE]})
+    pod_labels: dict[str, str] = _string_map(
+        "Labels added to the Triton pods (cost allocation, policy selectors). The InferenceService's own labels "
+        "are not copied. A change rolls the pods.", 63, _POD_LABELS_RULES)
+    pod_annotations: dict[str, str] = _string_map(
+        "Annotations added to the Triton pods (e.g. sidecar.istio.io/inject). The InferenceService's own "
+        "annotations are not copied. A change rolls the pods.", 8192, _POD_ANNOTATIONS_RULES)
     tolerations: list[dict[str, Any]] = _free_form("Pod tolerations, e.g. for nvidia.com/gpu taints.", array=True)
     env: list[dict[str, Any]] = _free_form("Extra container env (Kubernetes EnvVar objects).", array=True)
     extra_args: list[str] = Field(default_factory=list, description="Extra tritonserver flags, appended last.")
@@ -393,17 +400,12 @@ class RuntimeSpec(_Model):
     @field_validator("node_selector")
     @classmethod
     def _node_selector(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, value in v.items():
-            if len(key) > 317 or not LABEL_KEY.fullmatch(key) or len(value) > 63 or not LABEL_VALUE.fullmatch(value):
-                raise ValueError(f"{key!r}: {value!r}: {_NODE_SELECTOR_MESSAGE}")
-        return v
+        return _label_map(v)
 
     @field_validator("pod_labels")
     @classmethod
     def _pod_labels(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, value in v.items():
-            if len(key) > 317 or not LABEL_KEY.fullmatch(key) or len(value) > 63 or not LABEL_VALUE.fullmatch(value):
-                raise ValueError(f"{key!r}: {value!r}: {_NODE_SELECTOR_MESSAGE}")
+        for key in _label_map(v):
             if key.startswith(OPERATOR_PREFIX) or key in OPERATOR_POD_LABELS:
                 raise ValueError(f"{key!r}: {_RESERVED_MESSAGE}")
         return v
