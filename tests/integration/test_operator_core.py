@@ -138,13 +138,20 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     # 3. a spec change propagates: config.pbtxt, the pod-template hash, and the PDB.
     old_hash = k.deployment("linear")["spec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION]
     old_cm = mounted_configmap(k.deployment("linear"))
-    k.patch("linear", {"spec": {"batching": {"maxQueueDelayMicroseconds": 500}, "scaling": {"minReplicas": 2}}})
+    k.patch("linear", {"spec": {"batching": {"maxQueueDelayMicroseconds": 500}, "scaling": {"minReplicas": 2},
+                                "runtime": {"podLabels": {"team": "search"},
+                                            "podAnnotations": {"sidecar.istio.io/inject": "false"}}}})
     wait_for(lambda: "max_queue_delay_microseconds: 500" in k.children("linear")["ConfigMap"]["data"]["config.pbtxt"],
              3, what="ConfigMap update")
     dep = wait_for(lambda: (d := k.deployment("linear"))["spec"]["template"]["metadata"]["annotations"][
         HASH_ANNOTATION] != old_hash and d, 3, what="pod template hash to change")
     # ... and the reconciler did not touch it.
     assert dep["spec"]["replicas"] == 3
+    # the pods' own labels and annotations reach the template beside the operator's; the selector stays
+    pod_meta = dep["spec"]["template"]["metadata"]
+    assert pod_meta["labels"]["team"] == "search" and pod_meta["labels"][LABEL] == "linear"
+    assert pod_meta["annotations"]["sidecar.istio.io/inject"] == "false"
+    assert dep["spec"]["selector"]["matchLabels"] == {LABEL: "linear"}
     # The new config is a new ConfigMap; the old one is left as it was for the old ReplicaSet's pods
     # (a replacement the old ReplicaSet starts mid-rollout loads the old config, not the new one).
     new_cm = mounted_configmap(dep)
