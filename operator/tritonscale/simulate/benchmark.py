@@ -29,7 +29,6 @@ import numpy as np
 from tritonscale.api.spec import AutoTuneSpec, BatchingSpec, ScaleDownPolicy, ScalingSpec, field_bounds
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import decider
-from tritonscale.scaling.batching_tuner import Settings
 from tritonscale.simulate.capacity import Calibration, capacity_at_slo
 from tritonscale.simulate.engine import ClusterConfig, RunResult, TickRecord, simulate
 from tritonscale.simulate.policies import parse_static, validate_name
@@ -40,7 +39,7 @@ from tritonscale.simulate.policies.oracle import solve, window_needs
 from tritonscale.simulate.policies.slo_ratio import SloRatioPolicy
 from tritonscale.simulate.policies.static import StaticPolicy
 from tritonscale.simulate.policies.triton_queue import TritonQueuePolicy
-from tritonscale.simulate.policies.tritonscale import TritonscalePolicy
+from tritonscale.simulate.policies.tritonscale import TritonscalePolicy, batcher_settings
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, Summary, summarise, window_p95_ms
 
 WINDOW_S = field_bounds(ScalingSpec, "window_seconds")  # the CRD's windowSeconds range
@@ -148,8 +147,7 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
     if name == "tritonscale":
         spec = scaling_spec(opts)
         # the decider plans with the batcher settings in force, as the operator's tick does
-        pol = bs.with_settings(decider.Policy.from_spec(spec, c.batcher.max_batch), Settings(
-            round(c.batcher.max_queue_delay_ms * 1000), tuple(c.batcher.preferred)))
+        pol = bs.with_settings(decider.Policy.from_spec(spec, c.batcher.max_batch), batcher_settings(c.batcher))
         ours = TritonscalePolicy(pol, interval_s=float(spec.interval_seconds), initial=initial,
                                  state=decider.State(recommendations=((0.0, initial, initial),)))
         if opts.batching_tuner:

@@ -24,6 +24,11 @@ from tritonscale.simulate.engine import View
 from tritonscale.simulate.replica import BatcherConfig
 
 
+def batcher_settings(b: BatcherConfig) -> bt.Settings:
+    """A simulated batcher's queue delay and preferred sizes, as the tuner and the decider's policy take them."""
+    return bt.Settings(round(b.max_queue_delay_ms * 1000), tuple(b.preferred))
+
+
 @dataclass
 class TritonscalePolicy:
     policy: decider.Policy
@@ -63,7 +68,7 @@ class TritonscalePolicy:
         """The operator's tuner call (``batching_status.tune_tick`` from the tick), with the same
         observation and the same policy update; the rollout flags come from the simulated fleet."""
         assert self.batcher is not None and self.bounds is not None
-        now = bt.Settings(round(self.batcher.max_queue_delay_ms * 1000), tuple(self.batcher.preferred))
+        now = batcher_settings(self.batcher)
         tobs = bs.tuner_observation(obs, d, self.policy, min(view.ready, view.current),
                                     rollout=view.rolling or view.ready < view.current or view.now < self.reload_until,
                                     updating=view.rolling)
