@@ -113,8 +113,8 @@ def with_defaults_described(node: Any) -> Any:
     default, description = out.get("default"), out.get("description")
     if ("default" in out and not isinstance(default, (dict, list)) and default != "" and isinstance(description, str)
             and "default" not in description.lower()):
-        shown = json.dumps(default) if isinstance(default, bool) or default is None else (
-            default if isinstance(default, str) else f"{default:g}" if isinstance(default, float) else default)
+        shown = (json.dumps(default) if isinstance(default, bool) or default is None
+                 else f"{default:g}" if isinstance(default, float) else default)
         out["description"] = f"{description.rstrip()} Default: {shown}."
     return out
 

@@ -119,11 +119,13 @@ _POD_LABELS_RULES: list[Any] = [
     {"rule": f"self.all(k, !k.startsWith('{OPERATOR_PREFIX}') && !(k in {list(OPERATOR_POD_LABELS)!r}))",
      "message": _RESERVED_MESSAGE},
 ]
+_ANNOTATION_KEY_MESSAGE = ("keys must be annotation keys ([PREFIX/]NAME, NAME of letters, digits, '-', '_' and '.', "
+                           "at most 63)")
+_RESERVED_ANNOTATION_MESSAGE = f"keys may not be the operator's own ({OPERATOR_PREFIX}...): it sets them on every pod"
+MAX_ANNOTATION_VALUE = 8192
 _POD_ANNOTATIONS_RULES: list[Any] = [
-    {"rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}'))",
-     "message": "keys must be annotation keys ([PREFIX/]NAME, NAME of letters, digits, '-', '_' and '.', at most 63)"},
-    {"rule": f"self.all(k, !k.startsWith('{OPERATOR_PREFIX}'))",
-     "message": f"keys may not be the operator's own ({OPERATOR_PREFIX}...): it sets them on every pod"},
+    {"rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}'))", "message": _ANNOTATION_KEY_MESSAGE},
+    {"rule": f"self.all(k, !k.startsWith('{OPERATOR_PREFIX}'))", "message": _RESERVED_ANNOTATION_MESSAGE},
 ]
 
 _STORAGE_URI = _Format(
@@ -362,7 +364,7 @@ class RuntimeSpec(_Model):
         "are not copied. A change rolls the pods.", 63, _POD_LABELS_RULES)
     pod_annotations: dict[str, str] = _string_map(
         "Annotations added to the Triton pods (e.g. sidecar.istio.io/inject). The InferenceService's own "
-        "annotations are not copied. A change rolls the pods.", 8192, _POD_ANNOTATIONS_RULES)
+        "annotations are not copied. A change rolls the pods.", MAX_ANNOTATION_VALUE, _POD_ANNOTATIONS_RULES)
     tolerations: list[dict[str, Any]] = _free_form("Pod tolerations, e.g. for nvidia.com/gpu taints.", array=True)
     env: list[dict[str, Any]] = _free_form("Extra container env (Kubernetes EnvVar objects).", array=True)
     extra_args: list[str] = Field(default_factory=list, description="Extra tritonserver flags, appended last.")
@@ -415,13 +417,11 @@ class RuntimeSpec(_Model):
     def _pod_annotations(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
             if len(key) > 317 or not LABEL_KEY.fullmatch(key):
-                raise ValueError(f"{key!r}: keys must be annotation keys ([PREFIX/]NAME, NAME of letters, digits, "
-                                 "'-', '_' and '.', at most 63)")
+                raise ValueError(f"{key!r}: {_ANNOTATION_KEY_MESSAGE}")
             if key.startswith(OPERATOR_PREFIX):
-                raise ValueError(f"{key!r}: keys may not be the operator's own ({OPERATOR_PREFIX}...): it sets "
-                                 "them on every pod")
-            if len(value) > 8192:
-                raise ValueError(f"{key!r}: values must be at most 8192 characters")
+                raise ValueError(f"{key!r}: {_RESERVED_ANNOTATION_MESSAGE}")
+            if len(value) > MAX_ANNOTATION_VALUE:
+                raise ValueError(f"{key!r}: values must be at most {MAX_ANNOTATION_VALUE} characters")
         return v
 
     @field_validator("resources")

@@ -246,9 +246,10 @@ def prometheus_transition(status: Mapping[str, Any] | None,
                           new: st.InferenceServiceStatus) -> tuple[str, str, str] | None:
     """(type, reason, message) of an Event when Prometheus's answers stop or come back: MetricsAvailable
     turning False with PrometheusUnavailable (a Warning: the autoscaler holds its count, bursts go
-    unserved), and True again after it. The conditions said so, but events and the log (where the API
-    server's outage is a warning) did not. NoData is not the dependency failing (new pods, a model not
-    loaded yet): its own condition says it."""
+    unserved), and any other reason after it -- NoData too, an answer with too little in it yet. The
+    conditions said so, but events and the log (where the API server's outage is a warning) did not.
+    NoData alone is not the dependency failing (new pods, a model not loaded yet): its own condition
+    says it, with no event."""
     def metrics(conds: list[st.Condition]) -> st.Condition | None:
         return next((c for c in conds if c.type == st.METRICS_AVAILABLE), None)
 
