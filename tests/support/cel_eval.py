@@ -13,9 +13,16 @@ import celpy
 from celpy import celtypes
 
 from tritonscale.api.crd import openapi_schema
+from tritonscale.api.spec import GO_SPACE
 
 SPEC_SCHEMA = openapi_schema()["properties"]["spec"]
 ENV = celpy.Environment()
+# The functions of the API server's CEL libraries the CRD's rules call that cel-python lacks: trim() of
+# cel-go's strings extension (Go's strings.TrimSpace) and sum() of Kubernetes' list library.
+FUNCTIONS: dict[str, Any] = {
+    "trim": lambda s: celtypes.StringType(str(s).strip(GO_SPACE)),
+    "sum": lambda items: celtypes.IntType(sum(int(x) for x in items)),
+}
 
 
 def apply_crd_defaults(schema: dict[str, Any], value: Any) -> Any:
@@ -44,7 +51,7 @@ _PROGRAMS: dict[str, Any] = {}
 def cel_verdict(expr: str, self_value: Any) -> bool:
     """Evaluate ``expr`` with ``self`` bound to ``self_value`` (plain JSON data or already CEL-typed)."""
     if expr not in _PROGRAMS:
-        _PROGRAMS[expr] = ENV.program(ENV.compile(expr))
+        _PROGRAMS[expr] = ENV.program(ENV.compile(expr), functions=FUNCTIONS)
     if not isinstance(self_value, celtypes.MapType):
         self_value = celpy.json_to_cel(self_value)
     result = _PROGRAMS[expr].evaluate({"self": self_value})

@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from tritonscale.api.spec import MAX_POD_ANNOTATIONS_BYTES
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))
 BASE_SAMPLE = REPO / "manifests" / "samples" / "python-cpu.yaml"
@@ -63,6 +65,14 @@ class Case:
 
     def spec(self) -> dict[str, Any]:
         return mutate(base_spec(), self.changes)
+
+
+def _annotations_of_bytes(total: int) -> dict[str, str]:
+    """Annotations whose keys and values add up to ``total`` bytes, each value within its bound."""
+    out = {f"k{i}": "x" * 8000 for i in range(total // 8100)}
+    used = sum(len(k) + len(v) for k, v in out.items())
+    out["last"] = "x" * (total - used - len("last"))
+    return out
 
 
 # Cross-field cases: every spec here passes Pydantic, so only rules.py decides.
@@ -119,6 +129,14 @@ RULE_CASES: tuple[Case, ...] = (
                                     "runtime.podLabels": {"team": "search", "cost.example.com/center": "ml-42"},
                                     "runtime.podAnnotations": {"sidecar.istio.io/inject": "false",
                                                                "example.com/note": "any text: spaces, UPPER"}}),
+    # at the bounds of Kubernetes' formats: a 253-character key prefix, 255 KiB of annotations, an image
+    # with spaces only inside it (none is valid, but Kubernetes checks no more than the ends)
+    Case("kubernetes-formats-at-their-bounds", {
+        "runtime.podLabels": {"a" * 253 + "/x": "v"}, "runtime.nodeSelector": {"b" * 253 + "/y": ""},
+        "runtime.podAnnotations": _annotations_of_bytes(MAX_POD_ANNOTATIONS_BYTES),
+        "runtime.image": "registry.example.com/triton:25.08-py3"}),
+    Case("tensor-names-with-other-control-characters",
+         {"model.outputs": [{"name": "o\tp", "dataType": "FP32", "dims": [4]}]}),
     Case("autotune-no-sizes-permits-any", {"batching.preferredBatchSizes": [6, 12],
                                            "batching.autoTune": {"enabled": True}}),
     Case("timeout-within-delay", {"batching.queueTimeoutMicroseconds": 1000},
@@ -250,6 +268,27 @@ TYPE_CASES: tuple[Case, ...] = (
     Case("pod-annotation-key-bad", {"runtime.podAnnotations": {"bad key!": "x"}}, ("spec.runtime.podAnnotations",)),
     Case("pod-annotation-config-hash", {"runtime.podAnnotations": {"tritonscale.io/config-hash": "0"}},
          ("spec.runtime.podAnnotations",), ("the operator's own",)),
+    # a key's prefix is a subdomain of at most 253 characters (the whole key's bound said nothing of it)
+    Case("pod-label-key-prefix-254", {"runtime.podLabels": {"a" * 254 + "/x": "v"}}, ("spec.runtime.podLabels",),
+         ("at most 253",)),
+    Case("node-selector-key-prefix-254", {"runtime.nodeSelector": {"a" * 254 + "/x": "v"}},
+         ("spec.runtime.nodeSelector",)),
+    Case("pod-annotation-key-prefix-254", {"runtime.podAnnotations": {"a" * 254 + "/x": "v"}},
+         ("spec.runtime.podAnnotations",)),
+    # 256 KiB of annotations in all on a pod (each value within its own bound)
+    Case("pod-annotations-too-large", {"runtime.podAnnotations": {f"k{i}": "x" * 8000 for i in range(40)}},
+         ("spec.runtime.podAnnotations",), ("add up to at most",)),
+    # the API server refuses these only when it makes the pods: the rollout would stop half made
+    Case("image-final-newline", {"runtime.image": "nvcr.io/nvidia/tritonserver:25.08-py3\n"},
+         ("spec.runtime.image",), ("whitespace",)),
+    Case("image-leading-space", {"runtime.image": " nvcr.io/nvidia/tritonserver:25.08-py3"}, ("spec.runtime.image",)),
+    Case("image-trailing-nbsp", {"runtime.image": "nvcr.io/nvidia/tritonserver:25.08-py3\u00a0"},
+         ("spec.runtime.image",)),
+    # Triton reads tensor names as C strings
+    Case("output-name-nul", {"model.outputs": [{"name": "o\x00", "dataType": "FP32", "dims": [4]}]},
+         ("spec.model.outputs[0].name",), ("NUL",)),
+    Case("input-name-nul", {"model.inputs": [{"name": "a\x00b", "dataType": "FP32", "dims": [4]}]},
+         ("spec.model.inputs[0].name",)),
     Case("prometheus-url-unclosed-ipv6", {"scaling.prometheus": {"url": "http://[::1"}},
          ("spec.scaling.prometheus.url",)),
     Case("prometheus-url-percent-host", {"scaling.prometheus": {"url": "http://%zz"}},

@@ -276,6 +276,10 @@ def test_kopfs_retry_lines_are_said_once_a_minute_per_server_and_error() -> None
      "spec.runtime.resources.limits[cpu] (Deployment/x spec.template.spec.containers[0].resources.limits[cpu])"),
     ("spec.template.spec.tolerations[1].operator",
      "spec.runtime.tolerations[1].operator (Deployment/x spec.template.spec.tolerations[1].operator)"),
+    # the pod template's labels and annotations, as the API server names them (no "metadata")
+    ("spec.template.labels", "spec.runtime.podLabels (Deployment/x spec.template.labels)"),
+    ("spec.template.annotations", "spec.runtime.podAnnotations (Deployment/x spec.template.annotations)"),
+    ("spec.template.metadata.labels", "spec.runtime.podLabels (Deployment/x spec.template.metadata.labels)"),
     # a field the spec does not copy as it is stays the child's
     ("spec.template.spec.containers[0].args[3]", "Deployment/x spec.template.spec.containers[0].args[3]"),
     ("metadata.annotations", "Deployment/x metadata.annotations"),

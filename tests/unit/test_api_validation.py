@@ -210,6 +210,14 @@ def test_validate_body_without_metadata_or_spec() -> None:
     assert [p.field for p in problems] == ["metadata.name", "spec"]
 
 
+
+def test_validate_body_with_metadata_not_a_mapping() -> None:
+    """A caller's body with ``metadata: "x"`` is a problem named metadata, not an AttributeError."""
+    parsed, problems = validate_body({"metadata": "linear", "spec": load_sample()["spec"]})
+    assert parsed is None
+    assert [(p.field, p.message) for p in problems] == [("metadata", "must be a mapping, not str")]
+
+
 @pytest.mark.parametrize(("resources", "message"), [
     ({"limits": {"cpu": "lots"}}, "limits.cpu: 'lots' is not a Kubernetes quantity"),
     ({"requests": {"memory": "1.5 Gi"}}, "requests.memory: '1.5 Gi' is not a Kubernetes quantity"),

@@ -17,7 +17,7 @@ from kubernetes.utils import parse_quantity
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
-from tritonscale.api.names import DNS1123_SUBDOMAIN, LABEL_KEY, LABEL_VALUE
+from tritonscale.api.names import DNS1123_SUBDOMAIN, LABEL_VALUE, is_label_key, label_key_cel
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES, Rule, cel_block
 
 # A resource quantity as the API server parses it (its own error message gives this expression);
@@ -98,7 +98,8 @@ class _Format:
 _SUBDOMAIN = _Format(DNS1123_SUBDOMAIN, "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.'; "
                                         "starts and ends with a letter or digit)")
 _NODE_SELECTOR_MESSAGE = ("keys must be label keys ([PREFIX/]NAME, NAME of letters, digits, '-', '_' and '.', at "
-                          "most 63) and values label values (the same, or empty)")
+                          "most 63, PREFIX a DNS subdomain of at most 253) and values label values (the NAME's "
+                          "format, or empty)")
 # The CRD bounds the lists and maps its rules iterate: the API server estimates a rule's cost from them.
 MAX_PULL_SECRETS = 64
 MAX_NODE_SELECTOR = 64
@@ -111,8 +112,7 @@ OPERATOR_POD_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "
 _RESERVED_MESSAGE = (f"keys may not be the operator's own ({OPERATOR_PREFIX}..., "
                      f"{', '.join(OPERATOR_POD_LABELS)}): it sets them on every pod")
 # A map of Kubernetes labels (a nodeSelector, the pods' labels): keys label keys, values label values.
-_LABEL_MAP_RULE: Any = {"rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}') && "
-                           f"self[k].matches(r'{LABEL_VALUE.pattern}'))",
+_LABEL_MAP_RULE: Any = {"rule": f"self.all(k, {label_key_cel('k')} && self[k].matches(r'{LABEL_VALUE.pattern}'))",
                    "message": _NODE_SELECTOR_MESSAGE}
 _POD_LABELS_RULES: list[Any] = [
     _LABEL_MAP_RULE,
@@ -120,11 +120,19 @@ _POD_LABELS_RULES: list[Any] = [
      "message": _RESERVED_MESSAGE},
 ]
 _ANNOTATION_KEY_MESSAGE = ("keys must be annotation keys ([PREFIX/]NAME, NAME of letters, digits, '-', '_' and '.', "
-                           "at most 63)")
+                           "at most 63, PREFIX a DNS subdomain of at most 253)")
 _RESERVED_ANNOTATION_MESSAGE = f"keys may not be the operator's own ({OPERATOR_PREFIX}...): it sets them on every pod"
 MAX_ANNOTATION_VALUE = 8192
+# Kubernetes refuses an object whose annotations' keys and values add up to more than 256 KiB (bytes of
+# UTF-8); the pod template also carries the operator's config hash and, after `kubectl rollout restart`,
+# kubectl's restartedAt (under 100 bytes each), so the user's may take all but 1 KiB of it.
+MAX_POD_ANNOTATIONS_BYTES = 256 * 1024 - 1024
+_ANNOTATIONS_SIZE_MESSAGE = (f"keys and values may add up to at most {MAX_POD_ANNOTATIONS_BYTES} bytes: Kubernetes "
+                             f"allows 256 KiB of annotations on a pod, the operator's own included")
 _POD_ANNOTATIONS_RULES: list[Any] = [
-    {"rule": f"self.all(k, size(k) <= 317 && k.matches(r'{LABEL_KEY.pattern}'))", "message": _ANNOTATION_KEY_MESSAGE},
+    {"rule": f"self.all(k, {label_key_cel('k')})", "message": _ANNOTATION_KEY_MESSAGE},
+    {"rule": f"self.map(k, size(bytes(k)) + size(bytes(self[k]))).sum() <= {MAX_POD_ANNOTATIONS_BYTES}",
+     "message": _ANNOTATIONS_SIZE_MESSAGE},
     {"rule": f"self.all(k, !k.startsWith('{OPERATOR_PREFIX}'))", "message": _RESERVED_ANNOTATION_MESSAGE},
 ]
 
@@ -165,8 +173,15 @@ def _free_form(description: str, *, array: bool = False) -> Any:
     return Field(default_factory=dict, description=description, json_schema_extra=extra)
 
 
+# Triton reads a tensor name as a C string: one with a NUL character names another tensor (or none), and
+# tritonserver 2.51 refused such an input ("non-existing object member") and aborted on such an output.
+_TENSOR_NUL_MESSAGE = "must not contain a NUL character (Triton reads tensor names as C strings)"
+
+
 class TensorSpec(_Model):
-    name: str = Field(min_length=1, max_length=128, description="Tensor name as the model declares it.")
+    name: str = Field(min_length=1, max_length=128, description="Tensor name as the model declares it.",
+                      json_schema_extra={"x-kubernetes-validations": [
+                          {"rule": r"!self.matches(r'\x00')", "message": _TENSOR_NUL_MESSAGE}]})
     data_type: DataType = Field(description="Triton data type without the TYPE_ prefix, e.g. FP32.")
     dims: list[int] = Field(
         min_length=1, max_length=16,
@@ -176,6 +191,13 @@ class TensorSpec(_Model):
         description="Shape without the batch dimension; -1 marks a variable dimension. Triton needs at least one "
         "entry ([1] for a scalar per request).",
     )
+
+    @field_validator("name")
+    @classmethod
+    def _no_nul(cls, v: str) -> str:
+        if "\x00" in v:
+            raise ValueError(_TENSOR_NUL_MESSAGE)
+        return v
 
     @field_validator("dims")
     @classmethod
@@ -340,16 +362,26 @@ def _string_map(description: str, max_value: int, rules: list[Any]) -> Any:
                                     "x-kubernetes-validations": rules})
 
 
+# What Go's strings.TrimSpace trims (unicode.IsSpace), as CEL's trim() does. The API server checks a
+# container's image for it only when it creates a pod, not in a Deployment's template: an image with a
+# final newline (a YAML block scalar, `image: |`) was admitted and applied, and its ReplicaSet then
+# made no pods.
+GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+_IMAGE_SPACE_MESSAGE = "must not begin or end with whitespace (Kubernetes refuses such an image when it makes the pods)"
+
+
 def _label_map(v: dict[str, str]) -> dict[str, str]:
     """``_LABEL_MAP_RULE``'s Python twin."""
     for key, value in v.items():
-        if len(key) > 317 or not LABEL_KEY.fullmatch(key) or len(value) > 63 or not LABEL_VALUE.fullmatch(value):
+        if not is_label_key(key) or len(value) > 63 or not LABEL_VALUE.fullmatch(value):
             raise ValueError(f"{key!r}: {value!r}: {_NODE_SELECTOR_MESSAGE}")
     return v
 
 
 class RuntimeSpec(_Model):
-    image: str = Field(default=DEFAULT_TRITON_IMAGE, min_length=1, description="Triton server image.")
+    image: str = Field(default=DEFAULT_TRITON_IMAGE, min_length=1, description="Triton server image.",
+                       json_schema_extra={"x-kubernetes-validations": [
+                           {"rule": "self == self.trim()", "message": _IMAGE_SPACE_MESSAGE}]})
     gpus: int = Field(
         default=1, ge=0, le=16, description="nvidia.com/gpu limit per replica; 0 runs CPU instances (KIND_CPU).",
     )
@@ -386,6 +418,13 @@ class RuntimeSpec(_Model):
         description="Size of Triton's local response cache, used when model.responseCache is true.",
     )
 
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        if v != v.strip(GO_SPACE):
+            raise ValueError(_IMAGE_SPACE_MESSAGE)
+        return v
+
     @field_validator("service_account_name")
     @classmethod
     def _service_account(cls, v: str | None) -> str | None:
@@ -416,12 +455,14 @@ class RuntimeSpec(_Model):
     @classmethod
     def _pod_annotations(cls, v: dict[str, str]) -> dict[str, str]:
         for key, value in v.items():
-            if len(key) > 317 or not LABEL_KEY.fullmatch(key):
+            if not is_label_key(key):
                 raise ValueError(f"{key!r}: {_ANNOTATION_KEY_MESSAGE}")
             if key.startswith(OPERATOR_PREFIX):
                 raise ValueError(f"{key!r}: {_RESERVED_ANNOTATION_MESSAGE}")
             if len(value) > MAX_ANNOTATION_VALUE:
                 raise ValueError(f"{key!r}: values must be at most {MAX_ANNOTATION_VALUE} characters")
+        if sum(len(k.encode()) + len(x.encode()) for k, x in v.items()) > MAX_POD_ANNOTATIONS_BYTES:
+            raise ValueError(_ANNOTATIONS_SIZE_MESSAGE)
         return v
 
     @field_validator("resources")

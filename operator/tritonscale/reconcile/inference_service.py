@@ -232,6 +232,9 @@ _SPEC_FIELDS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(a), b)
     (r"^spec\.template\.spec\.nodeSelector(.*)$", r"spec.runtime.nodeSelector\1"),
     (r"^spec\.template\.spec\.imagePullSecrets(.*)$", r"spec.runtime.imagePullSecrets\1"),
     (r"^spec\.template\.spec\.securityContext(.*)$", r"spec.runtime.securityContext\1"),
+    # the API server names the template's labels and annotations without "metadata"
+    (r"^spec\.template\.(?:metadata\.)?labels(.*)$", r"spec.runtime.podLabels\1"),
+    (r"^spec\.template\.(?:metadata\.)?annotations(.*)$", r"spec.runtime.podAnnotations\1"),
 ))
 
 
