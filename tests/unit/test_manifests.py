@@ -64,3 +64,39 @@ def test_a_merge_key_may_be_overridden_and_keys_may_repeat_across_mappings(tmp_p
     docs, problems = read_documents(write(tmp_path, text))
     assert problems == []
     assert docs[0]["svc"] == {"minReplicas": 1, "maxReplicas": 8} and docs[0]["other"] == {"minReplicas": 2}
+
+
+# What kubectl reads each plain scalar as: sigs.k8s.io/yaml (go-yaml v2 and Go's number parsing), as
+# `helm template` printed them through toJson (the same library reads values.yaml), 2026-11-27.
+KUBECTL_READS: list[tuple[str, object]] = [
+    ("y", True), ("yes", True), ("On", True), ("off", False), ("n", False),
+    ("1e3", 1000.0), ("3e0", 3.0), ("0.5e-3", 0.0005), (".5", 0.5), ("-.5", -0.5), ("1.", 1.0),
+    ("08", 8.0), ("0_8", 8.0), ("0755", 493), ("0o17", 15), ("0x1F", 31), ("-0x10", -16), ("0b101", 5),
+    ("+0b11", 3), ("-17", -17), ("1_000", 1000), ("0", 0), ("9223372036854775808", 9223372036854775808.0),
+    ("~", None), ("Null", None),
+    # strings to kubectl, where PyYAML reads a date, a base-60 number or a value tag
+    ("1:30", "1:30"), ("2024-05-01", "2024-05-01"), ("2024-05-01T10:00:00Z", "2024-05-01T10:00:00Z"), ("=", "="),
+    ("1.2.3", "1.2.3"), ("1e", "1e"), ("0x", "0x"), ("0o", "0o"), ("Infinity", "Infinity"), ("NaN", "NaN"),
+    ("nan", "nan"), ("abc", "abc"),
+]
+
+
+@pytest.mark.parametrize(("plain", "value"), KUBECTL_READS)
+def test_a_plain_scalar_reads_as_kubectl_reads_it(tmp_path: Path, plain: str, value: object) -> None:
+    docs, problems = read_documents(write(tmp_path, f"a: {plain}\n"))
+    assert problems == []
+    assert docs[0]["a"] == value and type(docs[0]["a"]) is type(value)
+
+
+@pytest.mark.parametrize("text", [plain for plain, _ in KUBECTL_READS])
+def test_a_string_is_written_so_kubectl_and_pyyaml_read_it_back_as_that_string(tmp_path: Path, text: str) -> None:
+    """render's output goes to `kubectl apply`: an env value "1e-3" written plain is a number to kubectl,
+    which then refuses the Deployment; one "2024-05-01" written plain is a date to PyYAML."""
+    import yaml
+
+    from tritonscale.render.yaml_text import dump
+
+    out = dump({"value": text})
+    docs, problems = read_documents(write(tmp_path, out))
+    assert problems == [] and docs[0]["value"] == text, out
+    assert yaml.safe_load(out)["value"] == text, out

@@ -31,11 +31,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     where kubectl refuses the file ("key already set in map"). Keys a merge (``<<``) brings in
     may be overridden, as YAML intends.
 
-    And reading ``y``, ``Y``, ``n`` and ``N`` as booleans, as kubectl's YAML 1.1 parser (go-yaml v2)
-    does and PyYAML does not: a tensor named ``y`` is a boolean to the API server ("must be of type
-    string"), so it must be one here too, not a file that renders and then fails to apply."""
+    And reading plain scalars as kubectl does (``kubectl_tag``): a tensor named ``y`` is a boolean to
+    the API server ("must be of type string"), so it must be one here too, not a file that renders and
+    then fails to apply; an annotation ``released: 2024-05-01`` is a string to kubectl, not a date this
+    refuses."""
 
     bool_values = {**yaml.SafeLoader.bool_values, "y": True, "n": False}
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: tuple[bool, bool]) -> str:
+        if kind is yaml.ScalarNode and implicit[0]:
+            return kubectl_tag(value)
+        tag: str = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return tag
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -54,9 +61,45 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-# The one-letter booleans of YAML 1.1 that PyYAML leaves strings (it has yes/no/on/off/true/false).
-KUBECTL_BOOLS = re.compile(r"^(?:y|Y|n|N)$")
-_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:bool", KUBECTL_BOOLS, list("yYnN"))
+# How kubectl reads a plain (unquoted) scalar: sigs.k8s.io/yaml over go-yaml v2, YAML 1.1 with Go's
+# number parsing, and not PyYAML's YAML 1.1. Where they differ: y/Y/n/N are booleans; 1e3, 08 and 0o17
+# are numbers (Go's ParseInt with base 0, then ParseFloat, once underscores are removed); and a date
+# (2024-05-01), a base-60 number (1:30) and "=" are strings.
+_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
+_BOOLS = frozenset("y Y yes Yes YES n N no No NO true True TRUE false False FALSE on On ON off Off OFF".split())
+_SPECIAL_FLOATS = frozenset(".inf .Inf .INF +.inf +.Inf +.INF -.inf -.Inf -.INF .nan .NaN .NAN".split())
+_GO_INT = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|0[0-7]*|[1-9][0-9]*)")
+_GO_FLOAT = re.compile(r"[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|(?i:inf|infinity|nan))")
+_TAG = "tag:yaml.org,2002:"
+
+
+def kubectl_tag(value: str) -> str:
+    """The tag kubectl gives the plain scalar ``value`` (go-yaml v2's resolve)."""
+    if value == "<<":
+        return _TAG + "merge"
+    if value in _NULLS:
+        return _TAG + "null"
+    if value in _BOOLS:
+        return _TAG + "bool"
+    if value in _SPECIAL_FLOATS:
+        return _TAG + "float"
+    if value[0] in "+-0123456789":  # go-yaml tries numbers only on these (a timestamp is a string)
+        plain = value.replace("_", "")
+        if _GO_INT.fullmatch(plain) and -2**63 <= _go_int(plain) < 2**63:
+            return _TAG + "int"
+        if _GO_FLOAT.fullmatch(plain):
+            return _TAG + "float"
+    elif value[0] == "." and _GO_FLOAT.fullmatch(value):
+        return _TAG + "float"
+    return _TAG + "str"
+
+
+def _go_int(plain: str) -> int:
+    sign, digits = (-1, plain[1:]) if plain[0] == "-" else (1, plain.lstrip("+"))
+    base = {"x": 16, "b": 2, "o": 8}.get(digits[1:2].lower(), 8) if len(digits) > 1 and digits[0] == "0" else 10
+    return sign * int(digits[2:] if base != 8 or digits[1:2] in "oO" else digits, base) if base != 10 \
+        else sign * int(digits)
+
 
 
 def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:
