@@ -452,6 +452,29 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     assert "Traceback" not in op.output(), op.output()
 
 
+def test_what_the_api_server_accepts_with_a_warning_is_said(api_client, namespace, start_operator):
+    """Found by an exploratory test: the API server accepts a pod template with two env vars of one name
+    (the later hides the earlier) with a warning, which kubectl prints for the objects it writes; the
+    operator writes the Deployment, and the warning reached nobody. Now it is a Warning event and a log
+    line, named by the spec field, and the children are made as before."""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    body = sample(namespace)
+    body["spec"]["runtime"]["env"] = [{"name": "GREETING", "value": "hi"}, {"name": "GREETING", "value": "hello"}]
+    k.create(body)
+    wait_for(lambda: k.children("linear"), 10, what="the children")
+    events = wait_for(lambda: _warnings(k, "linear", "ChildWarning"), 5, what="a ChildWarning event")
+    # named by the user's field, once (the env is the init container's too)
+    assert events[0].message.startswith("the API server warns: spec.runtime.env[1] (Deployment/linear "
+                                        "spec.template.spec."), events[0].message
+    assert 'hides previous definition of "GREETING"' in events[0].message, events[0].message
+    assert events[0].message.count("spec.runtime.env[1] (") == 1, events[0].message
+    logged = f"WARNING tritonscale: {namespace}/linear: the API server warns: spec.runtime.env[1]"
+    wait_for(lambda: logged in op.output(), 5, what="the warning in the operator's log")
+    wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 5, what="SpecValid=True")
+    assert "Traceback" not in op.output(), op.output()
+
+
 def test_an_edit_is_checked_as_a_create_is(api_client, namespace, start_operator):
     """Found by an exploratory review. On an InferenceService that already had its children, a number in
     runtime.env[].value was refused by the API server with the Deployment echoed whole and no field

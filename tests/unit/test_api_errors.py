@@ -344,3 +344,34 @@ def test_an_insecure_kubeconfig_is_said_once_not_at_every_request(tmp_path, monk
             "the API server's TLS certificate is not checked (insecure-skip-tls-verify in the kubeconfig)"]
     finally:
         kubernetes.client.Configuration.set_default(before)
+
+
+@pytest.mark.parametrize(("header", "texts"), [
+    (None, []),
+    ('299 - "spec.template.spec.containers[0].env[1]: hides previous definition of \\"A\\""',
+     ['spec.template.spec.containers[0].env[1]: hides previous definition of "A"']),
+    # several Warning headers, joined by urllib3
+    ('299 - "a, b: c", 299 - "d \\\\ e"', ["a, b: c", "d \\ e"]),
+    ("not a warning", []),
+])
+def test_the_api_servers_warnings_are_read_from_their_headers(header: str | None, texts: list[str]) -> None:
+    from tritonscale.kube.client import warnings_of
+
+    assert warnings_of({} if header is None else {"Warning": header}) == texts
+
+
+@pytest.mark.parametrize(("text", "field", "message"), [
+    ('spec.template.spec.containers[0].env[1]: hides previous definition of "A"',
+     "spec.runtime.env[1] (Deployment/x spec.template.spec.containers[0].env[1])", 'hides previous definition of "A"'),
+    ("spec.template.spec.containers[0].resources.requests[memory]: fractional byte value \"500m\" is invalid",
+     "spec.runtime.resources.requests[memory] (Deployment/x spec.template.spec.containers[0].resources.requests"
+     "[memory])", 'fractional byte value "500m" is invalid'),
+    # a warning that names no field is the child's, whole
+    ("metadata.name: this is long: really", "Deployment/x metadata.name", "this is long: really"),
+    ("deprecated: use something else", "Deployment/x", "deprecated: use something else"),
+])
+def test_a_warning_is_named_by_the_spec_field_it_came_from(text: str, field: str, message: str) -> None:
+    from tritonscale.reconcile.inference_service import child_warning
+
+    warning = child_warning("Deployment/x", text)
+    assert (warning.field, warning.message) == (field, message)

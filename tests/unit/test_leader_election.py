@@ -426,7 +426,7 @@ def test_writes_check_the_guard_and_in_flight_writes_are_awaited():
     def slow_patch(name, namespace, body, **_):
         started.set()
         finish.wait(5)
-        return {"metadata": {"name": name}}
+        return {"metadata": {"name": name}}, 200, {}  # a *_with_http_info call's (object, status, headers)
 
     kube._kinds["ConfigMap"] = kube_client._Kind(read=None, create=None, patch=slow_patch)
     try:

@@ -114,8 +114,19 @@ def client_for(kubeconfig: Path | str) -> kubernetes.client.ApiClient:
 @dataclass(frozen=True)
 class _Kind:
     read: Callable[..., Any]
-    create: Callable[..., Any]
+    create: Callable[..., Any]  # the client's *_with_http_info calls: (object, status, headers)
     patch: Callable[..., Any]
+
+
+# An API server's warning (RFC 7234's Warning header, as Kubernetes sends it: 299 - "text"), e.g. of an
+# env var a later one of the same name hides. urllib3 joins several headers of one name with ", ".
+_WARNING = re.compile(r'299 [^ ]+ "((?:[^"\\]|\\.)*)"')
+
+
+def warnings_of(headers: Any) -> list[str]:
+    """The texts of the API server's warnings in a response's ``headers``, as kubectl prints them."""
+    raw = (headers or {}).get("Warning") or ""
+    return [re.sub(r"\\(.)", r"\1", text) for text in _WARNING.findall(str(raw))]
 
 
 # Every request the reconciler and the autoscaler make gives up after this (connect, read), in s: a
@@ -188,15 +199,15 @@ class Kube:
         self.custom: Any = WithTimeout(kubernetes.client.CustomObjectsApi(self.client), REQUEST_TIMEOUT_S)
         self.core, self.apps = core, apps
         self._kinds = {
-            "ConfigMap": _Kind(core.read_namespaced_config_map, core.create_namespaced_config_map,
-                               core.patch_namespaced_config_map),
-            "Service": _Kind(core.read_namespaced_service, core.create_namespaced_service,
-                             core.patch_namespaced_service),
-            "Deployment": _Kind(apps.read_namespaced_deployment, apps.create_namespaced_deployment,
-                                apps.patch_namespaced_deployment),
+            "ConfigMap": _Kind(core.read_namespaced_config_map, core.create_namespaced_config_map_with_http_info,
+                               core.patch_namespaced_config_map_with_http_info),
+            "Service": _Kind(core.read_namespaced_service, core.create_namespaced_service_with_http_info,
+                             core.patch_namespaced_service_with_http_info),
+            "Deployment": _Kind(apps.read_namespaced_deployment, apps.create_namespaced_deployment_with_http_info,
+                                apps.patch_namespaced_deployment_with_http_info),
             "PodDisruptionBudget": _Kind(policy.read_namespaced_pod_disruption_budget,
-                                         policy.create_namespaced_pod_disruption_budget,
-                                         policy.patch_namespaced_pod_disruption_budget),
+                                         policy.create_namespaced_pod_disruption_budget_with_http_info,
+                                         policy.patch_namespaced_pod_disruption_budget_with_http_info),
         }
 
     def _dict(self, obj: Any) -> dict[str, Any]:
@@ -213,17 +224,28 @@ class Kube:
     def create(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         """Create ``obj``; with ``dry_run`` the API server validates and admits it (every admission
         step, defaults filled in) and stores nothing."""
+        return self.create_warned(obj, dry_run)[0]
+
+    def create_warned(self, obj: dict[str, Any], dry_run: bool = False) -> tuple[dict[str, Any], list[str]]:
+        """``create``, and the API server's warnings (``warnings_of``)."""
         extra = {"dry_run": "All"} if dry_run else {}
         with _writing():
-            return self._dict(self._kinds[obj["kind"]].create(obj["metadata"]["namespace"], obj,
-                                                               field_manager=FIELD_MANAGER, **extra))
+            data, _, headers = self._kinds[obj["kind"]].create(obj["metadata"]["namespace"], obj,
+                                                                field_manager=FIELD_MANAGER, **extra)
+        return self._dict(data), warnings_of(headers)
 
     def patch(self, kind: str, namespace: str, name: str, patch: dict[str, Any],
               dry_run: bool = False) -> dict[str, Any]:
+        return self.patch_warned(kind, namespace, name, patch, dry_run)[0]
+
+    def patch_warned(self, kind: str, namespace: str, name: str, patch: dict[str, Any],
+                     dry_run: bool = False) -> tuple[dict[str, Any], list[str]]:
+        """``patch`` (a merge patch), and the API server's warnings (``warnings_of``)."""
         extra = {"dry_run": "All"} if dry_run else {}
         with _writing():
-            return self._dict(self._kinds[kind].patch(name, namespace, patch, _content_type=MERGE,
-                                                      field_manager=FIELD_MANAGER, **extra))
+            data, _, headers = self._kinds[kind].patch(name, namespace, patch, _content_type=MERGE,
+                                                       field_manager=FIELD_MANAGER, **extra)
+        return self._dict(data), warnings_of(headers)
 
     def get_inference_service(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

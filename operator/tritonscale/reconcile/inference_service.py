@@ -267,14 +267,16 @@ _MODELS: dict[str, type[pydantic.BaseModel]] = {
 }
 
 
-def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> list[Problem]:
+def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> tuple[list[Problem], list[Problem]]:
     """Each create or patch, tried as a server-side dry run: the problems of those the API
-    server refuses as invalid (400, 422), one per field it names. Other errors propagate.
+    server refuses as invalid (400, 422), one per field it names, and the warnings it gives with the
+    others (``child_warning``). Other errors propagate.
     A patch's whole child is first checked as a create's body is: an edit that put a number in
     ``runtime.env[].value`` was refused by the API server with the Deployment echoed whole and no
     field named (a condition too long to write), and an unknown key (a typo in a toleration) was
     dropped without a word, where the same spec on a new InferenceService was refused, by field."""
     problems: list[Problem] = []
+    warned: list[Problem] = []
     for child, live, patch in writes:
         kind, cname = child["kind"], child["metadata"]["name"]
         if live is not None and patch is not None:
@@ -285,16 +287,29 @@ def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> list[Pr
                 continue
         try:
             if live is None:
-                kube.create(child, dry_run=True)
+                _, warnings = kube.create_warned(child, dry_run=True)
             elif patch is not None:
-                kube.patch(kind, namespace, cname, patch, dry_run=True)
+                _, warnings = kube.patch_warned(kind, namespace, cname, patch, dry_run=True)
+            else:
+                warnings = []
         except ApiException as exc:
             if exc.status not in (400, 422):
                 raise
             problems.extend(api_problems(f"{kind}/{cname}", exc))
         except pydantic.ValidationError as exc:  # the client checks a body against the API's schema first
             problems.extend(client_problems(f"{kind}/{cname}", exc))
-    return _once(problems)
+        else:
+            warned.extend(child_warning(f"{kind}/{cname}", w) for w in warnings)
+    return _once(problems), _once(warned)
+
+
+def child_warning(ref: str, text: str) -> Problem:
+    """A warning the API server gave of ``ref`` (``spec.template.spec.containers[0].env[1]: hides previous
+    definition of "A"``), named by the spec field it came from where it names a field (``child_problem``)."""
+    path, sep, message = text.partition(": ")
+    if sep and "." in path and re.fullmatch(r"[A-Za-z][\w.\[\]/-]*", path):  # a field path, not a word
+        return child_problem(ref, path, message)
+    return Problem(ref, text)
 
 
 def client_problems(ref: str, exc: pydantic.ValidationError, argument: bool = True) -> list[Problem]:
@@ -419,7 +434,14 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         # The API server validates what the CRD cannot (a Deployment's env entry without a name, a
         # resource quantity that does not parse): every write is tried as a dry run first, so a
         # refusal leaves every child as it was -- not a new ConfigMap beside the old Deployment.
-        refused = dry_run_refusals(kube, ns, writes)
+        refused, warned = dry_run_refusals(kube, ns, writes)
+        if warned:
+            # Accepted, with a warning the user would never see: kubectl prints warnings of the objects it
+            # writes, and the operator writes these (an env var a later one of its name hides, a memory
+            # request of "0.5": half a byte).
+            said = "; ".join(str(p) for p in warned)
+            event("Warning", "ChildWarning", f"the API server warns: {said}"[:1000])
+            log.warning("%s/%s: the API server warns: %s", ns, name, said)
         if refused:
             outcome.valid, outcome.problems = False, refused
             _patch_status(kube, body, status_for_invalid(body, refused, now(), reason=st.CHILD_REJECTED),
