@@ -115,6 +115,17 @@ def test_a_json_lines_trace_file(tmp_path) -> None:
     ('{"timestamp": 0}\n{"timestamp": "2023-11-16T18:15:46"}\n', "line 2: a timestamp after lines of numbers"),
     ('{"timestamp": "2023-11-16T18:15:46"}\n{"timestamp": 5}\n', "line 2: a number after lines of timestamps"),
     ('{"timestamp": "2023-11-16T18:15:46"}\n{"timestamp": "soon"}\n', "line 2: not a timestamp: 'soon'"),
+    # an ISO timestamp opens with a full date: numpy read '29' as the year 29 and '2023' as 2023-01-01
+    ('{"timestamp": "29"}\n{"timestamp": "624"}\n', "line 1: not a timestamp: '29'"),
+    ("TIMESTAMP\n2023-11-16 18:15:46\n2023-11-16 18:15:47\n2023\n", "line 4: not a timestamp: '2023'"),
+    ("2023-11-16T18:15:46\n2023-11\n", "line 2: neither seconds nor an ISO timestamp: '2023-11'"),
+    # zone-less and zoned timestamps are not put on one clock (zone-less was taken as UTC)
+    ("2023-11-16T18:00:00.02\n2023-11-16T18:00:01.5+05:00\n", "line 2: .* names a zone .* line 1's timestamp does not"),
+    ('{"timestamp": "2023-11-16T18:00:00Z"}\n{"timestamp": "2023-11-16T18:00:01"}\n',
+     "line 2: .* names no zone .* line 1's timestamp does"),
+    # ... past the first 50 rows too (a fast path looked only at those)
+    ("TIMESTAMP,x\n" + "".join(f"2023-11-16 18:00:{i:02d},1\n" for i in range(60)) + "2023-11-16 18:01:00+05:00,1\n",
+     "line 62: .* names a zone .* line 2's timestamp does not"),
 ])
 def test_bad_traces_name_the_line(text: str, message: str) -> None:
     with pytest.raises(TraceError, match=message):

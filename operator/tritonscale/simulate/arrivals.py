@@ -45,6 +45,7 @@ import gzip
 import io
 import json
 import math
+import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
@@ -104,11 +105,23 @@ def _is_float(v: str) -> bool:
     return True
 
 
+# An ISO timestamp opens with a full date: numpy reads '2023' and even '29' as years, so a string of
+# milliseconds ({"timestamp": "29"}) became a date 1,994 years before its neighbours, and a stray '2023'
+# among 2023's timestamps a date within the trace.
+_FULL_DATE = re.compile(r"\d{4}-\d\d-\d\d(?:[T ]|$)")
+
+
+def _has_zone(v: str) -> bool:
+    """Whether an ISO timestamp names its zone: Z, or an offset after the date (``+05:00``, ``-0700``)."""
+    return v.endswith("Z") or "+" in v[10:] or "-" in v[10:]
+
+
 def _parse_timestamps(values: Sequence[str], path: str, lines: Sequence[int], unit: str = "line") -> np.ndarray:
-    """ISO timestamps -> seconds since the epoch (float64). Fast path through numpy. ``lines``: each
-    value's line in the file, for the message that refuses one."""
+    """ISO timestamps -> seconds since the epoch (float64). Fast path through numpy when every value is
+    a full date without a zone. ``lines``: each value's line in the file, for the message that refuses
+    one."""
     clean = [v.strip() for v in values]
-    if not any(v.endswith("Z") or "+" in v[10:] or v[10:].count("-") for v in clean[:50]):
+    if all(_FULL_DATE.match(v) and not _has_zone(v) for v in clean):
         try:
             stamps = np.array(clean, dtype="datetime64[ns]")
             if not np.isnat(stamps).any():  # numpy reads '' and 'NaT' as NaT (a date in 1677 as a number)
@@ -116,16 +129,33 @@ def _parse_timestamps(values: Sequence[str], path: str, lines: Sequence[int], un
         except ValueError:
             pass  # fall through to the line-by-line parser for a precise message
     out = np.empty(len(clean))
+    zoned: bool | None = None  # whether the first timestamp names its zone
     for i, v in enumerate(clean):
         try:
-            out[i] = _iso_seconds(v)
+            out[i], aware = _iso_seconds(v)
         except ValueError:
             raise TraceError(f"{path}: {unit} {lines[i]}: not a timestamp: {v[:60]!r}") from None
+        zoned = aware if zoned is None else zoned
+        _same_zoning(aware, zoned, v, f"{path}: {unit} {lines[i]}", f"{unit} {lines[0]}")
     return out
 
 
-def _iso_seconds(v: str) -> float:
+def _same_zoning(aware: bool, first: bool, v: str, where: str, first_where: str) -> None:
+    """Refuse a timestamp that names its zone when the first did not, or the other way round: a
+    zone-less time names no instant to put beside one that does (taking it as UTC made a 300 s trace
+    of alternating +05:00 and zone-less times span 18,300 s)."""
+    if aware != first:
+        raise TraceError(f"{where}: {v[:60]!r} {'names a zone' if aware else 'names no zone'} (Z or an offset) and "
+                         f"{first_where}'s timestamp {'does not' if aware else 'does'}; give every timestamp "
+                         "a zone or none")
+
+
+def _iso_seconds(v: str) -> tuple[float, bool]:
+    """(seconds since the epoch, whether it names its zone) of an ISO-8601 timestamp; ValueError
+    unless it opens with a full date (``_FULL_DATE``). A zone-less time is taken as UTC."""
     v = v.strip()
+    if not _FULL_DATE.match(v):
+        raise ValueError(v)
     if v.endswith("Z"):
         v = v[:-1] + "+00:00"
     # datetime.fromisoformat takes at most 6 fractional digits; Azure writes 7.
@@ -143,8 +173,8 @@ def _iso_seconds(v: str) -> float:
         v = head + "." + (digits[:6] or "0") + zone
     d = datetime.fromisoformat(v)
     if d.tzinfo is None:
-        return (d - datetime(1970, 1, 1)).total_seconds()
-    return d.timestamp()
+        return (d - datetime(1970, 1, 1)).total_seconds(), False
+    return d.timestamp(), True
 
 
 def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
@@ -180,16 +210,20 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
             if ln.strip() and not ln.lstrip().startswith("#")]
     seconds: list[float] = []
     stamps: list[float] = []
+    zoned = False  # whether the first timestamp names its zone
     for n, v in kept:
         try:
             x = float(v)
         except ValueError:
             try:
-                stamps.append(_iso_seconds(v))
+                at, aware = _iso_seconds(v)
             except ValueError:
                 raise TraceError(f"{path}: line {n}: neither seconds nor an ISO timestamp: {v[:60]!r}") from None
             if seconds:
                 raise TraceError(f"{path}: line {n}: a timestamp after lines of seconds") from None
+            zoned = aware if not stamps else zoned
+            _same_zoning(aware, zoned, v, f"{path}: line {n}", f"line {kept[0][0]}")
+            stamps.append(at)
             continue
         if stamps:
             raise TraceError(f"{path}: line {n}: seconds ({v}) after lines of timestamps")
