@@ -11,6 +11,7 @@ from tritonscale.simulate.arrivals import (
     SHAPES,
     TraceError,
     load_trace,
+    parse_trace,
     parse_trace_text,
     rate_profile,
     rate_scale,
@@ -194,3 +195,23 @@ def test_a_json_array_of_objects_is_read_as_json_lines_are():
         with pytest.raises(TraceError) as err:
             parse_trace_text(text, "t.json")
         assert str(err.value).startswith(said), str(err.value)
+
+
+@pytest.mark.parametrize("text, unit, expected", [
+    ("0\n500\n1500\n", "ms", [0.0, 0.5, 1.5]),  # relative milliseconds, read as seconds without the unit
+    ("TIMESTAMP,x\n29,1\n624,1\n1130,1\n", "ms", [0.0, 0.595, 1.101]),
+    ("0\n2500000\n", "us", [0.0, 2.5]),
+    ('{"timestamp": 0.25}\n{"timestamp": 1.5}\n', "s", [0.0, 1.25]),  # JSON Lines written in seconds
+    ('{"timestamp": 250}\n{"timestamp": 1500}\n', None, [0.0, 1.25]),  # Mooncake's ms by default
+    ("1700158546680\n1700158547180\n", "s", [0.0, 0.5]),  # Unix time in ms is told by its size still
+    ("2023-11-16T18:15:46Z\n2023-11-16T18:15:47Z\n", "ms", [0.0, 1.0]),  # timestamps carry their own unit
+])
+def test_trace_unit_reads_plain_numbers(text: str, unit: str | None, expected: list[float]) -> None:
+    assert parse_trace_text(text, "t", unit) == pytest.approx(expected)
+
+
+def test_a_trace_says_how_its_numbers_were_read() -> None:
+    assert (parse_trace("29\n624\n").unit, parse_trace("29\n624\n").by_size) == ("s", False)
+    assert parse_trace('{"timestamp": 29}\n{"timestamp": 624}\n').unit == "ms"
+    assert (parse_trace("1700158546680\n").unit, parse_trace("1700158546680\n").by_size) == ("ms", True)
+    assert parse_trace("2023-11-16T18:15:46Z\n").unit == ""

@@ -225,3 +225,50 @@ def test_seconds_since_the_epoch_replay_from_the_first_arrival(capsys, tmp_path)
                           "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["policy"] == "tritonscale" and row["requests"] == 12_000
+
+
+def test_plain_numbers_say_their_unit_and_trace_unit_changes_it(capsys, tmp_path) -> None:
+    """A file of relative milliseconds was replayed as 3.5 days, said as "mean 0 rps"."""
+    trace = tmp_path / "ms.txt"
+    trace.write_text("".join(f"{200 * i}\n" for i in range(1501)))  # 5 rps for 300 s, in ms
+    base = ["--trace", str(trace), "--slo-ms", "150", "--policy", "static:1", "--no-oracle", "--jobs", "1"]
+    assert main_simulate(base) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (f"arrivals: {trace} (timestamps read as seconds; --trace-unit ms if they are milliseconds): "
+                     "1,501 requests over 300,000 s (mean 0.005 rps, busiest minute 0.0167 rps)")
+    assert main_simulate([*base, "--trace-unit", "ms"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (f"arrivals: {trace} (timestamps read as milliseconds, --trace-unit ms): "
+                     "1,501 requests over 300 s (mean 5 rps, busiest minute 5 rps)")
+
+
+def test_json_lines_in_seconds_are_refused_as_shorter_than_a_window(capsys, tmp_path) -> None:
+    """Mooncake's unit is ms: a file in seconds replayed 1,465 requests in 0.3 s."""
+    trace = tmp_path / "s.jsonl"
+    trace.write_text("".join(f'{{"timestamp": {0.2 * i:.1f}}}\n' for i in range(1501)))
+    base = ["--trace", str(trace), "--slo-ms", "150", "--policy", "static:1", "--no-oracle", "--jobs", "1"]
+    assert main_simulate(base) == 1
+    assert capsys.readouterr().err == (
+        f"tritonscale simulate: {trace}: its arrivals span 0.3 s, less than one 60 s window (p95 is scored per "
+        "60 s, rate() over --window-s 60): nothing to scale on or score; its timestamps are read as "
+        "milliseconds: --trace-unit s if they are seconds\n")
+    assert main_simulate([*base, "--trace-unit", "s"]) == 0
+    assert "1,501 requests over 300 s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--shape", "poisson", "--slo-ms", "150", "--trace-unit", "ms"], "--trace-unit reads the numbers of a --trace"),
+    (["--suite", "quick", "--classes", "steps", "--trace-unit", "ms"], "--trace-unit reads the numbers of a --trace"),
+])
+def test_trace_unit_needs_a_trace(capsys, argv, message) -> None:
+    assert main_simulate(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_a_span_of_ages_in_seconds_suggests_milliseconds(capsys, tmp_path) -> None:
+    trace = tmp_path / "ms.txt"
+    trace.write_text("0\n3600000000\n")  # 41.7 days of milliseconds, or 114 years of seconds
+    assert main_simulate(["--trace", str(trace), "--slo-ms", "150", "--policy", "static:1", "--no-oracle"]) == 1
+    err = capsys.readouterr().err
+    assert err.endswith("; its timestamps are read as seconds: --trace-unit ms if they are milliseconds\n")

@@ -184,6 +184,18 @@ def test_the_trace_class_replays_the_first_duration_seconds_of_a_long_trace(tmp_
     assert len(arr) == pytest.approx(900 * 8 * 300.0, rel=0.05)  # still scaled: the busiest minute needs 8
 
 
+def test_the_trace_class_reads_trace_unit(tmp_path):
+    trace = tmp_path / "ms.txt"
+    trace.write_text("\n".join(str(i * 500) for i in range(2000)))  # 2 rps for 1000 s, in milliseconds
+    cfg = SuiteConfig(classes=("trace",), duration_s=900.0, trace_path=str(trace), trace_unit="ms")
+    _, horizon, _ = suite.scenario_arrivals(Scenario("trace", 60.0, "tight", 0), cfg, capacity_rps=300.0)
+    assert horizon == 900.0
+    doc = suite.to_dict(cfg, [], 0.0)
+    assert doc["setup"]["trace_unit"] == "ms"  # and a re-run reads the trace in it
+    doc["scenarios"] = [{"class": "trace", "slo": "tight", "cold_start_s": 60.0, "seed": 0}]
+    assert suite_rerun.config_from_json(doc, str(trace)).trace_unit == "ms"
+
+
 def test_a_trace_shorter_than_the_duration_says_its_own_span(capsys, tmp_path):
     """setup.duration_s said 600 while the 400 s trace's scenarios scored 7 windows (an exploratory
     review's finding): each scenario gives the seconds it simulated and scored."""

@@ -48,6 +48,7 @@ import math
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -63,16 +64,42 @@ class TraceError(ValueError):
     """A trace file that cannot be read; the message names the file and line."""
 
 
-# (smallest value, seconds per unit) of numbers that can only be Unix time in a finer unit than the
-# second (module docstring): finest first.
-_EPOCH_UNITS = ((1e17, 1e-9), (1e14, 1e-6), (1e11, 1e-3))
+# The units a trace's plain numbers may be read in (``--trace-unit``): seconds each.
+UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+# (smallest value, unit) of numbers that can only be Unix time in a finer unit than the second
+# (module docstring): finest first.
+_EPOCH_UNITS = ((1e17, "ns"), (1e14, "us"), (1e11, "ms"))
+_SECONDS_PER = {**UNITS, "ns": 1e-9}
 
 
-def _in_seconds(t: np.ndarray, per_unit: float = 1.0) -> np.ndarray:
-    """Numbers read from a trace, in seconds: ``per_unit`` seconds each (1e-3 for JSON Lines'
-    milliseconds), unless their smallest is Unix time in a finer unit (``_EPOCH_UNITS``)."""
+@dataclass(frozen=True)
+class Trace:
+    """A parsed trace: its arrivals and how its values were read, for the summary that says so."""
+
+    times: np.ndarray  # s from the first arrival, sorted
+    form: str  # "csv", "text", "jsonl" or "json" (a JSON array of objects)
+    # the unit its numbers were read in ("s", "ms", "us", "ns"); "" for ISO timestamps
+    unit: str = ""
+    # whether that unit was told by the numbers' size (Unix time in a finer unit than the second),
+    # not by ``--trace-unit`` or the form's default
+    by_size: bool = False
+
+
+def default_unit(form: str) -> str:
+    """The unit of a form's plain numbers without ``--trace-unit``: Mooncake's milliseconds in JSON,
+    seconds elsewhere."""
+    return "ms" if form in ("jsonl", "json") else "s"
+
+
+def _in_seconds(t: np.ndarray, unit: str) -> tuple[np.ndarray, str, bool]:
+    """Numbers read from a trace, in seconds: (seconds, the unit they were read in, whether their size
+    told it). Each is one ``unit``, unless their smallest is Unix time in a finer unit
+    (``_EPOCH_UNITS``), which no relative trace reaches (module docstring)."""
     lo = float(t.min())
-    return t * next((scale for bound, scale in _EPOCH_UNITS if lo >= bound), per_unit)
+    by_size = next((u for bound, u in _EPOCH_UNITS if lo >= bound), None)
+    read = by_size or unit
+    return t * _SECONDS_PER[read], read, by_size is not None
 
 
 # -- trace files ----------------------------------------------------------------------------
@@ -177,8 +204,17 @@ def _iso_seconds(v: str) -> tuple[float, bool]:
     return d.timestamp(), True
 
 
-def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
+def parse_trace_text(text: str, path: str = "<trace>", unit: str | None = None) -> np.ndarray:
     """Arrival times (s from the first arrival, sorted) from the contents of a trace file."""
+    return parse_trace(text, path, unit).times
+
+
+def parse_trace(text: str, path: str = "<trace>", unit: str | None = None) -> Trace:
+    """A trace file's contents parsed. ``unit`` (a key of ``UNITS``): what one of its plain numbers
+    is; None: the form's default (``default_unit``). Numbers that can only be Unix time in a finer
+    unit are read in it either way."""
+    if unit is not None and unit not in UNITS:
+        raise ValueError(f"unknown trace unit {unit!r} (one of {', '.join(UNITS)})")
     lines = text.splitlines()
     first = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")), None)
     if first is None:
@@ -199,13 +235,15 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
         if not values:
             raise TraceError(f"{path}: no arrivals after the header")
         t = _seconds(values, numbers, path)
-        t = _parse_timestamps(values, path, numbers) if t is None else _in_seconds(t)
-        t = np.sort(t - t.min())
-        return t
+        if t is None:
+            iso = _parse_timestamps(values, path, numbers)
+            return Trace(np.sort(iso - iso.min()), "csv")
+        t, read, by_size = _in_seconds(t, unit or default_unit("csv"))
+        return Trace(np.sort(t - t.min()), "csv", read, by_size)
     if header.lstrip().startswith("{"):
-        return _json_lines(lines, first, path)
+        return _json_lines(lines, first, path, unit or default_unit("jsonl"))
     if header.lstrip().startswith("["):
-        return _json_array(text, path)
+        return _json_array(text, path, unit or default_unit("json"))
     kept = [(i + 1, ln.strip()) for i, ln in enumerate(lines)
             if ln.strip() and not ln.lstrip().startswith("#")]
     seconds: list[float] = []
@@ -230,13 +268,16 @@ def parse_trace_text(text: str, path: str = "<trace>") -> np.ndarray:
         if not math.isfinite(x) or x < 0:
             raise TraceError(f"{path}: line {n}: arrival must be a finite number of seconds >= 0, got {v}")
         seconds.append(x)
-    t = np.array(stamps) if stamps else _in_seconds(np.array(seconds))
     # From the first arrival, as the timestamp forms are: seconds since the epoch (1700158546.68) are a
     # trace too, not one that starts 54 years in
-    return np.sort(t - t.min())
+    if stamps:
+        t = np.array(stamps)
+        return Trace(np.sort(t - t.min()), "text")
+    t, read, by_size = _in_seconds(np.array(seconds), unit or default_unit("text"))
+    return Trace(np.sort(t - t.min()), "text", read, by_size)
 
 
-def _json_array(text: str, path: str) -> np.ndarray:
+def _json_array(text: str, path: str, unit: str) -> Trace:
     """A JSON array of the objects JSON Lines holds (``[{"timestamp": ...}, ...]``), as tools that write
     one document give them; its items are numbered in messages. An array of bare numbers is refused:
     nothing says whether they are seconds or milliseconds."""
@@ -250,10 +291,10 @@ def _json_array(text: str, path: str) -> np.ndarray:
         n = next(i for i, v in enumerate(items, start=1) if not isinstance(v, dict))
         raise TraceError(f"{path}: item {n}: not a JSON object; a JSON array holds objects with a \"timestamp\" "
                          f"key (milliseconds or ISO); give bare arrivals one per line, in seconds")
-    return _json_objects(enumerate(items, start=1), path, "item")
+    return _json_objects(enumerate(items, start=1), path, "item", unit)
 
 
-def _json_lines(lines: Sequence[str], first: int, path: str) -> np.ndarray:
+def _json_lines(lines: Sequence[str], first: int, path: str, unit: str) -> Trace:
     """Arrival times (s from the first, sorted) from JSON Lines whose objects carry a ``timestamp``
     (``_json_objects``)."""
 
@@ -267,13 +308,15 @@ def _json_lines(lines: Sequence[str], first: int, path: str) -> np.ndarray:
             except ValueError as exc:
                 raise TraceError(f"{path}: line {n}: not a JSON object ({exc.args[0].split(':')[0]})") from None
 
-    return _json_objects(parsed(), path, "line")
+    return _json_objects(parsed(), path, "line", unit)
 
 
-def _json_objects(objects: Iterable[tuple[int, Any]], path: str, unit: str) -> np.ndarray:
+def _json_objects(objects: Iterable[tuple[int, Any]], path: str, unit: str, number_unit: str) -> Trace:
     """Arrival times (s from the first, sorted) from numbered JSON values, objects with a ``timestamp``:
-    numbers of milliseconds (Mooncake's unit) or ISO-8601 strings, one kind in a file. ``unit``: what
-    a message numbers ("line" of JSON Lines, or "item" of a JSON array)."""
+    numbers of ``number_unit`` (Mooncake's milliseconds unless ``--trace-unit`` says otherwise) or
+    ISO-8601 strings, one kind in a file. ``unit``: what a message numbers ("line" of JSON Lines, or
+    "item" of a JSON array)."""
+    form = "jsonl" if unit == "line" else "json"
     values: list[float | str] = []
     numbers: list[int] = []  # each value's line (or item) in the file
     for n, obj in objects:
@@ -284,14 +327,15 @@ def _json_objects(objects: Iterable[tuple[int, Any]], path: str, unit: str) -> n
         v = obj[key]
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
         if not number and not isinstance(v, str):
-            raise TraceError(f"{path}: {unit} {n}: \"{key}\" must be milliseconds or an ISO timestamp, got {v!r:.60}")
+            raise TraceError(f"{path}: {unit} {n}: \"{key}\" must be {UNIT_WORDS[number_unit]} or an ISO timestamp, "
+                             f"got {v!r:.60}")
         if number:
             try:
                 v = float(v)
             except OverflowError:  # an integer past float's range (JSON's are unbounded)
                 v = math.inf
             if not math.isfinite(v):  # and json.loads takes NaN and Infinity
-                raise TraceError(f"{path}: {unit} {n}: \"{key}\" must be a finite number of milliseconds, "
+                raise TraceError(f"{path}: {unit} {n}: \"{key}\" must be a finite number of {UNIT_WORDS[number_unit]}, "
                                  f"got {str(obj[key])[:20]}")
         if values and number != isinstance(values[0], float):
             kinds = ("a number", "timestamps") if number else ("a timestamp", "numbers")
@@ -302,13 +346,19 @@ def _json_objects(objects: Iterable[tuple[int, Any]], path: str, unit: str) -> n
         raise TraceError(f"{path}: no arrivals")
     if isinstance(values[0], str):
         t = _parse_timestamps([str(v) for v in values], path, numbers, unit)
-    else:
-        t = _in_seconds(np.array(values), per_unit=1e-3)
-    return np.sort(t - t.min())
+        return Trace(np.sort(t - t.min()), form)
+    t, read, by_size = _in_seconds(np.array(values), number_unit)
+    return Trace(np.sort(t - t.min()), form, read, by_size)
 
 
-def load_trace(path: str) -> np.ndarray:
-    """A trace file, plain or gzip-compressed (told by its first bytes, whatever its name)."""
+def load_trace(path: str, unit: str | None = None) -> np.ndarray:
+    """A trace file's arrivals (``read_trace``)."""
+    return read_trace(path, unit).times
+
+
+def read_trace(path: str, unit: str | None = None) -> Trace:
+    """A trace file, plain or gzip-compressed (told by its first bytes, whatever its name); ``unit``
+    as ``parse_trace``'s."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -323,7 +373,7 @@ def load_trace(path: str) -> np.ndarray:
         raise TraceError(f"{path}: a corrupt gzip file ({exc})") from None
     except UnicodeDecodeError:
         raise TraceError(f"{path}: not a text file") from None
-    return parse_trace_text(text, path)
+    return parse_trace(text, path, unit)
 
 
 # -- rate profiles and Poisson draws ----------------------------------------------------------

@@ -43,7 +43,7 @@ from tritonscale.simulate.engine import BATCHING_APPLY, RELOAD_PAUSE_S, ClusterC
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import POLICY_NAMES, validate_name
 from tritonscale.simulate.replica import BatcherConfig
-from tritonscale.simulate.report import plot, table, to_json
+from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, plot, table, to_json
 from tritonscale.simulate.suite_command import preferred_sizes
 
 
@@ -53,6 +53,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     one.add_argument("--trace", metavar="FILE",
                      help="Azure CSV (TIMESTAMP column), one arrival per line (seconds or ISO time) "
                           "or Mooncake JSON Lines (timestamp in ms; a JSON array of those objects too)")
+    src.add_argument("--trace-unit", choices=tuple(arrivals_mod.UNITS),
+                     help="what one plain number of --trace is: s, ms or us (default: s; ms in JSON, as "
+                          "Mooncake's); numbers that can only be Unix time in ms, us or ns are read in it "
+                          "whatever this says")
     one.add_argument("--shape", choices=arrivals_mod.SHAPES, help="built-in arrival shape")
     src.add_argument("--rate", type=positive_float, default=200.0, help="--shape: base rate in rps (default 200)")
     src.add_argument("--duration", type=positive_float, default=3600.0,
@@ -200,7 +204,8 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
                          f"requests; a replay holds at most {MAX_REQUESTS:.0e} (lower --rate, --rate-scale or "
                          "--duration)")
     if args.trace:
-        raw = arrivals_mod.load_trace(args.trace)
+        trace = arrivals_mod.read_trace(args.trace, args.trace_unit)
+        raw = trace.times
         if len(raw) * args.rate_scale > MAX_REQUESTS:
             raise ValueError(f"--rate-scale: {args.rate_scale:g} x {len(raw):,} arrivals is "
                              f"{len(raw) * args.rate_scale:.3g} requests; a replay holds at most {MAX_REQUESTS:.0e}")
@@ -209,10 +214,19 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
         if float(raw[-1]) > MAX_REPLAY_SPAN_S:  # the replay steps through every second of it
             raise ValueError(f"{args.trace}: its arrivals span {raw[-1] / 86400:.3g} days; a replay takes at most "
                              f"{MAX_REPLAY_SPAN_S / 86400:g} (cut the trace, or run --suite, which replays its first "
-                             f"--duration s)")
+                             f"--duration s)" + _refusal_hint(trace, args.trace_unit, "ms"))
+        # Shorter than one window, a replay has nothing to score or scale on: its p95 is scored per 60 s
+        # window and the autoscalers' rate() spans --window-s (a Mooncake file in seconds, read as its
+        # milliseconds, replayed 1,465 requests in 0.3 s)
+        least = max(args.window_s, ATTAINMENT_WINDOW_S)
+        if float(raw[-1]) < least:
+            raise ValueError(f"{args.trace}: its arrivals span {figure(float(raw[-1]))} s, less than one {least:g} s "
+                             f"window (p95 is scored per {ATTAINMENT_WINDOW_S:g} s, rate() over --window-s "
+                             f"{args.window_s:g}): nothing to scale on or score"
+                             + _refusal_hint(trace, args.trace_unit, "s"))
         t = arrivals_mod.rate_scale(raw, args.rate_scale, args.rate_bin_s, args.seed)
         what = f"{args.trace}" + (f" x{args.rate_scale:g} (Poisson per {args.rate_bin_s:g} s, seed {args.seed})"
-                                  if args.rate_scale != 1 else "")
+                                  if args.rate_scale != 1 else "") + read_as(trace, args.trace_unit)
         return t, float(raw[-1]), what
     if args.shape:
         t = arrivals_mod.shape_arrivals(args.shape, args.rate * args.rate_scale, args.duration, args.seed)
@@ -220,13 +234,54 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
     raise ValueError("give --trace FILE or --shape NAME")
 
 
+def read_as(trace: arrivals_mod.Trace, given: str | None) -> str:
+    """How a trace's values were read, for the arrivals line: nothing for ISO timestamps, the unit of
+    its numbers otherwise -- the form's default with the flag that changes it (a file of milliseconds
+    read as seconds replayed 300 s as 3.5 days, and said only "mean 0 rps")."""
+    if not trace.unit:
+        return ""
+    words = arrivals_mod.UNIT_WORDS[trace.unit]
+    if trace.by_size:
+        return f" (timestamps read as Unix time in {words}, by their size)"
+    if given is not None:
+        return f" (timestamps read as {words}, --trace-unit {given})"
+    other = _other_unit(trace, given)
+    return f" (timestamps read as {words}" + (f"; {_unit_hint(other)})" if other else ")")
+
+
+def _other_unit(trace: arrivals_mod.Trace, given: str | None) -> str | None:
+    """The unit a trace's numbers are as likely to be in, when the form's default read them: ms for
+    seconds, s for JSON's milliseconds (the two units traces are written in); else None."""
+    if not trace.unit or trace.by_size or given is not None:
+        return None
+    return {"s": "ms", "ms": "s"}.get(trace.unit)
+
+
+def _unit_hint(unit: str) -> str:
+    return f"--trace-unit {unit} if they are {arrivals_mod.UNIT_WORDS[unit]}"
+
+
+def _refusal_hint(trace: arrivals_mod.Trace, given: str | None, want: str) -> str:
+    """For a span refused as too long (want "ms") or too short (want "s"): the flag that would read it
+    in that unit, when the default read it."""
+    if _other_unit(trace, given) != want:
+        return ""
+    return f"; its timestamps are read as {arrivals_mod.UNIT_WORDS[trace.unit]}: {_unit_hint(want)}"
+
+
+def figure(x: float) -> str:
+    """A rate or span for a summary line: whole numbers from 100 up, else 3 significant figures (0.0049
+    rps was printed as 0 rps and a 0.3 s span as 0 s)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def describe(b: Benchmark, what: str, arrivals: np.ndarray) -> str:
     o, cal, c = b.options, b.calibration, b.options.cluster
     bt = c.batcher
     peak = np.bincount((arrivals // 60).astype(int)).max() / 60.0
     lines = [
-        f"arrivals: {what}: {b.arrivals:,} requests over {b.horizon:.0f} s "
-        f"(mean {b.arrivals / b.horizon:.0f} rps, busiest minute {peak:.0f} rps)",
+        f"arrivals: {what}: {b.arrivals:,} requests over {figure(b.horizon)} s "
+        f"(mean {figure(b.arrivals / b.horizon)} rps, busiest minute {figure(peak)} rps)",
         f"replica: {bt.base_ms:g} ms + {bt.per_item_ms:g} ms/item, max batch {bt.max_batch}, queue delay "
         f"{bt.max_queue_delay_ms * 1000:g} us, preferred {list(bt.preferred)}, queue timeout "
         f"{'none' if bt.queue_timeout_ms is None else f'{bt.queue_timeout_ms * 1000:g} us'}; "
@@ -325,6 +380,8 @@ def unread_flag(args: argparse.Namespace) -> str | None:
     def on_line(dest: str) -> bool:  # on the command line, at any value
         return was_given(args, dest, defaults[dest])
 
+    if on_line("trace_unit") and not args.trace:
+        return "--trace-unit reads the numbers of a --trace FILE; give one"
     if args.suite:
         for dest, why in ONE_REPLAY_ONLY.items():
             if on_line(dest):

@@ -104,6 +104,7 @@ class SuiteConfig:
     max_replicas: int = 20
     batcher: BatcherConfig = field(default_factory=BatcherConfig)
     trace_path: str | None = None  # the real trace for the "trace" class
+    trace_unit: str | None = None  # what one of its plain numbers is (--trace-unit); None: the form's default
     jobs: int = 1
     # Triton queue timeout as a multiple of the scenario's SLO; the default is what the operator
     # renders when batching.queueTimeoutMicroseconds is unset; 0: no timeout
@@ -151,13 +152,13 @@ def _calibration(batcher: BatcherConfig, slo_ms: float) -> Calibration:
 
 
 @lru_cache(maxsize=2)
-def _trace(path: str) -> np.ndarray:
-    return arrivals_mod.load_trace(path)
+def _trace(path: str, unit: str | None = None) -> np.ndarray:
+    return arrivals_mod.load_trace(path, unit)
 
 
-def checked_trace(path: str) -> np.ndarray:
+def checked_trace(path: str, unit: str | None = None) -> np.ndarray:
     """The trace class's arrivals, refused (ValueError) when too short to score."""
-    raw = _trace(path)
+    raw = _trace(path, unit)
     if raw[-1] < MIN_TRACE_S:
         raise ValueError(f"{path}: its arrivals span {raw[-1]:.1f} s; the suite scores "
                          f"{ATTAINMENT_WINDOW_S:g} s windows and needs a trace of at least {MIN_TRACE_S:g} s")
@@ -169,7 +170,7 @@ def scenario_arrivals(sc: Scenario, cfg: SuiteConfig, capacity_rps: float) -> tu
     if sc.cls == "trace":
         if not cfg.trace_path:
             raise ValueError("the trace class needs a trace file (--trace)")
-        raw = checked_trace(cfg.trace_path)
+        raw = checked_trace(cfg.trace_path, cfg.trace_unit)
         if raw[-1] > cfg.duration_s:  # a day-long trace would take a day's simulation per policy
             raw = raw[raw <= cfg.duration_s]
             if len(raw) < 2 or raw[-1] < MIN_TRACE_S:
@@ -316,7 +317,7 @@ def prepare(cfg: SuiteConfig, todo: Sequence[Scenario]) -> None:
     if any(s.cls == "trace" for s in todo):
         if not cfg.trace_path:
             raise ValueError("the trace class needs a trace file: pass --trace FILE or leave out the class")
-        _trace(cfg.trace_path)
+        _trace(cfg.trace_path, cfg.trace_unit)
     for level in {s.slo for s in todo}:
         _calibration(cfg.batcher, cfg.slo_ms(level))
 
@@ -413,6 +414,7 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
             "scrapes": SCRAPES[cfg.scrape_spread],
             # the trace class's file, so that a re-run (e2e/bench_suite_rerun.py) replays the same one
             "trace": str(Path(cfg.trace_path).resolve()) if cfg.trace_path and "trace" in cfg.classes else None,
+            "trace_unit": cfg.trace_unit if cfg.trace_path and "trace" in cfg.classes else None,
             "slo_ms": {lvl: cfg.slo_ms(lvl) for lvl in cfg.slos},
             "tritonscale": "CRD defaults (spec.scaling from the API model)",
             "attainment": "share of 60 s windows with p95 <= SLO; rejected or timed-out requests are misses "

@@ -150,7 +150,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         classes = tuple(c for c in classes if c != "trace")
         print(f"suite: no {DEFAULT_TRACE} here and no --trace: the trace class is left out", file=sys.stderr)
     if "trace" in classes and trace is not None:
-        checked_trace(trace)  # before any scenario runs
+        checked_trace(trace, args.trace_unit)  # before any scenario runs
     if args.trace and "trace" not in classes:  # a flag the run would not read is an error, not dropped
         raise ValueError("--trace: the suite replays it only in the trace class; add trace to --classes")
     pause_given = was_given(args, "reload_pause_s", RELOAD_PAUSE_S)
@@ -181,6 +181,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         max_replicas=args.max_replicas,
         batcher=batcher,
         trace_path=trace,
+        trace_unit=args.trace_unit,
         jobs=args.jobs,
         reload_pause_s=args.reload_pause_s,
         batching_apply=args.batching_apply,

@@ -45,6 +45,7 @@ def config_from_json(d: dict[str, Any], trace_path: str | None) -> SuiteConfig:
                            slos=tuple(dict.fromkeys(s["slo"] for s in scenarios)),
                            duration_s=float(setup["duration_s"]), peak_replicas=int(setup["peak_replicas"]),
                            min_replicas=lo, max_replicas=hi, batcher=batcher, trace_path=trace_path,
+                           trace_unit=setup.get("trace_unit"),  # None in results before --trace-unit
                            queue_timeout_targets=targets, ranges=setup.get("ranges", "suite"),
                            # results before 2026-11-24 (session 26) say nothing: every pod was
                            # scraped at the ticks' instants
