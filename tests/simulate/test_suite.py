@@ -13,6 +13,7 @@ import pytest
 from support.documented_fields import documented_json_fields
 from tritonscale.simulate import suite, suite_rerun, traffic
 from tritonscale.simulate.command import main_simulate
+from tritonscale.simulate.policies.oracle import window_needs
 from tritonscale.simulate.replica import BatcherConfig, Replica
 from tritonscale.simulate.report import quantiles_ms, window_p95_ms
 from tritonscale.simulate.suite import Row, Scenario, ScenarioResult, SuiteConfig
@@ -182,6 +183,31 @@ def test_the_trace_class_replays_the_first_duration_seconds_of_a_long_trace(tmp_
     arr, horizon, _ = suite.scenario_arrivals(Scenario("trace", 60.0, "tight", 0), cfg, capacity_rps=300.0)
     assert horizon == 900.0 and arr.max() < 910.0
     assert len(arr) == pytest.approx(900 * 8 * 300.0, rel=0.05)  # still scaled: the busiest minute needs 8
+
+
+def test_a_sparse_trace_whose_last_slice_is_its_busiest_is_scaled_to_the_peak(tmp_path):
+    """The peak was counted over whole slices while the draw divides the last, partial one by its own
+    width: 120 arrivals over 1000 s, half of them in the last 166 s (its slices are 417 s, for 50
+    arrivals each), drew a busiest minute the oracle served with 18 replicas where the suite asks 8."""
+    trace = tmp_path / "burst_at_end.txt"
+    trace.write_text("\n".join(f"{x:.3f}" for x in [*np.linspace(0, 833, 60), *np.linspace(834, 1000, 60)]))
+    cfg = SuiteConfig(classes=("trace",), trace_path=str(trace))
+    sc = Scenario("trace", 60.0, "tight", 0)
+    cal = suite._calibration(cfg.batcher, cfg.slo_ms("tight"))
+    arr, horizon, _ = suite.scenario_arrivals(sc, cfg, cal.capacity_rps)
+    needs = window_needs(arr, horizon, suite._cluster(cfg, sc), cfg.slo_ms("tight"), cal.capacity_rps)
+    assert max(needs) == cfg.peak_replicas
+
+
+def test_a_trace_too_sparse_to_scale_is_refused(capsys, tmp_path):
+    """Arrivals at 0 and 300 s were one 7,500 s slice, scaled x8,007,201 into 16 M requests."""
+    trace = tmp_path / "two.txt"
+    trace.write_text("0\n300\n")
+    assert main_simulate(["--suite", "--classes", "trace", "--trace", str(trace), "--duration", "600"]) == 1
+    assert capsys.readouterr().err == (
+        f"tritonscale simulate: {trace}: 2 arrivals over 300 s are too sparse to scale: the suite takes a trace's "
+        "rate per slice of at least 50 arrivals (here 7500 s), so all of it would be one slice, replayed as a flat "
+        "rate\n")
 
 
 def test_the_trace_class_reads_trace_unit(tmp_path):

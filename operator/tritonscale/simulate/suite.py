@@ -156,12 +156,26 @@ def _trace(path: str, unit: str | None = None) -> np.ndarray:
     return arrivals_mod.load_trace(path, unit)
 
 
-def checked_trace(path: str, unit: str | None = None) -> np.ndarray:
-    """The trace class's arrivals, refused (ValueError) when too short to score."""
+def checked_trace(path: str, unit: str | None = None, duration_s: float | None = None) -> np.ndarray:
+    """The trace class's arrivals -- its first ``duration_s`` when given -- refused (ValueError) when
+    too short to score or too sparse to scale."""
     raw = _trace(path, unit)
     if raw[-1] < MIN_TRACE_S:
         raise ValueError(f"{path}: its arrivals span {raw[-1]:.1f} s; the suite scores "
                          f"{ATTAINMENT_WINDOW_S:g} s windows and needs a trace of at least {MIN_TRACE_S:g} s")
+    if duration_s is None:
+        return raw
+    if raw[-1] > duration_s:  # a day-long trace would take a day's simulation per policy
+        raw = raw[raw <= duration_s]
+        if len(raw) < 2 or raw[-1] < MIN_TRACE_S:
+            raise ValueError(f"{path}: its first {duration_s:g} s (--duration) hold {len(raw)} "
+                             f"arrival(s) over {raw[-1] if len(raw) else 0:.0f} s; the suite needs "
+                             f"{MIN_TRACE_S:g} s of them")
+    slice_s = trace_slice_s(raw)
+    if slice_s >= float(raw[-1]):  # one slice: drawn at one flat rate, none of the trace's swings left
+        raise ValueError(f"{path}: {len(raw)} arrivals over {raw[-1]:.0f} s are too sparse to scale: the suite "
+                         f"takes a trace's rate per slice of at least {MIN_SLICE_ARRIVALS} arrivals (here "
+                         f"{slice_s:.0f} s), so all of it would be one slice, replayed as a flat rate")
     return raw
 
 
@@ -170,14 +184,10 @@ def scenario_arrivals(sc: Scenario, cfg: SuiteConfig, capacity_rps: float) -> tu
     if sc.cls == "trace":
         if not cfg.trace_path:
             raise ValueError("the trace class needs a trace file (--trace)")
-        raw = checked_trace(cfg.trace_path, cfg.trace_unit)
-        if raw[-1] > cfg.duration_s:  # a day-long trace would take a day's simulation per policy
-            raw = raw[raw <= cfg.duration_s]
-            if len(raw) < 2 or raw[-1] < MIN_TRACE_S:
-                raise ValueError(f"{cfg.trace_path}: its first {cfg.duration_s:g} s (--duration) hold {len(raw)} "
-                                 f"arrival(s) over {raw[-1] if len(raw) else 0:.0f} s; the suite needs "
-                                 f"{MIN_TRACE_S:g} s of them")
+        raw = checked_trace(cfg.trace_path, cfg.trace_unit, cfg.duration_s)
         slice_s = trace_slice_s(raw)
+        # the peak over the slices the draw takes (longer than a minute for a sparse trace), so that the
+        # busiest one is drawn at peak_replicas x capacity
         scale = peak_replicas_scale(raw, capacity_rps, cfg.peak_replicas, bin_s=max(60.0, slice_s))
         t = arrivals_mod.rate_scale(raw, scale, slice_s, sc.seed)
         return t, float(raw[-1]), f"{Path(cfg.trace_path).name} x{scale:.0f}" if scale >= 10 else \
@@ -317,7 +327,7 @@ def prepare(cfg: SuiteConfig, todo: Sequence[Scenario]) -> None:
     if any(s.cls == "trace" for s in todo):
         if not cfg.trace_path:
             raise ValueError("the trace class needs a trace file: pass --trace FILE or leave out the class")
-        _trace(cfg.trace_path, cfg.trace_unit)
+        checked_trace(cfg.trace_path, cfg.trace_unit, cfg.duration_s)  # its first --duration s too sparse
     for level in {s.slo for s in todo}:
         _calibration(cfg.batcher, cfg.slo_ms(level))
 
