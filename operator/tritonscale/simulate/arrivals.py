@@ -20,6 +20,11 @@ Trace files
 
 Any of them may be gzip-compressed (``.csv.gz``).
 
+Plain numbers are seconds in CSV and text and milliseconds in JSON unless ``unit`` (``--trace-unit``)
+says otherwise: nothing in a column of relative numbers tells seconds from milliseconds, so the
+``Trace`` says which unit was read, for the summary line. An ISO timestamp opens with a full date
+(``YYYY-MM-DD``), and a file's timestamps all name their zone or none do.
+
 Numbers that can only be Unix time in a finer unit are read in it: from 1e11 up, milliseconds
 (1.7e12 in 2023), from 1e14 microseconds, from 1e17 nanoseconds -- Unix time in seconds stays below
 1e11 until the year 5138, and a trace of seconds from its start does not open 3,000 years in.

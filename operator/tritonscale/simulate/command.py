@@ -1,6 +1,6 @@
 """``tritonscale simulate``: trace-driven autoscaling benchmark (the CLI shell).
 
-    tritonscale simulate --trace FILE|--shape NAME [--rate-scale X] --slo-ms N --policy P
+    tritonscale simulate --trace FILE [--trace-unit U]|--shape NAME [--rate-scale X] --slo-ms N --policy P
                          [--seed S] [--json] [--plot FILE.png]
 
 P is tritonscale, hpa, keda, kpa, triton-queue, slo-ratio, static:N, oracle or all. ``add_arguments`` +
