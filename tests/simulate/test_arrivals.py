@@ -106,7 +106,15 @@ def test_a_json_lines_trace_file(tmp_path) -> None:
      "line 6: not a timestamp: 'bogus'"),
     ("TIMESTAMP,x\n1.0,1\n\n2.0,1\nabc,1\n", "line 5: not a number of seconds .* 'abc'"),
     ("TIMESTAMP,x\n1.0,\"a\nb\"\n2.0,1\nq,1\n", "line 5: not a number of seconds .* 'q'"),
-    ("TIMESTAMP,x\n1.0,1\n2.0,1\nNaN,1\n", "line 4: arrival must be a finite number of seconds, got NaN"),
+    ("TIMESTAMP,x\n1.0,1\n2.0,1\nNaN,1\n", "line 4: arrival must be a finite number >= 0, got NaN"),
+    # negatives are refused in every form, as in plain text
+    ("TIMESTAMP,x\n1.0,1\n-2.0,1\n", "line 3: arrival must be a finite number >= 0, got -2.0"),
+    ('{"timestamp": 0}\n{"timestamp": -5}\n', 'line 2: "timestamp" must be a finite number of milliseconds >= 0'),
+    # a header that is not comma-separated, or names no TIMESTAMP, is said to be one
+    ("TIMESTAMP;x\n0.5;1\n", "line 1: no TIMESTAMP column .*comma-separated.*: 'TIMESTAMP;x'"),
+    ("TIMESTAMP\tx\n0.5\t1\n", "line 1: no TIMESTAMP column"),
+    ("\n# c\ntime,model\n0.5,a\n", "line 3: no TIMESTAMP column"),
+    ("1.0\nid,model\n", "line 2: neither seconds nor an ISO timestamp"),  # a header is a first line
     ('{"timestamp": 0}\n\n{"timestamp": 1\n', "line 3: not a JSON object"),
     ('{"timestamp": 0}\n{"time": 1}\n', 'line 2: no "timestamp" key'),
     ('{"timestamp": 0}\n[1]\n', "line 2: not a JSON object"),
@@ -152,8 +160,11 @@ def test_load_trace_reads_gzip_by_its_magic_bytes(tmp_path) -> None:
     with pytest.raises(TraceError, match="a corrupt gzip file"):
         load_trace(str(tmp_path / "flip.gz"))
     (tmp_path / "bin").write_bytes(b"\xff\xfe\x00\x81")
-    with pytest.raises(TraceError, match="not a text file"):
+    with pytest.raises(TraceError, match="not UTF-8 text"):
         load_trace(str(tmp_path / "bin"))
+    (tmp_path / "utf16").write_bytes("0.5\n1.5\n".encode("utf-16"))
+    with pytest.raises(TraceError, match=r"utf16: not UTF-8 text \(byte 0: b'\\xff'\); a trace is read as UTF-8"):
+        load_trace(str(tmp_path / "utf16"))
 
 
 def test_rate_scale_keeps_shape_and_is_deterministic() -> None:

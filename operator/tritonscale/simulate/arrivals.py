@@ -122,9 +122,9 @@ def _seconds(values: Sequence[str], lines: Sequence[int], path: str) -> np.ndarr
         i = next(i for i, v in enumerate(values) if not _is_float(v))
         raise TraceError(f"{path}: line {lines[i]}: not a number of seconds (the column's first value is one): "
                          f"{values[i][:60]!r}") from None
-    bad = np.flatnonzero(~np.isfinite(t))
-    if len(bad):
-        raise TraceError(f"{path}: line {lines[bad[0]]}: arrival must be a finite number of seconds, "
+    bad = np.flatnonzero(~(np.isfinite(t) & (t >= 0)))
+    if len(bad):  # >= 0 as in plain text: an arrival before the trace's clock started is no time of it
+        raise TraceError(f"{path}: line {lines[bad[0]]}: arrival must be a finite number >= 0, "
                          f"got {values[bad[0]].strip()[:60]}")
     return t
 
@@ -261,6 +261,9 @@ def parse_trace(text: str, path: str = "<trace>", unit: str | None = None) -> Tr
             try:
                 at, aware = _iso_seconds(v)
             except ValueError:
+                if n == kept[0][0] and _looks_like_a_header(v):
+                    raise TraceError(f"{path}: line {n}: no TIMESTAMP column (a header is comma-separated and names "
+                                     f"a TIMESTAMP column): {v[:60]!r}") from None
                 raise TraceError(f"{path}: line {n}: neither seconds nor an ISO timestamp: {v[:60]!r}") from None
             if seconds:
                 raise TraceError(f"{path}: line {n}: a timestamp after lines of seconds") from None
@@ -280,6 +283,16 @@ def parse_trace(text: str, path: str = "<trace>", unit: str | None = None) -> Tr
         return Trace(np.sort(t - t.min()), "text")
     t, read, by_size = _in_seconds(np.array(seconds), unit or default_unit("text"))
     return Trace(np.sort(t - t.min()), "text", read, by_size)
+
+
+def _looks_like_a_header(line: str) -> bool:
+    """A first line that is a table's header, not one arrival: it splits on a separator (a line of one
+    arrival holds one value) into fields that start with a letter (a name, not a number or a date)."""
+    for sep in (",", ";", "\t", "|"):
+        fields = [f.strip().strip('"') for f in line.split(sep)]
+        if len(fields) > 1 and all(f[:1].isalpha() for f in fields if f):
+            return True
+    return False
 
 
 def _json_array(text: str, path: str, unit: str) -> Trace:
@@ -339,9 +352,9 @@ def _json_objects(objects: Iterable[tuple[int, Any]], path: str, unit: str, numb
                 v = float(v)
             except OverflowError:  # an integer past float's range (JSON's are unbounded)
                 v = math.inf
-            if not math.isfinite(v):  # and json.loads takes NaN and Infinity
-                raise TraceError(f"{path}: {unit} {n}: \"{key}\" must be a finite number of {UNIT_WORDS[number_unit]}, "
-                                 f"got {str(obj[key])[:20]}")
+            if not math.isfinite(v) or v < 0:  # json.loads takes NaN and Infinity; >= 0 as in plain text
+                raise TraceError(f"{path}: {unit} {n}: \"{key}\" must be a finite number of {UNIT_WORDS[number_unit]} "
+                                 f">= 0, got {str(obj[key])[:20]}")
         if values and number != isinstance(values[0], float):
             kinds = ("a number", "timestamps") if number else ("a timestamp", "numbers")
             raise TraceError(f"{path}: {unit} {n}: {kinds[0]} after lines of {kinds[1]}")
@@ -376,8 +389,9 @@ def read_trace(path: str, unit: str | None = None) -> Trace:
         raise TraceError(f"{path}: a truncated gzip file") from None
     except zlib.error as exc:  # a damaged deflate stream: zlib's own error, neither OSError nor EOFError
         raise TraceError(f"{path}: a corrupt gzip file ({exc})") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not a text file") from None
+    except UnicodeDecodeError as exc:  # UTF-16 or Latin-1 text too: say which encoding is read
+        raise TraceError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}); "
+                         "a trace is read as UTF-8") from None
     return parse_trace(text, path, unit)
 
 
