@@ -135,6 +135,8 @@ RULE_CASES: tuple[Case, ...] = (
         "runtime.podLabels": {"a" * 253 + "/x": "v"}, "runtime.nodeSelector": {"b" * 253 + "/y": ""},
         "runtime.podAnnotations": _annotations_of_bytes(MAX_POD_ANNOTATIONS_BYTES),
         "runtime.image": "registry.example.com/triton:25.08-py3"}),
+    Case("extra-args-of-other-flags", {"runtime.extraArgs": [
+        "--log-verbose=1", "--http-port-like=1", "--model-repository=/extra", "--grpc-infer-allocation-pool-size=8"]}),
     Case("tensor-names-with-other-control-characters",
          {"model.outputs": [{"name": "o\tp", "dataType": "FP32", "dims": [4]}]}),
     Case("autotune-no-sizes-permits-any", {"batching.preferredBatchSizes": [6, 12],
@@ -284,6 +286,13 @@ TYPE_CASES: tuple[Case, ...] = (
     Case("image-leading-space", {"runtime.image": " nvcr.io/nvidia/tritonserver:25.08-py3"}, ("spec.runtime.image",)),
     Case("image-trailing-nbsp", {"runtime.image": "nvcr.io/nvidia/tritonserver:25.08-py3\u00a0"},
          ("spec.runtime.image",)),
+    # flags the operator sets itself (a later one wins in tritonserver: probes on the old port never pass)
+    Case("extra-args-http-port", {"runtime.extraArgs": ["--log-verbose=1", "--http-port=9000"]},
+         ("spec.runtime.extraArgs",), ("the operator sets itself",)),
+    Case("extra-args-metrics-port-two-words", {"runtime.extraArgs": ["--metrics-port 9002"]},
+         ("spec.runtime.extraArgs",)),
+    Case("extra-args-allow-metrics", {"runtime.extraArgs": ["--allow-metrics=false"]}, ("spec.runtime.extraArgs",)),
+    Case("extra-args-too-many", {"runtime.extraArgs": ["--log-verbose=1"] * 257}, ("spec.runtime.extraArgs",)),
     # Triton reads tensor names as C strings
     Case("output-name-nul", {"model.outputs": [{"name": "o\x00", "dataType": "FP32", "dims": [4]}]},
          ("spec.model.outputs[0].name",), ("NUL",)),

@@ -367,6 +367,16 @@ def _string_map(description: str, max_value: int, rules: list[Any]) -> Any:
 # final newline (a YAML block scalar, `image: |`) was admitted and applied, and its ReplicaSet then
 # made no pods.
 GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+# tritonserver flags the operator sets and relies on: the probes and the Service use the HTTP and gRPC
+# ports, Prometheus scrapes the metrics port, and the autoscaler reads those metrics. A later flag wins in
+# tritonserver, so one in extraArgs left the pods never ready (probed on the old port) or the autoscaler
+# blind. (--model-repository may be given again: it adds a repository.)
+OPERATOR_FLAGS = ("--http-port", "--grpc-port", "--metrics-port", "--allow-http", "--allow-metrics")
+_OPERATOR_FLAGS_MESSAGE = (f"may not set the flags the operator sets itself ({', '.join(OPERATOR_FLAGS)}): the "
+                           f"probes, the Service and the autoscaler's metrics rely on them")
+# The CRD bounds the list and its items: its rule iterates them (the API server estimates the cost).
+MAX_EXTRA_ARGS = 256
+MAX_EXTRA_ARG = 4096
 _IMAGE_SPACE_MESSAGE = "must not begin or end with whitespace (Kubernetes refuses such an image when it makes the pods)"
 
 
@@ -399,7 +409,13 @@ class RuntimeSpec(_Model):
         "annotations are not copied. A change rolls the pods.", MAX_ANNOTATION_VALUE, _POD_ANNOTATIONS_RULES)
     tolerations: list[dict[str, Any]] = _free_form("Pod tolerations, e.g. for nvidia.com/gpu taints.", array=True)
     env: list[dict[str, Any]] = _free_form("Extra container env (Kubernetes EnvVar objects).", array=True)
-    extra_args: list[str] = Field(default_factory=list, description="Extra tritonserver flags, appended last.")
+    extra_args: list[str] = Field(
+        default_factory=list, max_length=MAX_EXTRA_ARGS, description="Extra tritonserver flags, appended last. "
+        f"Not the ones the operator sets itself: {', '.join(OPERATOR_FLAGS)}.",
+        json_schema_extra={"items": {"type": "string", "maxLength": MAX_EXTRA_ARG}, "x-kubernetes-validations": [
+            {"rule": "self.all(a, " + " && ".join(f"!(a == '{f}' || a.startsWith('{f}=') || a.startsWith('{f} '))"
+                                                 for f in OPERATOR_FLAGS) + ")",
+             "message": _OPERATOR_FLAGS_MESSAGE}]})
     image_pull_secrets: list[str] = Field(
         default_factory=list, max_length=MAX_PULL_SECRETS, description="Names of image pull Secrets.",
         json_schema_extra={"items": {"type": "string", "maxLength": 253}, "x-kubernetes-validations": [
@@ -417,6 +433,16 @@ class RuntimeSpec(_Model):
         default=256 * 1024 * 1024, ge=1024 * 1024, le=JSON_INT_MAX,
         description="Size of Triton's local response cache, used when model.responseCache is true.",
     )
+
+    @field_validator("extra_args")
+    @classmethod
+    def _extra_args(cls, v: list[str]) -> list[str]:
+        for arg in v:
+            if len(arg) > MAX_EXTRA_ARG:
+                raise ValueError(f"each at most {MAX_EXTRA_ARG} characters")
+            if any(arg == f or arg.startswith((f + "=", f + " ")) for f in OPERATOR_FLAGS):
+                raise ValueError(f"{arg[:60]!r}: {_OPERATOR_FLAGS_MESSAGE}")
+        return v
 
     @field_validator("image")
     @classmethod
