@@ -452,6 +452,22 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     assert "Traceback" not in op.output(), op.output()
 
 
+def test_a_value_the_api_server_cannot_decode_is_named_by_its_spec_field(api_client, namespace, start_operator):
+    """Found by an exploratory test: a runAsUser past int64 in runtime.securityContext (free-form) was
+    refused with Go's decoder's message and no cause, so the condition named only the Deployment."""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    body = sample(namespace)
+    body["spec"]["runtime"]["securityContext"] = {"runAsUser": 10**20}
+    k.create(body)
+    cond = wait_for(lambda: (c := k.condition("linear", "SpecValid")) and c["status"] == "False" and c, 5,
+                    what="SpecValid=False")
+    assert cond["reason"] == "ChildRejected", cond
+    assert cond["message"].startswith("spec.runtime.securityContext.runAsUser (Deployment/linear "), cond["message"]
+    assert not k.remaining_children("linear")
+    assert "Traceback" not in op.output(), op.output()
+
+
 def test_what_the_api_server_accepts_with_a_warning_is_said(api_client, namespace, start_operator):
     """Found by an exploratory test: the API server accepts a pod template with two env vars of one name
     (the later hides the earlier) with a warning, which kubectl prints for the objects it writes; the

@@ -375,3 +375,22 @@ def test_a_warning_is_named_by_the_spec_field_it_came_from(text: str, field: str
 
     warning = child_warning("Deployment/x", text)
     assert (warning.field, warning.message) == (field, message)
+
+
+def test_a_body_the_api_server_cannot_decode_is_named_by_the_field_go_names() -> None:
+    """A runAsUser past int64 (runtime.securityContext is free-form) is refused with no cause, only Go's
+    decoder's message; the field in it is the user's."""
+    import json
+
+    from kubernetes.client import ApiException
+
+    from tritonscale.reconcile.inference_service import api_problems
+
+    exc = ApiException(status=400, reason="Bad Request")
+    exc.body = json.dumps({"kind": "Status", "message": 'Deployment in version "v1" cannot be handled as a Deployment: '
+                           "json: cannot unmarshal number 1e20 into Go struct field PodSecurityContext.spec.template."
+                           "spec.securityContext.runAsUser of type int64"})
+    [problem] = api_problems("Deployment/x", exc)
+    assert problem.field == ("spec.runtime.securityContext.runAsUser (Deployment/x "
+                             "spec.template.spec.securityContext.runAsUser)"), problem.field
+    assert "cannot unmarshal number 1e20" in problem.message

@@ -332,7 +332,17 @@ def api_problems(ref: str, exc: ApiException) -> list[Problem]:
     named = [child_problem(ref, str(c.get("field")), _without_echo(str(c.get("message") or c.get("reason")
                                                                        or "invalid")))
              for c in causes if c.get("field") and c.get("field") != "<nil>"]
-    return named or [Problem(ref, _without_echo(str(body.get("message") or exc.reason or f"HTTP {exc.status}")))]
+    message = _without_echo(str(body.get("message") or exc.reason or f"HTTP {exc.status}"))
+    # A body the API server cannot decode names no cause, but Go's JSON decoder names the field:
+    # "... cannot unmarshal number 1e20 into Go struct field PodSecurityContext.spec.template.spec.
+    # securityContext.runAsUser of type int64" (a runAsUser past int64, from runtime.securityContext).
+    decoded = _GO_FIELD.search(message)
+    if not named and decoded:
+        return [child_problem(ref, decoded.group(1), message)]
+    return named or [Problem(ref, message)]
+
+
+_GO_FIELD = re.compile(r"into Go struct field \w+\.([A-Za-z][\w.\[\]]*) of type")
 
 
 # A JSON object of at least this many characters inside an API server's message: the object echoed
