@@ -135,6 +135,7 @@ RULE_CASES: tuple[Case, ...] = (
         "runtime.podLabels": {"a" * 253 + "/x": "v"}, "runtime.nodeSelector": {"b" * 253 + "/y": ""},
         "runtime.podAnnotations": _annotations_of_bytes(MAX_POD_ANNOTATIONS_BYTES),
         "runtime.image": "registry.example.com/triton:25.08-py3"}),
+    Case("storage-pvc-claim-253", {"model.storageUri": "pvc://" + "a" * 253 + "/m"}),
     Case("extra-args-of-other-flags", {"runtime.extraArgs": [
         "--log-verbose=1", "--http-port-like=1", "--model-repository=/extra", "--grpc-infer-allocation-pool-size=8"]}),
     Case("tensor-names-with-other-control-characters",
@@ -286,6 +287,8 @@ TYPE_CASES: tuple[Case, ...] = (
     Case("image-leading-space", {"runtime.image": " nvcr.io/nvidia/tritonserver:25.08-py3"}, ("spec.runtime.image",)),
     Case("image-trailing-nbsp", {"runtime.image": "nvcr.io/nvidia/tritonserver:25.08-py3\u00a0"},
          ("spec.runtime.image",)),
+    Case("storage-pvc-claim-254", {"model.storageUri": "pvc://" + "a" * 254 + "/m"}, ("spec.model.storageUri",),
+         ("at most 253",)),
     # flags the operator sets itself (a later one wins in tritonserver: probes on the old port never pass)
     Case("extra-args-http-port", {"runtime.extraArgs": ["--log-verbose=1", "--http-port=9000"]},
          ("spec.runtime.extraArgs",), ("the operator sets itself",)),

@@ -77,21 +77,20 @@ class _Format:
 
     pattern: re.Pattern[str]
     message: str
-    # ... and what the value may not contain anywhere (searched, unanchored: CEL's ``matches`` too), said apart
-    forbidden: re.Pattern[str] | None = None
-    forbidden_message: str = ""
+    # ... and what the value may not contain (searched, unanchored: CEL's ``matches`` too), each said apart
+    forbidden: tuple[tuple[re.Pattern[str], str], ...] = ()
 
     def schema(self) -> dict[str, Any]:
         rules = [{"rule": f"self.matches(r'{self.pattern.pattern}')", "message": self.message}]
-        if self.forbidden is not None:
-            rules.append({"rule": f"!self.matches(r'{self.forbidden.pattern}')", "message": self.forbidden_message})
+        rules += [{"rule": f"!self.matches(r'{p.pattern}')", "message": m} for p, m in self.forbidden]
         return {"x-kubernetes-validations": rules}
 
     def check(self, value: str | None) -> str | None:
         if value is not None and not self.pattern.fullmatch(value):  # not match: "$" also matches before a final "\n"
             raise ValueError(self.message)
-        if value is not None and self.forbidden is not None and self.forbidden.search(value):
-            raise ValueError(self.forbidden_message)
+        for pattern, message in self.forbidden:
+            if value is not None and pattern.search(value):
+                raise ValueError(message)
         return value
 
 
@@ -141,8 +140,13 @@ _STORAGE_URI = _Format(
     re.compile(r"^(s3://[^/\s]+(/\S*)?|gs://[^/\s]+(/\S*)?"
                r"|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/\S+)$"),
     "must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://CLAIM/PATH",
-    # pvc://models/../../etc linked the container's own /etc in place of the claim's model
-    forbidden=re.compile(r"/\.\.(/|$)"), forbidden_message="PATH may not contain '..' segments")
+    forbidden=(
+        # pvc://models/../../etc linked the container's own /etc in place of the claim's model
+        (re.compile(r"/\.\.(/|$)"), "PATH may not contain '..' segments"),
+        # a claim's name is at most 253 characters: the Deployment took a longer one, whose pods then waited
+        # for a claim no one can make
+        (re.compile(r"^pvc://[^/]{254}"), "CLAIM is a PersistentVolumeClaim's name, at most 253 characters"),
+    ))
 _MODEL_NAME = _Format(re.compile(r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$"),
                       "must be letters, digits, '_', '-' and '.', and not dots alone")
 # A Prometheus base URL: http(s), optional user:password@, a host name or [IPv6] address, an optional
