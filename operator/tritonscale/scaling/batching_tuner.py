@@ -178,8 +178,8 @@ class TunerState:
                 raise ValueError("not a finite time")  # written back as NaN, the status patch would fail
             return cls(_settings_of(d.get("candidate")), times[0], times[1], _settings_of(d.get("previous")),
                        times[2], d.get("rollingSeen") is True)
-        except (TypeError, ValueError, KeyError):
-            return cls()  # corrupt memory: start fresh rather than crash the tick
+        except (TypeError, ValueError, KeyError, OverflowError):
+            return cls()  # corrupt memory (1e400 read as infinity): start fresh rather than crash the tick
 
 
 @dataclass(frozen=True)
@@ -204,8 +204,10 @@ def _capacity(cost: tuple[float, float], max_batch: int, target_ms: float, s: Se
 
 def score(s: Settings, cost: tuple[float, float], max_batch: int, target_ms: float, rate: float) -> Score:
     """Capacity at the target (0: no rate meets it) and p95 now. The capacity depends on the cost
-    only, cached on the cost rounded to 0.1 ms / 0.01 ms per item (finer than the fit's error)."""
-    key = (round(cost[0], 1), round(cost[1], 2))
+    only, cached on the cost to three significant digits (finer than the fit's error; rounded to 0.1 ms
+    and 0.01 ms per item, a fast model's 0.04 + 0.004n ms was a cost of 0, and its capacity a division
+    by it)."""
+    key = (float(f"{cost[0]:.3g}"), float(f"{cost[1]:.3g}"))
     return Score(_capacity(key, max_batch, target_ms, s), predicted_p95_ms(cost, max_batch, s.delay_ms,
                                                                           s.preferred, rate))
 

@@ -129,7 +129,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
             st = replace(st, last_scale_time=now)
         return Decision(n, step.reason, f"{step.why} -> {replicas_text(n)}", st, ok, details)
 
-    state = learn_cold_start(forget_model(state, replicas, now, policy.window_s), replicas)
+    state = learn_cold_start(forget_model(state.until(now + policy.interval_s), replicas, now, policy.window_s),
+                             replicas)
     held, state, ok = guard(obs, replicas, policy, state)
     if held is not None:
         if held.reason in ("FallbackAfterFailures", "NoTarget"):  # a recommendation like any other, as

@@ -25,6 +25,8 @@ def add_batch_sample(samples: tuple[tuple[float, float, float], ...], n: float, 
                      now: float) -> tuple[tuple[float, float, float], ...]:
     """Per batch-size bin keep the lowest time seen in the last BATCH_SAMPLE_TTL_S (see
     MAX_BATCH_BINS): samples (size, ms, when), sorted by size."""
+    if not (n > 0 and ms >= C.MIN_BATCH_MS and math.isfinite(ms)):
+        return samples  # no measurement: below the resolution of Triton's duration counters
     b = _batch_bin(n)
     smaller = [e[1] for e in samples if e[0] < n and _batch_bin(e[0]) != b and now - e[2] <= C.BATCH_SAMPLE_TTL_S]
     if smaller and ms < min(smaller):
@@ -44,6 +46,7 @@ def add_batch_sample(samples: tuple[tuple[float, float, float], ...], n: float, 
 def batch_cost(samples: tuple[tuple[float, ...], ...]) -> tuple[float, float] | None:
     """Least-squares (a, b) of batch_ms = a + b*n over (size, ms, ...) samples, both >= 0;
     None without samples."""
+    samples = tuple(e for e in samples if e[0] > 0 and e[1] >= C.MIN_BATCH_MS)  # a memory from elsewhere
     if not samples:
         return None
     ns = [e[0] for e in samples]

@@ -160,6 +160,10 @@ BATCH_SAMPLE_TTL_S = 1800.0
 # 3-4 59 -> 60/84, 5-6 61 -> 61/84 and the wide ranges 81 -> 81/108, each a little cheaper
 # (-0.2%, -0.2%, -0.2%, -0.04% of the changed scenarios' replica-hours); 0.1 gave 99 -> 97.
 BATCH_STEADY_CHANGE = 0.4
+# The shortest batch time that is a measurement: Triton's duration counters count microseconds
+# (nv_inference_compute_infer_duration_us), so a mean below one is none -- and a batch cost of 0 made
+# the capacity divide by zero.
+MIN_BATCH_MS = 0.001
 # Scale-down window without a spec value: this many plan horizons (learned cold start + one
 # tick; steps.scale_down_window): what a removed replica takes to come back. Re-runs against
 # stored baselines, one cold start before: suite (seeds 0-2) 94 -> 95/126, held-out seeds 3-4

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 SourceStatus = Literal["ok", "no_data", "failed"]
@@ -126,6 +126,12 @@ def _r(v: float | None, nd: int = 3) -> float | None:
     return None if v is None else round(v, nd)
 
 
+def _sig(v: float) -> float:
+    """``v`` to six significant digits: a measurement kept for a restart (a batch of a fast model takes
+    0.0004 ms per item) must not round to 0 -- read back, a zero cost divided every later tick by it."""
+    return float(f"{v:.6g}")
+
+
 @dataclass(frozen=True)
 class State:
     """Autoscaler memory. Serialisable (``to_dict``) so it survives an operator restart."""
@@ -157,14 +163,14 @@ class State:
             "failures": self.failures,
             "capacityRps": _r(self.capacity_rps, 4),
             "capacityCeilingRps": _r(self.capacity_ceiling_rps, 4),
-            "batchSamples": [[round(n, 3), round(t, 3), round(w, 1)] for n, t, w in self.batch_samples],
+            "batchSamples": [[_sig(n), _sig(t), round(w, 1)] for n, t, w in self.batch_samples],
             "lastScaleTime": self.last_scale_time,
             "rates": [[round(t, 1), round(r, 2), round(p, 2)] for t, r, p in self.rates],
             "coldStartSeconds": _r(self.cold_start_s, 1),
             "surprises": [round(t, 1) for t in self.surprises],
             "lastPending": None if self.last_pending is None else _known_prefix(self.last_pending),
             "lastBatchSize": _r(self.last_batch_size),
-            "queueing": [[round(t, 1), round(k, 4), round(r, 3), n] for t, k, r, n in self.queueing],
+            "queueing": [[round(t, 1), _sig(k), _sig(r), n] for t, k, r, n in self.queueing],
             "serving": self.serving,
             "rolledOutAt": _r(self.rolled_out_at, 1),
         }
@@ -181,8 +187,9 @@ class State:
                 failures=int(d.get("failures") or 0),
                 capacity_rps=_float_or_none(d.get("capacityRps")),
                 capacity_ceiling_rps=_float_or_none(d.get("capacityCeilingRps")),
+                # a batch of no size or no time is no measurement (the capacity divides by both)
                 batch_samples=tuple((_finite(e[0]), _finite(e[1]), _finite(e[2]) if len(e) > 2 else 0.0)
-                                    for e in d.get("batchSamples") or ()),
+                                    for e in d.get("batchSamples") or () if _finite(e[0]) > 0 < _finite(e[1])),
                 last_scale_time=_epoch_or_none(d.get("lastScaleTime")),
                 rates=tuple((_finite(e[0]), _finite(e[1]), _finite(e[-1])) for e in d.get("rates") or ()),
                 cold_start_s=None if d.get("coldStartSeconds") is None else _finite(d["coldStartSeconds"]),
@@ -196,10 +203,35 @@ class State:
                 serving=None if d.get("serving") is None else str(d["serving"]),
                 rolled_out_at=None if d.get("rolledOutAt") is None else _finite(d["rolledOutAt"]),
             )
-        except (TypeError, ValueError, IndexError, KeyError, AttributeError):
-            # corrupt or hand-edited memory (a list of maps, a number as a string): start fresh
-            # rather than fail every tick -- the tick rewrites the memory it starts with
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError):
+            # corrupt or hand-edited memory (a list of maps, a number as a string, 1e400 read as infinity
+            # by int()): start fresh rather than fail every tick -- the tick rewrites the memory it starts with
             return cls()
+
+    def until(self, t: float) -> State:
+        """The memory without what is stamped after ``t``: an entry from a clock ahead of this one (a
+        leader on another node, a hand edit) would sit in every look-back window until that clock's
+        time came -- a recommendation stamped ten minutes ahead held a fleet of 8 up for ten minutes
+        more, one stamped in milliseconds for good."""
+        def late(stamp: float | None) -> bool:
+            return stamp is not None and stamp > t
+
+        if not (any(late(e[0]) for e in self.recommendations) or any(late(e[0]) for e in self.rates)
+                or any(late(x) for x in self.surprises) or any(late(e[2]) for e in self.batch_samples)
+                or any(late(e[0]) for e in self.queueing) or late(self.last_scale_time)
+                or late(self.rolled_out_at) or (self.last_pending is not None and late(self.last_pending.at))):
+            return self
+        return replace(
+            self,
+            recommendations=tuple(e for e in self.recommendations if not late(e[0])),
+            rates=tuple(e for e in self.rates if not late(e[0])),
+            surprises=tuple(x for x in self.surprises if not late(x)),
+            batch_samples=tuple(e for e in self.batch_samples if not late(e[2])),
+            queueing=tuple(e for e in self.queueing if not late(e[0])),
+            last_scale_time=None if late(self.last_scale_time) else self.last_scale_time,
+            rolled_out_at=None if late(self.rolled_out_at) else self.rolled_out_at,
+            last_pending=None if self.last_pending is not None and late(self.last_pending.at) else self.last_pending,
+        )
 
 
 def _finite(v: Any) -> float:

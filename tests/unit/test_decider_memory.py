@@ -1,0 +1,98 @@
+"""The decider's memory as the operator keeps it across a restart (``status.scalingState``): what it
+writes reads back as a memory ``decide`` can use, and a memory from elsewhere (an older version, a hand
+edit, a leader whose clock runs ahead) never stops the autoscaler. Found by fuzzing ``decide`` with
+adversarial memories and readings (session 54)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+
+from tritonscale.scaling import batching_tuner as bt
+from tritonscale.scaling.decider import Observation, Policy, Replicas, State, decide
+
+NOW = 1.75e9
+POLICY = Policy(min_replicas=1, max_replicas=10, target_p95_ms=100.0, max_batch_size=16)
+
+
+def restarted(state: State) -> State:
+    """The memory as a new operator reads it: through the API server's JSON."""
+    return State.from_dict(json.loads(json.dumps(state.to_dict(), allow_nan=False)))
+
+
+def test_a_fast_models_batch_cost_survives_a_restart() -> None:
+    """A batch of 0.0004 ms per item was written rounded to 0, and read back every later tick divided by it."""
+    state = State(batch_samples=((4.0, 0.0004, NOW), (16.0, 0.0016, NOW)))
+    samples = restarted(state).batch_samples
+    assert [(n, t) for n, t, _ in samples] == [(4.0, 0.0004), (16.0, 0.0016)]
+
+
+@pytest.mark.parametrize("samples", [[[4.0, 0.0, NOW]], [[0.0, 5.0, NOW]], [[4.0, -1.0, NOW]], [[-2.0, 5.0, NOW]]])
+def test_a_batch_sample_of_no_size_or_no_time_is_no_measurement(samples: list[list[float]]) -> None:
+    state = State.from_dict({"batchSamples": samples})
+    assert state.batch_samples == ()
+    d = decide(Observation("ok", p95_ms=40.0, rps=100.0, pending=0.0, pods=2.0), Replicas(2, 2), POLICY, state, NOW)
+    assert 1 <= d.replicas <= 10
+
+
+def test_a_batch_below_the_metrics_resolution_is_not_learned() -> None:
+    obs = Observation("ok", p95_ms=1.0, rps=100.0, pending=0.0, pods=2.0, batch_size=4.0, batch_ms=5e-324)
+    d = decide(obs, Replicas(2, 2), POLICY, State(), NOW)
+    assert d.state.batch_samples == ()
+    json.dumps(d.state.to_dict(), allow_nan=False)  # finite: the status patch would be refused otherwise
+
+
+@pytest.mark.parametrize("saved", [{"failures": 1e400}, {"recommendations": [[NOW, 1e400, 1]]}])
+def test_a_memory_with_a_number_past_any_int_starts_fresh(saved: dict[str, Any]) -> None:
+    assert State.from_dict(json.loads(json.dumps(saved).replace("Infinity", "1e400"))) == State()
+
+
+def test_the_tuners_memory_with_a_number_past_any_int_starts_fresh() -> None:
+    assert bt.TunerState.from_dict(json.loads('{"candidate": {"delayUs": 1e400}}')) == bt.TunerState()
+
+
+def _first_scale_down(saved: dict[str, Any] | None) -> int | None:
+    """Seconds until a fleet of 8 under a load one replica serves first scales down (15 s ticks)."""
+    policy = Policy(min_replicas=1, max_replicas=10, target_p95_ms=100.0, max_batch_size=4)
+    state, current = State.from_dict(saved), 8
+    for i in range(1, 240):
+        obs = Observation(status="ok", p95_ms=20.0, rps=5.0, pending=0.0, pods=float(current), batch_size=2.0,
+                          batch_ms=10.0)
+        d = decide(obs, Replicas(current, current), policy, state, NOW + 15 * i)
+        if d.replicas < current:
+            return 15 * i
+        state, current = d.state, d.replicas
+    return None
+
+
+@pytest.mark.parametrize("ahead", [600.0, NOW * 999])  # a leader's clock ten minutes ahead; milliseconds
+def test_a_memory_stamped_ahead_of_the_clock_holds_nothing(ahead: float) -> None:
+    """A recommendation stamped in the future sat in every scale-down window until its time came."""
+    plain = _first_scale_down(None)
+    assert plain is not None
+    assert _first_scale_down({"recommendations": [[NOW + ahead, 8, 8]], "surprises": [NOW + ahead]}) == plain
+
+
+def test_a_fast_models_cost_does_not_stop_the_tuner() -> None:
+    """Rounded to 0.1 ms and 0.01 ms per item for its cache, a cost of 0.04 + 0.004n ms was 0, and the
+    tuner divided by it at every tick."""
+    score = bt.score(bt.Settings(), (0.04, 0.004), 16, 5.0, 2000.0)
+    assert 0 < score.capacity_rps < float("inf")
+
+
+def test_a_tuner_failure_does_not_stop_the_tick(monkeypatch: pytest.MonkeyPatch,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    from tritonscale.scaling import tick
+
+    def broken(*_: Any) -> None:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(tick.bs, "tune_tick", broken)
+    with caplog.at_level(logging.DEBUG, logger="tritonscale.autoscaler"):
+        assert tick._tune(None, {}, None, None, None, 1, {}, NOW, "ns/x") is None  # type: ignore[arg-type]
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors == ["ns/x: the batching tuner failed, scaling goes on without it: ZeroDivisionError: "
+                      "float division by zero"]
