@@ -18,7 +18,7 @@ import urllib3
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
-from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
+from tritonscale.api.spec import GROUP, KIND, LABEL, PLURAL, VERSION
 from tritonscale.api.validation import scaling_spec
 from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, namespace_terminating
 from tritonscale.reconcile.inference_service import reconcile
@@ -94,6 +94,13 @@ def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> No
     try:
         outcome = reconcile(_kube(), dict(body), _events_for(body))
     except API_ERRORS as exc:
+        if isinstance(exc, ApiException) and exc.status == 404 and _gone(body):
+            # Deleted (or deleted and created again) while this pass ran: its children, if written, go
+            # with it (their owner reference names its uid), and the new object has its own pass.
+            meta = body.get("metadata", {})
+            log.debug(f"{meta.get('namespace')}/{meta.get('name')}: deleted while reconciling: "
+                      f"{describe_api_error(exc)}")
+            return
         if isinstance(exc, ApiException) and namespace_terminating(exc):
             # The namespace is being deleted with the object in it: the API server refuses to create
             # children there (403, NamespaceTerminating), and retrying would only warn until it is gone.
@@ -109,6 +116,16 @@ def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> No
         # (it is not ours to watch), so Kopf tries again until the name is free.
         raise kopf.TemporaryError(f"another object holds the name of {', '.join(outcome.conflicts)} (see the Ready "
                                   "condition)", delay=retry_delay(retry, CONFLICT_RETRY_S))
+
+
+def _gone(body: Any) -> bool:
+    """This object (its uid) is no longer in the API; False when that cannot be read either."""
+    meta = body.get("metadata", {})
+    try:
+        now = _kube().get_inference_service(str(meta.get("namespace")), str(meta.get("name")))
+    except API_ERRORS:
+        return False
+    return now is None or now["metadata"].get("uid") != meta.get("uid")
 
 
 def retry_delay(retry: int, first_s: float) -> float:
@@ -138,13 +155,32 @@ def _reconcile_owner(namespace: str, name: str) -> None:
             log.warning(f"{namespace}/{name}: correcting a child failed: {describe_api_error(exc)}")
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={LABEL: kopf.PRESENT})
-@kopf.on.event("", "v1", "services", labels={LABEL: kopf.PRESENT})
-@kopf.on.event("", "v1", "configmaps", labels={LABEL: kopf.PRESENT})
-@kopf.on.event("policy", "v1", "poddisruptionbudgets", labels={LABEL: kopf.PRESENT})
+def owner_name(body: Any) -> str | None:
+    """The InferenceService a child belongs to: its label, or its owner reference when the label is gone
+    -- an edit that took the label off a Service and changed its selector was not seen (the watch went
+    by the label), and the Service had no endpoints until the resync, 5 minutes later."""
+    meta = body.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(LABEL)
+    if name:
+        return str(name)
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("kind") == KIND and str(ref.get("apiVersion")).startswith(f"{GROUP}/"):
+            return str(ref.get("name")) or None
+    return None
+
+
+def _is_child(body: kopf.Body, **_: Any) -> bool:
+    return owner_name(body) is not None
+
+
+@kopf.on.event("apps", "v1", "deployments", when=_is_child)
+@kopf.on.event("", "v1", "services", when=_is_child)
+@kopf.on.event("", "v1", "configmaps", when=_is_child)
+@kopf.on.event("policy", "v1", "poddisruptionbudgets", when=_is_child)
 def child_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
-    """A child changed or vanished: correct drift and refresh Ready from the Deployment."""
-    owner = (body.get("metadata", {}).get("labels") or {}).get(LABEL)
+    """A child changed or vanished: correct drift and refresh Ready from the Deployment. (Kopf watches
+    each kind whole and filters here, so the owner reference costs no more than the label did.)"""
+    owner = owner_name(body)
     if owner and namespace:  # every child is namespaced
         _reconcile_owner(namespace, owner)
 

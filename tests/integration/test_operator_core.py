@@ -452,6 +452,47 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     assert "Traceback" not in op.output(), op.output()
 
 
+def test_children_orphaned_by_a_deletion_are_adopted_by_the_object_applied_again(api_client, namespace,
+                                                                                  start_operator):
+    """Found by an exploratory test: `kubectl delete tis --cascade=orphan` and the same YAML applied again
+    left the new object in NameConflict for good (its own children, serving, were "another object's"),
+    and the advice was to delete them: an outage. Now children with no owner and this object's labels
+    are taken back, as a Deployment adopts its ReplicaSets; the Deployment is the same object (no pod
+    rolls). A child edited by hand meanwhile, its label taken off with it, is corrected too."""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    k.create(sample(namespace))
+    before = wait_for(lambda: k.children("linear"), 10, what="the children")
+    wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 5, what="SpecValid=True")
+    k.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "linear",
+                                             propagation_policy="Orphan")
+    wait_for(lambda: not exists(k.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, "linear"),
+             10, what="the InferenceService gone")
+    orphans = k.children("linear")
+    assert all(not (c["metadata"].get("ownerReferences") or []) for c in orphans.values()), orphans
+    uid = k.create(sample(namespace))["metadata"]["uid"]
+    after = wait_for(lambda: (c := k.children("linear")) and all(
+        any(r["uid"] == uid for r in x["metadata"].get("ownerReferences") or []) for x in c.values()) and c,
+        10, what="every child owned by the new object")
+    for kind in before:
+        assert after[kind]["metadata"]["uid"] == before[kind]["metadata"]["uid"], kind
+    assert after["Deployment"]["spec"]["template"] == before["Deployment"]["spec"]["template"]
+    wait_for(lambda: (k.condition("linear", "Ready") or {}).get("reason") != "NameConflict"
+             and (k.condition("linear", "SpecValid") or {}).get("status") == "True", 5, what="no NameConflict")
+    adopted = [e for e in k.core.list_namespaced_event(namespace).items
+               if e.involved_object.name == "linear" and e.reason == "Adopted"]
+    assert len(adopted) == 4, [e.message for e in adopted]
+
+    # a Service edited by hand, the label that named its owner taken off with it: still corrected at once
+    k.core.patch_namespaced_service("linear", namespace, [
+        {"op": "remove", "path": "/metadata/labels/tritonscale.io~1inferenceservice"},
+        {"op": "replace", "path": "/spec/selector", "value": {"app": "nothing"}}])
+    wait_for(lambda: k.core.read_namespaced_service("linear", namespace).spec.selector == {LABEL: "linear"}, 10,
+             what="the Service's selector corrected")
+    assert op.alive()
+    assert "Traceback" not in op.output(), op.output()
+
+
 def test_a_value_the_api_server_cannot_decode_is_named_by_its_spec_field(api_client, namespace, start_operator):
     """Found by an exploratory test: a runAsUser past int64 in runtime.securityContext (free-form) was
     refused with Go's decoder's message and no cause, so the condition named only the Deployment."""

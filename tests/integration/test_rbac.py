@@ -35,7 +35,13 @@ from tritonscale.render.kubernetes_objects import mounted_configmap
 # admission plugin (on in the test control plane, as in OpenShift) the API server
 # checks `update` on the owner's finalizers. test_finalizers_grant_is_what_admission_checks
 # shows the operator's writes fail without it.
-GRANTED_WITHOUT_REQUEST = {("tritonscale.io", "inferenceservices/finalizers", "update")}
+GRANTED_WITHOUT_REQUEST = {("tritonscale.io", "inferenceservices/finalizers", "update"),
+                           # The same plugin lets an ownerReference be set on an existing object only by
+                           # who may delete it: adopting orphaned children (test_operator_core's
+                           # test_children_orphaned_by_a_deletion_are_adopted_by_the_object_applied_again
+                           # fails without it: "cannot set an ownerRef on a resource you can't delete").
+                           ("apps", "deployments", "delete"), ("", "services", "delete"),
+                           ("policy", "poddisruptionbudgets", "delete")}
 
 
 def _sample(namespace: str, name: str, **scaling: Any) -> dict[str, Any]:

@@ -209,3 +209,38 @@ def _no_wait(sleep: Any) -> Any:
     async def short(delay: float) -> None:
         await sleep(min(delay, 0.001))
     return short
+
+
+class _Gone:
+    """A Kube whose InferenceService is found (or not) as given."""
+
+    def __init__(self, found: dict | None) -> None:
+        self.found = found
+
+    def get_inference_service(self, namespace: str, name: str) -> dict | None:
+        return self.found
+
+
+@pytest.mark.parametrize(("found", "quiet"), [
+    (None, True),  # deleted while the pass ran
+    ({"metadata": {"uid": "new"}}, True),  # deleted and created again
+    ({"metadata": {"uid": "u1"}}, False),  # still there: a child vanished, Kopf tries again
+])
+def test_a_pass_whose_object_was_deleted_meanwhile_ends_quietly(monkeypatch, found: dict | None, quiet: bool) -> None:
+    """Found by an exploratory test: deleted and applied again in a loop, each pass's status patch met a
+    404 and Kopf logged "Handler 'reconcile_inference_service' failed temporarily" at ERROR."""
+    from kubernetes.client import ApiException
+
+    import kopf
+
+    def refused(*_: object) -> None:
+        raise ApiException(status=404, reason="Not Found")
+
+    monkeypatch.setattr(handlers, "reconcile", refused)
+    monkeypatch.setattr(handlers, "KUBE", _Gone(found))
+    body = {"metadata": {"namespace": "ns", "name": "x", "uid": "u1"}}
+    if quiet:
+        assert handlers.reconcile_inference_service(body) is None
+    else:
+        with pytest.raises(kopf.TemporaryError):
+            handlers.reconcile_inference_service(body)

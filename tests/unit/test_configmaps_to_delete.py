@@ -75,3 +75,28 @@ def test_a_clean_up_refused_at_every_pass_is_one_warning(caplog) -> None:
     assert [r.getMessage() for r in caplog.records] == [
         "ns/linear: removing ConfigMaps no pod mounts failed (they stay): 403 Forbidden"]
     isvc._cleanup_failed.clear()
+
+
+def _orphan(labels: dict[str, str], refs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "linear-config-old", "uid": "cm-old", "labels": labels, "ownerReferences": refs}}
+
+
+OURS = {"tritonscale.io/inferenceservice": "linear", "app.kubernetes.io/managed-by": "tritonscale"}
+
+
+def test_an_orphan_of_the_objects_own_is_adoptable_and_nothing_else_is() -> None:
+    """Left by `kubectl delete tis --cascade=orphan`: no owner, the object's own labels."""
+    from tritonscale.reconcile.inference_service import adoptable
+
+    assert adoptable(_orphan(OURS), "linear")
+    assert adoptable(_orphan(OURS, [{"uid": "x", "kind": "Team", "controller": False}]), "linear")
+    assert not adoptable(_orphan(OURS), "other")  # another object's
+    assert not adoptable(_orphan({**OURS, "app.kubernetes.io/managed-by": "helm"}), "linear")
+    assert not adoptable(_orphan({"tritonscale.io/inferenceservice": "linear"}), "linear")
+    assert not adoptable(_orphan(OURS, [{"uid": "x", "kind": "InferenceService", "controller": True}]), "linear")
+
+
+def test_an_orphaned_config_no_template_mounts_goes_too() -> None:
+    """An orphaned Deployment's earlier configs, once adopted and unmounted, are nobody's to keep."""
+    out = configmaps_to_delete([_orphan(OURS), cm("linear-config-aaa")], [workload("linear-config-aaa")], UID)
+    assert names(out) == ["linear-config-old"]

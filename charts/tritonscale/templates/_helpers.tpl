@@ -84,13 +84,16 @@ ownerReference garbage collection).
   verbs: ["update"]
 # The children: Triton Deployment (the autoscaler patches spec.replicas), Service,
 # config.pbtxt ConfigMaps, PodDisruptionBudget. Watched for drift, read, created,
-# merge-patched.
+# merge-patched. No request deletes a Deployment, Service or PodDisruptionBudget; the
+# delete grant is what OwnerReferencesPermissionEnforcement checks before it lets an
+# ownerReference be set on an existing object: adopting the children a
+# `kubectl delete --cascade=orphan` left.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # One immutable ConfigMap per config.pbtxt: the ones no pod template mounts any more
 # (neither the Deployment's nor a ReplicaSet's it keeps as history) are deleted.
 - apiGroups: [""]
@@ -101,7 +104,7 @@ ownerReference garbage collection).
   verbs: ["list"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The autoscaler lists each Deployment's pods (by its selector) every tick: pods
 # the scheduler cannot place (e.g. insufficient nvidia.com/gpu) stop further
 # scale-up, and the cold starts of pods that became ready tune it.

@@ -29,7 +29,14 @@ from tritonscale.api.validation import Problem, field_path, validate_body
 from tritonscale.kube.client import API_ERRORS, Kube, api_status, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.reconcile.diff import LAST_APPLIED, plan_patch, with_last_applied
-from tritonscale.render.kubernetes_objects import build_children, endpoints, mounted_configmap, owned_by
+from tritonscale.render.kubernetes_objects import (
+    MANAGED_BY,
+    build_children,
+    endpoints,
+    labels,
+    mounted_configmap,
+    owned_by,
+)
 
 EventFn = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 log = logging.getLogger("tritonscale")
@@ -44,6 +51,7 @@ class Outcome:
     patched: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # children whose names something else holds
+    adopted: list[str] = field(default_factory=list)  # orphans of this object's taken back (``adoptable``)
 
 
 def what_it_does(child: dict[str, Any] | None) -> Any:
@@ -188,7 +196,9 @@ def configmaps_to_delete(configmaps: list[dict[str, Any]], workloads: list[dict[
     row: the ReplicaSet of the one before may not exist yet), and its ReplicaSets -- the Deployment
     keeps old ones as its revision history, and their ConfigMaps go when they go."""
     mounted = {mounted_configmap(w) for w in workloads}
-    return [cm for cm in configmaps if owned_by(cm, uid) and cm["metadata"]["name"] not in mounted]
+    return [cm for cm in configmaps if (owned_by(cm, uid) or adoptable(cm, (cm["metadata"].get("labels") or {})
+                                                                       .get(LABEL, "")))
+            and cm["metadata"]["name"] not in mounted]
 
 
 def _delete_unmounted_configmaps(kube: Kube, ns: str, name: str, uid: str,
@@ -197,7 +207,8 @@ def _delete_unmounted_configmaps(kube: Kube, ns: str, name: str, uid: str,
     next. The ReplicaSets are listed only when a ConfigMap besides the Deployment's own is there."""
     selector = f"{LABEL}={name}"
     try:
-        owned = [cm for cm in kube.list_config_maps(ns, selector) if owned_by(cm, uid)]
+        # the orphans too (an orphaned Deployment's earlier configs): once unmounted, they are nobody's
+        owned = [cm for cm in kube.list_config_maps(ns, selector) if owned_by(cm, uid) or adoptable(cm, name)]
         if configmaps_to_delete(owned, deployments, uid):
             for cm in configmaps_to_delete(owned, [*deployments, *kube.list_replica_sets(ns, selector)], uid):
                 kube.delete_config_map(ns, cm["metadata"]["name"], cm["metadata"]["uid"])
@@ -211,12 +222,39 @@ def _delete_unmounted_configmaps(kube: Kube, ns: str, name: str, uid: str,
     _cleanup_failed.pop(f"{ns}/{name}", None)
 
 
+def adoptable(live: dict[str, Any], owner_name: str) -> bool:
+    """An orphan of the InferenceService ``owner_name``'s: no controller owns it, and it carries the labels
+    the operator puts on that object's children -- left by `kubectl delete tis --cascade=orphan`, or an
+    owner reference removed by hand. It is taken back, as a Deployment adopts the ReplicaSets its selector
+    matches: refused as a name conflict, its serving pods stayed out of the operator's reach, and the
+    advice (delete it) meant an outage. A child of another controller, or an object without these labels,
+    stays someone else's."""
+    meta = live.get("metadata") or {}
+    if any(isinstance(r, dict) and r.get("controller") for r in meta.get("ownerReferences") or []):
+        return False
+    own = labels(owner_name)
+    found = meta.get("labels") or {}
+    return all(found.get(k) == own[k] for k in (LABEL, MANAGED_BY))
+
+
+def _may_adopt(kube: Kube, ns: str, name: str, uid: str) -> bool:
+    """Whether the object may still adopt orphans, read afresh just before it does (as Kubernetes'
+    controllers recheck an owner before adoption): not once it is being deleted. With
+    --cascade=orphan the garbage collector takes the owner references off the children while a pass
+    that read the object before the deletion may be under way, and it adopted them back -- for the
+    collector to delete with the object, the opposite of orphan."""
+    fresh = kube.get_inference_service(ns, name)
+    return fresh is not None and fresh["metadata"].get("uid") == uid and not fresh["metadata"].get("deletionTimestamp")
+
+
 def foreign_children(desired: list[dict[str, Any]], lives: list[dict[str, Any] | None]) -> list[str]:
     """``Kind/name`` of each live object at a child's name that the owner does not own: none of
     its ownerReferences carries the owner's uid (a user's own Service, another controller's
-    Deployment, or a former InferenceService's child the garbage collector has yet to remove)."""
+    Deployment, or a former InferenceService's child the garbage collector has yet to remove),
+    and it is no orphan of the owner's to adopt (``adoptable``)."""
     return [f"{child['kind']}/{child['metadata']['name']}" for child, live in zip(desired, lives, strict=True)
-            if live is not None and not owned_by(live, child["metadata"]["ownerReferences"][0]["uid"])]
+            if live is not None and not owned_by(live, child["metadata"]["ownerReferences"][0]["uid"])
+            and not adoptable(live, child["metadata"]["labels"][LABEL])]
 
 
 Write = tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]  # (desired, live, patch)
@@ -407,8 +445,13 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         # Merge conditions into the freshest status: Kopf's body may predate the
         # autoscaler's last write, and a merge patch replaces the whole list.
         fresh = kube.get_inference_service(ns, name)
-        if fresh is None:
+        if fresh is None or fresh["metadata"].get("uid") != meta.get("uid"):
             return Outcome(valid=spec is not None, problems=problems)  # deleted meanwhile
+        if fresh["metadata"].get("deletionTimestamp"):
+            # Being deleted: nothing is written. With --cascade=orphan the garbage collector takes the
+            # owner references off the children first, and a pass then would adopt them back
+            # (``adoptable``) -- for the collector to delete with the object, the opposite of orphan.
+            return Outcome(valid=spec is not None, problems=problems)
         body = {**body, "status": fresh.get("status") or {}}
         if spec is None:
             _patch_status(kube, body, status_for_invalid(body, problems, now()), event, "InvalidSpec",
@@ -459,6 +502,9 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                           counts=counts_from(dep_live, meta["uid"]))
             return outcome
         template_written = False  # a new pod template written this pass: every pod reported is of the old one
+        if any(live is not None and not owned_by(live, meta["uid"]) for _, live, _ in writes) and not _may_adopt(
+                kube, ns, name, meta["uid"]):
+            return outcome
         for child, live, patch in writes:
             kind, cname = child["kind"], child["metadata"]["name"]
             before = live
@@ -468,7 +514,9 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                     outcome.created.append(f"{kind}/{cname}")
                 elif patch is not None:
                     live = kube.patch(kind, ns, cname, patch)
-                    if what_it_does(before) != what_it_does(live):
+                    if before is not None and not owned_by(before, meta["uid"]):
+                        outcome.adopted.append(f"{kind}/{cname}")
+                    elif what_it_does(before) != what_it_does(live):
                         outcome.patched.append(f"{kind}/{cname}")
                     else:  # the operator's own record alone (an upgrade's new last-applied format)
                         log.debug("%s/%s: refreshed the last-applied record of %s/%s", ns, name, kind, cname)
@@ -487,6 +535,11 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         for ref in outcome.created:
             event("Normal", "Created", f"created {ref}")
             log.info("%s/%s: created %s", ns, name, ref)
+        for ref in outcome.adopted:
+            message = (f"adopted {ref}: it carries this InferenceService's labels and no owner (left by a deletion "
+                       f"with --cascade=orphan?), and now matches the spec")
+            event("Normal", "Adopted", message)
+            log.info("%s/%s: %s", ns, name, message)
         for ref in outcome.patched:
             # a new pod template replaces every pod, a cold start each: say so where the edit is seen
             rolls = "; a new pod template: the pods roll" if template_written and ref.startswith("Deployment/") else ""

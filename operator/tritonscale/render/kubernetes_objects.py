@@ -109,12 +109,15 @@ def mounted_configmap(workload: dict[str, Any]) -> str | None:
     return None
 
 
+MANAGED_BY = "app.kubernetes.io/managed-by"
+
+
 def labels(name: str) -> dict[str, str]:
     return {
         LABEL: name,
         "app.kubernetes.io/name": "triton",
         "app.kubernetes.io/instance": name,
-        "app.kubernetes.io/managed-by": "tritonscale",
+        MANAGED_BY: "tritonscale",
     }
 
 
