@@ -229,9 +229,8 @@ class _Gone:
 def test_a_pass_whose_object_was_deleted_meanwhile_ends_quietly(monkeypatch, found: dict | None, quiet: bool) -> None:
     """Found by an exploratory test: deleted and applied again in a loop, each pass's status patch met a
     404 and Kopf logged "Handler 'reconcile_inference_service' failed temporarily" at ERROR."""
-    from kubernetes.client import ApiException
-
     import kopf
+    from kubernetes.client import ApiException
 
     def refused(*_: object) -> None:
         raise ApiException(status=404, reason="Not Found")
