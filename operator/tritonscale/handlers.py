@@ -165,7 +165,7 @@ def owner_name(body: Any) -> str | None:
         return str(name)
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("kind") == KIND and str(ref.get("apiVersion")).startswith(f"{GROUP}/"):
-            return str(ref.get("name")) or None
+            return str(ref["name"]) if ref.get("name") else None
     return None
 
 

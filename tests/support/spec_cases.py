@@ -137,7 +137,8 @@ RULE_CASES: tuple[Case, ...] = (
         "runtime.image": "registry.example.com/triton:25.08-py3"}),
     Case("storage-pvc-claim-253", {"model.storageUri": "pvc://" + "a" * 253 + "/m"}),
     Case("extra-args-of-other-flags", {"runtime.extraArgs": [
-        "--log-verbose=1", "--http-port-like=1", "--model-repository=/extra", "--grpc-infer-allocation-pool-size=8"]}),
+        "--log-verbose=1", "--http-port-like=1", "--model-repository=/extra", "--grpc-infer-allocation-pool-size=8",
+        "--allow-metrics=true", "--http-port=8000", "--metrics-port 8002"]}),
     Case("tensor-names-with-other-control-characters",
          {"model.outputs": [{"name": "o\tp", "dataType": "FP32", "dims": [4]}]}),
     Case("autotune-no-sizes-permits-any", {"batching.preferredBatchSizes": [6, 12],
@@ -291,10 +292,11 @@ TYPE_CASES: tuple[Case, ...] = (
          ("at most 253",)),
     # flags the operator sets itself (a later one wins in tritonserver: probes on the old port never pass)
     Case("extra-args-http-port", {"runtime.extraArgs": ["--log-verbose=1", "--http-port=9000"]},
-         ("spec.runtime.extraArgs",), ("the operator sets itself",)),
+         ("spec.runtime.extraArgs",), ("other ports than the operator",)),
     Case("extra-args-metrics-port-two-words", {"runtime.extraArgs": ["--metrics-port 9002"]},
          ("spec.runtime.extraArgs",)),
-    Case("extra-args-allow-metrics", {"runtime.extraArgs": ["--allow-metrics=false"]}, ("spec.runtime.extraArgs",)),
+    Case("extra-args-grpc-port-two-arguments", {"runtime.extraArgs": ["--grpc-port", "8001"]},
+         ("spec.runtime.extraArgs",)),
     Case("extra-args-too-many", {"runtime.extraArgs": ["--log-verbose=1"] * 257}, ("spec.runtime.extraArgs",)),
     # Triton reads tensor names as C strings
     Case("output-name-nul", {"model.outputs": [{"name": "o\x00", "dataType": "FP32", "dims": [4]}]},

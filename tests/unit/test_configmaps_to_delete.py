@@ -77,8 +77,10 @@ def test_a_clean_up_refused_at_every_pass_is_one_warning(caplog) -> None:
     isvc._cleanup_failed.clear()
 
 
-def _orphan(labels: dict[str, str], refs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": "linear-config-old", "uid": "cm-old", "labels": labels, "ownerReferences": refs}}
+def _orphan(labels: dict[str, str], refs: list[dict[str, Any]] | None = None, record: bool = True) -> dict[str, Any]:
+    annotations = {"tritonscale.io/last-applied": "{}"} if record else {}
+    return {"metadata": {"name": "linear-config-old", "uid": "cm-old", "labels": labels, "ownerReferences": refs,
+                         "annotations": annotations}}
 
 
 OURS = {"tritonscale.io/inferenceservice": "linear", "app.kubernetes.io/managed-by": "tritonscale"}
@@ -94,6 +96,7 @@ def test_an_orphan_of_the_objects_own_is_adoptable_and_nothing_else_is() -> None
     assert not adoptable(_orphan({**OURS, "app.kubernetes.io/managed-by": "helm"}), "linear")
     assert not adoptable(_orphan({"tritonscale.io/inferenceservice": "linear"}), "linear")
     assert not adoptable(_orphan(OURS, [{"uid": "x", "kind": "InferenceService", "controller": True}]), "linear")
+    assert not adoptable(_orphan(OURS, record=False), "linear")  # `tritonscale render`'s output, applied by hand
 
 
 def test_an_orphaned_config_no_template_mounts_goes_too() -> None:

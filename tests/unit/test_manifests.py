@@ -67,17 +67,20 @@ def test_a_merge_key_may_be_overridden_and_keys_may_repeat_across_mappings(tmp_p
 
 
 # What kubectl reads each plain scalar as: sigs.k8s.io/yaml (go-yaml v2 and Go's number parsing), as
-# `helm template` printed them through toJson (the same library reads values.yaml), 2026-11-27.
+# `helm template` printed them through toJson (the same library reads values.yaml), 2026-11-27 (an int
+# and a float of one value print alike there: past int64, go-yaml v2's resolve takes ParseUint).
 KUBECTL_READS: list[tuple[str, object]] = [
     ("y", True), ("yes", True), ("On", True), ("off", False), ("n", False),
     ("1e3", 1000.0), ("3e0", 3.0), ("0.5e-3", 0.0005), (".5", 0.5), ("-.5", -0.5), ("1.", 1.0),
     ("08", 8.0), ("0_8", 8.0), ("0755", 493), ("0o17", 15), ("0x1F", 31), ("-0x10", -16), ("0b101", 5),
-    ("+0b11", 3), ("-17", -17), ("1_000", 1000), ("0", 0), ("9223372036854775808", 9223372036854775808.0),
+    ("+0b11", 3), ("-17", -17), ("1_000", 1000), ("0", 0), ("0X1F", 31), ("0B101", 5), ("-0X1", -1),
+    # past int64: Go's ParseUint, then past uint64 a float
+    ("9223372036854775808", 9223372036854775808), ("18446744073709551616", 18446744073709551616.0),
     ("~", None), ("Null", None),
     # strings to kubectl, where PyYAML reads a date, a base-60 number or a value tag
     ("1:30", "1:30"), ("2024-05-01", "2024-05-01"), ("2024-05-01T10:00:00Z", "2024-05-01T10:00:00Z"), ("=", "="),
     ("1.2.3", "1.2.3"), ("1e", "1e"), ("0x", "0x"), ("0o", "0o"), ("Infinity", "Infinity"), ("NaN", "NaN"),
-    ("nan", "nan"), ("abc", "abc"),
+    ("nan", "nan"), ("abc", "abc"), ("+inf", "+inf"), ("-Infinity", "-Infinity"), ("+nan", "+nan"), (".", "."),
 ]
 
 

@@ -69,7 +69,8 @@ _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
 _BOOLS = frozenset("y Y yes Yes YES n N no No NO true True TRUE false False FALSE on On ON off Off OFF".split())
 _SPECIAL_FLOATS = frozenset(".inf .Inf .INF +.inf +.Inf +.INF -.inf -.Inf -.INF .nan .NaN .NAN".split())
 _GO_INT = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|0[0-7]*|[1-9][0-9]*)")
-_GO_FLOAT = re.compile(r"[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|(?i:inf|infinity|nan))")
+# go-yaml v2's yamlStyleFloat: no inf or nan but .inf and .nan (``_SPECIAL_FLOATS``)
+_GO_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _TAG = "tag:yaml.org,2002:"
 
 
@@ -85,13 +86,19 @@ def kubectl_tag(value: str) -> str:
         return _TAG + "float"
     if value[0] in "+-0123456789":  # go-yaml tries numbers only on these (a timestamp is a string)
         plain = value.replace("_", "")
-        if _GO_INT.fullmatch(plain) and -2**63 <= _go_int(plain) < 2**63:
+        if _GO_INT.fullmatch(plain) and -2**63 <= _go_int(plain) < 2**64:  # ParseInt, then ParseUint
             return _TAG + "int"
         if _GO_FLOAT.fullmatch(plain):
             return _TAG + "float"
     elif value[0] == "." and _GO_FLOAT.fullmatch(value):
         return _TAG + "float"
     return _TAG + "str"
+
+
+def _construct_go_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """An int as Go reads it (``0X1F``, ``0o17``, ``0755``): PyYAML's own constructor knows only lower-case
+    prefixes and base 8 for a leading 0, and raised on ``0X1F``."""
+    return _go_int(str(loader.construct_scalar(node)).replace("_", ""))
 
 
 def _go_int(plain: str) -> int:
@@ -177,3 +184,6 @@ def expanded_size(root: Any) -> int:
                 if id(child) not in sizes:
                     stack.append((child, False, depth + 1))
     return sizes.get(id(root), 1)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_go_int)

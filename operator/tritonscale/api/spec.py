@@ -371,13 +371,17 @@ def _string_map(description: str, max_value: int, rules: list[Any]) -> Any:
 # final newline (a YAML block scalar, `image: |`) was admitted and applied, and its ReplicaSet then
 # made no pods.
 GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
-# tritonserver flags the operator sets and relies on: the probes and the Service use the HTTP and gRPC
-# ports, Prometheus scrapes the metrics port, and the autoscaler reads those metrics. A later flag wins in
-# tritonserver, so one in extraArgs left the pods never ready (probed on the old port) or the autoscaler
-# blind. (--model-repository may be given again: it adds a repository.)
-OPERATOR_FLAGS = ("--http-port", "--grpc-port", "--metrics-port", "--allow-http", "--allow-metrics")
-_OPERATOR_FLAGS_MESSAGE = (f"may not set the flags the operator sets itself ({', '.join(OPERATOR_FLAGS)}): the "
-                           f"probes, the Service and the autoscaler's metrics rely on them")
+# The ports the operator gives tritonserver (render.kubernetes_objects: Triton's defaults) and relies on:
+# the probes and the Service use the HTTP and gRPC ports, Prometheus scrapes the metrics port. A later
+# flag wins in tritonserver (checked with the pytriton build: --http-port=18000 ... --http-port=19000
+# served HTTP on 19000), so another port in extraArgs left the pods never ready. The same port again is
+# harmless; as two arguments ("--http-port", "8000") the value is not seen, and the flag is refused.
+# (--model-repository may be given again: it adds a repository.)
+OPERATOR_PORTS = {"--http-port": 8000, "--grpc-port": 8001, "--metrics-port": 8002}
+OPERATOR_FLAGS = tuple(OPERATOR_PORTS)
+_OPERATOR_PORTS_TEXT = ", ".join(f"{f}={v}" for f, v in OPERATOR_PORTS.items())
+_OPERATOR_FLAGS_MESSAGE = (f"may not set other ports than the operator's ({_OPERATOR_PORTS_TEXT}): the probes, the "
+                           f"Service and the metrics scrape use them")
 # The CRD bounds the list and its items: its rule iterates them (the API server estimates the cost).
 MAX_EXTRA_ARGS = 256
 MAX_EXTRA_ARG = 4096
@@ -415,10 +419,13 @@ class RuntimeSpec(_Model):
     env: list[dict[str, Any]] = _free_form("Extra container env (Kubernetes EnvVar objects).", array=True)
     extra_args: list[str] = Field(
         default_factory=list, max_length=MAX_EXTRA_ARGS, description="Extra tritonserver flags, appended last. "
-        f"Not the ones the operator sets itself: {', '.join(OPERATOR_FLAGS)}.",
+        f"Not other ports than the operator's: {_OPERATOR_PORTS_TEXT}.",
         json_schema_extra={"items": {"type": "string", "maxLength": MAX_EXTRA_ARG}, "x-kubernetes-validations": [
-            {"rule": "self.all(a, " + " && ".join(f"!(a == '{f}' || a.startsWith('{f}=') || a.startsWith('{f} '))"
-                                                 for f in OPERATOR_FLAGS) + ")",
+            # startsWith and ==, not matches: the API server's cost estimate of six regexes over 256 items of
+            # 4096 characters went past its budget
+            {"rule": "self.all(a, " + " && ".join(
+                f"!((a == '{f}' || a.startsWith('{f}=') || a.startsWith('{f} ')) && a != '{f}={v}' && a != '{f} {v}')"
+                for f, v in OPERATOR_PORTS.items()) + ")",
              "message": _OPERATOR_FLAGS_MESSAGE}]})
     image_pull_secrets: list[str] = Field(
         default_factory=list, max_length=MAX_PULL_SECRETS, description="Names of image pull Secrets.",
@@ -444,7 +451,8 @@ class RuntimeSpec(_Model):
         for arg in v:
             if len(arg) > MAX_EXTRA_ARG:
                 raise ValueError(f"each at most {MAX_EXTRA_ARG} characters")
-            if any(arg == f or arg.startswith((f + "=", f + " ")) for f in OPERATOR_FLAGS):
+            if any((arg == f or arg.startswith((f"{f}=", f"{f} "))) and arg not in (f"{f}={v}", f"{f} {v}")
+                   for f, v in OPERATOR_PORTS.items()):
                 raise ValueError(f"{arg[:60]!r}: {_OPERATOR_FLAGS_MESSAGE}")
         return v
 

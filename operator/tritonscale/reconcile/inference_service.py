@@ -227,10 +227,13 @@ def adoptable(live: dict[str, Any], owner_name: str) -> bool:
     the operator puts on that object's children -- left by `kubectl delete tis --cascade=orphan`, or an
     owner reference removed by hand. It is taken back, as a Deployment adopts the ReplicaSets its selector
     matches: refused as a name conflict, its serving pods stayed out of the operator's reach, and the
-    advice (delete it) meant an outage. A child of another controller, or an object without these labels,
-    stays someone else's."""
+    advice (delete it) meant an outage. Only what the operator wrote: its last-applied record is on it
+    (`tritonscale render`'s output, applied by hand or by a GitOps tool, has none: that stays a conflict).
+    A child of another controller, or an object without these labels, stays someone else's."""
     meta = live.get("metadata") or {}
     if any(isinstance(r, dict) and r.get("controller") for r in meta.get("ownerReferences") or []):
+        return False
+    if LAST_APPLIED not in (meta.get("annotations") or {}):
         return False
     own = labels(owner_name)
     found = meta.get("labels") or {}
@@ -242,7 +245,8 @@ def _may_adopt(kube: Kube, ns: str, name: str, uid: str) -> bool:
     controllers recheck an owner before adoption): not once it is being deleted. With
     --cascade=orphan the garbage collector takes the owner references off the children while a pass
     that read the object before the deletion may be under way, and it adopted them back -- for the
-    collector to delete with the object, the opposite of orphan."""
+    collector to delete with the object, the opposite of orphan. The re-read narrows that window to the
+    time between it and the patches; it does not close it (nor do Kubernetes' own controllers)."""
     fresh = kube.get_inference_service(ns, name)
     return fresh is not None and fresh["metadata"].get("uid") == uid and not fresh["metadata"].get("deletionTimestamp")
 
@@ -513,6 +517,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                     live = kube.create(child)
                     outcome.created.append(f"{kind}/{cname}")
                 elif patch is not None:
+                    if not owned_by(live, meta["uid"]):  # adopted: its other (non-controller) owners stay
+                        refs = [r for r in (live["metadata"].get("ownerReferences") or []) if isinstance(r, dict)]
+                        patch = {**patch, "metadata": {**(patch.get("metadata") or {}),
+                                                       "ownerReferences": refs + child["metadata"]["ownerReferences"]}}
                     live = kube.patch(kind, ns, cname, patch)
                     if before is not None and not owned_by(before, meta["uid"]):
                         outcome.adopted.append(f"{kind}/{cname}")

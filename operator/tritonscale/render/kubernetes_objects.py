@@ -33,6 +33,7 @@ from tritonscale.api.spec import (
     HASH_ANNOTATION,
     KIND,
     LABEL,
+    OPERATOR_PORTS,
     SPEC_ANNOTATION,
     SPEC_ANNOTATION_MAX_BYTES,
     VERSION,
@@ -59,7 +60,7 @@ def max_surge(replicas: int) -> int:
     return max(1, math.ceil(int(MAX_SURGE.rstrip("%")) * max(replicas, 0) / 100))
 
 
-HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
+HTTP_PORT, GRPC_PORT, METRICS_PORT = (OPERATOR_PORTS[f] for f in ("--http-port", "--grpc-port", "--metrics-port"))
 
 # Images for the init container that assembles the model directory.
 FETCH_IMAGES = {
