@@ -53,6 +53,7 @@ def test_a_single_timestamp_column_with_its_header() -> None:
     ("2023-11-16T18:15:46.68Z\n2023-11-16T18:15:47.18Z\n", [0.0, 0.5]),
     ("2023-11-16T18:15:46.6805900+01:00\n2023-11-16T18:15:48.6805900+01:00\n", [0.0, 2.0]),
     ("2023-11-16 18:15:46\n2023-11-16 18:16:46\n", [0.0, 60.0]),
+    ("20231116T181546\n20231116T181547.5\n", [0.0, 1.5]),  # ISO 8601's basic format: a full date too
 ])
 def test_plain_text(text: str, expected: list[float]) -> None:
     assert parse_trace_text(text) == pytest.approx(expected)

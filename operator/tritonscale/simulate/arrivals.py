@@ -140,7 +140,7 @@ def _is_float(v: str) -> bool:
 # An ISO timestamp opens with a full date: numpy reads '2023' and even '29' as years, so a string of
 # milliseconds ({"timestamp": "29"}) became a date 1,994 years before its neighbours, and a stray '2023'
 # among 2023's timestamps a date within the trace.
-_FULL_DATE = re.compile(r"\d{4}-\d\d-\d\d(?:[T ]|$)")
+_FULL_DATE = re.compile(r"\d{4}-\d\d-\d\d(?:[T ]|$)|\d{8}T")  # extended, or basic (20231116T181546) format
 
 
 def _has_zone(v: str) -> bool:
