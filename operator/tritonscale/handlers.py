@@ -21,7 +21,7 @@ from tritonscale.api import status as st
 from tritonscale.api.spec import GROUP, KIND, LABEL, PLURAL, VERSION
 from tritonscale.api.validation import scaling_spec
 from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, namespace_terminating
-from tritonscale.reconcile.inference_service import reconcile
+from tritonscale.reconcile.inference_service import reconcile, still_there
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
 from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot, shown_url
@@ -122,10 +122,9 @@ def _gone(body: Any) -> bool:
     """This object (its uid) is no longer in the API; False when that cannot be read either."""
     meta = body.get("metadata", {})
     try:
-        now = _kube().get_inference_service(str(meta.get("namespace")), str(meta.get("name")))
+        return still_there(_kube(), str(meta.get("namespace")), str(meta.get("name")), meta.get("uid")) is None
     except API_ERRORS:
         return False
-    return now is None or now["metadata"].get("uid") != meta.get("uid")
 
 
 def retry_delay(retry: int, first_s: float) -> float:

@@ -102,11 +102,13 @@ def _construct_go_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
 
 
 def _go_int(plain: str) -> int:
-    sign, digits = (-1, plain[1:]) if plain[0] == "-" else (1, plain.lstrip("+"))
-    base = {"x": 16, "b": 2, "o": 8}.get(digits[1:2].lower(), 8) if len(digits) > 1 and digits[0] == "0" else 10
-    return sign * int(digits[2:] if base != 8 or digits[1:2] in "oO" else digits, base) if base != 10 \
-        else sign * int(digits)
-
+    """``plain`` (no underscores) as Go's strconv.ParseInt with base 0 reads it: Python's base 0 but for a
+    leading 0, which is octal to Go (0755) and refused by Python."""
+    sign = -1 if plain[0] == "-" else 1
+    digits = plain.lstrip("+-")
+    if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+        return sign * int(digits, 8)
+    return sign * int(digits, 0)
 
 
 def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:

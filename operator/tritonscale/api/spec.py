@@ -378,7 +378,6 @@ GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))
 # harmless; as two arguments ("--http-port", "8000") the value is not seen, and the flag is refused.
 # (--model-repository may be given again: it adds a repository.)
 OPERATOR_PORTS = {"--http-port": 8000, "--grpc-port": 8001, "--metrics-port": 8002}
-OPERATOR_FLAGS = tuple(OPERATOR_PORTS)
 _OPERATOR_PORTS_TEXT = ", ".join(f"{f}={v}" for f, v in OPERATOR_PORTS.items())
 _OPERATOR_FLAGS_MESSAGE = (f"may not set other ports than the operator's ({_OPERATOR_PORTS_TEXT}): the probes, the "
                            f"Service and the metrics scrape use them")

@@ -160,10 +160,10 @@ def validate_namespace(namespace: Any) -> list[Problem]:
 def validate_body(body: Mapping[str, Any]) -> tuple[InferenceServiceSpec | None, list[Problem]]:
     """Validate a whole object: metadata.name and namespace, plus spec."""
     meta = body.get("metadata") or {}
-    if not isinstance(meta, Mapping):
-        spec, problems = validate_spec(body.get("spec"))
-        return None, [Problem("metadata", f"must be a mapping, not {type(meta).__name__}"), *problems]
-    name_problems = validate_name(meta.get("name")) + validate_namespace(meta.get("namespace"))
+    if isinstance(meta, Mapping):
+        name_problems = validate_name(meta.get("name")) + validate_namespace(meta.get("namespace"))
+    else:
+        name_problems = [Problem("metadata", f"must be a mapping, not {type(meta).__name__}")]
     spec, problems = validate_spec(body.get("spec"))
     problems = name_problems + problems
     return (spec if not problems else None), problems

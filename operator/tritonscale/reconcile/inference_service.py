@@ -240,6 +240,13 @@ def adoptable(live: dict[str, Any], owner_name: str) -> bool:
     return all(found.get(k) == own[k] for k in (LABEL, MANAGED_BY))
 
 
+def still_there(kube: Kube, ns: str, name: str, uid: str) -> dict[str, Any] | None:
+    """The InferenceService as the API server has it now, if it is still the object of ``uid``: None once
+    it is deleted, or deleted and created again."""
+    fresh = kube.get_inference_service(ns, name)
+    return fresh if fresh is not None and fresh["metadata"].get("uid") == uid else None
+
+
 def _may_adopt(kube: Kube, ns: str, name: str, uid: str) -> bool:
     """Whether the object may still adopt orphans, read afresh just before it does (as Kubernetes'
     controllers recheck an owner before adoption): not once it is being deleted. With
@@ -247,8 +254,8 @@ def _may_adopt(kube: Kube, ns: str, name: str, uid: str) -> bool:
     that read the object before the deletion may be under way, and it adopted them back -- for the
     collector to delete with the object, the opposite of orphan. The re-read narrows that window to the
     time between it and the patches; it does not close it (nor do Kubernetes' own controllers)."""
-    fresh = kube.get_inference_service(ns, name)
-    return fresh is not None and fresh["metadata"].get("uid") == uid and not fresh["metadata"].get("deletionTimestamp")
+    fresh = still_there(kube, ns, name, uid)
+    return fresh is not None and not fresh["metadata"].get("deletionTimestamp")
 
 
 def foreign_children(desired: list[dict[str, Any]], lives: list[dict[str, Any] | None]) -> list[str]:
@@ -448,8 +455,8 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
     with object_lock(ns, name):
         # Merge conditions into the freshest status: Kopf's body may predate the
         # autoscaler's last write, and a merge patch replaces the whole list.
-        fresh = kube.get_inference_service(ns, name)
-        if fresh is None or fresh["metadata"].get("uid") != meta.get("uid"):
+        fresh = still_there(kube, ns, name, meta.get("uid"))
+        if fresh is None:
             return Outcome(valid=spec is not None, problems=problems)  # deleted meanwhile
         if fresh["metadata"].get("deletionTimestamp"):
             # Being deleted: nothing is written. With --cascade=orphan the garbage collector takes the

@@ -21,12 +21,18 @@ def _batch_bin(n: float) -> int:
     return round(n) if n < 16 else 16 + round(math.log(n / 16) / math.log(17 / 16))
 
 
+def _measured(n: float, ms: float) -> bool:
+    """A batch of ``n`` requests taking ``ms`` is a measurement: a size, and a time no shorter than the
+    resolution of Triton's duration counters (``MIN_BATCH_MS``)."""
+    return n > 0 and math.isfinite(ms) and ms >= C.MIN_BATCH_MS
+
+
 def add_batch_sample(samples: tuple[tuple[float, float, float], ...], n: float, ms: float,
                      now: float) -> tuple[tuple[float, float, float], ...]:
     """Per batch-size bin keep the lowest time seen in the last BATCH_SAMPLE_TTL_S (see
     MAX_BATCH_BINS): samples (size, ms, when), sorted by size."""
-    if not (n > 0 and ms >= C.MIN_BATCH_MS and math.isfinite(ms)):
-        return samples  # no measurement: below the resolution of Triton's duration counters
+    if not _measured(n, ms):
+        return samples
     b = _batch_bin(n)
     smaller = [e[1] for e in samples if e[0] < n and _batch_bin(e[0]) != b and now - e[2] <= C.BATCH_SAMPLE_TTL_S]
     if smaller and ms < min(smaller):
@@ -46,7 +52,7 @@ def add_batch_sample(samples: tuple[tuple[float, float, float], ...], n: float, 
 def batch_cost(samples: tuple[tuple[float, ...], ...]) -> tuple[float, float] | None:
     """Least-squares (a, b) of batch_ms = a + b*n over (size, ms, ...) samples, both >= 0;
     None without samples."""
-    samples = tuple(e for e in samples if e[0] > 0 and e[1] >= C.MIN_BATCH_MS)  # a memory from elsewhere
+    samples = tuple(e for e in samples if _measured(e[0], e[1]))  # a memory from elsewhere
     if not samples:
         return None
     ns = [e[0] for e in samples]
