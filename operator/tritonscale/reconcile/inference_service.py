@@ -446,6 +446,81 @@ def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseExcepti
         pass
 
 
+def conflict_message(taken: list[str]) -> str:
+    """What NameConflict says: which names something else holds, and the two ways out."""
+    one = len(taken) == 1
+    that, it = ("that object", "it") if one else ("them", "them")
+    return (f"{', '.join(taken)} {'is' if one else 'are'} not this InferenceService's: another "
+            f"object holds the name. Rename the InferenceService, or delete {that} if nothing "
+            f"uses {it}; nothing was created or changed")
+
+
+def _write_children(kube: Kube, body: dict[str, Any], writes: list[Write], outcome: Outcome, event: EventFn,
+                    now: Callable[[], float]) -> tuple[dict[str, Any] | None, bool]:
+    """Create or patch each child (dry runs passed), recording what was done in ``outcome``. Returns the
+    Deployment as written, and whether its pod template changed (every pod reported is then of the old
+    one). A failed write records WriteFailed and raises: Kopf tries the handler again."""
+    meta = body["metadata"]
+    ns, uid = meta["namespace"], meta["uid"]
+    deployment, template_written = None, False
+    for child, live, patch in writes:
+        kind, cname = child["kind"], child["metadata"]["name"]
+        before = live
+        try:
+            if live is None:
+                live = kube.create(child)
+                outcome.created.append(f"{kind}/{cname}")
+            elif patch is not None:
+                if not owned_by(live, uid):  # adopted: its other (non-controller) owners stay
+                    refs = [r for r in (live["metadata"].get("ownerReferences") or []) if isinstance(r, dict)]
+                    patch = {**patch, "metadata": {**(patch.get("metadata") or {}),
+                                                   "ownerReferences": refs + child["metadata"]["ownerReferences"]}}
+                live = kube.patch(kind, ns, cname, patch)
+                if before is not None and not owned_by(before, uid):
+                    outcome.adopted.append(f"{kind}/{cname}")
+                elif what_it_does(before) != what_it_does(live):
+                    outcome.patched.append(f"{kind}/{cname}")
+                else:  # the operator's own record alone (an upgrade's new last-applied format)
+                    log.debug("%s/%s: refreshed the last-applied record of %s/%s", ns, meta["name"], kind, cname)
+        except Exception as exc:
+            _write_failed(kube, body, f"{kind}/{cname}", exc, event, now())
+            raise
+        if kind == "Deployment":
+            deployment = live
+            # The pod template as the API server has it, before and after: a patch always carries the
+            # whole template, and an edit of spec.scaling alone (the spec annotation) said "the pods
+            # roll" and set Ready to RollingOut for a pass while no pod rolled.
+            template_written = patch is not None and before is not None and live is not None and (
+                template_of(before) != template_of(live))
+    return deployment, template_written
+
+
+def _announce(outcome: Outcome, template_written: bool, event: EventFn, ns: str, name: str) -> None:
+    """An event and a log line for each child created, adopted or changed."""
+    for ref in outcome.created:
+        event("Normal", "Created", f"created {ref}")
+        log.info("%s/%s: created %s", ns, name, ref)
+    for ref in outcome.adopted:
+        message = (f"adopted {ref}: it carries this InferenceService's labels and no owner (left by a deletion "
+                   f"with --cascade=orphan?), and now matches the spec")
+        event("Normal", "Adopted", message)
+        log.info("%s/%s: %s", ns, name, message)
+    for ref in outcome.patched:
+        # a new pod template replaces every pod, a cold start each: say so where the edit is seen
+        rolls = "; a new pod template: the pods roll" if template_written and ref.startswith("Deployment/") else ""
+        event("Normal", "Updated", f"updated {ref} to match the spec{rolls}")
+        log.info("%s/%s: updated %s to match the spec%s", ns, name, ref, rolls)
+
+
+def _warn(warned: list[Problem], event: EventFn, ns: str, name: str) -> None:
+    """Warnings the API server gave on the dry runs, which the user would never see: kubectl prints the
+    warnings of the objects it writes, and the operator writes these (an env var a later one of its name
+    hides, a memory request of "0.5": half a byte)."""
+    said = "; ".join(str(p) for p in warned)
+    event("Warning", "ChildWarning", f"the API server warns: {said}"[:1000])
+    log.warning("%s/%s: the API server warns: %s", ns, name, said)
+
+
 def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[], float] = time.time) -> Outcome:
     """Converge the children of ``body`` and its status. Idempotent: a second call with
     nothing changed makes no write."""
@@ -471,7 +546,6 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             return Outcome(valid=False, problems=problems)
 
         outcome = Outcome(valid=True)
-        deployment = None
         # Render everything before the first write: a rendering problem can never
         # leave half the children behind.
         desired = [with_last_applied(c) for c in build_children(spec, body)]
@@ -481,11 +555,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         # collector would delete it with us). Nothing is written while any name is taken.
         taken = foreign_children(desired, lives)
         if taken:
-            one = len(taken) == 1
-            that, it = ("that object", "it") if one else ("them", "them")
-            message = (f"{', '.join(taken)} {'is' if one else 'are'} not this InferenceService's: another "
-                       f"object holds the name. Rename the InferenceService, or delete {that} if nothing "
-                       f"uses {it}; nothing was created or changed")
+            message = conflict_message(taken)
             outcome.conflicts = taken
             _patch_status(kube, body, status_for_conflict(body, message, now()), event, "NameConflict", message)
             return outcome
@@ -500,67 +570,20 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         # refusal leaves every child as it was -- not a new ConfigMap beside the old Deployment.
         refused, warned = dry_run_refusals(kube, ns, writes)
         if warned:
-            # Accepted, with a warning the user would never see: kubectl prints warnings of the objects it
-            # writes, and the operator writes these (an env var a later one of its name hides, a memory
-            # request of "0.5": half a byte).
-            said = "; ".join(str(p) for p in warned)
-            event("Warning", "ChildWarning", f"the API server warns: {said}"[:1000])
-            log.warning("%s/%s: the API server warns: %s", ns, name, said)
+            _warn(warned, event, ns, name)
         if refused:
             outcome.valid, outcome.problems = False, refused
             _patch_status(kube, body, status_for_invalid(body, refused, now(), reason=st.CHILD_REJECTED),
                           event, st.CHILD_REJECTED, "; ".join(str(p) for p in refused),
                           counts=counts_from(dep_live, meta["uid"]))
             return outcome
-        template_written = False  # a new pod template written this pass: every pod reported is of the old one
         if any(live is not None and not owned_by(live, meta["uid"]) for _, live, _ in writes) and not _may_adopt(
                 kube, ns, name, meta["uid"]):
             return outcome
-        for child, live, patch in writes:
-            kind, cname = child["kind"], child["metadata"]["name"]
-            before = live
-            try:
-                if live is None:
-                    live = kube.create(child)
-                    outcome.created.append(f"{kind}/{cname}")
-                elif patch is not None:
-                    if not owned_by(live, meta["uid"]):  # adopted: its other (non-controller) owners stay
-                        refs = [r for r in (live["metadata"].get("ownerReferences") or []) if isinstance(r, dict)]
-                        patch = {**patch, "metadata": {**(patch.get("metadata") or {}),
-                                                       "ownerReferences": refs + child["metadata"]["ownerReferences"]}}
-                    live = kube.patch(kind, ns, cname, patch)
-                    if before is not None and not owned_by(before, meta["uid"]):
-                        outcome.adopted.append(f"{kind}/{cname}")
-                    elif what_it_does(before) != what_it_does(live):
-                        outcome.patched.append(f"{kind}/{cname}")
-                    else:  # the operator's own record alone (an upgrade's new last-applied format)
-                        log.debug("%s/%s: refreshed the last-applied record of %s/%s", ns, name, kind, cname)
-            except Exception as exc:
-                _write_failed(kube, body, f"{kind}/{cname}", exc, event, now())
-                raise  # Kopf tries the handler again
-            if kind == "Deployment":
-                deployment = live
-                # The pod template as the API server has it, before and after: a patch always carries the
-                # whole template, and an edit of spec.scaling alone (the spec annotation) said "the pods
-                # roll" and set Ready to RollingOut for a pass while no pod rolled.
-                template_written = patch is not None and before is not None and live is not None and (
-                    template_of(before) != template_of(live))
+        deployment, template_written = _write_children(kube, body, writes, outcome, event, now)
         # The Deployment as written and as it was before (two edits in a row: see configmaps_to_delete).
         _delete_unmounted_configmaps(kube, ns, name, meta["uid"], [dep_desired, *([dep_live] if dep_live else [])])
-        for ref in outcome.created:
-            event("Normal", "Created", f"created {ref}")
-            log.info("%s/%s: created %s", ns, name, ref)
-        for ref in outcome.adopted:
-            message = (f"adopted {ref}: it carries this InferenceService's labels and no owner (left by a deletion "
-                       f"with --cascade=orphan?), and now matches the spec")
-            event("Normal", "Adopted", message)
-            log.info("%s/%s: %s", ns, name, message)
-        for ref in outcome.patched:
-            # a new pod template replaces every pod, a cold start each: say so where the edit is seen
-            rolls = "; a new pod template: the pods roll" if template_written and ref.startswith("Deployment/") else ""
-            event("Normal", "Updated", f"updated {ref} to match the spec{rolls}")
-            log.info("%s/%s: updated %s to match the spec%s", ns, name, ref, rolls)
-
+        _announce(outcome, template_written, event, ns, name)
         patch = st.status_patch(body.get("status"), status_from_children(body, deployment, spec, now(),
                                                                          template_written))
         if patch is not None:
