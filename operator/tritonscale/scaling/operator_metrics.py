@@ -65,3 +65,13 @@ def set_or_remove(gauge: Gauge, namespace: str, name: str, value: float | None) 
             pass
     else:
         gauge.labels(namespace, name).set(value)
+
+
+def publish(namespace: str, name: str, desired: int, ready: int, target_ms: float | None,
+            observed_ms: float | None) -> None:
+    """A tick's gauges: desired and ready replicas, the p95 target and the p95 observed (each removed
+    while unknown -- observed: idle or no data -- so no stale value stays)."""
+    DESIRED.labels(namespace, name).set(desired)
+    READY.labels(namespace, name).set(ready)
+    set_or_remove(TARGET_P95, namespace, name, target_ms)
+    set_or_remove(OBSERVED_P95, namespace, name, observed_ms)

@@ -356,6 +356,40 @@ def _tune(spec: InferenceServiceSpec, status: Mapping[str, Any], obs: Observatio
         return None
 
 
+def _scaling_spec(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]
+                  ) -> tuple[InferenceServiceSpec, bool] | None:
+    """The spec to scale by, and whether it is stale (the spec as edited is invalid, or the API server
+    refused what it renders): then what the fleet runs -- the spec its Deployment was made from, else
+    the last valid one seen. None: invalid, and no valid spec known."""
+    uid = body["metadata"]["uid"]
+    edited, _ = validate_body(body)
+    stale = edited is None or _refused_as_rendered(body)
+    found = (_made_from(kube, body, deployment) or _valid_specs.get(uid)) if stale else edited
+    if found is None:
+        return None
+    _valid_specs[uid] = found
+    return found, stale
+
+
+def _write_status(kube: Kube, body: dict[str, Any], status: dict[str, Any], new_status: st.InferenceServiceStatus,
+                  tuning: bt.Tuning | None, event: EventFn) -> dict[str, Any]:
+    """Patch the tick's status (only what changed), with an event for a change of Prometheus' state and
+    for a batcher change; returns status as the API server has it now (a merge patch of fields)."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    patch = st.status_patch(status, new_status)
+    if patch is not None:
+        kube.patch_inference_service_status(namespace, name, patch)
+    said = prometheus_transition(status, new_status)
+    if said is not None:
+        event(body, *said)
+        log.log(logging.WARNING if said[0] == "Warning" else logging.INFO, "%s/%s: %s: %s",
+                namespace, name, said[1], said[2])
+    if tuning is not None and tuning.changed:
+        event(body, "Normal", "BatchingTuned", f"{tuning.reason}: {tuning.message}"[:1000])
+        log.info("%s/%s: batching tuned: %s: %s", namespace, name, tuning.reason, tuning.message)
+    return {**status, **(patch or {})}
+
+
 def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: float, event: EventFn,
              uid: str | None = None) -> bool:
     """One tick: nothing for an object being deleted, without its Deployment yet, or with an invalid
@@ -372,13 +406,10 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         deployment = kube.get("Deployment", namespace, name)
         if deployment is None or not owned_by(deployment, uid):
             return True  # not made yet, or someone else's of that name (the reconciler reports NameConflict)
-        edited, _ = validate_body(body)
-        stale = edited is None or _refused_as_rendered(body)
-        # Stale: what the fleet runs, the spec its Deployment was made from, else the last valid one seen.
-        found = (_made_from(kube, body, deployment) or _valid_specs.get(uid)) if stale else edited
-        if found is None:
+        scaled_by = _scaling_spec(kube, body, deployment)
+        if scaled_by is None:
             return True  # invalid, and no valid spec known to scale it by
-        spec = _valid_specs[uid] = found
+        spec, stale = scaled_by
         status = body.get("status") or {}
         state = _memory.get(uid) or State.from_dict(status.get("scalingState"))
         current = int((deployment.get("spec") or {}).get("replicas") or 0)
@@ -419,28 +450,14 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                                        body["metadata"].get("generation"))
         if not stale and (tuning is not None or "batching" in status):  # written while tuning, removed after
             new_status.batching = bs.batching_status(spec, status, tuning, now)
-        patch = st.status_patch(status, new_status)
-        if patch is not None:
-            kube.patch_inference_service_status(namespace, name, patch)
-        written = {**status, **(patch or {})}  # status as the API server has it now (a merge patch of fields)
-        said = prometheus_transition(status, new_status)
-        if said is not None:
-            event(body, *said)
-            log.log(logging.WARNING if said[0] == "Warning" else logging.INFO, "%s/%s: %s: %s",
-                    namespace, name, said[1], said[2])
-        if tuning is not None and tuning.changed:
-            event(body, "Normal", "BatchingTuned", f"{tuning.reason}: {tuning.message}"[:1000])
-            log.info("%s/%s: batching tuned: %s: %s", namespace, name, tuning.reason, tuning.message)
+        written = _write_status(kube, body, status, new_status, tuning, event)
 
         scaled = decision.replicas != current
         verb = ("up" if decision.replicas > current else "down") if scaled else "none"
         what = (f"scaled {verb} from {current} to {decision.replicas}" if scaled
                 else f"holding {replicas_text(current)} ({ready} ready)")
         # The gauges follow every tick, a scale the API refuses included (status says the same).
-        om.DESIRED.labels(namespace, name).set(decision.replicas)
-        om.READY.labels(namespace, name).set(ready)
-        om.set_or_remove(om.TARGET_P95, namespace, name, spec.scaling.target_p95_milliseconds)
-        om.set_or_remove(om.OBSERVED_P95, namespace, name, obs.p95_ms)  # idle/unknown: no stale value
+        om.publish(namespace, name, decision.replicas, ready, spec.scaling.target_p95_milliseconds, obs.p95_ms)
         if scaled:
             try:
                 kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
