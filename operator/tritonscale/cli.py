@@ -28,8 +28,28 @@ def _load_documents(path: str) -> tuple[list[Any], list[str]]:
     return read_documents(path)
 
 
-def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Objects the operator would create for each InferenceService in ``docs``, or problems."""
+# The files kubectl apply -f DIR reads: these extensions, in the directory itself (-R would recurse).
+KUBECTL_EXTENSIONS = (".json", ".yaml", ".yml")
+_EXTENSIONS_TEXT = ".json, .yaml or .yml"
+
+
+def manifest_files(path: str) -> tuple[list[str], list[str]]:
+    """(the files ``path`` names, or problems): a directory's files as ``kubectl apply -f DIR`` reads
+    them -- KUBECTL_EXTENSIONS, not its subdirectories, in name order; anything else is itself."""
+    if path == "-" or not os.path.isdir(path):
+        return [path], []
+    try:
+        names = sorted(e.name for e in os.scandir(path) if e.is_file() and e.name.endswith(KUBECTL_EXTENSIONS))
+    except OSError as exc:
+        return [], [f"{path}: cannot read: {exc.strerror}"]
+    if not names:
+        return [], [f"{path}: no {_EXTENSIONS_TEXT} file in this directory (kubectl apply -f reads those)"]
+    return [os.path.join(path, n) for n in names], []
+
+
+def render_documents(docs: Iterable[Any], path: str, require: bool = True) -> tuple[list[dict[str, Any]], list[str]]:
+    """Objects the operator would create for each InferenceService in ``docs``, or problems. ``require``:
+    no InferenceService in ``docs`` is a problem (not for one file of a directory: its others may hold them)."""
     from tritonscale.api.spec import GROUP, KIND, VERSION
     from tritonscale.api.validation import validate_body
     from tritonscale.render.kubernetes_objects import build_children
@@ -74,32 +94,41 @@ def render_documents(docs: Iterable[Any], path: str) -> tuple[list[dict[str, Any
             if not has_uid:  # an ownerReference to a made-up uid would get the child garbage-collected
                 obj["metadata"].pop("ownerReferences")
             objects.append(obj)
-    if not found and not problems:
+    if not found and not problems and require:
         kinds = f" (kind {', '.join(other_kinds)}: render reads only kind {KIND})" if other_kinds else ""
         problems.append(f"{path}: no {KIND} documents found{kinds}")
     return objects, problems
 
 
 def _render(args: argparse.Namespace) -> int:
-    """Every file given (``-f A -f B``, ``-f A B``: as ``kubectl apply -f`` takes several; the last one
-    alone was rendered, and a missing or invalid file before it passed with exit 0)."""
+    """Every file given (``-f A -f B``, ``-f A B``, ``-f DIR``: as ``kubectl apply -f`` takes several; the
+    last one alone was rendered, and a missing or invalid file before it passed with exit 0)."""
+    from tritonscale.api.spec import KIND
+
     objects: list[dict[str, Any]] = []
     problems: list[str] = []
     first: dict[tuple[str, str, str], str] = {}  # (kind, namespace, name) -> the file that rendered it
-    for path in args.file:
-        docs, found = _load_documents(path)
-        if not found:
-            rendered, found = render_documents(docs, path)
-            for obj in rendered:
-                meta = obj["metadata"]
-                key = (obj["kind"], str(meta.get("namespace")), str(meta["name"]))
-                if key in first:  # said once per InferenceService: its Deployment has its name
-                    if key[0] == "Deployment":
-                        found.append(f"{path}: InferenceService {key[1]}/{key[2]} again (first in {first[key]})")
-                    continue
-                first[key] = path
-                objects.append(obj)
-        problems += found
+    for given in args.file:
+        paths, found_none = manifest_files(given)
+        problems += found_none
+        in_dir = paths != [given]
+        before = len(objects)
+        for path in paths:
+            docs, found = _load_documents(path)
+            if not found:
+                rendered, found = render_documents(docs, path, require=not in_dir)
+                for obj in rendered:
+                    meta = obj["metadata"]
+                    key = (obj["kind"], str(meta.get("namespace")), str(meta["name"]))
+                    if key in first:  # said once per InferenceService: its Deployment has its name
+                        if key[0] == "Deployment":
+                            found.append(f"{path}: InferenceService {key[1]}/{key[2]} again (first in {first[key]})")
+                        continue
+                    first[key] = path
+                    objects.append(obj)
+            problems += found
+        if in_dir and paths and len(objects) == before and not problems:
+            problems.append(f"{given}: no {KIND} documents found in its {_EXTENSIONS_TEXT} files")
     if problems:
         for p in problems:
             print(p, file=sys.stderr)
@@ -367,8 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("render", help="print the objects the operator would create for a file")
     p.add_argument("-f", "--file", required=True, action="extend", nargs="+", metavar="FILE",
-                   help="YAML file with InferenceService(s), or - for stdin; several (-f A -f B, or -f A B) "
-                        "are rendered in turn")
+                   help="YAML file with InferenceService(s), a directory (its .json, .yaml and .yml files, "
+                        "as kubectl apply -f reads one), or - for stdin; several (-f A -f B, or -f A B) are "
+                        "rendered in turn")
     p.set_defaults(func=_render)
 
     _optional_command(sub, "simulate", "tritonscale.simulate.command",

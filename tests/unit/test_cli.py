@@ -533,11 +533,43 @@ def test_an_unknown_flag_is_said_by_its_commands_parser(capsys, argv, prog):
     assert err.startswith(f"{prog}: error: unrecognized arguments: ") and f"(see {prog} --help)" in err, err
 
 
-def test_render_of_a_directory_says_to_give_a_file(capsys):
-    """kubectl apply -f takes a directory, so users try it here: it said "cannot read: Is a directory"."""
-    assert cli.main(["render", "-f", str(REPO / "manifests" / "samples")]) == 1
+def test_render_of_a_directory_reads_its_manifests_as_kubectl_apply_does(capsys):
+    """kubectl apply -f DIR reads the directory's .json, .yaml and .yml files in name order; render refused
+    a directory ("is a directory: give one YAML file"), and the README said it took files as kubectl does."""
+    samples = REPO / "manifests" / "samples"
+    assert cli.main(["render", "-f", str(samples)]) == 0
+    from_dir = capsys.readouterr().out
+    files = sorted(str(p) for p in samples.iterdir() if p.suffix in (".json", ".yaml", ".yml"))
+    assert len(files) >= 2
+    assert cli.main(["render", "-f", *files]) == 0
+    assert from_dir == capsys.readouterr().out
+
+
+def test_render_of_a_directory_skips_other_files_and_subdirectories(tmp_path, capsys):
+    sample = (REPO / "manifests" / "samples" / "python-cpu.yaml").read_text()
+    (tmp_path / "b.yml").write_text(sample)
+    (tmp_path / "a.json").write_text('{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}')
+    (tmp_path / "notes.txt").write_text("not: [yaml")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.yaml").write_text("not: [yaml")
+    assert cli.main(["render", "-f", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["ConfigMap", "Deployment", "Service",
+                                                           "PodDisruptionBudget"]
+
+
+def test_render_of_a_directory_without_inference_services_is_one_line(tmp_path, capsys):
+    assert cli.main(["render", "-f", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"{tmp_path}: no .json, .yaml or .yml file in this directory "
+                                       "(kubectl apply -f reads those)\n")
+    (tmp_path / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert cli.main(["render", "-f", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"{tmp_path}: no InferenceService documents found in its .json, .yaml "
+                                       "or .yml files\n")
+    (tmp_path / "bad.yaml").write_text("kind: [")
+    assert cli.main(["render", "-f", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert err == f"{REPO / 'manifests' / 'samples'}: is a directory: give one YAML file (each of several in turn)\n"
+    assert err.startswith(f"{tmp_path / 'bad.yaml'}: line ") and "invalid YAML" in err and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize("argv", [["crd"], ["render", "-f", str(REPO / "manifests" / "samples" / "python-cpu.yaml")]])

@@ -44,3 +44,27 @@ def test_the_charts_readme_is_the_readmes_install_section():
     chart = (REPO / "charts" / "tritonscale" / "README.md").read_text()
     assert chart == section, ("charts/tritonscale/README.md differs from README.md's install section; copy it: "
                               "sed -n '/^## Install on a cluster/,/^## Measurements/p' README.md | sed '$d'")
+
+
+def _decider_reasons() -> set[str]:
+    """Every reason the decider's steps can put in the Scaling condition: the reason of each Step it
+    makes, and the stabilizer's own."""
+    src = "\n".join(p.read_text() for p in (REPO / "operator" / "tritonscale" / "scaling" / "decider").glob("*.py"))
+    made = re.findall(r'Step\([^,()]+(?:\([^()]*\))?, "([A-Z][A-Za-z]+)"', src)
+    named = re.findall(r'reason(?:, why)? = "([A-Z][A-Za-z]+)"', src)
+    ternary = re.findall(r'"([A-Z][A-Za-z]+)" if n [<>] current', src) + re.findall(r'else "([A-Z][A-Za-z]+)"\)', src)
+    return set(made) | set(named) | set(ternary)
+
+
+def test_every_scaling_reason_is_in_the_readmes_table():
+    """Users met reasons (LearningCapacity on every new service, BurstMemory, AtMaxReplicas) that no
+    document named (a review of the docs, session 55)."""
+    table = README[README.index("| reason | the decision |"):]
+    table = table[:table.index("\n- ")]
+    documented = {r for row in table.splitlines()[2:] if row.strip().startswith("|")
+                  for r in re.findall(r"`([A-Z][A-Za-z]+)`", row.strip().split("|")[1])}
+    reasons = _decider_reasons()
+    assert {"Steady", "LoadIncreased", "LoadDecreased", "BurstMemory", "StabilizingScaleUp", "Idle",
+            "LearningCapacity"} <= reasons, reasons  # the extraction still finds them
+    assert reasons <= documented, f"not in the README's Scaling reasons table: {sorted(reasons - documented)}"
+    assert documented <= reasons, f"in the table, but no decider step gives them: {sorted(documented - reasons)}"

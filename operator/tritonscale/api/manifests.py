@@ -118,7 +118,7 @@ def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:
     try:
         raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
         text = raw.decode("utf-8")
-    except IsADirectoryError:  # kubectl apply -f takes one; this reads one YAML stream
+    except IsADirectoryError:  # one YAML stream (``tritonscale render`` expands a directory before this)
         return [], [f"{label}: is a directory: give one YAML file (each of several in turn)"]
     except OSError as exc:
         return [], [f"{label}: cannot read: {exc.strerror}"]

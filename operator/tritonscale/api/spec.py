@@ -603,8 +603,9 @@ class ScalingSpec(_Model):
     target_p95_milliseconds: float | None = Field(
         default=None, gt=0, le=600_000,
         description="p95 latency objective. Without it the service is held at minReplicas + warmBuffer. "
-                    "Without batching.queueTimeoutMicroseconds, Triton's queue timeout follows it (twice the "
-                    "target, in config.pbtxt), so changing it rolls the pods, each a cold start.",
+                    "With batching enabled and no batching.queueTimeoutMicroseconds, Triton's queue timeout "
+                    "follows it (twice the target, in config.pbtxt), so changing it rolls the pods, each a "
+                    "cold start.",
     )
     interval_seconds: int = Field(default=15, ge=1, le=600, description="Seconds between autoscaler ticks.")
     window_seconds: int = Field(
@@ -613,7 +614,10 @@ class ScalingSpec(_Model):
                     "mean arrival rate over it (or the latest, if higher).",
     )
     tolerance: float = Field(
-        default=0.1, ge=0, le=1, description="Dead band around the target: no change while within +-tolerance.",
+        default=0.1, ge=0, le=1,
+        description="Hysteresis: no scale-down while the replicas run within this share of full (at least "
+                    "1 - tolerance of what they are planned to serve), nor to a count that would run closer to "
+                    "full; a p95 up to target x (1 + tolerance) is no breach. Rising load scales up at once.",
     )
     scale_up: ScaleUpPolicy = Field(default_factory=ScaleUpPolicy, json_schema_extra=_object_default(),
                                     description="Scale-up stabilization (default 0 s) and step (default 4).")

@@ -20,7 +20,7 @@ function that returns its result and the reason for it:
 4. ``forecast``   -- the rate to plan for when a replica asked for now is ready: the current
                      rate plus its trend over the horizon, from when the data was scraped
                      (``data_age``) to one cold start and one tick after now.
-5. ``recommend``  -- replicas = (planned rate + backlog / tick) / (capacity x utilisation);
+5. ``recommend``  -- replicas = (planned rate + backlog / horizon) / (capacity x utilisation);
                      idle traffic goes back to the floor.
 6. ``breach``     -- a p95 breach with a queue behind it asks for one more replica than is
                      running (bounded: "more", not "p95/target times more").
