@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 from tritonscale.kube.client import client_for
@@ -60,6 +60,9 @@ from tritonscale.sandbox.scenario import (
 )
 from tritonscale.sandbox.service_routing import ServiceRouter
 from tritonscale.sandbox.summary import build_summary
+
+if TYPE_CHECKING:
+    from tritonscale.cluster import ControlPlane
 
 # Startup budgets. With the operator's probes (startup and readiness every 5 s) the first
 # replica is Ready 5-10 s after the Deployment appears; Prometheus sees a new file_sd
@@ -191,68 +194,69 @@ class ClusterReader:
         return desired, ready, p95, scaled
 
 
-async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
-                      view: LiveView | None = None) -> SandboxResult:
-    """Bring everything up, replay the load, tear everything down; return what was recorded.
+class _Run:
+    """One sandbox run: the parts it started (each with its teardown, stopped in reverse), the recorder,
+    and the phases of ``run_sandbox`` as methods, in order."""
 
-    Setting ``stop`` ends the run early (what Ctrl-C does); the result then has
-    ``interrupted`` True and covers what ran. Raises :class:`SandboxError` if a part
-    fails to start (after tearing down what did start).
-    """
-    stop = stop or asyncio.Event()
-    wall0 = time.monotonic()
-    body = load_service(scenario)
-    config = describe_config(body)
-    shape = build_load(scenario)
-    ns, name, model = config["namespace"], config["inferenceservice"], config["model"]
-    view = view or LiveView(config["target_p95_ms"])
-    recorder = Recorder(shape.arrivals, config["target_p95_ms"])
+    def __init__(self, scenario: Scenario, stop: asyncio.Event, view: LiveView | None) -> None:
+        self.scenario, self.stop = scenario, stop
+        self.wall0 = time.monotonic()
+        self.body = load_service(scenario)
+        self.config = config = describe_config(self.body)
+        self.shape = build_load(scenario)
+        self.ns, self.name, self.model = config["namespace"], config["inferenceservice"], config["model"]
+        self.view = view or LiveView(config["target_p95_ms"])
+        self.recorder = Recorder(self.shape.arrivals, config["target_p95_ms"])
+        self.temp_workdir = scenario.workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix="tritonscale-sandbox-")) if scenario.workdir is None \
+            else Path(scenario.workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.pids: list[int] = []
+        self.teardown: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
+        self.made_service = False  # the InferenceService is the sandbox's (created by it): its pods may be removed
+        self.operator_exited_at: float | None = None  # load time at which the operator was first seen gone
+        self.kubelets: list[Kubelet] = []
+        self.interrupted = self.failed = False
+        self.kubeconfig: Path | None = None
+        self.plane: ControlPlane | None = None  # the control plane the sandbox started; None with --kubeconfig
+        self.t0: float | None = None  # perf_counter at the start of the load
+        self.leftovers: list[int] = []
 
-    temp_workdir = scenario.workdir is None
-    if scenario.workdir is None:
-        workdir = Path(tempfile.mkdtemp(prefix="tritonscale-sandbox-"))
-    else:
-        workdir = Path(scenario.workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    view.say(f"sandbox: {shape.description} for {scenario.duration_s:g} s against {name} "
-             f"(a {config['cost_base_ms']:g} ms + b {config['cost_per_item_ms']:g} ms x n, batch <= "
-             f"{config['max_batch_size']}, ~{config['replica_capacity_rps']:g} rps per replica; "
-             f"target p95 {config['target_p95_ms']:g} ms, replicas {config['min_replicas']}..{config['max_replicas']})")
-    view.say(f"sandbox: logs in {workdir}" + (" (removed after a clean run; keep them with --workdir)"
-                                             if temp_workdir else ""))
+    def load_t(self) -> float:
+        return time.perf_counter() - self.t0 if self.t0 is not None else 0.0
 
-    pids: list[int] = []
-    teardown: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
-    made_service = False  # the InferenceService is the sandbox's (created by it): its pods may be removed
-    operator_exited_at: float | None = None  # load time at which the operator was first seen gone
-    kubelets: list[Kubelet] = []
-    interrupted = failed = False
-    kubeconfig: Path | None = None
-    t0: float | None = None  # perf_counter at the start of the load
-
-    def load_t() -> float:
-        return time.perf_counter() - t0 if t0 is not None else 0.0
-
-    def on_kubelet_event(ev: KubeletEvent) -> None:
-        if ev.service != name:
+    def on_kubelet_event(self, ev: KubeletEvent) -> None:
+        if ev.service != self.name:
             return
         text = ev.message.split(" (")[0] if ev.kind in ("started", "restarted", "stopping") else ev.message
-        if t0 is None:
-            view.say(f"sandbox: {text}")
+        if self.t0 is None:
+            self.view.say(f"sandbox: {text}")
             return
         if ev.kind in ("crashed", "restarted", "ready", "backoff", "unhealthy", "stopping"):
-            recorder.add_mark(load_t(), ev.kind, ev.message)
-        view.note(text)
+            self.recorder.add_mark(self.load_t(), ev.kind, ev.message)
+        self.view.note(text)
 
-    try:
-        # 1. The control plane.
-        if scenario.kubeconfig is not None:
-            kubeconfig, plane = Path(scenario.kubeconfig), None
-            view.say(f"sandbox: using the cluster of {kubeconfig}")
+    def announce(self) -> None:
+        config, view = self.config, self.view
+        view.say(f"sandbox: {self.shape.description} for {self.scenario.duration_s:g} s against {self.name} "
+                 f"(a {config['cost_base_ms']:g} ms + b {config['cost_per_item_ms']:g} ms x n, batch <= "
+                 f"{config['max_batch_size']}, ~{config['replica_capacity_rps']:g} rps per replica; "
+                 f"target p95 {config['target_p95_ms']:g} ms, "
+                 f"replicas {config['min_replicas']}..{config['max_replicas']})")
+        view.say(f"sandbox: logs in {self.workdir}" + (" (removed after a clean run; keep them with --workdir)"
+                                                      if self.temp_workdir else ""))
+
+    async def start_control_plane(self) -> Any:
+        """1. The control plane (or the cluster of --kubeconfig); returns an admin client."""
+        stop, view = self.stop, self.view
+        if self.scenario.kubeconfig is not None:
+            self.kubeconfig = Path(self.scenario.kubeconfig)
+            view.say(f"sandbox: using the cluster of {self.kubeconfig}")
         else:
             from tritonscale.cluster import ClusterError, ControlPlane
 
-            plane = ControlPlane(workdir / "control-plane", progress=lambda line: view.say(f"sandbox: {line}"))
+            plane = self.plane = ControlPlane(self.workdir / "control-plane",
+                                              progress=lambda line: view.say(f"sandbox: {line}"))
             # The CRD goes in before kube-controller-manager starts, so its garbage collector
             # knows InferenceServices from its first discovery (it rediscovers every 30 s).
             starting = asyncio.ensure_future(asyncio.to_thread(
@@ -261,74 +265,91 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
             async def stop_plane() -> None:
                 await asyncio.gather(starting, return_exceptions=True)  # start() cleans up after itself
                 await asyncio.to_thread(plane.stop)
-            teardown.append(("control plane", stop_plane))
+            self.teardown.append(("control plane", stop_plane))
             try:
-                kubeconfig = await until(stop, asyncio.shield(starting))
+                self.kubeconfig = await until(stop, asyncio.shield(starting))
             except ClusterError as exc:
                 raise SandboxError(f"the control plane did not start: {exc}") from exc
-            pids.extend(plane.pids().values())
-        view.say(f"sandbox: kubeconfig {kubeconfig}  (try: kubectl --kubeconfig {kubeconfig} "
+            self.pids.extend(plane.pids().values())
+        view.say(f"sandbox: kubeconfig {self.kubeconfig}  (try: kubectl --kubeconfig {self.kubeconfig} "
                  "get tis,deploy,rs,pods,endpointslices)")
-        admin = client_for(kubeconfig)
-        if plane is None:  # another's cluster: nothing of the sandbox's name there, and nothing left behind
-            await until(stop, asyncio.to_thread(check_free, admin, ns, name, kubeconfig))
+        admin = client_for(self.kubeconfig)
+        if self.plane is None:  # another's cluster: nothing of the sandbox's name there, and nothing left behind
+            await until(stop, asyncio.to_thread(check_free, admin, self.ns, self.name, self.kubeconfig))
+        return admin
 
-        # 2. The CRD (already there if the plane is ours) and the model store.
+    async def prepare_cluster(self, admin: Any) -> None:
+        """2. The CRD (already there if the plane is ours) and the model store."""
+        stop, ns = self.stop, self.ns
         crd_name = await until(stop, asyncio.to_thread(apply_crd, admin))
-        claim, path = model_store(body)
-        nodes = [f"sandbox-node-{i}" for i in range(scenario.nodes)]
-        if plane is None:  # runs last: after the kubelets stopped (the CRD stays, as Helm leaves it)
+        claim, path = model_store(self.body)
+        nodes = self.node_names()
+        if self.plane is None:  # runs last: after the kubelets stopped (the CRD stays, as Helm leaves it)
             pv_of = model_store_volume(ns, claim)
-            teardown.append(("Nodes, claim and volume in the cluster", lambda: asyncio.to_thread(
-                remove_sandbox_objects, admin, ns, name if made_service else None, claim, pv_of, nodes)))
-        pv = await until(stop, asyncio.to_thread(provision_model_store, admin, workdir / "model-store", ns, claim,
-                                                 path))
-        view.say(f"sandbox: CRD {crd_name} established; claim {ns}/{claim} bound to {pv} "
-                 f"({workdir / 'model-store'}, the cost model at {path}/1/model.py)")
+            self.teardown.append(("Nodes, claim and volume in the cluster", lambda: asyncio.to_thread(
+                remove_sandbox_objects, admin, ns, self.name if self.made_service else None, claim, pv_of, nodes)))
+        pv = await until(stop, asyncio.to_thread(provision_model_store, admin, self.workdir / "model-store", ns,
+                                                 claim, path))
+        self.view.say(f"sandbox: CRD {crd_name} established; claim {ns}/{claim} bound to {pv} "
+                      f"({self.workdir / 'model-store'}, the cost model at {path}/1/model.py)")
 
-        # 3. Prometheus, scraping what the kubelets write into file_sd, as often as the autoscaler ticks.
-        scrape_s = scrape_interval_s(config)
-        prom = prometheus_runtime.PrometheusServer(workdir / "prometheus", scrape_interval_s=scrape_s)
+    def node_names(self) -> list[str]:
+        return [f"sandbox-node-{i}" for i in range(self.scenario.nodes)]
+
+    async def start_prometheus(self) -> prometheus_runtime.PrometheusServer:
+        """3. Prometheus, scraping what the kubelets write into file_sd, as often as the autoscaler ticks."""
+        scrape_s = scrape_interval_s(self.config)
+        prom = prometheus_runtime.PrometheusServer(self.workdir / "prometheus", scrape_interval_s=scrape_s)
         prom.start()
         if prom.pid:
-            pids.append(prom.pid)
-        teardown.append(("Prometheus", lambda: asyncio.to_thread(prom.stop, 5.0)))
-        if not await until(stop, prom.wait_ready(30)):
+            self.pids.append(prom.pid)
+        self.teardown.append(("Prometheus", lambda: asyncio.to_thread(prom.stop, 5.0)))
+        if not await until(self.stop, prom.wait_ready(30)):
             raise SandboxError(f"Prometheus did not become ready; its log:\n{prom.read_log()[-2000:]}")
-        view.say(f"sandbox: Prometheus {prom.url} (scrape {scrape_s:g} s, file_sd {prom.targets_path})")
+        self.view.say(f"sandbox: Prometheus {prom.url} (scrape {scrape_s:g} s, file_sd {prom.targets_path})")
+        return prom
 
-        # 4. The kubelets.
+    async def start_kubelets(self, admin: Any, prom: prometheus_runtime.PrometheusServer) -> ServiceRouter:
+        """4. The kubelets, and the router that sends the load to the Service's ready endpoints."""
         network, targets = PodNetwork(), ScrapeTargets(prom)
-        resources = machine_resources(scenario.gpus_per_node, scenario.nodes)
-        for i, node in enumerate(nodes):
-            identity = (plane.kubeconfig_for(f"system:node:{node}", ["system:nodes"]) if plane is not None
-                        else kubeconfig)
-            kubelet = Kubelet(client_for(identity), workdir, node_name=node, node_index=i, resources=resources,
-                              network=network, targets=targets, on_event=on_kubelet_event)
-            kubelets.append(kubelet)
-            teardown.append((f"kubelet {node} and its tritonservers", kubelet.stop))
-            await until(stop, kubelet.start())
-        view.say(f"sandbox: {scenario.nodes} Node(s) registered, each with cpu {resources.cpu}, "
-                 f"nvidia.com/gpu {resources.gpus} (tritonservers it runs; --gpus to change)")
-        router = ServiceRouter(admin, ns, name, network).start()
-        teardown.append(("Service router", lambda: asyncio.to_thread(router.stop)))
+        resources = machine_resources(self.scenario.gpus_per_node, self.scenario.nodes)
+        for i, node in enumerate(self.node_names()):
+            identity: Path | None = (self.plane.kubeconfig_for(f"system:node:{node}", ["system:nodes"])
+                                     if self.plane is not None else self.kubeconfig)
+            assert identity is not None
+            kubelet = Kubelet(client_for(identity), self.workdir, node_name=node, node_index=i, resources=resources,
+                              network=network, targets=targets, on_event=self.on_kubelet_event)
+            self.kubelets.append(kubelet)
+            self.teardown.append((f"kubelet {node} and its tritonservers", kubelet.stop))
+            await until(self.stop, kubelet.start())
+        self.view.say(f"sandbox: {self.scenario.nodes} Node(s) registered, each with cpu {resources.cpu}, "
+                      f"nvidia.com/gpu {resources.gpus} (tritonservers it runs; --gpus to change)")
+        router = ServiceRouter(admin, self.ns, self.name, network).start()
+        self.teardown.append(("Service router", lambda: asyncio.to_thread(router.stop)))
+        return router
 
-        # 5. The operator.
-        operator = OperatorProcess(kubeconfig, workdir / "operator.log", ["--prometheus-url", prom.url]).start()
+    def start_operator(self, prom: prometheus_runtime.PrometheusServer) -> OperatorProcess:
+        """5. The operator."""
+        assert self.kubeconfig is not None
+        operator = OperatorProcess(self.kubeconfig, self.workdir / "operator.log",
+                                   ["--prometheus-url", prom.url]).start()
         if operator.pid:
-            pids.append(operator.pid)
-        teardown.append(("operator", lambda: asyncio.to_thread(operator.stop)))
-        view.say(f"sandbox: operator running (pid {operator.pid})")
+            self.pids.append(operator.pid)
+        self.teardown.append(("operator", lambda: asyncio.to_thread(operator.stop)))
+        self.view.say(f"sandbox: operator running (pid {operator.pid})")
+        return operator
 
-        # 6. The InferenceService; wait for the warm floor: Ready, routed to and scraped.
-        reader = ClusterReader(admin, ns, name)
+    async def create_service(self, admin: Any, reader: ClusterReader, operator: OperatorProcess,
+                             router: ServiceRouter, prom: prometheus_runtime.PrometheusServer) -> None:
+        """6. The InferenceService; wait for the warm floor: Ready, routed to and scraped."""
+        stop, ns, name, config = self.stop, self.ns, self.name, self.config
         await until(stop, asyncio.to_thread(reader.custom.create_namespaced_custom_object,
-                                            GROUP, VERSION, ns, PLURAL, body))
-        made_service = True
-        if plane is None:  # the sandbox's own now (a 409 raised above); runs first: its pods go while kubelets run
-            teardown.append((f"InferenceService {ns}/{name} in the cluster", lambda: asyncio.to_thread(
+                                            GROUP, VERSION, ns, PLURAL, self.body))
+        self.made_service = True
+        if self.plane is None:  # the sandbox's own now (a 409 raised above); runs first: its pods go while kubelets run
+            self.teardown.append((f"InferenceService {ns}/{name} in the cluster", lambda: asyncio.to_thread(
                 remove_service, admin, ns, name)))
-        view.say(f"sandbox: created InferenceService {ns}/{name}; waiting for {config['floor']} ready replica(s)")
+        self.view.say(f"sandbox: created InferenceService {ns}/{name}; waiting for {config['floor']} ready replica(s)")
 
         async def deployment_exists() -> bool:
             return await asyncio.to_thread(reader.deployment) is not None
@@ -341,131 +362,170 @@ async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
         ready = await poll(stop, lambda: len(router.backends()) >= config["floor"] or not operator.alive(),
                            FIRST_READY_TIMEOUT_S)
         if not ready or not operator.alive():
-            logs = sorted(workdir.glob("pods/*/*/*.log"))
+            logs = sorted(self.workdir.glob("pods/*/*/*.log"))
             tails = "\n".join(f"{p}:\n{p.read_text(errors='replace')[-1500:]}" for p in logs[:2])
-            import kubernetes
-
-            pending = await asyncio.to_thread(unscheduled, kubernetes.client.CoreV1Api(admin), ns, name)
+            pending = await asyncio.to_thread(unscheduled, reader.core, ns, name)
             raise SandboxError(f"no ready endpoint of {name} after {FIRST_READY_TIMEOUT_S:.0f} s; operator alive: "
                                f"{operator.alive()}" + (f"; {pending}" if pending else "") +
                                f"; pod logs:\n{tails or '(no pod started)'}\noperator log:\n{operator.log_tail(1500)}")
-        for kubelet in kubelets:
+        for kubelet in self.kubelets:
             for worker in kubelet.pods_of(ns, name):
                 address = worker.host_address("metrics")
                 if address and not await until(stop, prom.wait_target_up(address, TARGET_UP_TIMEOUT_S)):
                     raise SandboxError(f"Prometheus never scraped {worker.name} at {address}; "
                                        f"its log:\n{prom.read_log()[-2000:]}")
         slices = ", ".join(f"{a}:{p}" for a, p in router.endpoints())
-        view.say(f"sandbox: {name} ready, in its EndpointSlices ({slices})"
-                 f" and scraped after {time.monotonic() - wall0:.1f} s; starting the load")
+        self.view.say(f"sandbox: {name} ready, in its EndpointSlices ({slices})"
+                      f" and scraped after {time.monotonic() - self.wall0:.1f} s; starting the load")
 
-        # 7. The load, the live view and (optionally) a crash.
-        t0 = time.perf_counter()
+    async def record(self, reader: ClusterReader, operator: OperatorProcess) -> None:
+        """Once a second: the operator still running, the replicas, p95, Scaled and BatchingTuned Events,
+        pod restarts -- into the recorder and the live line."""
+        assert self.t0 is not None
+        recorder, view = self.recorder, self.view
+        desired, ready, p95 = self.config["floor"], 0, None
+        restarts: dict[str, int] = {}
+        tuned: set[str] = set()
+        tick = 1
+        while True:
+            await asyncio.sleep(max(0.0, self.t0 + tick - time.perf_counter()))
+            if self.operator_exited_at is None and not operator.alive():  # the run measures nothing after
+                self.operator_exited_at = self.load_t()
+                code = operator.proc.returncode if operator.proc else None
+                text = (f"the operator (pid {operator.pid}) exited during the load, exit code {code}: nothing "
+                        f"autoscales the service after this (its log: {operator.log_path})")
+                recorder.add_mark(self.operator_exited_at, "operatorExited", text)
+                view.note(text)
+            try:
+                got, ready, p95, scaled = await asyncio.to_thread(reader.read)
+                desired = got if got is not None else desired
+                for uid, reason, message in scaled:
+                    if reason == "BatchingTuned":  # the tuner's change, rolled out to the pods
+                        if uid not in tuned:
+                            tuned.add(uid)
+                            view.note(recorder.add_mark(self.load_t(), "batchingTuned", message).text)
+                        continue
+                    ev = recorder.add_scale_event(uid, self.load_t(), message)
+                    if ev is not None:
+                        view.note(ev.text)
+                for pod, count in (await asyncio.to_thread(reader.restart_counts)).items():
+                    if count > restarts.get(pod, 0):
+                        recorder.add_mark(self.load_t(), "restartCount", f"{pod} restartCount {count} in its status")
+                    restarts[pod] = count
+            except Exception as exc:  # the view must survive an API hiccup
+                view.note(f"(reading the cluster failed: {exc.__class__.__name__})")
+            view.show(recorder.take_sample(self.load_t(), ready, desired, p95))
+            tick += 1
+
+    async def chaos(self) -> None:
+        """--kill-at: SIGKILL one ready pod's tritonserver."""
+        assert self.scenario.kill_at_s is not None and self.t0 is not None
+        await asyncio.sleep(max(0.0, self.t0 + self.scenario.kill_at_s - time.perf_counter()))
+        for kubelet in self.kubelets:
+            try:
+                pod = kubelet.kill(self.ns, self.name)
+            except LookupError:
+                continue
+            self.recorder.add_mark(self.load_t(), "killed", f"killed {pod}'s tritonserver (SIGKILL)")
+            self.view.note(f"killed {pod} (SIGKILL)")
+            return
+        self.view.note("kill skipped: no ready pod")
+
+    async def run_load(self, reader: ClusterReader, router: ServiceRouter, operator: OperatorProcess) -> None:
+        """7. The load, the live view and (optionally) a crash; a last sample at the end."""
+        self.t0 = time.perf_counter()
         load_task = asyncio.create_task(loadgen.run_load(
-            router.backends, model, shape.arrivals, on_result=lambda rec: recorder.on_result(rec, load_t()),
-            timeout_s=scenario.request_timeout_s))
-
-        async def record() -> None:
-            nonlocal operator_exited_at
-            desired, ready, p95 = config["floor"], 0, None
-            restarts: dict[str, int] = {}
-            tuned: set[str] = set()
-            tick = 1
-            while True:
-                await asyncio.sleep(max(0.0, t0 + tick - time.perf_counter()))
-                if operator_exited_at is None and not operator.alive():  # the run measures nothing after
-                    operator_exited_at = load_t()
-                    code = operator.proc.returncode if operator.proc else None
-                    text = (f"the operator (pid {operator.pid}) exited during the load, exit code {code}: nothing "
-                            f"autoscales the service after this (its log: {operator.log_path})")
-                    recorder.add_mark(operator_exited_at, "operatorExited", text)
-                    view.note(text)
-                try:
-                    got, ready, p95, scaled = await asyncio.to_thread(reader.read)
-                    desired = got if got is not None else desired
-                    for uid, reason, message in scaled:
-                        if reason == "BatchingTuned":  # the tuner's change, rolled out to the pods
-                            if uid not in tuned:
-                                tuned.add(uid)
-                                view.note(recorder.add_mark(load_t(), "batchingTuned", message).text)
-                            continue
-                        ev = recorder.add_scale_event(uid, load_t(), message)
-                        if ev is not None:
-                            view.note(ev.text)
-                    for pod, count in (await asyncio.to_thread(reader.restart_counts)).items():
-                        if count > restarts.get(pod, 0):
-                            recorder.add_mark(load_t(), "restartCount", f"{pod} restartCount {count} in its status")
-                        restarts[pod] = count
-                except Exception as exc:  # the view must survive an API hiccup
-                    view.note(f"(reading the cluster failed: {exc.__class__.__name__})")
-                view.show(recorder.take_sample(load_t(), ready, desired, p95))
-                tick += 1
-
-        async def chaos() -> None:
-            assert scenario.kill_at_s is not None
-            await asyncio.sleep(max(0.0, t0 + scenario.kill_at_s - time.perf_counter()))
-            for kubelet in kubelets:
-                try:
-                    pod = kubelet.kill(ns, name)
-                except LookupError:
-                    continue
-                recorder.add_mark(load_t(), "killed", f"killed {pod}'s tritonserver (SIGKILL)")
-                view.note(f"killed {pod} (SIGKILL)")
-                return
-            view.note("kill skipped: no ready pod")
-
-        side = [asyncio.create_task(record())]
-        if scenario.kill_at_s is not None:
-            side.append(asyncio.create_task(chaos()))
+            router.backends, self.model, self.shape.arrivals,
+            on_result=lambda rec: self.recorder.on_result(rec, self.load_t()),
+            timeout_s=self.scenario.request_timeout_s))
+        side = [asyncio.create_task(self.record(reader, operator))]
+        if self.scenario.kill_at_s is not None:
+            side.append(asyncio.create_task(self.chaos()))
         try:
-            await until(stop, asyncio.shield(load_task))
+            await until(self.stop, asyncio.shield(load_task))
         finally:
             for task in side:
                 task.cancel()
             if not load_task.done():
                 load_task.cancel()
             await asyncio.gather(load_task, *side, return_exceptions=True)
-        if not recorder.samples or recorder.samples[-1].t < load_t() - 0.5:
+        samples = self.recorder.samples
+        if not samples or samples[-1].t < self.load_t() - 0.5:
             try:
                 desired, ready, p95, _ = await asyncio.to_thread(reader.read)
             except Exception:
-                last = recorder.samples[-1] if recorder.samples else None
+                last = samples[-1] if samples else None
                 desired, ready, p95 = (last.desired if last else None), (last.ready if last else 0), None
-            view.show(recorder.take_sample(load_t(), ready, desired or 0, p95))
-    except Stopped:
-        interrupted = True
-    except BaseException:  # SandboxError, a bug, or cancellation: tear down, keep the logs, re-raise
-        failed = True
-        raise
-    finally:
-        interrupted = interrupted or stop.is_set()
-        if teardown:
-            view.say("sandbox: stopping: " + ", ".join(n for n, _ in reversed(teardown)))
-        for what, fn in reversed(teardown):
+            self.view.show(self.recorder.take_sample(self.load_t(), ready, desired or 0, p95))
+
+    async def bring_up_and_load(self) -> None:
+        admin = await self.start_control_plane()
+        await self.prepare_cluster(admin)
+        prom = await self.start_prometheus()
+        router = await self.start_kubelets(admin, prom)
+        operator = self.start_operator(prom)
+        reader = ClusterReader(admin, self.ns, self.name)
+        await self.create_service(admin, reader, operator, router, prom)
+        await self.run_load(reader, router, operator)
+
+    async def tear_down(self) -> None:
+        """Stop what started, in reverse; the work directory goes only after a clean run."""
+        self.interrupted = self.interrupted or self.stop.is_set()
+        view = self.view
+        if self.teardown:
+            view.say("sandbox: stopping: " + ", ".join(n for n, _ in reversed(self.teardown)))
+        for what, fn in reversed(self.teardown):
             try:
                 await asyncio.wait_for(fn(), TEARDOWN_STEP_S)
             except Exception as exc:
                 view.say(f"sandbox: stopping the {what} failed: {exc!r}")
-        for kubelet in kubelets:
-            pids.extend(kubelet.started_pids)
-        leftovers = [p for p in pids if group_alive(p)]
-        if leftovers:
-            view.say(f"sandbox: processes still running after teardown: {leftovers}")
-        if temp_workdir and not failed and not leftovers and not interrupted and operator_exited_at is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        for kubelet in self.kubelets:
+            self.pids.extend(kubelet.started_pids)
+        self.leftovers = [p for p in self.pids if group_alive(p)]
+        if self.leftovers:
+            view.say(f"sandbox: processes still running after teardown: {self.leftovers}")
+        if (self.temp_workdir and not self.failed and not self.leftovers and not self.interrupted
+                and self.operator_exited_at is None):
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
-    summary = build_summary(
-        records=recorder.records, samples=recorder.samples, scale_events=recorder.scale_events,
-        marks=recorder.marks, phases=shape.phases, restarts=sum(k.restarts for k in kubelets),
-        cold_starts_s=[c for k in kubelets for c in k.cold_starts_s], config=config,
-        scenario={"load": scenario.load, "description": shape.description, "duration_s": scenario.duration_s,
-                  "rate_scale": scenario.rate_scale, "seed": scenario.seed, "kill_at_s": scenario.kill_at_s,
-                  "nodes": scenario.nodes, "gpus_per_node": kubelets[0].resources.gpus if kubelets else None,
-                  "title": f"tritonscale sandbox: {shape.description}, {name} "
-                           f"(a={config['cost_base_ms']:g} ms, b={config['cost_per_item_ms']:g} ms, "
-                           f"batch<={config['max_batch_size']}), target p95 {config['target_p95_ms']:g} ms"},
-        interrupted=interrupted, wall_s=time.monotonic() - wall0,
-    )
-    summary["leftover_processes"] = leftovers
-    summary["operator_exited_at_s"] = operator_exited_at
-    return SandboxResult(summary, recorder, shape, config, interrupted, workdir, kubeconfig, pids, leftovers)
+    def result(self) -> SandboxResult:
+        scenario, config, kubelets = self.scenario, self.config, self.kubelets
+        summary = build_summary(
+            records=self.recorder.records, samples=self.recorder.samples, scale_events=self.recorder.scale_events,
+            marks=self.recorder.marks, phases=self.shape.phases, restarts=sum(k.restarts for k in kubelets),
+            cold_starts_s=[c for k in kubelets for c in k.cold_starts_s], config=config,
+            scenario={"load": scenario.load, "description": self.shape.description,
+                      "duration_s": scenario.duration_s, "rate_scale": scenario.rate_scale, "seed": scenario.seed,
+                      "kill_at_s": scenario.kill_at_s, "nodes": scenario.nodes,
+                      "gpus_per_node": kubelets[0].resources.gpus if kubelets else None,
+                      "title": f"tritonscale sandbox: {self.shape.description}, {self.name} "
+                               f"(a={config['cost_base_ms']:g} ms, b={config['cost_per_item_ms']:g} ms, "
+                               f"batch<={config['max_batch_size']}), target p95 {config['target_p95_ms']:g} ms"},
+            interrupted=self.interrupted, wall_s=time.monotonic() - self.wall0,
+        )
+        summary["leftover_processes"] = self.leftovers
+        summary["operator_exited_at_s"] = self.operator_exited_at
+        return SandboxResult(summary, self.recorder, self.shape, config, self.interrupted, self.workdir,
+                             self.kubeconfig, self.pids, self.leftovers)
+
+
+async def run_sandbox(scenario: Scenario, *, stop: asyncio.Event | None = None,
+                      view: LiveView | None = None) -> SandboxResult:
+    """Bring everything up, replay the load, tear everything down; return what was recorded.
+
+    Setting ``stop`` ends the run early (what Ctrl-C does); the result then has
+    ``interrupted`` True and covers what ran. Raises :class:`SandboxError` if a part
+    fails to start (after tearing down what did start).
+    """
+    run = _Run(scenario, stop or asyncio.Event(), view)
+    run.announce()
+    try:
+        await run.bring_up_and_load()
+    except Stopped:
+        run.interrupted = True
+    except BaseException:  # SandboxError, a bug, or cancellation: tear down, keep the logs, re-raise
+        run.failed = True
+        raise
+    finally:
+        await run.tear_down()
+    return run.result()
