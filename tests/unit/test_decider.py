@@ -791,6 +791,29 @@ def test_complete_keeps_a_replica_for_each_pod_missing_from_the_series(step, pod
                                 "one replica kept for each missing pod")
 
 
+@pytest.mark.parametrize(("step", "pods", "rate_pods", "replicas", "what"), [
+    # a window shorter than two scrape intervals: every pod has series, 3 of 6 a rate -- half the load read
+    (D.Step(3, "LoadDecreased", "x"), 6.0, 3.0, 6, "have a rate over the window (two scrapes in it)"),
+    (D.Step(2, "LoadDecreased", "x"), 6.0, 5.0, 3, "have a rate over the window (two scrapes in it)"),
+    (D.Step(3, "LoadDecreased", "x"), 4.0, 3.0, 6, "export Triton's series now"),  # scrapes failing too
+    (D.Step(3, "LoadDecreased", "x"), 6.0, 6.0, 3, None),
+    (D.Step(3, "LoadDecreased", "x"), 6.0, None, 3, None),  # a source that does not count them (the simulator)
+    (D.Step(8, "LoadIncreased", "x"), 6.0, 3.0, 8, None),  # scale-ups are left alone
+])
+def test_complete_keeps_a_replica_for_each_pod_without_a_rate_over_the_window(step, pods, rate_pods, replicas, what):
+    """A windowSeconds under twice the scrape interval read a third to half of the traffic as all of it,
+    status said Available, and the fleet settled at 3 where 5 were needed, or flapped 6 -> 5 -> 6 (an
+    exploration against Debian's Prometheus, session 55)."""
+    obs = replace(ok(100.0), pods=pods, rate_pods=rate_pods)
+    state = State(last_pending=PendingReading(0.0, 0.0, 6.0, 0.0, 0.0, 6))
+    got = D.complete(step, obs, Replicas(6, 6), state, 6)
+    assert got.replicas == replicas
+    if what is None:
+        assert got.reason == step.reason
+    else:
+        assert got.reason == "PartialData" and f"ready replicas {what}: one replica kept" in got.why, got.why
+
+
 def test_noise_is_measured_over_the_last_five_minutes_or_enough_readings_at_long_ticks():
     """At 15 s ticks the last NOISE_S hold 20 readings; at 60 s ticks only 5 or 6, never the 10 the
     noise needs, so a slow-ticking service would never measure it -- and, held by ``measure``, never

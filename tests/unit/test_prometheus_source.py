@@ -53,7 +53,7 @@ def test_label_names_are_validated(bad):
 
 def test_one_query_per_signal_grouped_by_service():
     queries = build_queries(SeriesSelector(), 30)
-    assert set(queries) == set(SIGNALS) and len(queries) == 13
+    assert set(queries) == set(SIGNALS) and len(queries) == 14
     for signal, q in queries.items():
         assert "by (namespace, inferenceservice" + ("" if signal == "targets" else ", model") in q
         assert 'inferenceservice!=""' in q
@@ -73,11 +73,11 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
         "rps": {key: 12.5, ("ns", "idle", "m"): 0.0},
         "p95_ms": {key: 80.0, ("ns", "idle", "m"): math.nan},
         "batch_size": {key: 4.0}, "batch_ms": {key: 28.0}, "pending": {key: 40.0}, "pending_min": {key: 3.0},
-        "replicas": {key: 3.0, ("ns", "idle", "m"): 1.0},
+        "replicas": {key: 3.0, ("ns", "idle", "m"): 1.0}, "rate_pods": {key: 2.0},
     })
     obs = snap.observation("ns", "svc", "m")
     assert (obs.status, obs.rps, obs.p95_ms, obs.batch_size, obs.batch_ms) == ("ok", 12.5, 80.0, 4.0, 28.0)
-    assert (obs.pending, obs.pending_min, obs.pods) == (40.0, 3.0, 3.0)
+    assert (obs.pending, obs.pending_min, obs.pods, obs.rate_pods) == (40.0, 3.0, 3.0, 2.0)
     idle = snap.observation("ns", "idle", "m")
     assert (idle.status, idle.rps, idle.p95_ms) == ("ok", 0.0, None)  # NaN summary: no value, but data
     assert obs.message == "" and idle.message.startswith("Triton's p95 series reads nan: no request completed")
@@ -301,7 +301,7 @@ def test_a_round_slower_than_its_deadline_is_a_failed_snapshot(monkeypatch):
     monkeypatch.setattr(source._prom, "custom_query", slow_query)
     snap = source.fetch(60)
     assert not snap.ok and 0 < len(asked) < 13, (snap, len(asked))
-    assert f"answered {len(asked)} of 13 queries in 0.1 s" in snap.error
+    assert f"answered {len(asked)} of 14 queries in 0.1 s" in snap.error
 
 
 async def test_a_tick_waits_about_one_interval_for_a_round_then_holds():
@@ -491,7 +491,7 @@ def test_an_answer_that_trickles_ends_the_round_at_its_deadline():
         began = time.monotonic()
         snap = source.fetch(60)
         took = time.monotonic() - began
-        assert not snap.ok and "answered 0 of 13 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
+        assert not snap.ok and "answered 0 of 14 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
         assert took < 2.0, took  # not the 4 s the trickle lasts
 
 

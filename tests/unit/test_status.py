@@ -293,3 +293,22 @@ def test_ready_waits_for_the_deployment_controller_and_knows_a_template_it_just_
     written = status_from_children(body, patched, spec, T0, template_written=True)
     now = next(c for c in written.conditions if c.type == st.READY)
     assert (now.status, now.reason, now.observed_generation) == ("Unknown", "RollingOut", 2)
+
+
+def test_metrics_available_says_when_the_rate_window_misses_pods() -> None:
+    """A windowSeconds under twice the scrape interval read a share of the pods' traffic as all of it
+    while the condition said only "p95 ... at ... rps" (an exploration on a real Prometheus, session 55)."""
+    decision = Decision(6, "Steady", "ok", State(), metrics_ok=True)
+
+    def message(**fields: float | None) -> str:
+        obs = Observation(status="ok", rps=20.0, pods=4.0, **fields)  # type: ignore[arg-type]
+        new = autoscaler_status(LIVE, decision, obs, None, "", 4, T0, 2)
+        return next(c.message for c in new.conditions if c.type == st.METRICS_AVAILABLE)
+
+    note = ("; only 2 of 4 pods have two scrapes in the rate window, so the rates miss the others' traffic (a pod "
+            "scraped once so far; at every tick, windowSeconds is under twice the scrape interval); scale-downs "
+            "keep a replica for each")
+    assert message(p95_ms=80.0, rate_pods=2.0) == "p95 80.0 ms at 20.00 rps" + note
+    assert message(p95_ms=None, rate_pods=2.0).endswith("scaling on the rate and the queue" + note)
+    assert message(p95_ms=80.0, rate_pods=4.0) == "p95 80.0 ms at 20.00 rps"
+    assert message(p95_ms=80.0, rate_pods=None) == "p95 80.0 ms at 20.00 rps"

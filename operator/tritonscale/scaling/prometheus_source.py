@@ -3,7 +3,7 @@
 Series are selected by the labels ``namespace``, ``inferenceservice`` and
 ``model`` (names configurable); the chart's scrape config copies the pod label
 ``tritonscale.io/inferenceservice`` into ``inferenceservice``. Each query groups
-by those labels, so 1,000 InferenceServices cost the same thirteen queries as one.
+by those labels, so 1,000 InferenceServices cost the same fourteen queries as one.
 
 p95 combination
 ---------------
@@ -37,8 +37,8 @@ from typing import Any, Protocol
 from tritonscale.api.spec import url_without_credentials
 from tritonscale.scaling.decider import Observation
 
-SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_at", "replicas", "batch_size", "batch_ms",
-           "failed_rps", "recent_rps", "recent_served_rps", "targets")
+SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_at", "replicas", "rate_pods", "batch_size",
+           "batch_ms", "failed_rps", "recent_rps", "recent_served_rps", "targets")
 # The scrape targets of each service by their ``up`` value, keyed (namespace, inferenceservice, up):
 # only for messages, so a service with no Triton series says whether its scrapes fail, or find no pod.
 TARGETS_LABEL = "up"
@@ -128,7 +128,7 @@ def live_irate(series: str, window: str) -> str:
 
 
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
-    """The thirteen queries of one tick. Pure, so the escaping is unit-tested."""
+    """The fourteen queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
     failure = f"nv_inference_request_failure{{{m}}}"
@@ -153,6 +153,10 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         # interval, and a tick may read the same scrape as the last one (decider.signals.demand).
         "pending_at": f"avg by ({g}) (timestamp(nv_inference_pending_request_count{{{m}}}))",
         "replicas": f"count by ({g}) ({success})",
+        # Of those, the series with a rate over the window: rate() needs two samples in it, so with a
+        # window shorter than two scrape intervals only the pods whose scrape phase fits have one, and
+        # "rps" sums only them -- a third or half of the traffic read as all of it.
+        "rate_pods": f"count by ({g}) (rate({success}[{w}]))",
         # Batch cost, for the decider's capacity model: mean requests per execution, and
         # mean execution time (Triton adds a batch's compute time to each request in it),
         # between the last two scrapes (irate): a whole window mixes the batch sizes of a
@@ -249,6 +253,7 @@ class Snapshot:
                                        f"the window is of earlier scrapes, fading")
         p95 = val("p95_ms")
         return Observation(status="ok", p95_ms=p95, rps=rps, queue_ms=val("queue_ms"), pods=pods,
+                           rate_pods=val("rate_pods"),
                            message="" if p95 is not None else self._no_p95(key),
                            pending=val("pending"), pending_min=val("pending_min"), pending_at=val("pending_at"),
                            batch_size=val("batch_size"), batch_ms=val("batch_ms"),
@@ -378,7 +383,7 @@ class PrometheusSource:
         self.url = url.rstrip("/")
         self._timeout_s = timeout_s
         # ``timeout_s`` bounds each read, not a query: a Prometheus that answers slowly, or trickles
-        # bytes, would stretch one round of 13 queries past several ticks with no failure counted.
+        # bytes, would stretch one round of 14 queries past several ticks with no failure counted.
         # The round stops after this (s), short of the default 15 s tick, as a failed snapshot (the
         # tick holds and counts it towards fallbackReplicas).
         self._round_timeout_s = round_timeout_s

@@ -243,6 +243,18 @@ def _series_per_pod(obs: Observation, live_pods: int) -> str:
             f"more than one job, every rate counts each pod more than once (--series-label job=NAME keeps one)")
 
 
+def _window_note(obs: Observation) -> str:
+    """A note when some pods' series have no rate over the window (fewer than two scrapes in it): the
+    rates then miss those pods' traffic, and a window shorter than two scrape intervals does it at every
+    tick (only the pods whose scrape phase fits it have a rate), reading a third or half of the load
+    as all of it."""
+    if obs.pods is None or obs.rate_pods is None or obs.rate_pods >= obs.pods:
+        return ""
+    return (f"; only {obs.rate_pods:.0f} of {obs.pods:.0f} pods have two scrapes in the rate window, so the "
+            "rates miss the others' traffic (a pod scraped once so far; at every tick, windowSeconds is "
+            "under twice the scrape interval); scale-downs keep a replica for each")
+
+
 def prometheus_transition(status: Mapping[str, Any] | None,
                           new: st.InferenceServiceStatus) -> tuple[str, str, str] | None:
     """(type, reason, message) of an Event when Prometheus's answers stop or come back: MetricsAvailable
@@ -282,7 +294,7 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
         conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, "NoData", obs.message, now, gen)
     elif obs.p95_ms is not None:
         conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "Available",
-                                 f"p95 {obs.p95_ms:.1f} ms at {obs.rps:.2f} rps"
+                                 f"p95 {obs.p95_ms:.1f} ms at {obs.rps:.2f} rps" + _window_note(obs)
                                  + _series_per_pod(obs, max(live_pods, census.listed if census else 0)),
                                  now, gen)
     elif not obs.rps:
@@ -291,7 +303,7 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
     else:  # requests, but no p95: Triton's summary covers its own last 60 s, which may hold none of them
         conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "NoLatency",
                                  f"{obs.rps:.2f} rps, but no p95 ({obs.message or 'no latency series'}); "
-                                 "scaling on the rate and the queue", now, gen)
+                                 "scaling on the rate and the queue" + _window_note(obs), now, gen)
     if census is None:
         conds = st.set_condition(conds, st.SCHEDULABLE, "Unknown", "PodsUnreadable", census_error, now, gen)
     elif census.unschedulable:

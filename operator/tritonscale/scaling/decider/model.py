@@ -53,6 +53,11 @@ class Observation:
     # Pods whose Triton series Prometheus has now (not stale): fewer than the ready replicas means
     # the rates miss some pods' traffic (their scrapes fail, or they are not scraped yet). None: not known.
     pods: float | None = None
+    # Of those, the pods whose series have a rate over the window (two scrapes in it): fewer than
+    # ``pods`` means the window misses some pods' traffic -- a pod scraped once so far, or a window
+    # shorter than two scrape intervals, where only the pods whose scrape phase fits it have a rate.
+    # None: not known (taken as ``pods``).
+    rate_pods: float | None = None
     message: str = ""
 
 

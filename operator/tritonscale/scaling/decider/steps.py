@@ -193,14 +193,22 @@ def complete(step: Step, obs: Observation, replicas: Replicas, state: State, cur
     last = state.last_pending  # this tick's reading once ``learn`` ran: ``ready_before`` is the last tick's
     settled = replicas.ready if last is None or last.ready_before is None else min(replicas.ready,
                                                                                   int(last.ready_before))
-    if step.replicas >= current or obs.pods is None or obs.pods >= settled:
+    if step.replicas >= current or obs.pods is None:
         return step
-    missing = settled - math.floor(obs.pods)
+    # Pods with a series but no rate over the window are missing from the rates as well (a window
+    # shorter than two scrape intervals: only the pods whose scrape phase fits it have a rate).
+    windowed = obs.rate_pods is not None and obs.rate_pods < obs.pods
+    seen = min(obs.pods, obs.rate_pods) if windowed and obs.rate_pods is not None else obs.pods
+    if seen >= settled:
+        return step
+    missing = settled - math.floor(seen)
     n = min(current, step.replicas + missing)
     if n == step.replicas:
         return step
-    return Step(n, "PartialData", step.why + f"; only {obs.pods:.0f} of the {settled} ready replicas export "
-                                             f"Triton's series now: one replica kept for each missing pod")
+    what = ("have a rate over the window (two scrapes in it)" if windowed and obs.pods >= settled
+            else "export Triton's series now")
+    return Step(n, "PartialData", step.why + f"; only {seen:.0f} of the {settled} ready replicas {what}: "
+                                             "one replica kept for each missing pod")
 
 
 def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
