@@ -644,3 +644,82 @@ def test_the_targets_query_is_best_effort():
     assert snap.observation("ns", "other", "m").message.endswith(": its scrape targets are not known")
     source._prom.custom_query = lambda q: "not a vector" if q == queries["targets"] else answer
     assert source.fetch(60).ok
+
+
+def _redirecting(code: int) -> type:
+    """A Prometheus behind a redirect: POST /api/v1/query -> ``code`` to /real/api/v1/query (with a user
+    and password in the Location, which the message must not show), where a POST with a query in its
+    body answers an empty vector, and anything else Prometheus's answer to a request without one."""
+    import http.server
+    import json
+
+    ok = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
+    empty = json.dumps({"status": "error", "errorType": "bad_data",
+                        "error": 'invalid parameter "query": 1:1: parse error: no expression found in input'}).encode()
+
+    class Redirecting(http.server.BaseHTTPRequestHandler):
+        def _answer(self, status: int, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):  # noqa: N802
+            form = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
+            if self.path == "/api/v1/query":
+                self.send_response(code)
+                self.send_header("Location", f"http://user:secret@{self.headers['Host']}/real/api/v1/query")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self._answer(200 if "query=" in form else 400, ok if "query=" in form else empty)
+
+        def do_GET(self):  # noqa: N802
+            self._answer(400, empty)
+
+        def log_message(self, *args):
+            pass
+
+    return Redirecting
+
+
+@pytest.mark.parametrize("code", [301, 302, 303])
+def test_a_redirect_that_drops_the_query_is_named(code):
+    """A 301/302 (an http -> https proxy, say) turned the POST into a GET without its body, and the
+    condition blamed the query: "HTTP 400: ... parse error: no expression found in input" (an
+    exploration against a real Prometheus behind a redirecting front, session 55)."""
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    with _prometheus(_redirecting(code)) as url:
+        snap = PrometheusSource(url).fetch(60)
+    assert not snap.ok
+    assert f"the Prometheus URL redirects (HTTP {code}) to http://***@127.0.0.1:" in snap.error, snap.error
+    assert "give the URL it redirects to" in snap.error and "secret" not in snap.error, snap.error
+
+
+@pytest.mark.parametrize("code", [307, 308])
+def test_a_redirect_that_keeps_the_query_is_followed(code):
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+
+    with _prometheus(_redirecting(code)) as url:
+        snap = PrometheusSource(url).fetch(60)
+    assert snap.ok, snap.error
+
+
+def test_a_reading_below_a_billionth_is_zero_and_the_decider_takes_it():
+    """A p95 of 5e-324 ms passed every check and divided by zero in the decider at every tick; 1e-300 rps
+    readings overflowed it (an exploration's fuzzing, session 55). Below MIN_READING a value is float noise."""
+    from tritonscale.scaling.decider import Policy, Replicas, State, decide
+    from tritonscale.scaling.prometheus_source import MIN_READING
+
+    key = ("ns", "svc", "m")
+    for tiny in (5e-324, 1e-310, 1e-300, MIN_READING / 2):
+        values = {"rps": 40.0, "replicas": 2.0, "recent_rps": 40.0, "recent_served_rps": tiny, "p95_ms": tiny,
+                  "pending": tiny, "batch_ms": tiny}
+        obs = Snapshot(taken_at=1.7e9, ok=True, values={k: {key: v} for k, v in values.items()}).observation(*key)
+        assert (obs.p95_ms, obs.recent_served_rps, obs.pending, obs.batch_ms) == (0.0, 0.0, 0.0, 0.0)
+        d = decide(obs, Replicas(current=2, ready=2), Policy(target_p95_ms=100.0), State(), 1.7e9)
+        assert d.replicas >= 1
+    kept = Snapshot(taken_at=0, ok=True, values={"rps": {key: 2 * MIN_READING}, "replicas": {key: 1.0}})
+    assert kept.observation(*key).rps == 2 * MIN_READING

@@ -173,3 +173,33 @@ def test_prometheus_going_away_and_back_is_an_event(before, after, said):
     assert (got[:2] if got else None) == said
     if got and got[0] == "Warning":
         assert got[2].startswith("connection refused; the autoscaler holds the replica count"), got
+
+
+def test_a_decision_that_fails_holds_the_count_and_says_so_in_the_scaling_condition(monkeypatch) -> None:
+    """A reading the decider cannot take (a p95 of 5e-324 ms divided by zero in it) ended the tick with a
+    log line, and the Scaling condition kept the last decision's reason while nothing was decided (an
+    exploration, session 55)."""
+    import pytest
+
+    from tritonscale.scaling.prometheus_source import Snapshot
+
+    kube, events = Kube(), []
+    kube.refuse = False
+    tick.forget(UID)
+    down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+    tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
+    before = kube.deployment["spec"]["replicas"]
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(tick, "decide", broken)
+    with pytest.raises(ZeroDivisionError):
+        tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
+    scaling = next(c for c in kube.body["status"]["conditions"] if c["type"] == "Scaling")
+    assert (scaling["status"], scaling["reason"]) == ("False", "DecisionFailed")
+    assert scaling["message"] == (f"holding {before} replica{'s' if before != 1 else ''}: the autoscaler could not "
+                                  "decide on this tick's readings (ZeroDivisionError: float division by zero); the "
+                                  "next tick tries again")
+    assert kube.deployment["spec"]["replicas"] == before
+    tick.forget(UID)

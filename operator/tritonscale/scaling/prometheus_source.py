@@ -192,6 +192,9 @@ Key = tuple[str, str, str]  # (namespace, inferenceservice, model)
 
 # The largest reading taken as a measurement: past any rate, latency or queue, above a scrape time (s).
 MAX_READING = 1e12
+# The smallest reading taken as other than 0: below a nanosecond, a billionth of a request per second or
+# of a queued request, a value is float noise (a p95 of 5e-324 ms divided by zero in the decider).
+MIN_READING = 1e-9
 
 
 @dataclass(frozen=True)
@@ -214,8 +217,10 @@ class Snapshot:
         def reading(v: float | None) -> float | None:
             # Every signal is a rate, a latency, a count or a scrape time: a negative, non-finite or
             # absurd one (past MAX_READING: 1e200 overflowed the decider's arithmetic at every tick)
-            # is no measurement.
-            return None if v is None or not math.isfinite(v) or v < 0 or v > MAX_READING else v
+            # is no measurement; one below MIN_READING is 0.
+            if v is None or not math.isfinite(v) or v < 0 or v > MAX_READING:
+                return None
+            return 0.0 if v < MIN_READING else v
 
         def val(signal: str) -> float | None:
             return reading(self.values.get(signal, {}).get(key))
@@ -316,6 +321,21 @@ def shown_url(url: str) -> str:
     return url_without_credentials(url)
 
 
+class LossyRedirect(Exception):
+    """Prometheus's URL answered a query with a redirect that drops it: requests (as browsers and curl do)
+    follows a 301, 302 or 303 as a GET without the body, where the query is, and the target's "no
+    expression found in input" then blamed the PromQL. 307 and 308 keep the method and body, and work."""
+
+
+def _refuse_lossy_redirect(response: Any) -> None:
+    for hop in getattr(response, "history", None) or ():
+        if hop.status_code in (301, 302, 303) and (hop.request is None or hop.request.method == "POST"):
+            where = shown_url(hop.headers.get("Location", "") or "?")
+            raise LossyRedirect(f"the Prometheus URL redirects (HTTP {hop.status_code}) to {where}, and a "
+                                f"{hop.status_code} turns the query's POST into a GET without it: give the URL "
+                                "it redirects to")
+
+
 def _deadline_session() -> Any:
     """A requests Session whose requests end at ``deadline`` (a time.monotonic() value the caller sets
     before each round): the body is read as it arrives and checked against it. Read timeouts alone let
@@ -344,11 +364,18 @@ def _deadline_session() -> Any:
                 kwargs["data"], kwargs["params"] = kwargs["params"], None
             deadline = self.deadline
             if deadline is None:
-                return super().request(method, url, *args, **kwargs)
+                response = super().request(method, url, *args, **kwargs)
+                _refuse_lossy_redirect(response)
+                return response
             if time.monotonic() >= deadline:
                 raise requests.exceptions.Timeout("the round's time ran out")
             kwargs["stream"] = True
             response = super().request(method, url, *args, **kwargs)
+            try:
+                _refuse_lossy_redirect(response)
+            except LossyRedirect:
+                response.close()
+                raise
             chunks = []
             # read1: what has arrived, up to 64 KiB (urllib3 >= 2.3); read waits for the whole 64 KiB
             read = getattr(response.raw, "read1", None) or response.raw.read
@@ -466,6 +493,8 @@ def describe_failure(exc: BaseException, timeout_s: float) -> str:
     from prometheus_api_client import PrometheusApiClientException
 
     text = str(exc)
+    if isinstance(exc, LossyRedirect):
+        return text
     if isinstance(exc, requests.exceptions.Timeout):
         return f"no answer within {timeout_s:g} s"
     if isinstance(exc, requests.exceptions.SSLError):
