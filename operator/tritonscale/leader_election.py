@@ -147,6 +147,11 @@ class FencedLeaseLock(LeaseLock):
         # When we last saw the Lease held by another (monotonic), and for how long it held it:
         # a Lease gone since is free only once that would have expired.
         self._other_seen: tuple[float, float] | None = None
+        # Another's holding as we last saw it change: (holder, renewTime), when we first saw that
+        # record (monotonic), and the lease duration it records.
+        self._other_record: tuple[str, Any] | None = None
+        self._other_changed_at = 0.0
+        self._other_lease_s = 0.0
 
     def get(self, name: str, namespace: str) -> tuple[bool, Any]:
         self._attempt_started = self.clock()
@@ -159,6 +164,11 @@ class FencedLeaseLock(LeaseLock):
             self.on_holder(record.holder_identity)
             if record.holder_identity and record.holder_identity != self.identity:
                 self._other_seen = (self._attempt_started, _seconds(record.lease_duration))
+                seen = (record.holder_identity, record.renew_time)
+                if seen != self._other_record:
+                    self._other_record = seen
+                    self._other_changed_at = self._attempt_started
+                    self._other_lease_s = _seconds(record.lease_duration)
         elif record.status != 404:
             why = describe_api_error(record) if record.status else record.reason  # 0: no HTTP answer
             self._report("read", f"cannot read Lease {namespace}/{name}: {why}")
@@ -182,6 +192,8 @@ class FencedLeaseLock(LeaseLock):
     def update(self, name: str, namespace: str, updated_record: Any) -> bool:
         if self.lease_reference is None:  # as the port: nothing read or created yet
             return False
+        if self._taking_over_too_soon(updated_record):
+            return False
 
         def update() -> None:
             spec = self.lease_reference.spec
@@ -195,6 +207,20 @@ class FencedLeaseLock(LeaseLock):
             self.api_instance.replace_namespaced_lease(name=name, namespace=namespace, body=self.lease_reference)
 
         return self._write(update, name, namespace, updated_record)
+
+    def _taking_over_too_soon(self, record: Any) -> bool:
+        """A takeover of another's Lease before the lease duration *it records* has passed since we saw
+        its last renewal. client-go checks expiry against the record's duration; the port against its
+        own (``election_config.lease_duration``), so a standby configured with a shorter lease than the
+        holder's (between a ``helm upgrade`` of ``leaderElection`` and the rollout's end) took over while
+        the holder could still act: a 5 s standby took a 15 s leader's Lease 6.2 s after its last
+        renewal, 4 s before that leader's renew deadline (an exploration, session 55)."""
+        spec = self.lease_reference.spec if self.lease_reference is not None else None
+        holder = spec.holder_identity if spec is not None else None
+        if (record.holder_identity != self.identity or not holder or holder == self.identity
+                or self._other_record is None or self._other_record[0] != holder):
+            return False
+        return self.clock() - self._other_changed_at < self._other_lease_s
 
     def _write(self, write: Callable[[], None], name: str, namespace: str, record: Any) -> bool:
         """The port's create and update, but a refusal is said (the port logs it at INFO and returns

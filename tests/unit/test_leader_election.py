@@ -253,6 +253,36 @@ def test_a_deleted_lease_is_free_only_once_its_holders_lease_would_have_expired(
     assert eb.try_acquire_or_renew() and store.holder() == "b"
 
 
+def test_a_standby_waits_the_lease_duration_the_holder_recorded(monkeypatch):
+    """client-go measures an expiry against the Lease's own leaseDurationSeconds; the port against the
+    candidate's setting. A standby with a 5 s lease (a `helm upgrade` of leaderElection, mid-rollout)
+    took a 15 s leader's Lease 6.2 s after its last renewal, while that leader could act for 4 s more
+    (an exploration on a real API server, session 55)."""
+    import types
+
+    store, clock = LeaseStore(), FakeClock()
+    monkeypatch.setattr(leaderelection, "time", types.SimpleNamespace(time=clock, sleep=time.sleep))
+    a = FencedLeaseLock("tritonscale", "ops", "a", store, clock=clock)
+    b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=clock)
+    ea, eb = _election(a, lease_s=15), _election(b, lease_s=5, renew_s=4, retry_s=1)
+    assert ea.try_acquire_or_renew() and store.holder() == "a"
+    assert eb.try_acquire_or_renew() is False  # b sees a's renewal at t = 1000
+    clock.t += 6.0  # past b's own 5 s, within the 15 s a's Lease records
+    assert eb.try_acquire_or_renew() is False and store.holder() == "a"
+    clock.t += 8.9  # 14.9 s
+    assert eb.try_acquire_or_renew() is False and store.holder() == "a"
+    clock.t += 0.2  # 15.1 s
+    assert eb.try_acquire_or_renew() and store.holder() == "b"
+    # The other way round: a 15 s candidate waits its own 15 s for a 5 s holder's Lease (the port's check).
+    clock.t += 1.0
+    assert eb.try_acquire_or_renew()  # b renews at t = 1016.1
+    assert ea.try_acquire_or_renew() is False
+    clock.t += 6.0
+    assert ea.try_acquire_or_renew() is False and store.holder() == "b"
+    clock.t += 9.5
+    assert ea.try_acquire_or_renew() and store.holder() == "a"
+
+
 def test_a_lease_no_one_held_is_created_at_once():
     store, clock = LeaseStore(), FakeClock()
     b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=clock)
