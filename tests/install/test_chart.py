@@ -190,6 +190,11 @@ def test_operator_deployment_defaults(rendered):
     assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", *LEADER_ELECTION_ARGS]
     assert c["env"] == [POD_NAME_ENV]  # no Prometheus by default
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    # Ready once it answers, and 10 s of it before an old pod goes: a new pod that exits at start (a
+    # Prometheus URL it refuses) stops the rollout -- with no readinessProbe it counted as available the
+    # moment its container started (an exploration of helm upgrades, session 55).
+    assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    assert dep["spec"]["minReadySeconds"] == 10
     assert {p["name"]: p["containerPort"] for p in c["ports"]} == {"metrics": 8080, "healthz": 8081}
     assert c["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"},
                               "limits": {"cpu": "500m", "memory": "1Gi"}}
@@ -422,7 +427,9 @@ def test_one_replica_elects_too_and_rolls_with_recreate(tmp_path):
     objects = helm_template({"replicaCount": 1}, tmp_path)
     dep = _one(objects, "Deployment")
     assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"] == {"type": "Recreate"}
+    assert "minReadySeconds" not in dep["spec"]  # nothing to keep running: Recreate stops it first
     (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
     assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", *LEADER_ELECTION_ARGS]
     assert [e["name"] for e in c["env"]] == ["POD_NAME"]
     assert "affinity" not in dep["spec"]["template"]["spec"]
