@@ -255,6 +255,7 @@ def run(options: OperatorOptions) -> int:
               file=sys.stderr)
         return 1
     handlers.configure(options)
+    warn_crd_drift(_live_crd)
     if options.namespaces:
         warn_missing_namespaces(options.namespaces, _namespace_names)
     if options.leader_election is not None:
@@ -297,6 +298,38 @@ def warn_missing_namespaces(namespaces: list[str], names: Callable[[], set[str]]
     for n in missing:
         log.warning(f"--namespace {n}: no such namespace (yet); nothing there to serve until it is created")
     return missing
+
+
+def warn_crd_drift(read: Callable[[], dict[str, Any] | None]) -> str | None:
+    """Warn, once at start, when the InferenceService CRD in the cluster is not this version's (``read``:
+    the live CRD, None if there is none): a `helm upgrade` leaves the CRD as it was, and the API server then
+    drops the fields the older schema lacks, with nothing in the operator's log. If it may not list CRDs
+    (RBAC), nothing is said. Returns the problem said."""
+    from tritonscale.api.crd import crd_drift
+
+    log = logging.getLogger("tritonscale")
+    try:
+        live = read()
+    except Exception as exc:  # noqa: BLE001 -- a check only
+        log.debug(f"cannot read the InferenceService CRD to check it: {type(exc).__name__}: {exc}")
+        return None
+    problem = crd_drift(live)
+    if problem:
+        log.warning(problem)
+    return problem
+
+
+def _live_crd() -> dict[str, Any] | None:
+    import kubernetes
+
+    from tritonscale import handlers
+    from tritonscale.api.crd import CRD_NAME
+    from tritonscale.kube.client import REQUEST_TIMEOUT_S, WithTimeout
+
+    api = WithTimeout(kubernetes.client.ApiextensionsV1Api(handlers._kube().client), REQUEST_TIMEOUT_S)
+    answer = api.list_custom_resource_definition(field_selector=f"metadata.name={CRD_NAME}", _preload_content=False)
+    items = json.loads(answer.data).get("items") or []
+    return items[0] if items else None
 
 
 def _namespace_names() -> set[str]:

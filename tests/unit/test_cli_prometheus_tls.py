@@ -165,3 +165,45 @@ class _Refused:
         from tritonscale.scaling.prometheus_source import Snapshot
 
         return Snapshot(taken_at=0.0, ok=False, error="connection refused")
+
+
+def test_a_crd_that_is_not_this_versions_is_warned_of_at_start(caplog):
+    """An older CRD left by `helm upgrade` (Helm applies crds/ only at install): kubectl patched a new
+    field away with an "unknown field" warning, and the operator said nothing (an exploration on a
+    real API server, session 55)."""
+    import copy
+
+    from tritonscale.api.crd import SCHEMA_DIGEST_ANNOTATION, crd, crd_drift, spec_digest
+
+    ours = crd()
+    assert ours["metadata"]["annotations"][SCHEMA_DIGEST_ANNOTATION] == spec_digest(ours["spec"])
+    assert crd_drift(copy.deepcopy(ours)) is None
+    older = copy.deepcopy(ours)
+    del older["metadata"]["annotations"]
+    older["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].pop("runtime")
+    changed = copy.deepcopy(ours)
+    changed["metadata"]["annotations"][SCHEMA_DIGEST_ANNOTATION] = "0123456789abcdef"
+    with caplog.at_level("DEBUG", logger="tritonscale"):
+        assert operator_main.warn_crd_drift(lambda: copy.deepcopy(ours)) is None
+        old = operator_main.warn_crd_drift(lambda: older)
+        other = operator_main.warn_crd_drift(lambda: changed)
+        missing = operator_main.warn_crd_drift(lambda: None)
+    assert old is not None and old.startswith(
+        "the CustomResourceDefinition inferenceservices.tritonscale.io in the cluster is not this operator's (no "
+        f"{SCHEMA_DIGEST_ANNOTATION} annotation: an older version's; this operator's "
+        f"{spec_digest(ours['spec'])}): the API server drops the fields its schema lacks")
+    assert old.endswith("apply this version's: kubectl apply --server-side --force-conflicts -f "
+                        "charts/tritonscale/crds/inferenceservices.tritonscale.io.yaml")
+    assert other is not None and "(schema digest 0123456789abcdef; this operator's" in other
+    assert missing is not None and missing.startswith("no CustomResourceDefinition inferenceservices.tritonscale.io")
+    said = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "tritonscale"]
+    assert said == [("WARNING", old), ("WARNING", other), ("WARNING", missing)]
+
+
+def test_no_right_to_read_the_crd_says_nothing_above_debug(caplog):
+    def forbidden() -> None:
+        raise RuntimeError("403 Forbidden")
+
+    with caplog.at_level("DEBUG", logger="tritonscale"):
+        assert operator_main.warn_crd_drift(forbidden) is None
+    assert [r.levelname for r in caplog.records if r.name == "tritonscale"] == ["DEBUG"]

@@ -10,6 +10,7 @@ by ``render/crd_manifest.py``) and ``tests/unit/test_crd.py`` fails when the two
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -185,29 +186,65 @@ PRINTER_COLUMNS = [
 ]
 
 
+# The digest of the CRD's spec, on the CRD itself: the operator compares the cluster's with its own at
+# start (``crd_drift``). Helm applies crds/ only at install, so after a `helm upgrade` an older schema
+# stays, and the API server drops the fields it lacks -- kubectl says "unknown field", the operator
+# nothing (an exploration, session 55).
+SCHEMA_DIGEST_ANNOTATION = f"{S.GROUP}/schema-digest"
+CRD_NAME = f"{S.PLURAL}.{S.GROUP}"
+
+
+def spec_digest(spec: dict[str, Any]) -> str:
+    """16 hex digits of the SHA-256 of ``spec`` as canonical JSON."""
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def crd_drift(live: dict[str, Any] | None) -> str | None:
+    """What is wrong with the InferenceService CRD in the cluster (``live``, None: none there) for this
+    operator, or None: it is this operator's own -- its digest annotation is this version's."""
+    ours = spec_digest(crd()["spec"])
+    fix = ("apply this version's: kubectl apply --server-side --force-conflicts -f "
+           "charts/tritonscale/crds/inferenceservices.tritonscale.io.yaml")
+    if live is None:
+        return f"no CustomResourceDefinition {CRD_NAME} in the cluster: nothing to serve until it is installed; {fix}"
+    theirs = ((live.get("metadata") or {}).get("annotations") or {}).get(SCHEMA_DIGEST_ANNOTATION)
+    if theirs == ours:
+        return None
+    which = f"schema digest {theirs}" if theirs else f"no {SCHEMA_DIGEST_ANNOTATION} annotation: an older version's"
+    return (f"the CustomResourceDefinition {CRD_NAME} in the cluster is not this operator's ({which}; this "
+            f"operator's {ours}): the API server drops the fields its schema lacks from every InferenceService "
+            f"written (kubectl warns \"unknown field\"), and helm upgrade never updates a CRD; {fix}")
+
+
 def crd() -> dict[str, Any]:
+    spec = _crd_spec()
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{S.PLURAL}.{S.GROUP}"},
-        "spec": {
-            "group": S.GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "kind": S.KIND,
-                "listKind": f"{S.KIND}List",
-                "plural": S.PLURAL,
-                "singular": S.SINGULAR,
-                "shortNames": list(S.SHORT_NAMES),
-                "categories": ["all", "tritonscale"],
-            },
-            "versions": [{
-                "name": S.VERSION,
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": PRINTER_COLUMNS,
-                "schema": {"openAPIV3Schema": _spec_defaults_described(openapi_schema())},
-            }],
+        "metadata": {"name": CRD_NAME, "annotations": {SCHEMA_DIGEST_ANNOTATION: spec_digest(spec)}},
+        "spec": spec,
+    }
+
+
+def _crd_spec() -> dict[str, Any]:
+    return {
+        "group": S.GROUP,
+        "scope": "Namespaced",
+        "names": {
+            "kind": S.KIND,
+            "listKind": f"{S.KIND}List",
+            "plural": S.PLURAL,
+            "singular": S.SINGULAR,
+            "shortNames": list(S.SHORT_NAMES),
+            "categories": ["all", "tritonscale"],
         },
+        "versions": [{
+            "name": S.VERSION,
+            "served": True,
+            "storage": True,
+            "subresources": {"status": {}},
+            "additionalPrinterColumns": PRINTER_COLUMNS,
+            "schema": {"openAPIV3Schema": _spec_defaults_described(openapi_schema())},
+        }],
     }
