@@ -5,6 +5,7 @@ the real API server (the chart's lookup sees the cluster only at install, not in
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from support.cluster import BIN, CHART, create_namespace, delete_namespace, run_tool
 
@@ -45,6 +46,41 @@ def test_a_release_overlapping_another_operator_fails_to_install(control_plane, 
             subprocess.run([str(BIN / "helm"), "uninstall", release, "-n", home, "--kubeconfig", str(kubeconfig)],
                            capture_output=True, timeout=120)
         for ns in (home, team_a, team_b):
+            delete_namespace(api_client, ns)
+
+
+def test_an_operator_that_is_no_helm_release_is_named_as_such(control_plane, api_client):
+    """manifests/install.yaml's operator (or one rendered by `helm template`) was called "(release
+    tritonscale)" and the remedy was to uninstall it, though no Helm release exists to uninstall (an
+    exploration of installs, session 55)."""
+    import json
+
+    kubeconfig = control_plane.kubeconfig
+    home, plain = (create_namespace(api_client, f"overlap-{t}") for t in ("rel", "plain"))
+    try:
+        first = _install(kubeconfig, "ovl-p", home, plain)
+        assert first.returncode == 0, first.stderr
+        dep = json.loads(run_tool("kubectl", "--kubeconfig", str(kubeconfig), "-n", home, "get", "deployment",
+                                  "ovl-p-tritonscale", "-o", "json").stdout)
+        subprocess.run([str(BIN / "helm"), "uninstall", "ovl-p", "-n", home, "--kubeconfig", str(kubeconfig)],
+                       capture_output=True, timeout=120, check=True)
+        # The same operator Deployment, applied with kubectl: no meta.helm.sh annotations.
+        meta = dep["metadata"]
+        dep["metadata"] = {"name": "tritonscale", "namespace": plain, "labels": meta["labels"]}
+        dep.pop("status", None)
+        manifest = Path(control_plane.kubeconfig).parent / "plain-operator.json"
+        manifest.write_text(json.dumps(dep))
+        run_tool("kubectl", "--kubeconfig", str(kubeconfig), "apply", "-f", str(manifest))
+        proc = _install(kubeconfig, "ovl-q", home)
+        assert proc.returncode != 0, proc.stdout
+        assert (f"the tritonscale operator {plain}/tritonscale (not a Helm release: manifests/install.yaml, or "
+                f"rendered by helm template) already watches namespaces {plain}") in proc.stderr, proc.stderr
+        assert (f"or delete that one (kubectl delete -f manifests/install.yaml, or kubectl -n {plain} delete "
+                "deployment tritonscale)") in proc.stderr, proc.stderr
+    finally:
+        subprocess.run([str(BIN / "helm"), "uninstall", "ovl-p", "-n", home, "--kubeconfig", str(kubeconfig)],
+                       capture_output=True, timeout=120)
+        for ns in (home, plain):
             delete_namespace(api_client, ns)
 
 

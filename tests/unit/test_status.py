@@ -197,7 +197,8 @@ def test_ready_says_when_the_deployments_pods_cannot_be_created() -> None:
          "message": 'pods "linear-5d8" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true'}]}}
     ok, reason, message = ready_condition(1, failing)
     assert (ok, reason) == (False, "PodsNotCreated")
-    assert message.startswith("0/1 replica(s) ready; the Deployment's pods cannot be created: pods") and \
+    assert message.startswith("0/1 replica(s) ready (minReplicas 1); the Deployment's pods cannot be created: "
+                              "pods") and \
         'violates PodSecurity "restricted:latest"' in message
     cleared = {"status": {"conditions": [{**failing["status"]["conditions"][1], "status": "False"}]}}
     assert ready_condition(1, cleared)[1] == "ReplicasStarting"
@@ -312,3 +313,16 @@ def test_metrics_available_says_when_the_rate_window_misses_pods() -> None:
     assert message(p95_ms=None, rate_pods=2.0).endswith("scaling on the rate and the queue" + note)
     assert message(p95_ms=80.0, rate_pods=4.0) == "p95 80.0 ms at 20.00 rps"
     assert message(p95_ms=80.0, rate_pods=None) == "p95 80.0 ms at 20.00 rps"
+
+
+def test_ready_names_minreplicas_as_what_it_counts_against() -> None:
+    """bert-classifier (minReplicas 1, warmBuffer 1) read "0/1 replica(s) ready" while DESIRED and the
+    Deployment said 2: Ready counts against minReplicas, and now says so (an exploration, session 55)."""
+    from tritonscale.reconcile.inference_service import ready_condition
+
+    starting = {"spec": {"replicas": 2}, "status": {"replicas": 2, "readyReplicas": 0}}
+    assert ready_condition(1, starting)[1:] == ("ReplicasStarting", "0/1 replica(s) ready (minReplicas 1); the pods "
+                                                "are scheduled, then their models load and warm up before serving "
+                                                "(the Schedulable condition says if they wait for a node)")
+    warm = {"spec": {"replicas": 2}, "status": {"replicas": 2, "readyReplicas": 2, "updatedReplicas": 2}}
+    assert ready_condition(1, warm)[1:] == ("ReplicasReady", "2 replica(s) ready and warm (minReplicas 1)")

@@ -100,34 +100,35 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
     stalled = rollout.stalled
     if stalled is not None and (old or ready < need) and not template_written:
         serving = f"; {old} replica(s) of the earlier one keep serving" if old else ""
-        return False, "RolloutStuck", (f"{ready} replica(s) ready (floor {min_replicas}); the pods of {template} "
+        return False, "RolloutStuck", (f"{ready} replica(s) ready (minReplicas {min_replicas}); the pods of {template} "
                                        f"did not become ready within the Deployment's progressDeadlineSeconds "
                                        f"({stalled.get('message') or 'ProgressDeadlineExceeded'}){serving}: "
                                        f"see the new pods' events and logs")
     if ready >= need and old:
-        return "Unknown", "RollingOut", (f"{ready} replica(s) ready (floor {min_replicas}); rolling out {template}: "
-                                         f"{updated} pod(s) of it, {old} of the earlier one")
+        return "Unknown", "RollingOut", (f"{ready} replica(s) ready (minReplicas {min_replicas}); rolling out "
+                                         f"{template}: {updated} pod(s) of it, {old} of the earlier one")
     if ready >= need:
-        return True, "ReplicasReady", f"{ready} replica(s) ready and warm (floor {min_replicas})"
+        return True, "ReplicasReady", f"{ready} replica(s) ready and warm (minReplicas {min_replicas})"
     # The ReplicaSet could not create pods (a PodSecurity level the pod template does not meet, a
     # ServiceAccount or quota that refuses them): no model is loading, so "warming up" would be wrong.
     failure = st.object_condition(deployment, "ReplicaFailure")
     if failure.get("status") == "True":
-        return False, "PodsNotCreated", (f"{ready}/{need} replica(s) ready; the Deployment's pods cannot be "
-                                         f"created: {failure.get('message') or failure.get('reason')}")
+        return False, "PodsNotCreated", (f"{ready}/{need} replica(s) ready (minReplicas {min_replicas}); the "
+                                         f"Deployment's pods cannot be created: "
+                                         f"{failure.get('message') or failure.get('reason')}")
     if rollout.completed and not template_written and not rollout.behind:
         # The template's pods were all ready once (``DeploymentRollout.completed``). A pod that stopped
         # passing its readiness probe reads the same as a replacement or a raised floor's new pods, so the
         # message names both, where "models load" misled in an incident. Not while a new template is
         # written and the controller has not reported on it: that rollout's pods are starting.
-        return False, "ReplicasNotReady", (f"{ready}/{need} replica(s) ready, below the warm floor after the "
-                                           f"pods had been ready: pods are starting (a replacement, a raised "
-                                           f"floor), or a pod stopped passing its readiness probe (a hung "
+        return False, "ReplicasNotReady", (f"{ready}/{need} replica(s) ready (minReplicas {min_replicas}), below "
+                                           f"it after the pods had been ready: pods are starting (a replacement, "
+                                           f"a raised floor), or a pod stopped passing its readiness probe (a hung "
                                            f"server): see the pods' events")
     # The pods may also wait for a node (a GPU): the Schedulable condition says so, from the pods themselves.
-    return False, "ReplicasStarting", (f"{ready}/{need} replica(s) ready; the pods are scheduled, then their "
-                                       f"models load and warm up before serving (the Schedulable condition "
-                                       f"says if they wait for a node)")
+    return False, "ReplicasStarting", (f"{ready}/{need} replica(s) ready (minReplicas {min_replicas}); the pods "
+                                       f"are scheduled, then their models load and warm up before serving (the "
+                                       f"Schedulable condition says if they wait for a node)")
 
 
 def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None, spec: InferenceServiceSpec,
