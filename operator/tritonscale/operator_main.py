@@ -218,6 +218,13 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.execution.max_workers = 16
 
 
+@kopf.on.startup()
+def check_crd(**_: Any) -> None:
+    """Once the operator acts (the leader, or alone; a standby reads nothing but its Lease): is the CRD in
+    the cluster this version's? (``warn_crd_drift``)"""
+    warn_crd_drift(_live_crd)
+
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -255,7 +262,11 @@ def run(options: OperatorOptions) -> int:
               file=sys.stderr)
         return 1
     handlers.configure(options)
-    warn_crd_drift(_live_crd)
+    from tritonscale.scaling import tick
+
+    election = options.leader_election
+    if election is not None:  # every replica of a release shares the Lease: a failover is the same operator
+        tick.OPERATOR_ID = f"lease {election.lease_namespace}/{election.lease_name}"
     if options.namespaces:
         warn_missing_namespaces(options.namespaces, _namespace_names)
     if options.leader_election is not None:

@@ -181,6 +181,8 @@ PRINTER_COLUMNS = [
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     {"name": "QueueDelay(us)", "type": "integer", "priority": 1,
      "jsonPath": ".status.batching.maxQueueDelayMicroseconds"},
+    # an old time: no operator serves the object (its namespace is not watched, or the operator is gone)
+    {"name": "Ticked", "type": "date", "priority": 1, "jsonPath": ".status.lastTickTime"},
     {"name": "Message", "type": "string", "priority": 1,
      "jsonPath": '.status.conditions[?(@.type=="Scaling")].message'},
 ]

@@ -163,6 +163,13 @@ class InferenceServiceStatus(_Model):
         description="Autoscaler memory (recommendation history, failure count) so a restart loses nothing.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+    operator: str | None = Field(
+        default=None, description="The operator whose autoscaler acts on this object: its leader Lease "
+        "(namespace/name), or its host without leader election. Another operator's, written after this "
+        "one's, is a Warning event OperatorConflict.")
+    last_tick_time: str | None = Field(
+        default=None, description="When that autoscaler last ticked (written with its status, at least once "
+        "a minute): an old time means no operator serves this object (its namespace is not watched).")
 
 
 # --- who writes what ----------------------------------------------------------------------------
@@ -182,6 +189,8 @@ FIELD_OWNERS: dict[str, str] = {
     "requestsPerSecond": AUTOSCALER,
     "lastScaleTime": AUTOSCALER,
     "scalingState": AUTOSCALER,
+    "operator": AUTOSCALER,
+    "lastTickTime": AUTOSCALER,
     "batching": AUTOSCALER,  # the tuner runs in the autoscaler's tick; the reconciler only reads it
 }
 # `conditions` is one list that both write: each merges its own types into the freshest list

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -39,7 +40,7 @@ from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide, replicas_text
-from tritonscale.scaling.pod_census import PodCensus, first_census_since, node_names, take_census
+from tritonscale.scaling.pod_census import PodCensus, first_census_since, node_names, parse_time, take_census
 from tritonscale.scaling.prometheus_source import Snapshot
 
 EventFn = Callable[[dict[str, Any], str, str, str], None]  # (body, type, reason, message)
@@ -63,6 +64,15 @@ OVERRIDE_REPEAT_S = 3600.0
 # operator started (or elected) while a problem goes on says so -- the change-of-reason rule compares
 # with the Scaling condition the previous process wrote, and would stay silent.
 _logged: set[str] = set()
+# Who this operator is, in status.operator: its leader Lease (namespace/name: every replica of a release
+# shares it, so a failover is no other operator), or its host without leader election (operator_main sets it).
+OPERATOR_ID = f"host {socket.gethostname()}"
+# status.lastTickTime is written with every status write, and at least this often (s) when nothing else changed.
+TICK_STAMP_S = 60.0
+# Object uids whose status.operator this process has written: another operator's there since is a conflict.
+_stamped: set[str] = set()
+# By (object uid, other operator): when OperatorConflict last named it (again after OVERRIDE_REPEAT_S).
+_conflicts: dict[tuple[str, str], float] = {}
 # Field managers that are this operator: its own, and the kubernetes client's default (its user agent),
 # under which versions before FIELD_MANAGER wrote -- spec.replicas stays theirs until the next scale.
 OWN_MANAGERS = frozenset({FIELD_MANAGER, "OpenAPI-Generator"})
@@ -132,6 +142,9 @@ def _made_from(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]) -> 
 
 
 def forget(uid: str) -> None:
+    _stamped.discard(uid)
+    for key in [k for k in _conflicts if k[0] == uid]:
+        del _conflicts[key]
     _memory.pop(uid, None)
     _pods_seen.pop(uid, None)
     _valid_specs.pop(uid, None)
@@ -399,14 +412,53 @@ def _scaling_spec(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]
     return found, stale
 
 
+def other_operator(status: Mapping[str, Any], uid: str) -> str | None:
+    """Another operator, if one wrote this object's autoscaler status since this process did (its own
+    write says OPERATOR_ID): two operators act on it (two releases whose namespaces overlap, a second
+    install of install.yaml, a local `tritonscale run`) and scale it against each other. None before
+    this process wrote it at all: the stamp may be a predecessor's (an operator replaced by another of
+    another Lease). No times are compared: two writers' clocks need not agree, and a whole-second
+    lastTickTime could not tell apart two writes within one second."""
+    other = status.get("operator")
+    if uid not in _stamped or not isinstance(other, str) or not other or other == OPERATOR_ID:
+        return None
+    return other
+
+
+def _operator_conflict(body: dict[str, Any], other: str, now: float, event: EventFn) -> None:
+    """A Warning event and a log line naming the other operator, once an hour per object and operator."""
+    meta = body["metadata"]
+    key = (str(meta.get("uid")), other)
+    if now - _conflicts.get(key, -OVERRIDE_REPEAT_S) < OVERRIDE_REPEAT_S:
+        return
+    _conflicts[key] = now
+    message = (f"another operator ({other}) also acts on this InferenceService: it wrote the autoscaler's status "
+               f"after this one ({OPERATOR_ID}) did, and two operators scale it against each other. Keep one: "
+               "give each Helm release its own watchNamespaces, and remove the other install")
+    event(body, "Warning", "OperatorConflict", message)
+    log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
+
+
+def _stamp(status: Mapping[str, Any], new_status: st.InferenceServiceStatus, now: float) -> None:
+    """status.operator and lastTickTime: with every status write this tick makes anyway, and at least every
+    TICK_STAMP_S (or at once, when the stamp is another's), so an object no operator serves shows it."""
+    last = parse_time(status.get("lastTickTime")) if isinstance(status.get("lastTickTime"), str) else None
+    if (st.status_patch(status, new_status) is not None or status.get("operator") != OPERATOR_ID
+            or last is None or now - last >= TICK_STAMP_S):
+        new_status.operator, new_status.last_tick_time = OPERATOR_ID, st.rfc3339(now)
+
+
 def _write_status(kube: Kube, body: dict[str, Any], status: dict[str, Any], new_status: st.InferenceServiceStatus,
-                  tuning: bt.Tuning | None, event: EventFn) -> dict[str, Any]:
+                  tuning: bt.Tuning | None, event: EventFn, now: float) -> dict[str, Any]:
     """Patch the tick's status (only what changed), with an event for a change of Prometheus' state and
     for a batcher change; returns status as the API server has it now (a merge patch of fields)."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    _stamp(status, new_status, now)
     patch = st.status_patch(status, new_status)
     if patch is not None:
         kube.patch_inference_service_status(namespace, name, patch)
+        if new_status.operator == OPERATOR_ID:
+            _stamped.add(str(body["metadata"].get("uid")))
     said = prometheus_transition(status, new_status)
     if said is not None:
         event(body, *said)
@@ -439,6 +491,9 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             return True  # invalid, and no valid spec known to scale it by
         spec, stale = scaled_by
         status = body.get("status") or {}
+        other = other_operator(status, uid)
+        if other is not None:
+            _operator_conflict(body, other, now, event)
         state = _memory.get(uid) or State.from_dict(status.get("scalingState"))
         current = int((deployment.get("spec") or {}).get("replicas") or 0)
         ready = int((deployment.get("status") or {}).get("readyReplicas") or 0)
@@ -482,7 +537,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                                        body["metadata"].get("generation"))
         if not stale and (tuning is not None or "batching" in status):  # written while tuning, removed after
             new_status.batching = bs.batching_status(spec, status, tuning, now)
-        written = _write_status(kube, body, status, new_status, tuning, event)
+        written = _write_status(kube, body, status, new_status, tuning, event, now)
 
         scaled = decision.replicas != current
         verb = ("up" if decision.replicas > current else "down") if scaled else "none"
