@@ -66,10 +66,29 @@ def ensure_image(flag: str, path: Path | str | None) -> None:
         raise ValueError(f"{flag}: {path}: name the image .png (or one of .{', .'.join(sorted(formats))})")
 
 
-def write_output(flag: str, path: Path | str, write: Callable[[], object]) -> None:
-    """Run ``write`` (which writes ``path``); an OSError becomes a ValueError naming the flag."""
+def replacing(path: Path | str, write: Callable[[Path], object]) -> Path:
+    """Run ``write(p)``, which writes the file ``p``: a temporary file beside ``path`` (of its suffix, which
+    tells matplotlib the format), moved over ``path`` once complete -- so a failed write (a full disk, a
+    file size limit) leaves what ``path`` held, where it left a truncated CSV or PNG in place of a good
+    one. A ``path`` that exists and is no regular file (/dev/stdout, a pipe) is written directly. Returns
+    ``path``; an OSError propagates, and the temporary file is gone."""
+    target = Path(path)
+    if target.exists() and not target.is_file():
+        write(target)
+        return target
+    temp = target.with_name(f".{target.stem}.partial-{os.getpid()}{target.suffix}")
     try:
-        write()
+        write(temp)
+        os.replace(temp, target)
+    finally:
+        temp.unlink(missing_ok=True)
+    return target
+
+
+def write_output(flag: str, path: Path | str, write: Callable[[Path], object]) -> None:
+    """``replacing(path, write)``; an OSError becomes a ValueError naming the flag."""
+    try:
+        replacing(path, write)
     except OSError as exc:
         raise ValueError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from None
 

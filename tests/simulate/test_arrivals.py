@@ -227,3 +227,23 @@ def test_a_trace_says_how_its_numbers_were_read() -> None:
     assert parse_trace('{"timestamp": 29}\n{"timestamp": 624}\n').unit == "ms"
     assert (parse_trace("1700158546680\n").unit, parse_trace("1700158546680\n").by_size) == ("ms", True)
     assert parse_trace("2023-11-16T18:15:46Z\n").unit == ""
+
+
+def test_a_trace_past_the_cap_is_refused_read_or_unpacked(tmp_path, monkeypatch):
+    """`simulate --trace /dev/zero` read until the kernel killed it at 23 GB (an exploration, session 55);
+    a gzip that unpacks to more than the cap is the same in a small file."""
+    from tritonscale.simulate import arrivals
+
+    monkeypatch.setattr(arrivals, "MAX_TRACE_BYTES", 1 << 10)
+    plain = tmp_path / "big.csv"
+    plain.write_text("\n".join(f"{i * 0.01:.2f}" for i in range(400)))  # > 1 KiB
+    with pytest.raises(arrivals.TraceError, match=r"big.csv: it holds more than 0 GiB"):
+        arrivals.read_trace(str(plain))
+    packed = tmp_path / "bomb.gz"
+    packed.write_bytes(gzip.compress(b"0\n" * 4096))  # ~40 bytes packed, 8 KiB unpacked
+    assert packed.stat().st_size < 1 << 10
+    with pytest.raises(arrivals.TraceError, match=r"bomb.gz: it unpacks to more than"):
+        arrivals.read_trace(str(packed))
+    small = tmp_path / "small.csv"
+    small.write_text("\n".join(f"{i * 0.5:.1f}" for i in range(60)))
+    assert len(arrivals.read_trace(str(small)).times) == 60

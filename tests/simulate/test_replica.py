@@ -243,3 +243,23 @@ def test_compiled_sync_keeps_the_books_numpy_did_to_the_bit(monkeypatch: pytest.
     assert (reference.reject_cum.n > 0) == (cfg.queue_timeout_ms is not None)
     for name in GROWN:
         assert np.array_equal(getattr(compiled, name).view, getattr(reference, name).view), name
+
+
+def test_a_request_at_the_timeout_to_the_last_bit_is_served_or_rejected_never_looped():
+    """A periodic trace (an arrival every 3 ms) made `simulate` run until memory ran out: the queue policy's
+    test (`s - first > timeout`) and the count of what it rejects (arrivals before `s - timeout`) disagreed
+    in the last bit (first 4.164, s 4.364, timeout 0.2), so a rejection of no request was recorded and the
+    head never moved (an exploration, session 55). Both now use the same comparison."""
+    from tritonscale.simulate.replica import _form_batches, _preferred_table
+
+    first, s, timeout = 4.164, 4.364, 0.2
+    assert s - first > timeout and not first < s - timeout  # the disagreement itself
+    cfg = BatcherConfig(max_queue_delay_ms=0.0, preferred=())
+    pref, pmin = _preferred_table(cfg)
+    starts, sizes = np.zeros(8), np.zeros(8, dtype=np.int64)
+    for form in (_form_batches, _form_batches.py_func):  # compiled, and its Python source
+        head, _, nb = form(np.array([first]), 0, 1, s, 0.02, 0.002, 16, 0.0, pref, pmin, timeout, 10.0, 10.0,
+                           starts, sizes, 0)
+        assert head == 1 and nb == 1 and sizes[0] == 1, (head, nb, sizes)  # served: it waited timeout, no more
+
+

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import signal
 import sys
 from typing import Any
 
 from tritonscale.cli_numbers import int_in, non_negative_float, positive_float
 from tritonscale.kube.client import API_ERRORS, describe_api_error
-from tritonscale.output_paths import ensure_distinct, ensure_folder, ensure_image, ensure_parent, path_arg
+from tritonscale.output_paths import ensure_distinct, ensure_folder, ensure_image, ensure_parent, path_arg, replacing
 from tritonscale.sandbox.live_view import LiveView
 from tritonscale.sandbox.pod_network import MAX_NODES
 from tritonscale.sandbox.preflight import format_missing, preflight
@@ -228,7 +229,7 @@ async def _main(scenario: Scenario, args: argparse.Namespace) -> int:
         if not path:
             continue
         try:  # the report above is out whatever happens here
-            written = write(summary, path)
+            written = replacing(path, functools.partial(write, summary))
         except OSError as exc:
             print(f"tritonscale sandbox: {flag}: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
             failed = True

@@ -374,14 +374,29 @@ def load_trace(path: str, unit: str | None = None) -> np.ndarray:
     return read_trace(path, unit).times
 
 
+# The most a trace may hold, read or unpacked (bytes): ~50 M arrivals of Azure's CSV lines, far past what
+# a replay simulates in memory. `--trace /dev/zero` read until the kernel killed the process at 23 GB;
+# the cap keeps a pipe (`--trace <(zcat ...)`) readable and refuses what never ends.
+MAX_TRACE_BYTES = 1 << 30
+
+
+def _read_capped(f: Any, path: str, what: str) -> bytes:
+    raw = f.read(MAX_TRACE_BYTES + 1)
+    if len(raw) > MAX_TRACE_BYTES:
+        raise TraceError(f"{path}: {what} more than {MAX_TRACE_BYTES >> 30} GiB, more than a trace holds "
+                         "(a device or a file that never ends?)")
+    return raw
+
+
 def read_trace(path: str, unit: str | None = None) -> Trace:
     """A trace file, plain or gzip-compressed (told by its first bytes, whatever its name); ``unit``
-    as ``parse_trace``'s."""
+    as ``parse_trace``'s. At most MAX_TRACE_BYTES, read or unpacked."""
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            raw = _read_capped(f, path, "it holds")
         if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unpacked:
+                raw = _read_capped(unpacked, path, "it unpacks to")
         text = raw.decode("utf-8-sig")
     except OSError as exc:  # gzip.BadGzipFile is an OSError with no strerror
         raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None

@@ -18,6 +18,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -321,7 +322,7 @@ def describe_tunings(b: Benchmark) -> str:
     return "\n".join(lines)
 
 
-def write_decisions(b: Benchmark, path: str) -> None:
+def write_decisions(b: Benchmark, path: str | Path) -> None:
     suite_command.write_ticks(path, (((), out.summary.policy, r) for out in b.outcomes for r in out.ticks))
 
 
@@ -463,9 +464,9 @@ def run(args: argparse.Namespace) -> int:
     # The files last: a failed write (a full disk) costs them, not the report above.
     try:
         if args.plot:
-            write_output("--plot", args.plot, lambda: plot(arrivals, horizon, bench.outcomes, opts.slo_ms, args.plot))
+            write_output("--plot", args.plot, lambda p: plot(arrivals, horizon, bench.outcomes, opts.slo_ms, p))
         if args.decisions:
-            write_output("--decisions", args.decisions, lambda: write_decisions(bench, args.decisions))
+            write_output("--decisions", args.decisions, lambda p: write_decisions(bench, p))
     except ValueError as exc:
         print(f"tritonscale simulate: {exc}", file=sys.stderr)
         return 1

@@ -17,6 +17,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -158,7 +159,7 @@ def to_json(rows: Sequence[Summary], as_list: bool, extra: dict[str, dict] | Non
     return json.dumps(data if as_list else data[0], indent=2)
 
 
-def plot(arrivals: np.ndarray, horizon: float, outcomes: Sequence, slo_ms: float, path: str,
+def plot(arrivals: np.ndarray, horizon: float, outcomes: Sequence, slo_ms: float, path: str | Path,
          window_s: float = ATTAINMENT_WINDOW_S) -> None:
     """Load, per-window p95 against the target, and replicas over time, for every policy.
 

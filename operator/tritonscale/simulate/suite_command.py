@@ -190,7 +190,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     )
 
 
-def write_ticks(path: str, rows: Iterable[tuple[tuple[str, ...], str, TickRecord]],
+def write_ticks(path: str | Path, rows: Iterable[tuple[tuple[str, ...], str, TickRecord]],
                 first: tuple[str, ...] = ()) -> None:
     """--decisions: every autoscaler tick and its reason as CSV, after the ``first`` columns (the
     suite's scenario); ``rows`` are (values of the first columns, policy, tick). With the batching
@@ -205,7 +205,7 @@ def write_ticks(path: str, rows: Iterable[tuple[tuple[str, ...], str, TickRecord
                         *([r.batching] if tuned else [])])
 
 
-def write_decisions(results: list[ScenarioResult], path: str) -> None:
+def write_decisions(results: list[ScenarioResult], path: str | Path) -> None:
     """--suite --decisions: every policy's ticks in every scenario, the scenario first."""
     write_ticks(path, (((r.scenario.name,), policy, tick) for r in results for policy, tick in r.ticks or ()),
                 first=("scenario",))
@@ -267,9 +267,9 @@ def run(args: argparse.Namespace) -> int:
     # The files after the report: a failed write costs them, not a run of many minutes.
     try:
         if args.plot:
-            write_output("--plot", args.plot, lambda: suite_report.plot(results, args.plot))
+            write_output("--plot", args.plot, lambda p: suite_report.plot(results, p))
         if args.decisions:
-            write_output("--decisions", args.decisions, lambda: write_decisions(results, args.decisions))
+            write_output("--decisions", args.decisions, lambda p: write_decisions(results, p))
     except ValueError as exc:
         print(f"tritonscale simulate: {exc}", file=sys.stderr)
         return 1

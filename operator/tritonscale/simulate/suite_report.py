@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 from tritonscale.simulate.suite import (
     OURS,
@@ -99,7 +100,7 @@ def text(cfg: SuiteConfig, results: Sequence[ScenarioResult], per_scenario: bool
     return "\n".join(parts)
 
 
-def plot(results: Sequence[ScenarioResult], path: str) -> None:
+def plot(results: Sequence[ScenarioResult], path: str | Path) -> None:
     """Window attainment against cost (x oracle), one panel per traffic class, every scenario a point."""
     import matplotlib
 
