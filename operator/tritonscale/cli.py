@@ -6,7 +6,9 @@ import argparse
 import errno
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
@@ -430,7 +432,9 @@ def _optional_command(sub: Any, name: str, module: str, help_text: str) -> None:
         p.set_defaults(func=unavailable)
         return
     mod.add_arguments(p)
-    p.set_defaults(func=mod.run)
+    # simulate has no signal handling of its own (cluster and sandbox stop their processes themselves):
+    # SIGTERM ends it as Ctrl-C does, and either says so
+    p.set_defaults(func=mod.run, interruptible=name == "simulate")
 
 
 def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
@@ -456,10 +460,20 @@ def main(argv: list[str] | None = None) -> int:
     # argv None: the process's own command line (the `tritonscale` script, `python -m tritonscale`),
     # so the process ends when the command returns; in-process callers pass argv.
     args.process_ends = argv is None
+    terminated: list[int] = []
+    if getattr(args, "interruptible", False) and threading.current_thread() is threading.main_thread():
+        def interrupt(signum: int, _frame: Any) -> None:
+            terminated.append(signum)
+            raise KeyboardInterrupt
+        # SIGTERM's default ended the process at once, and a suite's worker processes ran on, orphaned
+        signal.signal(signal.SIGTERM, interrupt)
     try:
         return args.func(args)
     except KeyboardInterrupt:
-        return 130
+        if getattr(args, "interruptible", False):
+            print(f"{_innermost(parser, args).prog}: interrupted" + (" (SIGTERM)" if terminated else ""),
+                  file=sys.stderr)
+        return 128 + signal.SIGTERM if terminated else 130
     except BrokenPipeError:
         return 0
     except OSError as exc:  # its output could not be written (a full disk): one line, not a traceback

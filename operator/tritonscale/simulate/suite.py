@@ -315,6 +315,11 @@ def fork_map(fn: Callable[[Any, SuiteConfig], Any], items: Sequence[Any], cfg: S
                     tell(len(done), len(items))
             except BaseException:  # a failed item (or ^C): the rest would only be waited for
                 pool.shutdown(wait=False, cancel_futures=True)
+                # The running ones too: a SIGTERM reaches only this process, and the pool's exit waits for
+                # them. Killed: they inherit the SIGTERM handler (cli.main), and a KeyboardInterrupt in a
+                # pool worker is only its item's result -- it goes on to the next one.
+                for worker in multiprocessing.active_children():
+                    worker.kill()
                 raise
     finally:
         _WORK.clear()
