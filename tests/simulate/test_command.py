@@ -118,7 +118,8 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--suite", "quick", "--seeds", "99999999999999999999"], "--seeds: a count of at most 1000"),
     (["--suite", "quick", "--batching-tuner", "--plot", "/tmp/t.png"], "--plot: the tuner's evaluation"),
     (["--shape", "poisson"], "--slo-ms is required"),
-    (["--shape", "poisson", "--slo-ms", "150", "--preferred-batch-sizes", "4,32"], "outside 1..16"),
+    (["--shape", "poisson", "--slo-ms", "150", "--preferred-batch-sizes", "4,32"],
+     "--preferred-batch-sizes: 32 outside 1..16 (--max-batch 16)"),
     # an empty item was skipped: "4,,8" read as [4, 8] (found by an exploratory review)
     (["--shape", "poisson", "--slo-ms", "150", "--preferred-batch-sizes", "4,,8"],
      "--preferred-batch-sizes: expected a comma list of integers, got '4,,8'"),
@@ -188,7 +189,7 @@ def test_default_preferred_sizes_follow_max_batch(capsys) -> None:
     assert main_simulate([*argv, "--max-batch", "8"]) == 0
     assert "preferred [4, 8]" in capsys.readouterr().out
     assert main_simulate([*argv, "--max-batch", "8", "--preferred-batch-sizes", "16"]) == 1  # given: checked
-    assert "preferred batch sizes [16] are outside 1..8" in capsys.readouterr().err
+    assert "--preferred-batch-sizes: 16 outside 1..8 (--max-batch 8)" in capsys.readouterr().err
 
 
 def test_a_failed_plot_write_keeps_the_report(capsys, monkeypatch, tmp_path) -> None:

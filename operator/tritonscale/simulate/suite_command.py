@@ -94,9 +94,14 @@ def preferred_sizes(text: str | None, max_batch: int) -> tuple[int, ...]:
     if items == [""]:
         return ()
     try:
-        return tuple(int(x) for x in items)  # an empty item ("4,,8", "4,") is refused, not skipped
+        sizes = tuple(int(x) for x in items)  # an empty item ("4,,8", "4,") is refused, not skipped
     except ValueError:
         raise ValueError(f"--preferred-batch-sizes: expected a comma list of integers, got {text!r}") from None
+    bad = [n for n in sizes if not 1 <= n <= max_batch]
+    if bad:  # said here with its flag (the batcher's own check names none)
+        raise ValueError(f"--preferred-batch-sizes: {', '.join(map(str, bad))} outside 1..{max_batch} "
+                         f"(--max-batch {max_batch})")
+    return sizes
 
 
 def _trace_path(args: argparse.Namespace) -> str | None:
