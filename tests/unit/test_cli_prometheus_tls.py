@@ -207,3 +207,20 @@ def test_no_right_to_read_the_crd_says_nothing_above_debug(caplog):
     with caplog.at_level("DEBUG", logger="tritonscale"):
         assert operator_main.warn_crd_drift(forbidden) is None
     assert [r.levelname for r in caplog.records if r.name == "tritonscale"] == ["DEBUG"]
+
+
+def test_ticks_waiting_on_the_api_server_do_not_starve_the_others():
+    """asyncio.to_thread ran every tick on the loop's default executor, min(32, CPUs + 4) threads (6 on two
+    cores): 20 objects whose status writes a slow webhook held took them all (an exploration at scale,
+    session 55). The operator's startup gives the loop TICK_THREADS."""
+    import asyncio
+    import time
+
+    async def forty_waits() -> float:
+        await operator_main.tick_threads()
+        started = time.monotonic()
+        await asyncio.gather(*(asyncio.to_thread(time.sleep, 0.5) for _ in range(40)))
+        return time.monotonic() - started
+
+    assert operator_main.TICK_THREADS >= 40
+    assert asyncio.run(forty_waits()) < 1.5  # all at once; 6 threads would take 3.5 s

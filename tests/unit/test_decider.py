@@ -1034,3 +1034,23 @@ def test_the_final_clamp_names_the_bound_that_decided():
     d = D.decide(FAILED, Replicas(10, 10), pol, State(failures=5), 1000.0)
     assert d.replicas == 4 and d.reason == "StabilizingScaleDown"  # the window held 10: the bound decided
     assert d.message.endswith("; bounded by maxReplicas=4 -> 4 replicas"), d.message
+
+
+def test_an_outage_stops_changing_the_memory_once_past_the_failure_threshold():
+    """The failure count grew at every tick of an outage, so the memory -- and every object's status -- was
+    written at every tick (200 objects, Prometheus down: a status write each per tick; an exploration at
+    scale, session 55). It stops at failureThreshold, where a fallback starts, and says so."""
+    policy = replace(POLICY, failure_threshold=3)
+    state, seen = State(), []
+    for t in range(10):  # no fallbackReplicas (the default): the count holds
+        d = D.decide(FAILED, Replicas(4, 4), policy, state, 100.0 + 15.0 * t)
+        state = d.state
+        seen.append((state.failures, d.replicas, d.reason, state.to_dict()))
+    assert [s[0] for s in seen] == [1, 2, 3, 3, 3, 3, 3, 3, 3, 3]
+    assert {s[1:3] for s in seen} == {(4, "MetricsUnavailable")}
+    assert all(s[3] == seen[2][3] for s in seen[2:])  # nothing new to write
+    fallback = replace(policy, fallback_replicas=4)
+    held = D.decide(FAILED, Replicas(4, 4), fallback, state, 300.0)
+    assert held.reason == "FallbackAfterFailures" and held.state.failures == 3
+    assert "metrics failed 3 or more times in a row (failureThreshold)" in held.message
+    assert D.decide(ok(100.0), Replicas(4, 4), policy, state, 300.0).state.failures == 0

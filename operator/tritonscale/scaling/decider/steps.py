@@ -23,7 +23,10 @@ def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) ->
     """Hold (or fall back) when there is nothing to decide on. Returns (step or None, state, metrics ok)."""
     floor, current = policy.floor, replicas.current
     failed = obs.status == "failed"
-    st = replace(state, failures=state.failures + 1 if failed else 0)
+    # Counted up to the threshold, no further: a count that grew at every tick of an outage changed the
+    # memory, and so every object's status, at every tick (200 objects: a status write each per tick
+    # with Prometheus down; an exploration at scale, session 55). Past the threshold it says nothing new.
+    st = replace(state, failures=min(state.failures + 1, max(1, policy.failure_threshold)) if failed else 0)
     if policy.target_p95_ms is None:  # nothing to scale on: the metrics, failing or not, change nothing
         if current < floor:
             return Step(floor, "BelowFloor", f"raising to the warm floor of {replicas_text(floor)}"), st, not failed
@@ -38,7 +41,7 @@ def guard(obs: Observation, replicas: Replicas, policy: Policy, state: State) ->
                        f"running {replicas_text(n)} (fallbackReplicas={policy.fallback_replicas}, within the warm "
                        f"floor {floor} and maxReplicas {policy.max_replicas})")
             return Step(n, "FallbackAfterFailures",
-                        f"metrics failed {st.failures} times in a row (threshold {policy.failure_threshold}); "
+                        f"metrics failed {policy.failure_threshold} or more times in a row (failureThreshold); "
                         f"{running}: {obs.message}"), st, False
         n = _clamp(current, floor, policy.max_replicas)  # the bounds still hold: never below the warm floor
         what = (f"holding {replicas_text(n)}" if n == current else f"raising to the warm floor of {replicas_text(n)}"
