@@ -39,8 +39,11 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_ends_the_suite_and_its_workers_with_one_line(tmp_path, sig, code):
+    # SIGINT at its default, as in a terminal: a shell's background job (CI's, say) starts it ignored, and
+    # Python then keeps it ignored -- Ctrl-C cannot reach such a process anyway
     proc = subprocess.Popen([sys.executable, "-m", "tritonscale", *ARGS, "--decisions", str(tmp_path / "d.csv")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:  # both workers running scenarios
