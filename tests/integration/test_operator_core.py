@@ -479,9 +479,12 @@ def test_children_orphaned_by_a_deletion_are_adopted_by_the_object_applied_again
     assert after["Deployment"]["spec"]["template"] == before["Deployment"]["spec"]["template"]
     wait_for(lambda: (k.condition("linear", "Ready") or {}).get("reason") != "NameConflict"
              and (k.condition("linear", "SpecValid") or {}).get("status") == "True", 5, what="no NameConflict")
-    adopted = [e for e in k.core.list_namespaced_event(namespace).items
-               if e.involved_object.name == "linear" and e.reason == "Adopted"]
-    assert len(adopted) == 4, [e.message for e in adopted]
+    def adopted() -> list:
+        return [e for e in k.core.list_namespaced_event(namespace).items
+                if e.involved_object.name == "linear" and e.reason == "Adopted"]
+    # Kopf posts events from a queue, after the pass's status write: read once, two of four had arrived
+    wait_for(lambda: len(adopted()) >= 4, 10, what="an Adopted event for each child")
+    assert len(adopted()) == 4, [e.message for e in adopted()]
 
     # a Service edited by hand, the label that named its owner taken off with it: still corrected at once
     k.core.patch_namespaced_service("linear", namespace, [
