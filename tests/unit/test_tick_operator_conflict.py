@@ -71,15 +71,14 @@ def test_the_tick_time_is_written_at_least_once_a_minute(monkeypatch) -> None:
     monkeypatch.setattr(tick, "OPERATOR_ID", "lease ops/tritonscale")
     tick.forget(UID)
     status = {"operator": "lease ops/tritonscale", "lastTickTime": st.rfc3339(1000.0)}
-    new = st.InferenceServiceStatus()
-    tick._stamp(status, new, 1030.0)
-    assert new.last_tick_time is None  # nothing else written, and younger than a minute
-    tick._stamp(status, new, 1060.0)
-    assert (new.operator, new.last_tick_time) == ("lease ops/tritonscale", st.rfc3339(1060.0))
-    other = st.InferenceServiceStatus()
-    tick._stamp({**status, "operator": "host laptop"}, other, 1001.0)
-    assert other.operator == "lease ops/tritonscale"  # another's stamp is replaced at once
-    busy = st.InferenceServiceStatus(desiredReplicas=3)
-    tick._stamp(status, busy, 1001.0)
-    assert busy.last_tick_time == st.rfc3339(1001.0)  # written anyway: stamped with it
+    assert not tick._stamp_due(status, False, 1030.0)  # nothing else written, and younger than a minute
+    assert tick._stamp_due(status, False, 1060.0)
+    assert tick._stamp_due({**status, "operator": "host laptop"}, False, 1001.0)  # another's: replaced at once
+    assert tick._stamp_due(status, True, 1001.0)  # written anyway: stamped with it
+    kube = Kube()
+    kube.refuse = False
+    kube.body["status"] = dict(status)
+    tick._write_status(kube, kube.body, kube.body["status"], st.InferenceServiceStatus(), None,
+                       lambda *e: None, 1060.0)
+    assert kube.status_patches == [{"operator": "lease ops/tritonscale", "lastTickTime": st.rfc3339(1060.0)}]
     tick.forget(UID)

@@ -439,26 +439,25 @@ def _operator_conflict(body: dict[str, Any], other: str, now: float, event: Even
     log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
 
 
-def _stamp(status: Mapping[str, Any], new_status: st.InferenceServiceStatus, now: float) -> None:
-    """status.operator and lastTickTime: with every status write this tick makes anyway, and at least every
-    TICK_STAMP_S (or at once, when the stamp is another's), so an object no operator serves shows it."""
+def _stamp_due(status: Mapping[str, Any], changed: bool, now: float) -> bool:
+    """Whether this tick writes status.operator and lastTickTime: with every status write it makes anyway
+    (``changed``), and at least every TICK_STAMP_S (or at once, when the stamp is another's), so an object
+    no operator serves shows it."""
     last = parse_time(status.get("lastTickTime")) if isinstance(status.get("lastTickTime"), str) else None
-    if (st.status_patch(status, new_status) is not None or status.get("operator") != OPERATOR_ID
-            or last is None or now - last >= TICK_STAMP_S):
-        new_status.operator, new_status.last_tick_time = OPERATOR_ID, st.rfc3339(now)
+    return changed or status.get("operator") != OPERATOR_ID or last is None or now - last >= TICK_STAMP_S
 
 
 def _write_status(kube: Kube, body: dict[str, Any], status: dict[str, Any], new_status: st.InferenceServiceStatus,
                   tuning: bt.Tuning | None, event: EventFn, now: float) -> dict[str, Any]:
-    """Patch the tick's status (only what changed), with an event for a change of Prometheus' state and
-    for a batcher change; returns status as the API server has it now (a merge patch of fields)."""
+    """Patch the tick's status (only what changed, and the stamp when due), with an event for a change of
+    Prometheus' state and for a batcher change; returns status as the API server has it now (a merge
+    patch of fields)."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    _stamp(status, new_status, now)
     patch = st.status_patch(status, new_status)
-    if patch is not None:
+    if _stamp_due(status, patch is not None, now):
+        patch = {**(patch or {}), "operator": OPERATOR_ID, "lastTickTime": st.rfc3339(now)}
         kube.patch_inference_service_status(namespace, name, patch)
-        if new_status.operator == OPERATOR_ID:
-            _stamped.add(str(body["metadata"].get("uid")))
+        _stamped.add(str(body["metadata"].get("uid")))
     said = prometheus_transition(status, new_status)
     if said is not None:
         event(body, *said)
