@@ -17,12 +17,22 @@ def test_a_deleted_inferenceservice_leaves_no_series() -> None:
     om.count_decision("ns-m", "gone", "up", "LoadIncreased")
     om.count_decision("ns-m", "gone", "none", "Steady")
     om.count_decision("ns-m", "kept", "none", "Steady")
-    om.DESIRED.labels("ns-m", "gone").set(3)
-    om.set_or_remove(om.OBSERVED_P95, "ns-m", "gone", 80.0)
-    assert any("tritonscale_decisions_total" in s for s in _series("ns-m", "gone"))
+    om.publish("ns-m", "gone", 3, 2, (2, 8), 100.0, 80.0)
+    names = {s.split("{")[0] for s in _series("ns-m", "gone")}
+    assert {"tritonscale_decisions_total", "tritonscale_desired_replicas", "tritonscale_ready_replicas",
+            "tritonscale_warm_floor_replicas", "tritonscale_max_replicas", "tritonscale_target_p95_milliseconds",
+            "tritonscale_observed_p95_milliseconds"} <= names
     om.forget("ns-m", "gone")
     assert _series("ns-m", "gone") == []
     assert [s.split("{")[0] for s in _series("ns-m", "kept")] == ["tritonscale_decisions_total",
                                                                  "tritonscale_decisions_created"]
     om.forget("ns-m", "kept")
     om.forget("ns-m", "never-seen")  # nothing to drop: no error
+
+
+def test_a_tick_publishes_the_bounds_the_alerts_compare_with() -> None:
+    om.publish("ns-b", "svc", 4, 3, (2, 4), None, None)
+    values = {s.split("{")[0]: float(s.rsplit(" ", 1)[1]) for s in _series("ns-b", "svc")}
+    assert values == {"tritonscale_desired_replicas": 4.0, "tritonscale_ready_replicas": 3.0,
+                      "tritonscale_warm_floor_replicas": 2.0, "tritonscale_max_replicas": 4.0}  # no p95: no series
+    om.forget("ns-b", "svc")

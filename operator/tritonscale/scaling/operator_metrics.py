@@ -14,6 +14,11 @@ OBSERVED_P95 = Gauge("tritonscale_observed_p95_milliseconds", "p95 latency the a
 TARGET_P95 = Gauge("tritonscale_target_p95_milliseconds", "p95 latency target", _LABELS)
 DESIRED = Gauge("tritonscale_desired_replicas", "Replicas the autoscaler asked for", _LABELS)
 READY = Gauge("tritonscale_ready_replicas", "Warm replicas of the Deployment", _LABELS)
+# The spec's bounds, beside the counts, so an alert can compare them (charts/tritonscale/files/prometheus-rules.yaml:
+# the warm floor not ready, the fleet at its ceiling while the target is missed).
+FLOOR = Gauge("tritonscale_warm_floor_replicas",
+              "Replicas never scaled below: minReplicas + warmBuffer, at most maxReplicas", _LABELS)
+MAX_REPLICAS = Gauge("tritonscale_max_replicas", "spec.scaling.maxReplicas", _LABELS)
 # Up to the longest wait a tick may have for a Prometheus round (0.9 x intervalSeconds, at most 600 s):
 # ending at 5 s, every slow tick fell in +Inf, and the dashboard's quantile read 5 s.
 TICK_SECONDS = Histogram(
@@ -45,7 +50,7 @@ def count_decision(namespace: str, name: str, direction: str, reason: str) -> No
 def forget(namespace: str, name: str) -> None:
     """Drop the per-object series of a deleted InferenceService: its gauges and its decision counts
     (kept, they grew with every InferenceService ever created)."""
-    for gauge in (OBSERVED_P95, TARGET_P95, DESIRED, READY):
+    for gauge in (OBSERVED_P95, TARGET_P95, DESIRED, READY, FLOOR, MAX_REPLICAS):
         try:
             gauge.remove(namespace, name)
         except KeyError:
@@ -67,11 +72,14 @@ def set_or_remove(gauge: Gauge, namespace: str, name: str, value: float | None) 
         gauge.labels(namespace, name).set(value)
 
 
-def publish(namespace: str, name: str, desired: int, ready: int, target_ms: float | None,
+def publish(namespace: str, name: str, desired: int, ready: int, bounds: tuple[int, int], target_ms: float | None,
             observed_ms: float | None) -> None:
-    """A tick's gauges: desired and ready replicas, the p95 target and the p95 observed (each removed
-    while unknown -- observed: idle or no data -- so no stale value stays)."""
+    """A tick's gauges: desired and ready replicas, the spec's bounds (warm floor, maxReplicas), the p95 target
+    and the p95 observed (each removed while unknown -- observed: idle or no data -- so no stale value
+    stays)."""
     DESIRED.labels(namespace, name).set(desired)
     READY.labels(namespace, name).set(ready)
+    FLOOR.labels(namespace, name).set(bounds[0])
+    MAX_REPLICAS.labels(namespace, name).set(bounds[1])
     set_or_remove(TARGET_P95, namespace, name, target_ms)
     set_or_remove(OBSERVED_P95, namespace, name, observed_ms)

@@ -543,7 +543,8 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         what = (f"scaled {verb} from {current} to {decision.replicas}" if scaled
                 else f"holding {replicas_text(current)} ({ready} ready)")
         # The gauges follow every tick, a scale the API refuses included (status says the same).
-        om.publish(namespace, name, decision.replicas, ready, spec.scaling.target_p95_milliseconds, obs.p95_ms)
+        om.publish(namespace, name, decision.replicas, ready, (spec.scaling.floor, spec.scaling.max_replicas),
+                   spec.scaling.target_p95_milliseconds, obs.p95_ms)
         if scaled:
             try:
                 kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
