@@ -20,7 +20,6 @@ from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
 from tritonscale.api.spec import GROUP, KIND, LABEL, PLURAL, VERSION
-from tritonscale.api.validation import scaling_spec
 from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, namespace_terminating
 from tritonscale.reconcile.inference_service import reconcile, still_there
 from tritonscale.scaling import operator_metrics as om
@@ -217,7 +216,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
     failed: str | None = None  # the failure of the last tick, if it failed: said once, not at every tick
     try:
         while not stopped and not _stop_event().is_set():
-            scaling = scaling_spec(spec)  # defaults from the API model
+            scaling = autoscaler.scaling_in_force(uid, spec)
             interval = float(scaling.interval_seconds)
             window = scaling.window_seconds
             url = scaling.prometheus.url or PROMETHEUS_URL
@@ -247,6 +246,8 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                 text = describe_api_error(exc)
                 say = logger.warning if text != failed else logger.debug
                 say(f"autoscaler tick failed (replicas unchanged; the next tick tries again): {text}")
+                if not isinstance(exc, API_ERRORS):  # a bug, not the API server: where, with --verbose
+                    logger.debug("the autoscaler tick's failure", exc_info=True)
                 failed = text
             finally:
                 om.TICK_SECONDS.observe(time.monotonic() - started)

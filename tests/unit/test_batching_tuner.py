@@ -111,6 +111,9 @@ def _obs(rate: float = 150.0, target: float | None = TIGHT, **kw: Any) -> TunerO
     (_obs(), DEFAULT, "WithinHysteresis"),  # the same capacity and p95: not worth a reload
     (_obs(), OVERSIZED, "Confirming"),  # first proposal
     (_obs(p95_ms=130.0), OVERSIZED, "BreachRelief"),  # breaching, and no delay lowers p95: at once
+    # within the tolerance (a p95 up to target x 1.1 is no breach for the decider either): hysteresis
+    (_obs(p95_ms=TIGHT * 1.05, tolerance=0.1), OVERSIZED, "Confirming"),
+    (_obs(p95_ms=TIGHT * 1.15, tolerance=0.1), OVERSIZED, "BreachRelief"),
     (_obs(p95_ms=130.0), GREEDY, "Optimal"),
 ])
 def test_first_call(obs: TunerObservation, current: Settings, reason: str) -> None:
@@ -222,8 +225,8 @@ def test_any_size_up_to_the_maximum_is_within_bounds_that_name_none() -> None:
         out = tune(TunerObservation(None, None, 100.0), current, B16, TunerState(), 5.0)
         assert not out.changed and out.reason == "LearningCost", out
         assert out.settings == current
-    assert Bounds(12).within(Settings(2000, (3, 6, 12, 13)), None, None) == Settings(2000, (3, 6, 12))
-    assert Bounds(16, preferred=(8,)).within(Settings(0, (6, 8)), None, None) == Settings(0, (8,))
+    assert Bounds(12).within(Settings(2000, (3, 6, 12, 13))) == Settings(2000, (3, 6, 12))
+    assert Bounds(16, preferred=(8,)).within(Settings(0, (6, 8))) == Settings(0, (8,))
 
 
 def test_implied_delay_bound_is_what_the_target_leaves_after_a_full_batch() -> None:

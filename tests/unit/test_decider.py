@@ -1054,3 +1054,8 @@ def test_an_outage_stops_changing_the_memory_once_past_the_failure_threshold():
     assert held.reason == "FallbackAfterFailures" and held.state.failures == 3
     assert "metrics failed 3 or more times in a row (failureThreshold)" in held.message
     assert D.decide(ok(100.0), Replicas(4, 4), policy, state, 300.0).state.failures == 0
+
+
+def test_the_policys_defaults_are_the_crds() -> None:
+    """Policy's own defaults (what the decider's table tests use) are the CRD defaults' policy."""
+    assert Policy() == Policy.from_spec(ScalingSpec())

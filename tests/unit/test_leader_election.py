@@ -476,3 +476,14 @@ def test_writes_check_the_guard_and_in_flight_writes_are_awaited():
         writer.join(2)
     finally:
         kube_client.set_write_guard(lambda: None)
+
+
+def test_the_flags_defaults_are_the_settings_defaults() -> None:
+    """cli states the --leader-elect-* defaults itself (it does not import the kubernetes client for every
+    command); they must be client-go's timings as ElectionSettings states them."""
+    d = ElectionSettings()
+    assert cli._ELECTION_FLAGS == {"leader_elect_resource_name": d.lease_name,
+                                   "leader_elect_resource_namespace": d.lease_namespace,
+                                   "leader_elect_lease_duration": d.lease_duration_s,
+                                   "leader_elect_renew_deadline": d.renew_deadline_s,
+                                   "leader_elect_retry_period": d.retry_period_s}

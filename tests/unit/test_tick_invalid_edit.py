@@ -150,3 +150,32 @@ def test_a_record_the_children_no_longer_match_is_not_scaled_by() -> None:
         tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e, post=post: post(e))
         assert kube.deployment["spec"]["replicas"] == 0, drift  # held: not raised to the stale record's floor 2
     tick.forget(UID)
+
+
+def test_an_invalid_scaling_edit_keeps_the_loops_prometheus_window_and_interval() -> None:
+    """The autoscaler loop paces its ticks and queries Prometheus by the scaling block in force: an edit
+    the operator refuses does not swap a tenant's own Prometheus for the operator-wide one (or none) while
+    the fleet is still scaled by its old spec."""
+    kube, events = Kube(), []
+    kube.refuse = False
+    tick.forget(UID)
+    kube.body["spec"]["scaling"].update(prometheus={"url": "http://tenant-prom:9090"}, windowSeconds=120,
+                                        intervalSeconds=30)
+    assert tick.scaling_in_force(UID, kube.body["spec"]).prometheus.url == "http://tenant-prom:9090"
+    down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+    tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
+    edited = copy.deepcopy(kube.body)
+    edited["spec"]["scaling"]["windowSeconds"] = 2  # below the field's minimum: the whole block fails to parse
+    kube.body = edited
+    before = tick.scaling_in_force(UID, edited["spec"])  # before the next tick
+    tick.run_tick(kube, "default", "linear", down, 1030.0, lambda body, *e: events.append(e))
+    after = tick.scaling_in_force(UID, edited["spec"])
+    for scaling in (before, after):
+        assert (scaling.prometheus.url, scaling.window_seconds, scaling.interval_seconds) == \
+            ("http://tenant-prom:9090", 120, 30)
+    assert "scaling by the last valid one" in _scaling(kube)["message"]
+    tick.forget(UID)  # nothing known (a restart, no Deployment record yet): the block's defaults
+    assert tick.scaling_in_force(UID, edited["spec"]).prometheus.url is None
+    fixed = copy.deepcopy(edited["spec"])
+    fixed["scaling"]["windowSeconds"] = 30  # valid again: the edit is in force at once
+    assert tick.scaling_in_force(UID, fixed).window_seconds == 30

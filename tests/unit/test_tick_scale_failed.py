@@ -99,12 +99,16 @@ def test_a_refused_replica_patch_is_a_scale_failed_condition_and_a_warning_and_i
     tick.run_tick(kube, "default", "linear", down, 1010.0, lambda body, *e: events.append(e))
     assert om.DESIRED.labels("default", "linear")._value.get() == 1
     assert om.READY.labels("default", "linear")._value.get() == 0
+    # Nothing scaled: no lastScaleTime, in status or in the memory (it moved at every refused tick).
+    assert kube.body["status"].get("lastScaleTime") is None
+    assert kube.body["status"]["scalingState"]["lastScaleTime"] is None
     # The refusal is lifted: the next tick scales, and the condition says what it did.
     kube.refuse = False
     tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
     assert kube.deployment["spec"]["replicas"] == 1
     assert events[-1][:2] == ("Normal", "Scaled")
     assert _scaling(kube)["reason"] == "MetricsUnavailable"
+    assert kube.body["status"]["lastScaleTime"] == "1970-01-01T00:16:55Z"  # 1015 s: this tick's
     tick.forget(UID)
 
 

@@ -596,7 +596,8 @@ class ScalingSpec(_Model):
 
     min_replicas: int = Field(
         default=1, ge=1, le=1000,
-        description="Warm floor: replicas never scaled below. At least 1: tritonscale does not scale to zero "
+        description="Replicas never scaled below (the warm floor is this plus warmBuffer). At least 1: "
+        "tritonscale does not scale to zero "
         "(with no pod there is no Triton metric to wake on, and requests would fail until someone scaled it by hand).",
     )
     max_replicas: int = Field(default=10, ge=1, le=1000, description="Ceiling on replicas (and GPUs x runtime.gpus).")

@@ -74,7 +74,7 @@ def template_of(deployment: dict[str, Any]) -> Any:
 def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, generation: int | None = None,
                     template_written: bool = False,
                     stale_ok: bool = True) -> tuple[bool | st.ConditionStatus, str, str] | None:
-    """Ready follows the Deployment: True once the warm floor (at least one replica) is warm and every
+    """Ready follows the Deployment: True once ``minReplicas`` (at least one replica) are warm and every
     pod runs the current pod template. While a new template rolls out beside pods of the last one it is
     Unknown (``RollingOut``: the old pods serve, the edit has not taken yet), and False once the
     Deployment says the rollout exceeded its progress deadline (``RolloutStuck``: a model path, image or
@@ -443,7 +443,7 @@ def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseExcepti
                              now, gen)
     try:
         _patch_status(kube, body, st.InferenceServiceStatus(conditions=conds), event, "ChildWriteFailed", message)
-    except Exception:  # noqa: BLE001 -- the handler's retry says it again
+    except API_ERRORS:  # the API server may be what failed: the handler's retry says it again
         pass
 
 

@@ -1,7 +1,7 @@
 """spec -> the Kubernetes children of an InferenceService (pure builders).
 
 Children: ConfigMap (config.pbtxt), Deployment (tritonserver), Service
-(http/grpc/metrics) and PodDisruptionBudget (protects the warm floor).
+(http/grpc/metrics) and PodDisruptionBudget (keeps minReplicas available through node drains).
 
 Config changes reach Triton through a *pod-template hash*: the Deployment's
 pod template carries ``tritonscale.io/config-hash`` (sha256 of config.pbtxt).

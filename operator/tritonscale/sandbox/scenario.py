@@ -236,7 +236,6 @@ def describe_config(body: dict[str, Any]) -> dict[str, Any]:
         "window_s": s.window_seconds,
         "scale_down_stabilization_s": s.scale_down.stabilization_seconds,
         "scale_up_max_step": s.scale_up.max_step,
-        "panic_threshold": s.panic_threshold,
     }
 
 

@@ -85,7 +85,8 @@ def tuner_observation(obs: Observation, decision: Decision, policy: Policy, read
     rate = decision.details.get("rate")
     per = float(rate) / ready if isinstance(rate, (int, float)) and ready > 0 else None
     cost = learned_cost(decision.state.batch_samples, policy.max_batch_size)  # as the decider's capacity reads it
-    return bt.TunerObservation(cost, per, policy.target_p95_ms, obs.p95_ms, rollout, updating, stuck)
+    return bt.TunerObservation(cost, per, policy.target_p95_ms, obs.p95_ms, rollout, updating, stuck,
+                               policy.tolerance)
 
 
 def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, tuning: bt.Tuning | None,

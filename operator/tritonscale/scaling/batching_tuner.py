@@ -24,12 +24,12 @@ When it may change (reasons in CamelCase, for status.batching.reason):
 * never while a rollout runs (``rollout``: pods not all updated and ready) -- Rollout;
 * never without the cost fit, the target or a rate -- LearningCost / NoTarget / Idle;
 * out-of-bounds settings (the spec's bounds narrowed) are brought within them at once -- Bounds;
-* while p95 breaches the target only to settings predicted to lower p95 at the rate now, and then
-  at once -- BreachRelief;
+* while p95 breaches the target (above target x (1 + spec.scaling.tolerance), as for the decider)
+  only to settings predicted to lower p95 at the rate now, and then at once -- BreachRelief;
 * otherwise only for at least MIN_CAPACITY_GAIN more capacity or MIN_HEADROOM_GAIN x target
   less predicted p95 (hysteresis: smaller gains are within the fit's error), proposed by the
   same candidate for CONFIRM_S, and no sooner than MIN_CHANGE_INTERVAL_S after the last change
-  (each change reloads the model on every replica) -- MoreCapacity / MoreHeadroom.
+  (each change rolls every replica, a cold start each) -- MoreCapacity / MoreHeadroom.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ MIN_HEADROOM_GAIN = 0.10
 # one per-replica rate, not a single tick's noise) ...
 CONFIRM_S = 60.0
 # ... and changes are at least this far apart: the operator applies a change by rolling every
-# replica (one cold start each, one surge pod at a time; README "Applying a batcher change"),
+# replica (one cold start each, up to maxSurge -- 25% -- at a time; README "Applying a batcher change"),
 # and the cost fit needs a few minutes of the new batches.
 MIN_CHANGE_INTERVAL_S = 600.0
 # After a change's rollout was stuck and went back: a cluster with no room for the rollout's extra
@@ -122,7 +122,7 @@ class Bounds:
             p *= 2
         return tuple(sorted(sizes))
 
-    def within(self, s: Settings, cost: tuple[float, float] | None, target_ms: float | None) -> Settings:
+    def within(self, s: Settings) -> Settings:
         """``s`` within the spec's explicit bounds: the delay capped at maxQueueDelayMicroseconds, preferred
         sizes the bounds do not permit dropped. (The implied delay bound only limits the candidates.)"""
         delay = s.delay_us if self.max_delay_us is None else min(s.delay_us, self.max_delay_us)
@@ -141,6 +141,8 @@ class TunerObservation:
     # ... and past the Deployment's progress deadline (Progressing=False, ProgressDeadlineExceeded): its
     # new pods cannot be placed (no GPU for the surge pod) or never become ready
     stuck: bool = False
+    # spec.scaling.tolerance: a p95 up to target x (1 + tolerance) is no breach, as for the decider (steps.breach)
+    tolerance: float = 0.0
 
 
 def _settings_dict(s: Settings | None) -> dict[str, Any] | None:
@@ -243,7 +245,7 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         # A change whose pods the cluster cannot place or start: the running pods serve the settings
         # before it, and the half-made rollout holds a Pending pod (and the autoscaler, which asks for
         # no more while pods are unschedulable). Back to those, as `kubectl rollout undo` would.
-        back = bounds.within(state.previous, obs.cost, obs.target_ms)  # the spec may have narrowed since
+        back = bounds.within(state.previous)  # the spec may have narrowed since
         return Tuning(back, "RolloutStuck",
                       f"{current.describe()} -> {back.describe()}: the rollout of {current.describe()} "
                       f"passed the Deployment's progress deadline (its new pods could not be placed or did not "
@@ -265,7 +267,7 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     if state.held_until is not None:
         return hold("HeldAfterStuckRollout", f"a rollout of the tuner's last change was stuck; no change for "
                                              f"{state.held_until - now:.0f}s more")
-    fitted = bounds.within(current, obs.cost, obs.target_ms)
+    fitted = bounds.within(current)
     if fitted != current:
         return change(fitted, "Bounds", "the settings in force were outside spec.batching.autoTune's bounds")
     if obs.cost is None:
@@ -281,7 +283,7 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     numbers = (f"a={cost[0]:.1f} ms, b={cost[1]:.2f} ms/item, {rate:.1f} rps per replica, target {ms_text(target)} ms: "
                f"capacity {mine.capacity_rps:.0f} -> {theirs.capacity_rps:.0f} rps per replica, predicted p95 "
                f"{_ms(mine.p95_now_ms)} -> {_ms(theirs.p95_now_ms)}")
-    breaching = obs.p95_ms is not None and obs.p95_ms > target
+    breaching = obs.p95_ms is not None and obs.p95_ms > target * (1.0 + obs.tolerance)
     if pick == current:
         return hold("Optimal", f"the settings in force are the best predicted ({numbers})",
                     replace(state, candidate=None, candidate_since=None))

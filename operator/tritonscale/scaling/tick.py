@@ -22,8 +22,8 @@ from typing import Any
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
-from tritonscale.api.spec import InferenceServiceSpec, model_name
-from tritonscale.api.validation import validate_body
+from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec, model_name
+from tritonscale.api.validation import scaling_spec, validate_body, validate_spec
 from tritonscale.kube.client import API_ERRORS, FIELD_MANAGER, Kube, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.render.kubernetes_objects import (
@@ -139,6 +139,22 @@ def _made_from(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]) -> 
     if pdb is not None and (pdb.get("spec") or {}).get("minAvailable") != floor:
         return None
     return spec
+
+
+def scaling_in_force(uid: str, spec: Mapping[str, Any] | None) -> ScalingSpec:
+    """The ``scaling`` block the autoscaler loop paces its ticks and queries Prometheus by: the spec's,
+    when the whole spec is valid; else the one the last tick scaled by (the last valid spec, or the one the
+    fleet was made from), so an invalid edit changes neither the Prometheus URL, the rate window nor the
+    interval of a fleet that goes on being scaled by its old spec; else, before any tick, the block parsed
+    on its own (``scaling_spec``: defaults where it does not parse)."""
+    try:
+        edited, _ = validate_spec(spec)
+    except TypeError:  # Kopf's ``spec`` is a view, a Mapping whatever the spec is: "hello" raises when read
+        edited = None
+    if edited is not None:
+        return edited.scaling
+    known = _valid_specs.get(uid)
+    return known.scaling if known is not None else scaling_spec(spec)
 
 
 def forget(uid: str) -> None:
@@ -549,6 +565,12 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             try:
                 kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
             except API_ERRORS as exc:
+                # Nothing changed: lastScaleTime stays the last change's (the decider stamped this tick's,
+                # and a refusal at every tick moved it every tick while nothing scaled).
+                kept = dataclasses.replace(decision.state, last_scale_time=state.last_scale_time)
+                _memory[uid] = kept
+                new_status = new_status.model_copy(update={
+                    "scaling_state": kept.to_dict(), "last_scale_time": status.get("lastScaleTime")})
                 _scale_failed(kube, body, scaling, written, new_status, decision, current, exc, now, event)
                 return True
             event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])

@@ -323,7 +323,7 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
 def drain_surge(step: Step, replicas: Replicas, policy: Policy) -> Step:
     """Pods on a node being drained (cordoned) are started again elsewhere first, as a rollout's
     maxSurge does: one more replica for each, within maxReplicas. The PodDisruptionBudget keeps
-    ``minReplicas`` available, so at the warm floor it refuses every eviction and the drain (a
+    ``minReplicas`` available, so at minReplicas it refuses every eviction and the drain (a
     node upgrade) waits for good; once the extra replicas are ready it allows them one by one, the
     ReplicaSet replaces each evicted pod on another node, and when none is left on a cordoned
     node the decision needs no surge and the fleet comes back down. Applied to every decision,
