@@ -99,6 +99,22 @@ class ApiRetryDigest(logging.Filter):
         return True
 
 
+class HiddenCredentials(logging.Filter):
+    """Credentials in a URL (``http://user:pass@host``) written as ``***`` in every log line, as status,
+    Events and metric labels show them (``url_without_credentials``): with ``--verbose`` Kopf logs whole
+    objects at DEBUG ("Creation is in progress: {...}"), a spec.scaling.prometheus.url with a password
+    in it included, and the operator's log is read by more people than the InferenceService."""
+
+    USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s'\"@]+@")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        hidden = self.USERINFO.sub(r"\g<scheme>***@", message)
+        if hidden != message:
+            record.msg, record.args = hidden, ()
+        return True
+
+
 # Kopf's diff-base is a copy of the object's spec, labels and annotations in one annotation, and an
 # object's annotations may take 256 KiB in all -- kubectl apply's own copy of the object among them.
 # Past this size the diff-base holds digests of its largest parts instead (``elide_essence``), so a
@@ -249,6 +265,8 @@ def configure_logging(verbose: bool) -> None:
     plain format dropped -- with many InferenceServices nobody could tell which one failed."""
     text_format: Any = LOG_FORMAT  # Kopf takes a format string as well as its LogFormat
     kopf.configure(verbose=verbose, log_format=text_format, log_prefix=True)
+    for handler in logging.getLogger().handlers:  # Kopf's, which every logger's records reach
+        handler.addFilter(HiddenCredentials())
     if not verbose:
         for handler in logging.getLogger().handlers:  # Kopf's, which every logger's records reach
             handler.addFilter(ApiRetryDigest())

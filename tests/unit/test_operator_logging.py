@@ -50,3 +50,20 @@ def test_a_liveness_probe_is_not_a_log_line_unless_verbose(restored_root: loggin
     access.setLevel(logging.NOTSET)
     configure_logging(verbose=True)
     assert access.isEnabledFor(logging.INFO)
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_credentials_in_urls_are_hidden_in_every_log_line(restored_root: logging.Logger, verbose: bool) -> None:
+    """--verbose has Kopf log whole objects at DEBUG, a Prometheus URL with a password in it included."""
+    configure_logging(verbose=verbose)
+    (handler,) = [h for h in restored_root.handlers if type(h).__name__ == "_KopfStreamHandler"]
+    body = {"spec": {"scaling": {"prometheus": {"url": "http://alice:tenantpw@prom.team-a:9090/prom"}}},
+            "note": "see https://docs.example/x@y and git+ssh://git@host/repo"}
+    record = logging.getLogger("kopf.objects").makeRecord("kopf.objects", logging.DEBUG, __file__, 1,
+                                                         "Creation is in progress: %r", (body,), None)
+    assert all(f.filter(record) for f in handler.filters)
+    line = handler.format(record)
+    assert "tenantpw" not in line and "alice" not in line
+    assert "'http://***@prom.team-a:9090/prom'" in line
+    assert "https://docs.example/x@y" in line  # an @ in a path is no credential
+    assert "git+ssh://***@host/repo" in line

@@ -609,6 +609,8 @@ def test_the_query_is_sent_in_the_post_body_not_the_url():
     (400, {"status": "error", "errorType": "bad_data", "error": 'invalid parameter "query": 1:8: parse error'},
      'HTTP 400: invalid parameter "query": 1:8: parse error'),
     (502, None, "HTTP 502"),  # a proxy's page: the status alone
+    # another service's JSON (a URL in a spec may name any host): not echoed, the status alone
+    (500, {"error": "INTERNAL-ONLY: db_password=letmein"}, "HTTP 500"),
     # a URL without Prometheus's route prefix, or with /api/v1/query in it: "HTTP 404" alone named no cause
     (404, None, "HTTP 404 (no Prometheus query API under this URL's path: give Prometheus's base URL, with its "
                 "--web.route-prefix if it has one, and without /api/v1/...)"),
@@ -622,6 +624,7 @@ def test_a_failed_answer_is_said_plainly(status, answer, said):
     with _prometheus(_answering(status, body)) as url:
         snap = PrometheusSource(url).fetch(60)
     assert not snap.ok and said in snap.error, snap.error
+    assert "letmein" not in snap.error
 
 
 def test_the_targets_query_is_best_effort():

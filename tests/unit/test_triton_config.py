@@ -333,7 +333,7 @@ def test_config_ignores_fields_triton_never_sees() -> None:
 
 @pytest.mark.parametrize("name", [
     'in"put', "back\\slash", 'both\\"mixed', "new\nline", "tab\there", "caf\u00e9", "bell\x07", "{brace} [x]",
-    "colon: value", "'single'",
+    "colon: value", "'single'", "emoji \U0001F600",
 ])
 def test_tensor_names_are_escaped(name: str) -> None:
     doc = variant(model__inputs=[{"name": name, "dataType": "FP32", "dims": [2]}],

@@ -28,8 +28,11 @@ _TRT_WORKSPACE_BYTES = 1 << 30
 
 
 def _q(s: str) -> str:
-    """Quote a string as a protobuf text-format literal (JSON escaping is a valid subset)."""
-    return json.dumps(s)
+    """Quote a string as a protobuf text-format literal (JSON escaping is a valid subset). Not ASCII-only:
+    JSON writes a character beyond the BMP as a surrogate pair (an emoji as "\\ud83d\\ude00"), which
+    protobuf's text parsers read as two lone surrogates, not one character (Python's refuses them);
+    written as UTF-8, it is the character. Control characters stay escaped (\\n, \\u0007)."""
+    return json.dumps(s, ensure_ascii=False)
 
 
 def _dims(dims: list[int]) -> str:

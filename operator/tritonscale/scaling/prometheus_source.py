@@ -476,14 +476,18 @@ def redacted(text: str, url: str) -> str:
 
 def _prometheus_error(body_repr: str) -> str | None:
     """The ``error`` of Prometheus's JSON answer, from the repr of its bytes the client's exception
-    carries; None if it is none (a proxy's page, say)."""
+    carries; None if it is none (a proxy's page, say). Only an answer in the shape of Prometheus's
+    errors (``status`` "error" and an ``errorType``): a URL in a spec may name any host the operator
+    reaches, and what another service answers is not echoed into status, Events and the log."""
     import ast
 
     try:
         answer = json.loads(ast.literal_eval(body_repr))
     except (ValueError, SyntaxError, TypeError):
         return None
-    error = answer.get("error") if isinstance(answer, dict) else None
+    if not (isinstance(answer, dict) and answer.get("status") == "error" and isinstance(answer.get("errorType"), str)):
+        return None
+    error = answer.get("error")
     return error if isinstance(error, str) and error else None
 
 
