@@ -288,6 +288,9 @@ TYPE_CASES: tuple[Case, ...] = (
     Case("image-leading-space", {"runtime.image": " nvcr.io/nvidia/tritonserver:25.08-py3"}, ("spec.runtime.image",)),
     Case("image-trailing-nbsp", {"runtime.image": "nvcr.io/nvidia/tritonserver:25.08-py3\u00a0"},
          ("spec.runtime.image",)),
+    Case("fetch-image-final-newline", {"runtime.fetchImage": "registry.corp/aws-cli:2.17.0\n"},
+         ("spec.runtime.fetchImage",), ("whitespace",)),
+    Case("fetch-image-empty", {"runtime.fetchImage": ""}, ("spec.runtime.fetchImage",)),
     Case("storage-pvc-claim-254", {"model.storageUri": "pvc://" + "a" * 254 + "/m"}, ("spec.model.storageUri",),
          ("at most 253",)),
     # flags the operator sets itself (a later one wins in tritonserver: probes on the old port never pass)

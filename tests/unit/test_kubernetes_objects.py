@@ -274,6 +274,16 @@ def test_model_fetch_init_container(uri: str, image: str, script_has: str, claim
         assert "ln -s" in script
 
 
+@pytest.mark.parametrize("uri", ["pvc://models/linear", "s3://bucket/m", "gs://bucket/m"])
+def test_the_fetch_image_may_be_a_mirror(uri: str) -> None:
+    """An air-gapped or allow-listed registry: runtime.fetchImage replaces the public image, the script stays."""
+    mirror = "registry.corp.example/mirror/fetch@sha256:" + "a" * 64
+    dep = children(mutate(BASE, {"spec.model.storageUri": uri, "spec.runtime.fetchImage": mirror}))["Deployment"]
+    default = children(mutate(BASE, {"spec.model.storageUri": uri}))["Deployment"]
+    assert fetch(dep)["image"] == mirror
+    assert fetch(dep)["command"] == fetch(default)["command"]
+
+
 def test_fetch_script_quotes_the_uri() -> None:
     dep = children(mutate(BASE, {"spec.model.storageUri": "s3://bucket/a;rm-rf"}))["Deployment"]
     assert "'s3://bucket/a;rm-rf'" in fetch(dep)["command"][-1]

@@ -402,6 +402,14 @@ class RuntimeSpec(_Model):
     gpus: int = Field(
         default=1, ge=0, le=16, description="nvidia.com/gpu limit per replica; 0 runs CPU instances (KIND_CPU).",
     )
+    fetch_image: str | None = Field(
+        default=None, min_length=1, max_length=1024,
+        description="Image of the init container that puts the model in place: for s3:// it runs `aws s3 cp`, for "
+        "gs:// `gcloud storage cp`, for pvc:// /bin/sh and ln. Unset: amazon/aws-cli:2.17.0, "
+        "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable and busybox:1.36. Set it to a mirror (an "
+        "air-gapped registry, an allow-listed one) or a digest. A change rolls the pods.",
+        json_schema_extra={"x-kubernetes-validations": [
+            {"rule": "self == self.trim()", "message": _IMAGE_SPACE_MESSAGE}]})
     resources: dict[str, Any] = _free_form("Container resources (requests/limits), merged with the GPU limit.")
     node_selector: dict[str, str] = Field(
         default_factory=dict, max_length=MAX_NODE_SELECTOR, description="Pod nodeSelector.",
@@ -455,10 +463,10 @@ class RuntimeSpec(_Model):
                 raise ValueError(f"{arg[:60]!r}: {_OPERATOR_FLAGS_MESSAGE}")
         return v
 
-    @field_validator("image")
+    @field_validator("image", "fetch_image")
     @classmethod
-    def _image(cls, v: str) -> str:
-        if v != v.strip(GO_SPACE):
+    def _image(cls, v: str | None) -> str | None:
+        if v is not None and v != v.strip(GO_SPACE):
             raise ValueError(_IMAGE_SPACE_MESSAGE)
         return v
 

@@ -62,7 +62,7 @@ def max_surge(replicas: int) -> int:
 
 HTTP_PORT, GRPC_PORT, METRICS_PORT = (OPERATOR_PORTS[f] for f in ("--http-port", "--grpc-port", "--metrics-port"))
 
-# Images for the init container that assembles the model directory.
+# Images for the init container that assembles the model directory, unless runtime.fetchImage names one.
 FETCH_IMAGES = {
     "s3": "amazon/aws-cli:2.17.0",
     "gs": "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable",
@@ -267,7 +267,7 @@ def _fetch_container(
               f"cp /config/config.pbtxt {shlex.quote(dest)}/config.pbtxt\n")
     container = {
         "name": "model-fetch",
-        "image": FETCH_IMAGES[scheme],
+        "image": spec.runtime.fetch_image or FETCH_IMAGES[scheme],
         "command": ["/bin/sh", "-c", script],
         "env": list(spec.runtime.env),
         "volumeMounts": mounts,
