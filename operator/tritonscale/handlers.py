@@ -91,8 +91,12 @@ def _events_for(body: Any) -> Any:
 @kopf.on.field(GROUP, VERSION, PLURAL, field=st.batching_field("preferred_batch_sizes"))
 @kopf.on.field(GROUP, VERSION, PLURAL, field=st.batching_field("source"))
 def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> None:
+    meta = body.get("metadata", {})
+    key = (str(meta.get("namespace")), str(meta.get("name")))
+    _seen.pop(key, None)  # this pass may fail half way: until it ends, nothing is known
     try:
         outcome = reconcile(_kube(), dict(body), _events_for(body))
+        _passed(*key, outcome)
     except API_ERRORS as exc:
         if isinstance(exc, ApiException) and exc.status == 404 and _gone(body):
             # Deleted (or deleted and created again) while this pass ran: its children, if written, go
@@ -133,13 +137,28 @@ def retry_delay(retry: int, first_s: float) -> float:
     return min(first_s * 2.0 ** min(retry, 16), CONFLICT_RETRY_MAX_S)
 
 
+# By (namespace, InferenceService): its children as its last whole pass left them (``Outcome.seen``).
+_seen: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def _passed(namespace: str, name: str, outcome: Any) -> None:
+    """What a pass saw of the children, for ``child_changed``; nothing known after a pass that stopped short."""
+    seen = getattr(outcome, "seen", None)
+    if seen:
+        _seen[(namespace, name)] = dict(seen)
+    else:
+        _seen.pop((namespace, name), None)
+
+
 def _reconcile_owner(namespace: str, name: str) -> None:
     kube = _kube()
     try:
         owner = kube.get_inference_service(namespace, name)
         if owner is None or owner["metadata"].get("deletionTimestamp"):
+            _seen.pop((namespace, name), None)
             return  # the owner is gone; garbage collection removes the children
-        reconcile(kube, owner, _events_for(owner))
+        _seen.pop((namespace, name), None)  # this pass may fail half way: until it ends, nothing is known
+        _passed(namespace, name, reconcile(kube, owner, _events_for(owner)))
     except API_ERRORS as exc:
         # A 404: the owner or a child vanished between our read and our write: the garbage
         # collector removes a just-deleted owner's children within milliseconds. That
@@ -176,12 +195,23 @@ def _is_child(body: kopf.Body, **_: Any) -> bool:
 @kopf.on.event("", "v1", "services", when=_is_child)
 @kopf.on.event("", "v1", "configmaps", when=_is_child)
 @kopf.on.event("policy", "v1", "poddisruptionbudgets", when=_is_child)
-def child_changed(body: kopf.Body, namespace: str | None, **_: Any) -> None:
+def child_changed(body: kopf.Body, namespace: str | None, resource: Any = None, type: str | None = None,
+                  **_: Any) -> None:
     """A child changed or vanished: correct drift and refresh Ready from the Deployment. (Kopf watches
-    each kind whole and filters here, so the owner reference costs no more than the label did.)"""
+    each kind whole and filters here, so the owner reference costs no more than the label did.) Not for
+    a version of the child the owner's last whole pass already read or wrote (``Outcome.seen``): a
+    restart's listing reconciled each InferenceService once per child kind after its resume (5 passes,
+    1,000 for 200 objects in the first minute), and each pass's own writes came back as events."""
     owner = owner_name(body)
-    if owner and namespace:  # every child is namespaced
-        _reconcile_owner(namespace, owner)
+    if not owner or not namespace:  # every child is namespaced
+        return
+    kind = getattr(resource, "kind", None) or body.get("kind")
+    meta = body.get("metadata") or {}
+    version = meta.get("resourceVersion")
+    if type != "DELETED" and version and _seen.get((namespace, owner), {}).get(f"{kind}/{meta.get('name')}") == str(
+            version):
+        return
+    _reconcile_owner(namespace, owner)
 
 
 def _snapshots() -> SnapshotCache:
@@ -271,6 +301,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
         if gone or (stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason):
             autoscaler.forget(uid)
             om.forget(namespace, name)
+            _seen.pop((namespace, name), None)
 
 
 def _without_finalizer(fn: Any) -> None:

@@ -52,6 +52,10 @@ class Outcome:
     problems: list[Problem] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # children whose names something else holds
     adopted: list[str] = field(default_factory=list)  # orphans of this object's taken back (``adoptable``)
+    # After a whole pass: each child ("Kind/name") at the resourceVersion the pass read or wrote it, so
+    # a watch event of that very version (Kopf's listing at a restart, the echo of the pass's own write)
+    # has nothing new to reconcile. Empty when the pass stopped short (a conflict, a refusal).
+    seen: dict[str, str] = field(default_factory=dict)
 
 
 def what_it_does(child: dict[str, Any] | None) -> Any:
@@ -486,6 +490,9 @@ def _write_children(kube: Kube, body: dict[str, Any], writes: list[Write], outco
         except Exception as exc:
             _write_failed(kube, body, f"{kind}/{cname}", exc, event, now())
             raise
+        version = ((live or {}).get("metadata") or {}).get("resourceVersion")
+        if version:
+            outcome.seen[f"{kind}/{cname}"] = str(version)
         if kind == "Deployment":
             deployment = live
             # The pod template as the API server has it, before and after: a patch always carries the

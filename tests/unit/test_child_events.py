@@ -1,0 +1,84 @@
+"""A child's watch event reconciles its owner unless the owner's last whole pass already read or wrote that
+very version of it (Kopf's listing at a restart, the echo of the pass's own writes): a restart made five
+passes per InferenceService (its resume, then one per child kind), 1,000 for 200 objects."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tritonscale import handlers
+from tritonscale.reconcile.inference_service import Outcome
+
+OWNER = {"metadata": {"name": "linear", "namespace": "prod", "uid": "u-1"}}
+SEEN = {"Deployment/linear": "107", "Service/linear": "98", "ConfigMap/linear-config-0123456789abcdef": "97",
+        "PodDisruptionBudget/linear": "99"}
+
+
+def _child(kind: str, name: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "prod", "resourceVersion": version,
+                         "labels": {handlers.LABEL: "linear"}}}
+
+
+@pytest.fixture
+def passes(monkeypatch) -> list[str]:
+    """Each pass of the reconciler (the owner's name); every pass leaves the children at SEEN."""
+    done: list[str] = []
+
+    class Kube:
+        def get_inference_service(self, namespace: str, name: str) -> dict[str, Any]:
+            return OWNER
+
+    def reconcile(_kube: Any, owner: dict[str, Any], _events: Any) -> Outcome:
+        done.append(owner["metadata"]["name"])
+        return Outcome(valid=True, seen=dict(SEEN))
+
+    monkeypatch.setattr(handlers, "_kube", Kube)
+    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
+    monkeypatch.setattr(handlers, "reconcile", reconcile)
+    handlers._seen.clear()
+    yield done
+    handlers._seen.clear()
+
+
+def _event(kind: str, name: str, version: str, type_: str | None = None) -> None:
+    handlers.child_changed(body=_child(kind, name, version), namespace="prod",
+                           resource=SimpleNamespace(kind=kind), type=type_)
+
+
+def test_a_restarts_listing_of_the_children_the_resume_pass_read_reconciles_nothing(passes) -> None:
+    handlers.reconcile_inference_service(body=OWNER)  # the resume
+    for key, version in SEEN.items():
+        kind, name = key.split("/")
+        _event(kind, name, version)  # Kopf's initial listing: type None
+        _event(kind, name, version, "MODIFIED")  # the echo of the pass's own write
+    assert passes == ["linear"]
+
+
+def test_a_new_version_a_deletion_or_an_unknown_child_reconciles(passes) -> None:
+    handlers.reconcile_inference_service(body=OWNER)
+    _event("Deployment", "linear", "108", "MODIFIED")  # its status moved (a pod became ready): Ready follows
+    assert passes == ["linear", "linear"]
+    _event("Service", "linear", "98", "DELETED")  # deleted by hand: put back
+    _event("ConfigMap", "linear-config-fedcba9876543210", "97", "ADDED")  # not one the pass saw
+    assert len(passes) == 4
+
+
+def test_a_pass_that_stops_short_or_fails_leaves_nothing_known(passes, monkeypatch) -> None:
+    handlers.reconcile_inference_service(body=OWNER)
+    monkeypatch.setattr(handlers, "reconcile", lambda *a: passes.append("short") or Outcome(valid=False))
+    handlers.reconcile_inference_service(body=OWNER)  # e.g. the spec became invalid, or a name conflict
+    _event("Deployment", "linear", "107", "MODIFIED")
+    assert passes == ["linear", "short", "short"]
+
+    def fails(*_: Any) -> Outcome:
+        passes.append("failed")
+        raise RuntimeError("half way")
+
+    handlers._seen[("prod", "linear")] = dict(SEEN)
+    monkeypatch.setattr(handlers, "reconcile", fails)
+    with pytest.raises(RuntimeError):
+        _event("Service", "linear", "99", "MODIFIED")
+    assert ("prod", "linear") not in handlers._seen  # what the failed pass read is not known to be done
