@@ -181,6 +181,18 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     assert patched.spec.template.spec.containers[0].command == ["sleep", "infinity"]
     wait_for(lambda: "command" not in k.deployment("linear")["spec"]["template"]["spec"]["containers"][0], 3,
              what="the command added to be removed")
+    # ... and keys the API server refuses beside ours (reconcile.diff.EXCLUDING_KEYS): a budget given
+    # maxUnavailable for its minAvailable (a merge patch putting minAvailable back alone was refused, and
+    # read as an invalid spec), a Service made an ExternalName (its traffic sent elsewhere).
+    floor = k.policy.read_namespaced_pod_disruption_budget("linear", ns).spec.min_available
+    k.policy.patch_namespaced_pod_disruption_budget("linear", ns, [
+        {"op": "remove", "path": "/spec/minAvailable"}, {"op": "add", "path": "/spec/maxUnavailable", "value": 1}])
+    wait_for(lambda: (lambda b: b.spec.min_available == floor and b.spec.max_unavailable is None)(
+        k.policy.read_namespaced_pod_disruption_budget("linear", ns)), 3, what="the budget put back")
+    k.core.patch_namespaced_service("linear", ns, {"spec": {"type": "ExternalName", "externalName": "example.com"}})
+    wait_for(lambda: (lambda svc: svc.spec.type == "ClusterIP" and svc.spec.external_name is None)(
+        k.core.read_namespaced_service("linear", ns)), 3, what="the Service made ClusterIP again")
+    assert (k.condition("linear", "SpecValid") or {}).get("status") == "True"
     # Once no ReplicaSet mounts the old config (its history pruned; here deleted by hand), the next pass
     # deletes it -- here the one a deleted ConfigMap starts.
     for rs in k.replica_sets("linear"):

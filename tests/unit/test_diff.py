@@ -228,11 +228,17 @@ def _container(obj: dict[str, Any]) -> dict[str, Any]:
      lambda p, d: p["spec"]["selector"] == {**d["spec"]["selector"], "typo": None}),
     ("PodDisruptionBudget", lambda o: o["spec"]["selector"]["matchLabels"].update(typo="x"),
      lambda p, d: p["spec"]["selector"]["matchLabels"] == {**d["spec"]["selector"]["matchLabels"], "typo": None}),
+    # keys the API server refuses beside ours (EXCLUDING_KEYS): nulled with ours put back
+    ("PodDisruptionBudget", lambda o: (o["spec"].pop("minAvailable"), o["spec"].update(maxUnavailable=1)),
+     lambda p, d: p["spec"]["maxUnavailable"] is None and p["spec"]["minAvailable"] == d["spec"]["minAvailable"]),
+    ("Service", lambda o: o["spec"].update(type="ExternalName", externalName="example.com"),
+     lambda p, d: p["spec"]["type"] == "ClusterIP" and p["spec"]["externalName"] is None),
     ("Deployment", lambda o: _container(o).update(command=["sleep", "infinity"]),
      lambda p, d: "command" not in _container(p) and _container(p)["args"] == _container(d)["args"]),
 ], ids=["image", "extra-arg", "missing-arg", "config-hash", "max-unavailable", "configmap-data",
         "service-port-removed", "service-port-changed", "pdb", "label-removed", "owner-ref-removed",
-        "service-selector-key-added", "pdb-selector-key-added", "container-command-added"])
+        "service-selector-key-added", "pdb-selector-key-added", "pdb-max-unavailable", "service-external-name",
+        "container-command-added"])
 def test_drift_is_patched_and_converges(kind: str, drift: Any, check: Any) -> None:
     desired = desired_children(_base())[kind]
     live = api_server_view(desired)

@@ -55,6 +55,15 @@ WHOLE_MAPS = {
     "PodDisruptionBudget": (("spec", "selector", "matchLabels"),),
 }
 WHOLE_CONTAINER_KEYS = ("command", "args")
+# Keys another writer may add that the API server refuses beside ours: a merge patch putting ours back
+# leaves theirs, and the server refuses the result -- a budget given maxUnavailable beside our
+# minAvailable ("cannot be both set"), a Service made an ExternalName (our ClusterIP type with an
+# externalName). The patch nulls them, as it does a key we applied and no longer want; without it the
+# refusal read as an invalid spec (ChildRejected) and the drift stayed, a drain free to take every pod.
+EXCLUDING_KEYS = {
+    "PodDisruptionBudget": (("spec", "maxUnavailable"),),
+    "Service": (("spec", "externalName"),),
+}
 
 
 def _at(obj: Any, path: tuple[str, ...]) -> Any:
@@ -77,6 +86,20 @@ def added_keys(kind: str, live: dict[str, Any], desired: dict[str, Any]) -> dict
             for key in path[:-1]:
                 node = node.setdefault(key, {})
             node[path[-1]] = extra
+    return out or None
+
+
+def excluding_keys(kind: str, live: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any] | None:
+    """A merge-patch fragment nulling the EXCLUDING_KEYS another writer set on ``live`` and the desired
+    child does not have, or None."""
+    out: dict[str, Any] = {}
+    for path in EXCLUDING_KEYS.get(kind, ()):
+        if _at(live, path) is None or _at(desired, path) is not None:
+            continue
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = None
     return out or None
 
 
@@ -179,6 +202,7 @@ def plan_patch(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any] 
     last = strip_owned_by_others(desired["kind"], last) if isinstance(last, dict) else {}
     gone = removals(last, {k: v for k, v in body.items() if k != "metadata"}) or {}
     gone = _union(gone, added_keys(desired["kind"], live, body) or {})
+    gone = _union(gone, excluding_keys(desired["kind"], live, body) or {})
     gone = _with_aliases_nulled(desired["kind"], gone)
     if contains(live, body) and not gone and not containers_differ(desired["kind"], live, body):
         return None
