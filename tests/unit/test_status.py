@@ -253,6 +253,9 @@ def _dep(ready: int, replicas: int, updated: int, progressing: tuple[str, str] |
     # every pod was ready once: a hung server's readiness probe failing, or a replacement starting
     (_dep(0, 1, 1, ("True", "NewReplicaSetAvailable")), 1, False, "ReplicasNotReady"),
     (_dep(1, 3, 3, ("True", "NewReplicaSetAvailable")), 2, False, "ReplicasNotReady"),
+    # `kubectl rollout pause`: no pod of the new template comes, and no deadline passes
+    ({**_dep(2, 3, 1), "metadata": {"name": "linear"}, "spec": {"paused": True}}, 1, "Unknown", "RolloutPaused"),
+    ({**_dep(2, 2, 2), "spec": {"paused": True}}, 1, True, "ReplicasReady"),  # paused with nothing to roll out
     # a new template the controller has not reported on yet (generation ahead of observedGeneration)
     ({**_dep(0, 1, 1, ("True", "NewReplicaSetAvailable")), "metadata": {"generation": 3}}, 1, False,
      "ReplicasStarting"),
@@ -270,6 +273,9 @@ def test_ready_is_about_the_spec_as_applied_not_an_earlier_one_still_serving(dep
                 "`kubectl rollout restart`)")
     if why == "RollingOut":
         assert f"rolling out {template}" in message and "of the earlier one" in message
+    if why == "RolloutPaused":
+        assert message.endswith("is not rolling out (1 pod(s) of it, 2 of the earlier one): `kubectl rollout resume "
+                                "deployment/linear`"), message
     if why == "RolloutStuck":
         assert f"the pods of {template} did not become ready within the Deployment's " \
                "progressDeadlineSeconds" in message and "ProgressDeadlineExceeded" in message

@@ -50,11 +50,24 @@ def test_a_count_set_elsewhere_is_reported_once_and_overruled() -> None:
         kube.deployment["metadata"]["managedFields"] = [OURS]
         tick.run_tick(kube, "default", "linear", down, t + 2, lambda body, *e: events.append(e))
 
-    for t in (1015.0, 1030.0, 1045.0, 1060.0):
+    cycle(1015.0)
+    assert _scaling(kube)["reason"] != "ReplicasSetElsewhere"  # once (a `kubectl scale`): the event alone
+    scaled = [e for e in events if e[1] == "Scaled"]
+    assert scaled[-1][2].startswith("scaled up from 1 to 2 (spec.replicas had been set to 1 elsewhere; the last "
+                                    "tick asked for 2): "), scaled[-1]
+    for t in (1030.0, 1045.0, 1060.0):
         cycle(t)
+        # recurring (an HPA): the Scaling condition says so at every tick, between overrides too
+        cond = _scaling(kube)
+        assert (cond["status"], cond["reason"]) == ("False", "ReplicasSetElsewhere"), cond
+        assert "another writer keeps setting the Deployment's spec.replicas (kube-controller-manager (through " \
+               "/scale): " in cond["message"] and "the autoscaler's decision: " in cond["message"]
     said = [e for e in events if e[1] == "ReplicasSetElsewhere"]
     assert len(said) == 1 and said[0][0] == "Warning", said
     assert "spec.replicas is 1, set by kube-controller-manager (through /scale), not the 2" in said[0][2]
+    # No override for the window: the condition is the decision's again.
+    tick.run_tick(kube, "default", "linear", down, 1062.0 + tick.FIGHT_WINDOW_S, lambda body, *e: events.append(e))
+    assert _scaling(kube)["reason"] != "ReplicasSetElsewhere"
     cycle(1015.0 + tick.OVERRIDE_REPEAT_S)  # the first event has expired: said again
     assert len([e for e in events if e[1] == "ReplicasSetElsewhere"]) == 2
 
@@ -73,6 +86,10 @@ def test_a_count_set_elsewhere_is_reported_once_and_overruled() -> None:
     tick.run_tick(kube, "default", "linear", down, 1060.0, lambda body, *e: events.append(e))
     assert not [e for e in events if e[1] == "ReplicasSetElsewhere"]
     tick.forget(UID)
+
+
+def _scaling(kube: Kube) -> dict[str, Any]:
+    return next(c for c in kube.body["status"]["conditions"] if c["type"] == "Scaling")
 
 
 def test_not_while_this_operator_s_own_patch_failed() -> None:

@@ -108,6 +108,13 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
                                        f"did not become ready within the Deployment's progressDeadlineSeconds "
                                        f"({stalled.get('message') or 'ProgressDeadlineExceeded'}){serving}: "
                                        f"see the new pods' events and logs")
+    if (deployment.get("spec") or {}).get("paused") and (old or template_written):
+        # `kubectl rollout pause`: the controller makes no pod of the new template, and a paused
+        # Deployment never reaches its progress deadline, so RollingOut would stand for good.
+        name = (deployment.get("metadata") or {}).get("name", "")
+        return "Unknown", "RolloutPaused", (f"{ready} replica(s) ready (minReplicas {min_replicas}); the Deployment "
+                                            f"is paused, so {template} is not rolling out ({updated} pod(s) of it, "
+                                            f"{old} of the earlier one): `kubectl rollout resume deployment/{name}`")
     if ready >= need and old:
         return "Unknown", "RollingOut", (f"{ready} replica(s) ready (minReplicas {min_replicas}); rolling out "
                                          f"{template}: {updated} pod(s) of it, {old} of the earlier one")

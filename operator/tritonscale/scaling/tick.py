@@ -60,6 +60,13 @@ _valid_specs: dict[str, InferenceServiceSpec] = {}
 # once the last one has expired (an hour, the API server's default event TTL).
 _overridden: dict[str, tuple[str, float]] = {}
 OVERRIDE_REPEAT_S = 3600.0
+# By object uid: when each override of spec.replicas was seen, within the last FIGHT_WINDOW_S. Once one
+# recurs -- another scaler that keeps setting the count (an HPA reconciles every 15 s), not one `kubectl
+# scale` -- the Scaling condition says so at every tick until none has been seen for the window: the
+# hourly event alone left status saying Steady while the fleet flapped, a cold start at each swing.
+_overrides_seen: dict[str, list[float]] = {}
+FIGHT_WINDOW_S = 600.0
+FIGHT_OVERRIDES = 2
 # Object uids this process has logged a decision of at INFO: its first tick of each object is, so an
 # operator started (or elected) while a problem goes on says so -- the change-of-reason rule compares
 # with the Scaling condition the previous process wrote, and would stay silent.
@@ -165,6 +172,7 @@ def forget(uid: str) -> None:
     _pods_seen.pop(uid, None)
     _valid_specs.pop(uid, None)
     _overridden.pop(uid, None)
+    _overrides_seen.pop(uid, None)
     _logged.discard(uid)
 
 
@@ -199,22 +207,36 @@ def replicas_writers(deployment: dict[str, Any]) -> list[str]:
 
 
 def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deployment: dict[str, Any],
-                         current: int, last_reason: str | None, now: float, event: EventFn) -> None:
+                         current: int, last_reason: str | None, now: float, event: EventFn) -> str | None:
     """spec.replicas is not what this operator asked for last, and another writer owns it: a Warning
     event and a log line, once per set of writers (again after OVERRIDE_REPEAT_S). The autoscaler owns
     the field; a second scaler on the Deployment (an HPA, `kubectl scale`) is overruled at every tick,
     and the fleet flaps between the two. Not while this operator's own last patch failed (ScaleFailed):
-    the count then differs with nobody else involved. ``last_reason``: the Scaling condition's."""
+    the count then differs with nobody else involved. ``last_reason``: the Scaling condition's. Returns
+    what the Scaling condition says while overrides recur (``FIGHT_OVERRIDES`` within FIGHT_WINDOW_S),
+    else None."""
     asked = status.get("desiredReplicas")
     uid = body["metadata"]["uid"]
     failed = last_reason == "ScaleFailed"
     writers = replicas_writers(deployment) if isinstance(asked, int) and asked != current and not failed else []
+    seen = [t for t in _overrides_seen.get(uid, ()) if now - t < FIGHT_WINDOW_S] + ([now] if writers else [])
+    if seen:
+        _overrides_seen[uid] = seen
+    else:
+        _overrides_seen.pop(uid, None)
+    fight = None
+    if len(seen) >= FIGHT_OVERRIDES:
+        who = ", ".join(writers) if writers else (_overridden.get(uid) or ("another writer", 0.0))[0]
+        fight = (f"another writer keeps setting the Deployment's spec.replicas ({who}: {len(seen)} times in the "
+                 f"last {FIGHT_WINDOW_S / 60:g} minutes), and each change is undone at the next tick: a second "
+                 f"scaler on the Deployment (an HorizontalPodAutoscaler's writes come from kube-controller-manager). "
+                 f"Remove it, and scale through spec.scaling")
     if not writers:
-        return
+        return fight
     key = ", ".join(writers)
     said = _overridden.get(uid)
     if said is not None and said[0] == key and now - said[1] < OVERRIDE_REPEAT_S:
-        return
+        return fight
     message = (f"the Deployment's spec.replicas is {current}, set by {key}, not the {asked} this "
                f"operator asked for: the autoscaler owns that field, so another scaler on the Deployment (an "
                f"HorizontalPodAutoscaler, kubectl scale) and the autoscaler's own decisions overrule each other "
@@ -224,6 +246,7 @@ def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deploy
     event(body, "Warning", "ReplicasSetElsewhere", message[:1000])
     meta = body["metadata"]
     log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
+    return fight
 
 
 def _serving(body: dict[str, Any], deployment: dict[str, Any]) -> tuple[str | None, bool]:
@@ -516,7 +539,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         # reason is logged at INFO.
         scaling = next((c for c in st.conditions_of(status) if c.type == st.SCALING), None)
         last = scaling.reason if scaling is not None else None
-        _replicas_overridden(body, status, deployment, current, last, now, event)
+        fight = _replicas_overridden(body, status, deployment, current, last, now, event)
         model = model_name(spec, name)
         obs = snapshot.observation(namespace, name, model)
 
@@ -552,12 +575,21 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                                        body["metadata"].get("generation"))
         if not stale and (tuning is not None or "batching" in status):  # written while tuning, removed after
             new_status.batching = bs.batching_status(spec, status, tuning, now)
+        if fight is not None:
+            new_status.conditions = st.set_condition(
+                new_status.conditions, st.SCALING, False, "ReplicasSetElsewhere",
+                f"{fight}; the autoscaler's decision: {decision.reason}: {decision.message}"[:1000], now,
+                body["metadata"].get("generation"))
         written = _write_status(kube, body, status, new_status, tuning, event, now)
 
         scaled = decision.replicas != current
         verb = ("up" if decision.replicas > current else "down") if scaled else "none"
         what = (f"scaled {verb} from {current} to {decision.replicas}" if scaled
                 else f"holding {replicas_text(current)} ({ready} ready)")
+        asked = status.get("desiredReplicas")
+        if scaled and isinstance(asked, int) and asked != current and last != "ScaleFailed" and \
+                replicas_writers(deployment):  # a count set by hand put back: not a change of load
+            what += f" (spec.replicas had been set to {current} elsewhere; the last tick asked for {asked})"
         # The gauges follow every tick, a scale the API refuses included (status says the same).
         om.publish(namespace, name, decision.replicas, ready, (spec.scaling.floor, spec.scaling.max_replicas),
                    spec.scaling.target_p95_milliseconds, obs.p95_ms)
