@@ -167,9 +167,15 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
 
     # Drift on a child is corrected: an edited image, a deleted ConfigMap.
     k.apps.patch_namespaced_deployment("linear", ns, {"spec": {"template": {"spec": {"containers": [
-        {**container, "image": "evil/image:latest"}]}}}})
+        {**container, "image": "evil/image:latest"}]}}}}, field_manager="kubectl-edit")
     wait_for(lambda: k.deployment("linear")["spec"]["template"]["spec"]["containers"][0]["image"] == container["image"],
              3, what="image drift to be reverted")
+    # ... and said as drift, naming who made it (the spec did not change: not "updated to match the spec")
+    reverted = wait_for(lambda: [e for e in k.core.list_namespaced_event(ns).items
+                                 if e.involved_object.name == "linear" and e.reason == "DriftReverted"], 5,
+                        what="a DriftReverted event")
+    assert reverted[0].type == "Warning" and "Deployment/linear" in reverted[0].message
+    assert "changed by kubectl-edit, not through this InferenceService" in reverted[0].message
     # ... and keys added where the child's value is held whole (reconcile.diff.WHOLE_MAPS): a Service
     # selecting no pod, a container told to run something else.
     patched = k.core.patch_namespaced_service("linear", ns, {"spec": {"selector": {"typo": "x"}}})

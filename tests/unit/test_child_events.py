@@ -82,3 +82,19 @@ def test_a_pass_that_stops_short_or_fails_leaves_nothing_known(passes, monkeypat
     with pytest.raises(RuntimeError):
         _event("Service", "linear", "99", "MODIFIED")
     assert ("prod", "linear") not in handlers._seen  # what the failed pass read is not known to be done
+
+
+def test_writers_of_a_child_are_the_other_managers_of_the_object_itself() -> None:
+    from tritonscale.reconcile.inference_service import writers
+
+    child = {"metadata": {"managedFields": [
+        {"manager": "tritonscale", "operation": "Update"},
+        {"manager": "OpenAPI-Generator", "operation": "Update"},  # an older operator's writes
+        {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status"},
+        {"manager": "kube-controller-manager", "operation": "Update", "subresource": "scale"},  # an HPA: not here
+        {"manager": "argocd", "operation": "Apply"},
+        {"manager": "kubectl-edit", "operation": "Update"},
+        {"manager": "argocd", "operation": "Update"},
+        "junk"]}}
+    assert writers(child) == ["argocd", "kubectl-edit"]
+    assert writers({"metadata": {}}) == []

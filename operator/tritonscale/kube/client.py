@@ -30,6 +30,9 @@ MERGE = "application/merge-patch+json"
 # agent, "OpenAPI-Generator"): the autoscaler tells its own spec.replicas writes from another
 # scaler's by it, and `kubectl get -o yaml --show-managed-fields` says who wrote what.
 FIELD_MANAGER = "tritonscale"
+# Field managers that are this operator: its own, and the kubernetes client's default (its user agent),
+# under which versions before FIELD_MANAGER wrote -- spec.replicas stays theirs until the next scale.
+OWN_MANAGERS = frozenset({FIELD_MANAGER, "OpenAPI-Generator"})
 
 # Checked before every write; raises to refuse it. `tritonscale run --leader-elect` sets it
 # to the elector's check, so a replica past its renew deadline writes nothing through here.

@@ -26,7 +26,7 @@ from kubernetes.client import (
 from tritonscale.api import status as st
 from tritonscale.api.spec import LABEL, InferenceServiceSpec, model_name
 from tritonscale.api.validation import Problem, field_path, validate_body
-from tritonscale.kube.client import API_ERRORS, Kube, api_status, describe_api_error
+from tritonscale.kube.client import API_ERRORS, OWN_MANAGERS, Kube, api_status, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.reconcile.diff import LAST_APPLIED, plan_patch, with_last_applied
 from tritonscale.render.kubernetes_objects import (
@@ -52,6 +52,9 @@ class Outcome:
     problems: list[Problem] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # children whose names something else holds
     adopted: list[str] = field(default_factory=list)  # orphans of this object's taken back (``adoptable``)
+    # Children patched back (in ``patched``) with the other writers their fields had: kubectl edit, a GitOps
+    # tool's server-side apply (``writers``)
+    changed_by: dict[str, list[str]] = field(default_factory=dict)
     # After a whole pass: each child ("Kind/name") at the resourceVersion the pass read or wrote it, so
     # a watch event of that very version (Kopf's listing at a restart, the echo of the pass's own write)
     # has nothing new to reconcile. Empty when the pass stopped short (a conflict, a refusal).
@@ -492,6 +495,8 @@ def _write_children(kube: Kube, body: dict[str, Any], writes: list[Write], outco
                     outcome.adopted.append(f"{kind}/{cname}")
                 elif what_it_does(before) != what_it_does(live):
                     outcome.patched.append(f"{kind}/{cname}")
+                    if before is not None and (others := writers(before)):
+                        outcome.changed_by[f"{kind}/{cname}"] = others
                 else:  # the operator's own record alone (an upgrade's new last-applied format)
                     log.debug("%s/%s: refreshed the last-applied record of %s/%s", ns, meta["name"], kind, cname)
         except Exception as exc:
@@ -510,8 +515,25 @@ def _write_children(kube: Kube, body: dict[str, Any], writes: list[Write], outco
     return deployment, template_written
 
 
-def _announce(outcome: Outcome, template_written: bool, event: EventFn, ns: str, name: str) -> None:
-    """An event and a log line for each child created, adopted or changed."""
+def writers(child: dict[str, Any]) -> list[str]:
+    """The field managers other than this operator's that wrote the child itself (not a status or scale
+    subresource: its controller's, an HPA's), by name: ``kubectl-edit``, ``kubectl-patch``, a GitOps tool."""
+    out: list[str] = []
+    for entry in (child.get("metadata") or {}).get("managedFields") or []:
+        if not isinstance(entry, dict) or entry.get("subresource") or entry.get("manager") in OWN_MANAGERS:
+            continue
+        manager = str(entry.get("manager") or "an unnamed writer")
+        if manager not in out:
+            out.append(manager)
+    return out
+
+
+def _announce(outcome: Outcome, template_written: bool, event: EventFn, ns: str, name: str,
+              spec_unchanged: bool = False) -> None:
+    """An event and a log line for each child created, adopted or changed. A child changed back while the
+    spec is the one the last pass applied (``spec_unchanged``) was changed by someone else: a Warning
+    naming them (another tool applying it would fight the operator at every sync, a rollout each time
+    for a pod template)."""
     for ref in outcome.created:
         event("Normal", "Created", f"created {ref}")
         log.info("%s/%s: created %s", ns, name, ref)
@@ -523,6 +545,14 @@ def _announce(outcome: Outcome, template_written: bool, event: EventFn, ns: str,
     for ref in outcome.patched:
         # a new pod template replaces every pod, a cold start each: say so where the edit is seen
         rolls = "; a new pod template: the pods roll" if template_written and ref.startswith("Deployment/") else ""
+        others = outcome.changed_by.get(ref)
+        if spec_unchanged and others:
+            message = (f"put {ref} back as the spec says{rolls}: it had been changed by {', '.join(others)}, not "
+                       f"through this InferenceService. The operator owns its children: change the "
+                       f"InferenceService, or a tool that applies the child too will be undone at every sync")
+            event("Warning", "DriftReverted", message[:1000])
+            log.warning("%s/%s: %s", ns, name, message)
+            continue
         event("Normal", "Updated", f"updated {ref} to match the spec{rolls}")
         log.info("%s/%s: updated %s to match the spec%s", ns, name, ref, rolls)
 
@@ -598,7 +628,9 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         deployment, template_written = _write_children(kube, body, writes, outcome, event, now)
         # The Deployment as written and as it was before (two edits in a row: see configmaps_to_delete).
         _delete_unmounted_configmaps(kube, ns, name, meta["uid"], [dep_desired, *([dep_live] if dep_live else [])])
-        _announce(outcome, template_written, event, ns, name)
+        applied = (body.get("status") or {}).get("observedGeneration")
+        _announce(outcome, template_written, event, ns, name,
+                  spec_unchanged=applied is not None and applied == meta.get("generation"))
         patch = st.status_patch(body.get("status"), status_from_children(body, deployment, spec, now(),
                                                                          template_written))
         if patch is not None:

@@ -24,7 +24,7 @@ from kubernetes.client import ApiException
 from tritonscale.api import status as st
 from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec, model_name
 from tritonscale.api.validation import scaling_spec, validate_body, validate_spec
-from tritonscale.kube.client import API_ERRORS, FIELD_MANAGER, Kube, describe_api_error
+from tritonscale.kube.client import API_ERRORS, OWN_MANAGERS, Kube, describe_api_error
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.render.kubernetes_objects import (
     SERVING_ANNOTATION,
@@ -80,9 +80,6 @@ TICK_STAMP_S = 60.0
 _stamped: set[str] = set()
 # By (object uid, other operator): when OperatorConflict last named it (again after OVERRIDE_REPEAT_S).
 _conflicts: dict[tuple[str, str], float] = {}
-# Field managers that are this operator: its own, and the kubernetes client's default (its user agent),
-# under which versions before FIELD_MANAGER wrote -- spec.replicas stays theirs until the next scale.
-OWN_MANAGERS = frozenset({FIELD_MANAGER, "OpenAPI-Generator"})
 
 
 # Nodes' cordon state by name: (read at, unschedulable). Shared by every InferenceService's tick:
