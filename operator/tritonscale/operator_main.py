@@ -99,6 +99,21 @@ class ApiRetryDigest(logging.Filter):
         return True
 
 
+class TemporaryAsWarning(logging.Filter):
+    """Kopf logs a handler's ``kopf.TemporaryError`` at ERROR ("Handler 'reconcile_inference_service' failed
+    temporarily: another object holds the name of ..."), at each of its retries. The handlers raise it for
+    what they already report in status and retry by design -- a name another object holds, an API refusal
+    -- so it is a WARNING: ERROR is left for what nobody handles."""
+
+    TEMPORARY = re.compile(r"^Handler '[^']+' failed temporarily: ")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and record.name.startswith("kopf") and \
+                self.TEMPORARY.match(record.getMessage()):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 class HiddenCredentials(logging.Filter):
     """Credentials in a URL (``http://user:pass@host``) written as ``***`` in every log line, as status,
     Events and metric labels show them (``url_without_credentials``): with ``--verbose`` Kopf logs whole
@@ -267,6 +282,7 @@ def configure_logging(verbose: bool) -> None:
     kopf.configure(verbose=verbose, log_format=text_format, log_prefix=True)
     for handler in logging.getLogger().handlers:  # Kopf's, which every logger's records reach
         handler.addFilter(HiddenCredentials())
+        handler.addFilter(TemporaryAsWarning())
     if not verbose:
         for handler in logging.getLogger().handlers:  # Kopf's, which every logger's records reach
             handler.addFilter(ApiRetryDigest())

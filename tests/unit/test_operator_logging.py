@@ -25,9 +25,11 @@ def restored_root():
 
 
 def _format(root: logging.Logger, logger: str, message: str, **extra: object) -> str:
+    """The line the handler writes for an ERROR record (its filters applied, as ``Handler.handle`` does)."""
     record = logging.getLogger(logger).makeRecord(logger, logging.ERROR, __file__, 1, message, (), None,
                                                   extra=extra or None)
     (handler,) = [h for h in root.handlers if type(h).__name__ == "_KopfStreamHandler"]
+    assert handler.filter(record)
     return handler.format(record)
 
 
@@ -35,9 +37,9 @@ def test_kopf_object_lines_name_the_object(restored_root: logging.Logger) -> Non
     configure_logging(verbose=False)
     ref = {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService", "name": "bert",
            "namespace": "team-a", "uid": "u"}
-    line = _format(restored_root, "kopf.objects", "Handler 'reconcile_inference_service' failed temporarily: x",
-                   k8s_ref=ref)
-    assert " ERROR kopf.objects: [team-a/bert] Handler 'reconcile_inference_service' failed temporarily: x" in line
+    line = _format(restored_root, "kopf.objects", "Handler 'reconcile_inference_service' failed with an exception. "
+                   "Will retry.", k8s_ref=ref)
+    assert " ERROR kopf.objects: [team-a/bert] Handler 'reconcile_inference_service' failed with an exception." in line
     own = _format(restored_root, "tritonscale", "team-a/bert: scaled up from 1 to 2")
     assert own.endswith(" ERROR tritonscale: team-a/bert: scaled up from 1 to 2")
 
@@ -67,3 +69,16 @@ def test_credentials_in_urls_are_hidden_in_every_log_line(restored_root: logging
     assert "'http://***@prom.team-a:9090/prom'" in line
     assert "https://docs.example/x@y" in line  # an @ in a path is no credential
     assert "git+ssh://***@host/repo" in line
+
+
+def test_a_temporary_handler_failure_is_a_warning(restored_root: logging.Logger) -> None:
+    """A name another object holds is reported in status and retried: Kopf's ERROR at each retry said more."""
+    configure_logging(verbose=False)
+    ref = {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService", "name": "bert",
+           "namespace": "team-a", "uid": "u"}
+    line = _format(restored_root, "kopf.objects", "Handler 'reconcile_inference_service' failed temporarily: "
+                   "another object holds the name of Deployment/bert (see the Ready condition)", k8s_ref=ref)
+    assert " WARNING kopf.objects: [team-a/bert] Handler 'reconcile_inference_service' failed temporarily: " in line
+    other = _format(restored_root, "kopf.objects", "Handler 'reconcile_inference_service' failed with an exception. "
+                    "Will retry.", k8s_ref=ref)
+    assert " ERROR kopf.objects: " in other  # a bug stays an error
