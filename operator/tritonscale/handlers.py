@@ -139,10 +139,14 @@ def retry_delay(retry: int, first_s: float) -> float:
 
 # By (namespace, InferenceService): its children as its last whole pass left them (``Outcome.seen``).
 _seen: dict[tuple[str, str], dict[str, str]] = {}
+# InferenceServices this process has made a pass of (whole or not). Until then its own handler's first pass
+# (the resume at a start, the create) is still to come, and reads every child itself.
+_passed_once: set[tuple[str, str]] = set()
 
 
 def _passed(namespace: str, name: str, outcome: Any) -> None:
     """What a pass saw of the children, for ``child_changed``; nothing known after a pass that stopped short."""
+    _passed_once.add((namespace, name))
     seen = getattr(outcome, "seen", None)
     if seen:
         _seen[(namespace, name)] = dict(seen)
@@ -150,12 +154,17 @@ def _passed(namespace: str, name: str, outcome: Any) -> None:
         _seen.pop((namespace, name), None)
 
 
+def _forget_passes(namespace: str, name: str) -> None:
+    _seen.pop((namespace, name), None)
+    _passed_once.discard((namespace, name))
+
+
 def _reconcile_owner(namespace: str, name: str) -> None:
     kube = _kube()
     try:
         owner = kube.get_inference_service(namespace, name)
         if owner is None or owner["metadata"].get("deletionTimestamp"):
-            _seen.pop((namespace, name), None)
+            _forget_passes(namespace, name)
             return  # the owner is gone; garbage collection removes the children
         _seen.pop((namespace, name), None)  # this pass may fail half way: until it ends, nothing is known
         _passed(namespace, name, reconcile(kube, owner, _events_for(owner)))
@@ -201,9 +210,13 @@ def child_changed(body: kopf.Body, namespace: str | None, resource: Any = None, 
     each kind whole and filters here, so the owner reference costs no more than the label did.) Not for
     a version of the child the owner's last whole pass already read or wrote (``Outcome.seen``): a
     restart's listing reconciled each InferenceService once per child kind after its resume (5 passes,
-    1,000 for 200 objects in the first minute), and each pass's own writes came back as events."""
+    1,000 for 200 objects in the first minute), and each pass's own writes came back as events. Nor for
+    Kopf's first listing (``type`` None) of a child whose owner this process has made no pass of yet: its
+    resume (or create) handler's pass is still to come, and reads the child then."""
     owner = owner_name(body)
     if not owner or not namespace:  # every child is namespaced
+        return
+    if type is None and (namespace, owner) not in _passed_once:
         return
     kind = getattr(resource, "kind", None) or body.get("kind")
     meta = body.get("metadata") or {}
@@ -301,7 +314,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
         if gone or (stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason):
             autoscaler.forget(uid)
             om.forget(namespace, name)
-            _seen.pop((namespace, name), None)
+            _forget_passes(namespace, name)
 
 
 def _without_finalizer(fn: Any) -> None:

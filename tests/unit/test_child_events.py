@@ -39,8 +39,10 @@ def passes(monkeypatch) -> list[str]:
     monkeypatch.setattr(handlers, "_events_for", lambda body: None)
     monkeypatch.setattr(handlers, "reconcile", reconcile)
     handlers._seen.clear()
+    handlers._passed_once.clear()
     yield done
     handlers._seen.clear()
+    handlers._passed_once.clear()
 
 
 def _event(kind: str, name: str, version: str, type_: str | None = None) -> None:
@@ -55,6 +57,21 @@ def test_a_restarts_listing_of_the_children_the_resume_pass_read_reconciles_noth
         _event(kind, name, version)  # Kopf's initial listing: type None
         _event(kind, name, version, "MODIFIED")  # the echo of the pass's own write
     assert passes == ["linear"]
+
+
+def test_a_listing_before_the_owners_first_pass_waits_for_that_pass(passes) -> None:
+    """At a start Kopf lists every child kind beside the InferenceServices: a child listed before its
+    owner's resume pass is read by that pass."""
+    _event("Deployment", "linear", "107")  # listed (type None) before the resume
+    _event("Service", "linear", "98")
+    assert passes == []
+    handlers.reconcile_inference_service(body=OWNER)  # the resume
+    _event("ConfigMap", "linear-config-0123456789abcdef", "97")  # listed after it: the version it read
+    assert passes == ["linear"]
+    _event("PodDisruptionBudget", "linear", "100")  # a relisting (a watch started over) that finds a change
+    assert passes == ["linear", "linear"]
+    _event("Deployment", "other", "5", "MODIFIED")  # a change is never waited for
+    assert passes == ["linear", "linear", "linear"]  # (the fake owner is read whatever the name)
 
 
 def test_a_new_version_a_deletion_or_an_unknown_child_reconciles(passes) -> None:
