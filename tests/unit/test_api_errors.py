@@ -84,11 +84,13 @@ def test_a_failed_child_correction_is_one_line(monkeypatch, caplog) -> None:
     monkeypatch.setattr(handlers, "_events_for", lambda body: None)
     monkeypatch.setattr(handlers, "reconcile", lambda _kube, owner, _events: reconciled.append(owner["metadata"]))
     with caplog.at_level("WARNING", logger="tritonscale"):
-        handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="prod")
+        handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="prod",
+                               type="MODIFIED")
     assert reconciled == []
     assert [r.getMessage() for r in caplog.records] == [
         "prod/linear: correcting a child failed: 503 Service Unavailable: etcdserver: leader changed"]
-    handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="prod")
+    handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="prod",
+                           type="MODIFIED")
     assert reconciled == [{"name": "linear", "namespace": "prod"}]
 
 
@@ -125,7 +127,8 @@ def test_a_child_not_recreated_in_a_namespace_being_deleted_is_no_warning(monkey
     calls: list[str] = []
     _reconcile_raises(monkeypatch, _terminating, calls)
     with caplog.at_level("WARNING", logger="tritonscale"):
-        handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="term-x")
+        handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="term-x",
+                               type="DELETED")
     assert calls == ["linear"] and caplog.records == []
     other = ApiException(status=403, reason="Forbidden")
     other.body = json.dumps({"kind": "Status", "message": "quota", "details": {"causes": [{"reason": "x"}]}})
