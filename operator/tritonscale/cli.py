@@ -203,6 +203,7 @@ def _run(args: argparse.Namespace) -> int:
     return run(OperatorOptions(
         namespaces=args.namespace or [],
         prometheus_url=args.prometheus_url,
+        allowed_prometheus_urls=tuple(args.allowed_prometheus_url or ()),
         prometheus_tls_verify=(False if args.prometheus_insecure_skip_tls_verify
                                else args.prometheus_ca_file or True),
         metrics_port=args.metrics_port,
@@ -346,6 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prometheus-url", default=os.environ.get("TRITONSCALE_PROMETHEUS_URL"),
                    type=_or_env(_http_url, "TRITONSCALE_PROMETHEUS_URL"),
                    help="Prometheus base URL (env TRITONSCALE_PROMETHEUS_URL)")
+    p.add_argument("--allowed-prometheus-url", action="append", metavar="URL", type=_http_url,
+                   help="a Prometheus URL spec.scaling.prometheus.url may name, itself or a path under it "
+                        "(repeatable; the same scheme, host and port). Given: any other URL in a spec is not "
+                        "queried (MetricsAvailable=False). Default: any URL")
     p.add_argument("--prometheus-ca-file", default=os.environ.get("TRITONSCALE_PROMETHEUS_CA_FILE") or None,
                    type=_or_env(_ca_bundle, "TRITONSCALE_PROMETHEUS_CA_FILE"), metavar="PEM",
                    help="CA certificate(s) to check an https Prometheus against, for every Prometheus URL "

@@ -24,7 +24,7 @@ from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, namesp
 from tritonscale.reconcile.inference_service import reconcile, still_there
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
-from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot, shown_url
+from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot, allowed_by, shown_url
 from tritonscale.scaling.snapshot_cache import SnapshotCache
 
 log = logging.getLogger("tritonscale")
@@ -51,6 +51,7 @@ RESYNC_S = 300.0
 # Set by the CLI before Kopf starts (see tritonscale.operator_main).
 KUBE: Kube | None = None
 PROMETHEUS_URL: str | None = None
+ALLOWED_PROMETHEUS_URLS: tuple[str, ...] = ()  # tritonscale run --allowed-prometheus-url; empty: any
 SNAPSHOTS: SnapshotCache | None = None
 # Set when the operator stops (``_operator_stopping``), one per event loop (an Event is bound to
 # one): a daemon Kopf spawns while it stops (an event handled after its daemon killer ran, e.g. the
@@ -265,7 +266,10 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             url = scaling.prometheus.url or PROMETHEUS_URL
             started = time.monotonic()
             try:
-                if url:
+                refused = not_allowed(scaling.prometheus.url)
+                if refused:
+                    snapshot = Snapshot(taken_at=time.time(), ok=False, error=refused)
+                elif url:
                     snapshot = await _snapshots().get(url, window, max_age_s=interval * 0.9)
                 else:
                     snapshot = Snapshot(taken_at=time.time(), ok=False,
@@ -336,11 +340,23 @@ def _without_finalizer(fn: Any) -> None:
 _without_finalizer(autoscale)
 
 
+def not_allowed(url: str | None) -> str | None:
+    """Why a spec's Prometheus URL is not queried (``--allowed-prometheus-url`` given, and it is none of
+    them nor under one), else None. The operator's pod sends the queries: a URL in a spec could make it
+    reach any address it can (README, "Who may create InferenceServices")."""
+    if not url or not ALLOWED_PROMETHEUS_URLS or allowed_by(url, ALLOWED_PROMETHEUS_URLS):
+        return None
+    return (f"spec.scaling.prometheus.url {shown_url(url)} is not a Prometheus this operator may query "
+            f"(its --allowed-prometheus-url: {', '.join(shown_url(u) for u in ALLOWED_PROMETHEUS_URLS)}); "
+            f"name one of them, or a path under one")
+
+
 def configure(options: Any) -> None:
     """Called once by `tritonscale run` before Kopf starts."""
-    global KUBE, PROMETHEUS_URL, SNAPSHOTS
+    global KUBE, PROMETHEUS_URL, SNAPSHOTS, ALLOWED_PROMETHEUS_URLS
     KUBE = Kube()
     PROMETHEUS_URL = options.prometheus_url
+    ALLOWED_PROMETHEUS_URLS = tuple(getattr(options, "allowed_prometheus_urls", ()) or ())
     verify = options.prometheus_tls_verify
     selector = SeriesSelector(namespaces=tuple(options.namespaces), extra=tuple(options.selector_labels.items()))
     SNAPSHOTS = SnapshotCache(lambda url: PrometheusSource(url, selector, verify=verify), on_forget=_forget_url)

@@ -30,6 +30,8 @@ from tritonscale.process_exit import flush_and_exit
 class OperatorOptions:
     namespaces: list[str] = field(default_factory=list)  # empty: cluster-wide
     prometheus_url: str | None = None
+    # Non-empty: the only Prometheus URLs (and paths under them) a spec.scaling.prometheus.url may name
+    allowed_prometheus_urls: tuple[str, ...] = ()
     # How an https Prometheus's certificate is checked: True against the system's CAs, a path
     # against that PEM bundle, False not at all (PrometheusSource's ``verify``).
     prometheus_tls_verify: bool | str = True

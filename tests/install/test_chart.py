@@ -718,3 +718,14 @@ def test_the_security_contexts_are_values_so_openshift_can_assign_the_user(tmp_p
     other = _one(helm_template({"podSecurityContext": {"runAsUser": 1000680000}}, tmp_path / "x"),
                  "Deployment")["spec"]["template"]["spec"]
     assert other["securityContext"]["runAsUser"] == 1000680000 and other["securityContext"]["fsGroup"] == 65532
+
+
+def test_allowed_prometheus_urls_become_flags(tmp_path):
+    """prometheus.allowedUrls: the Prometheus URLs a spec may name (the operator's pod sends the queries)."""
+    urls = ["http://prometheus-operated.monitoring.svc:9090", "https://thanos.example/api/tenants/ml"]
+    (dep,) = [o for o in helm_template({"prometheus": {"allowedUrls": urls}}, tmp_path) if o["kind"] == "Deployment"]
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    given = [a for a in args if a.startswith("--allowed-prometheus-url")]
+    assert given == [f"--allowed-prometheus-url={u}" for u in urls]
+    (default,) = [o for o in helm_template(None, tmp_path / "d") if o["kind"] == "Deployment"]
+    assert not [a for a in default["spec"]["template"]["spec"]["containers"][0]["args"] if "allowed" in a]

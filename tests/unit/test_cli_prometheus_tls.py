@@ -224,3 +224,28 @@ def test_ticks_waiting_on_the_api_server_do_not_starve_the_others():
 
     assert operator_main.TICK_THREADS >= 40
     assert asyncio.run(forty_waits()) < 1.5  # all at once; 6 threads would take 3.5 s
+
+
+def test_allowed_prometheus_urls_reach_the_operator_and_refuse_the_others(started, capsys, monkeypatch):
+    """--allowed-prometheus-url: a spec's URL that is none of them (nor under one) is not queried, and its
+    ticks say why (the operator's pod would otherwise query any address a spec names)."""
+    from tritonscale import handlers
+
+    run = ["run", *NO_PORTS]
+    assert cli.main([*run, "--allowed-prometheus-url", "http://prom.monitoring:9090",
+                     "--allowed-prometheus-url", "https://thanos.example/tenants/a"]) == 0
+    options = started[-1]
+    assert options.allowed_prometheus_urls == ("http://prom.monitoring:9090", "https://thanos.example/tenants/a")
+    with pytest.raises(SystemExit):
+        cli.main([*run, "--allowed-prometheus-url", "prom.monitoring:9090"])  # no scheme
+    assert "--allowed-prometheus-url" in capsys.readouterr().err
+    monkeypatch.setattr(handlers, "ALLOWED_PROMETHEUS_URLS", options.allowed_prometheus_urls)
+    assert handlers.not_allowed(None) is None  # the operator's own --prometheus-url
+    assert handlers.not_allowed("http://prom.monitoring:9090/") is None
+    assert handlers.not_allowed("https://alice:pw@thanos.example/tenants/a/x") is None
+    refused = handlers.not_allowed("http://bob:secret@10.0.0.5:8080/admin")
+    assert refused == ("spec.scaling.prometheus.url http://***@10.0.0.5:8080/admin is not a Prometheus this "
+                       "operator may query (its --allowed-prometheus-url: http://prom.monitoring:9090, "
+                       "https://thanos.example/tenants/a); name one of them, or a path under one")
+    monkeypatch.setattr(handlers, "ALLOWED_PROMETHEUS_URLS", ())
+    assert handlers.not_allowed("http://10.0.0.5:8080/admin") is None  # none given: any

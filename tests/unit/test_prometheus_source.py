@@ -726,3 +726,26 @@ def test_a_reading_below_a_billionth_is_zero_and_the_decider_takes_it():
         assert d.replicas >= 1
     kept = Snapshot(taken_at=0, ok=True, values={"rps": {key: 2 * MIN_READING}, "replicas": {key: 1.0}})
     assert kept.observation(*key).rps == 2 * MIN_READING
+
+
+@pytest.mark.parametrize(("url", "ok"), [
+    ("http://prom.monitoring:9090", True),
+    ("http://prom.monitoring:9090/", True),
+    ("http://PROM.monitoring:9090/tenant-a", True),  # a path under it; host names are case-blind
+    ("http://alice:pw@prom.monitoring:9090", True),  # a tenant's own credentials
+    ("http://prom.monitoring:9090.evil.example", False),  # not the same host
+    ("http://prom.monitoring:90901", False),
+    ("https://prom.monitoring:9090", False),  # another scheme
+    ("http://prom.monitoring", False),  # port 80, not 9090
+    ("http://thanos.monitoring/api/tenants/a", True),
+    ("http://thanos.monitoring:80/api/tenants/a/sub", True),  # the default port, stated
+    ("http://thanos.monitoring/api/tenants/ab", False),  # whole path segments only
+    ("http://thanos.monitoring/api/tenants", False),  # above the allowed path
+    ("http://169.254.169.254/latest/meta-data", False),
+])
+def test_allowed_prometheus_urls_match_scheme_host_port_and_a_path_below(url: str, ok: bool) -> None:
+    from tritonscale.scaling.prometheus_source import allowed_by
+
+    allowed = ["http://prom.monitoring:9090", "http://thanos.monitoring/api/tenants/a/"]
+    assert allowed_by(url, allowed) is ok
+    assert allowed_by(url, []) is False

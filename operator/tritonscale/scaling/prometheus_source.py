@@ -30,9 +30,10 @@ import math
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from tritonscale.api.spec import url_without_credentials
 from tritonscale.scaling.decider import Observation
@@ -313,6 +314,30 @@ def _parse_vector(result: Any, sel: SeriesSelector) -> dict[Key, float]:
         except (KeyError, IndexError, TypeError, ValueError):
             continue
     return out
+
+
+def allowed_by(url: str, allowed: Sequence[str]) -> bool:
+    """Whether ``url`` is one of the ``allowed`` Prometheus URLs (``tritonscale run --allowed-prometheus-url``)
+    or under one: the same scheme, host and port, and a path at or below the allowed one's, by whole path
+    segments -- ``http://prom:9090`` allows ``http://prom:9090/tenant-a``, not ``http://prom:9090.evil.example``
+    nor ``http://prom:90901``. Credentials are not compared: a tenant may bring its own."""
+    def parts(u: str) -> tuple[str, str, int | None, str] | None:
+        try:
+            p = urlsplit(u)
+            port = p.port or {"http": 80, "https": 443}.get(p.scheme.lower())
+        except ValueError:
+            return None
+        return p.scheme.lower(), (p.hostname or "").lower(), port, p.path.rstrip("/")
+
+    want = parts(url)
+    if want is None:
+        return False
+    for base in allowed:
+        have = parts(base)
+        if have is not None and want[:3] == have[:3] and (
+                not have[3] or want[3] == have[3] or want[3].startswith(have[3] + "/")):
+            return True
+    return False
 
 
 def shown_url(url: str) -> str:
