@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from kubernetes.utils import parse_quantity
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonDict
 
 from tritonscale.api.names import DNS1123_SUBDOMAIN, LABEL_VALUE, is_label_key, label_key_cel
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES, Rule, cel_block
@@ -385,6 +386,8 @@ _OPERATOR_FLAGS_MESSAGE = (f"may not set other ports than the operator's ({_OPER
 MAX_EXTRA_ARGS = 256
 MAX_EXTRA_ARG = 4096
 _IMAGE_SPACE_MESSAGE = "must not begin or end with whitespace (Kubernetes refuses such an image when it makes the pods)"
+_TRIMMED_IMAGE: JsonDict = {"x-kubernetes-validations": [{"rule": "self == self.trim()",
+                                                          "message": _IMAGE_SPACE_MESSAGE}]}
 
 
 def _label_map(v: dict[str, str]) -> dict[str, str]:
@@ -397,8 +400,7 @@ def _label_map(v: dict[str, str]) -> dict[str, str]:
 
 class RuntimeSpec(_Model):
     image: str = Field(default=DEFAULT_TRITON_IMAGE, min_length=1, description="Triton server image.",
-                       json_schema_extra={"x-kubernetes-validations": [
-                           {"rule": "self == self.trim()", "message": _IMAGE_SPACE_MESSAGE}]})
+                       json_schema_extra=_TRIMMED_IMAGE)
     gpus: int = Field(
         default=1, ge=0, le=16, description="nvidia.com/gpu limit per replica; 0 runs CPU instances (KIND_CPU).",
     )
@@ -408,8 +410,7 @@ class RuntimeSpec(_Model):
         "gs:// `gcloud storage cp`, for pvc:// /bin/sh and ln. Unset: amazon/aws-cli:2.17.0, "
         "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable and busybox:1.36. Set it to a mirror (an "
         "air-gapped registry, an allow-listed one) or a digest. A change rolls the pods.",
-        json_schema_extra={"x-kubernetes-validations": [
-            {"rule": "self == self.trim()", "message": _IMAGE_SPACE_MESSAGE}]})
+        json_schema_extra=_TRIMMED_IMAGE)
     resources: dict[str, Any] = _free_form("Container resources (requests/limits), merged with the GPU limit.")
     node_selector: dict[str, str] = Field(
         default_factory=dict, max_length=MAX_NODE_SELECTOR, description="Pod nodeSelector.",
