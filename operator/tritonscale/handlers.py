@@ -275,8 +275,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                     snapshot = Snapshot(taken_at=time.time(), ok=False,
                                         error="no Prometheus URL: set --prometheus-url, "
                                               "TRITONSCALE_PROMETHEUS_URL or spec.scaling.prometheus.url")
-                if not snapshot.ok:
-                    om.METRIC_FAILURES.labels(shown_url(url) if url else "").inc()
+                om.source_checked(shown_url(url) if url else "", snapshot.ok)
                 alive = await asyncio.to_thread(autoscaler.run_tick, _kube(), namespace, name, snapshot,
                                                 time.time(), _post_event, uid)
                 if not alive:  # deleted (no finalizer holds it for us: _without_finalizer) or replaced

@@ -146,17 +146,21 @@ async def test_the_operators_cache_drops_a_forgotten_urls_failure_series(monkeyp
     monkeypatch.setattr(cache, "_clock", lambda: now[0])
     monkeypatch.setattr(cache, "_factory", lambda url: _Refused())
 
-    def series(label: str) -> float | None:
-        return REGISTRY.get_sample_value("tritonscale_metric_source_failures_total", {"url": label})
+    def series(label: str, name: str = "tritonscale_metric_source_failures_total") -> float | None:
+        return REGISTRY.get_sample_value(name, {"url": label})
 
     for url in ("http://old:9090", "http://a:x@shared:9090", "http://b:y@shared:9090"):
         await cache.get(url, 60, max_age_s=15)
-        om.METRIC_FAILURES.labels(handlers.shown_url(url)).inc()
+        om.source_checked(handlers.shown_url(url), False)
+    assert series("http://old:9090", "tritonscale_metric_source_up") == 0.0
     for _ in range(2):  # b ticks on; the other two are asked for no more
         now[0] += sc.FORGET_AFTER_S / 2 + 1
         await cache.get("http://b:y@shared:9090", 60, max_age_s=15)
-    assert series("http://old:9090") is None
+    assert series("http://old:9090") is None and series("http://old:9090", "tritonscale_metric_source_up") is None
     assert series("http://***@shared:9090") is not None  # b's, whose label a's forgetting must not take
+    om.source_checked("http://***@shared:9090", True)  # answering again: up, the failures counted so far kept
+    assert series("http://***@shared:9090", "tritonscale_metric_source_up") == 1.0
+    assert series("http://***@shared:9090") == 2.0
     assert cache.urls() == {"http://b:y@shared:9090"}
 
 

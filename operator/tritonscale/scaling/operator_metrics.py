@@ -30,12 +30,26 @@ METRIC_FAILURES = Counter("tritonscale_metric_source_failures",
                           ("url",))
 
 
+# 1 when the last check of a Prometheus URL answered, 0 when it failed (by URL as shown: credentials as
+# ***; "" for no URL at all): what an alert on a failing source reads -- a rate of the failures stayed
+# above 0 for its whole range after one failure, and read "failing" minutes after the source was back.
+METRIC_SOURCE_UP = Gauge("tritonscale_metric_source_up",
+                         "1 if the autoscaler's last Prometheus query round for this URL answered, else 0", ("url",))
+
+
+def source_checked(url: str, ok: bool) -> None:
+    METRIC_SOURCE_UP.labels(url).set(1 if ok else 0)
+    if not ok:
+        METRIC_FAILURES.labels(url).inc()
+
+
 def forget_url(url: str) -> None:
-    """A Prometheus URL no InferenceService uses any more: its failure series goes."""
-    try:
-        METRIC_FAILURES.remove(url)
-    except KeyError:  # it never failed
-        pass
+    """A Prometheus URL no InferenceService uses any more: its failure and up series go."""
+    for metric in (METRIC_FAILURES, METRIC_SOURCE_UP):
+        try:
+            metric.remove(url)
+        except KeyError:  # never failed, or never checked
+            pass
 
 
 # The (direction, reason) label pairs of DECISIONS counted per object, so that its series go with it.
