@@ -179,6 +179,20 @@ def test_prometheus_going_away_and_back_is_an_event(before, after, said):
         assert got[2].startswith("connection refused; the autoscaler holds the replica count"), got
 
 
+def test_one_outage_is_one_warning_line_for_every_service_it_reaches() -> None:
+    """200 InferenceServices on one Prometheus logged 200 warnings for its one outage (an exploration at
+    scale, session 55): the first says it at WARNING, the rest at INFO for SAME_OUTAGE_S; each keeps its Event."""
+    tick._outages_said.clear()
+    down = ("Warning", "PrometheusUnavailable", "Prometheus at http://p:9090: connection refused; ...")
+    other = ("Warning", "PrometheusUnavailable", "Prometheus at http://q:9090: no answer within 5 s; ...")
+    levels = [tick._transition_level(down, 1000.0 + i) for i in range(200)]
+    assert levels == [logging.WARNING] + [logging.INFO] * 199
+    assert tick._transition_level(other, 1001.0) == logging.WARNING  # another source: said at once
+    assert tick._transition_level(("Normal", "PrometheusAvailable", "answers again"), 1002.0) == logging.INFO
+    assert tick._transition_level(down, 1000.0 + tick.SAME_OUTAGE_S) == logging.WARNING  # the next outage
+    tick._outages_said.clear()
+
+
 def test_a_decision_that_fails_holds_the_count_and_says_so_in_the_scaling_condition(monkeypatch) -> None:
     """A reading the decider cannot take (a p95 of 5e-324 ms divided by zero in it) ended the tick with a
     log line, and the Scaling condition kept the last decision's reason while nothing was decided (an

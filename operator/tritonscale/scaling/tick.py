@@ -330,6 +330,25 @@ def prometheus_transition(status: Mapping[str, Any] | None,
     return None
 
 
+# When each Prometheus outage warning (its reason and message) was last logged at WARNING: one outage is
+# one line per InferenceService that uses the URL -- 200 warnings for one problem at 200 objects. The
+# first says it at WARNING; the others within SAME_OUTAGE_S at INFO (each object keeps its own Event).
+_outages_said: dict[tuple[str, str], float] = {}
+SAME_OUTAGE_S = 300.0
+
+
+def _transition_level(said: tuple[str, str, str], now: float) -> int:
+    if said[0] != "Warning":
+        return logging.INFO
+    for key in [k for k, t in _outages_said.items() if now - t >= SAME_OUTAGE_S]:
+        del _outages_said[key]
+    key = (said[1], said[2])
+    if key in _outages_said:
+        return logging.INFO
+    _outages_said[key] = now
+    return logging.WARNING
+
+
 def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs: Observation,
                       census: PodCensus | None, census_error: str, live_pods: int, now: float,
                       gen: int | None) -> st.InferenceServiceStatus:
@@ -497,8 +516,7 @@ def _write_status(kube: Kube, body: dict[str, Any], status: dict[str, Any], new_
     said = prometheus_transition(status, new_status)
     if said is not None:
         event(body, *said)
-        log.log(logging.WARNING if said[0] == "Warning" else logging.INFO, "%s/%s: %s: %s",
-                namespace, name, said[1], said[2])
+        log.log(_transition_level(said, now), "%s/%s: %s: %s", namespace, name, said[1], said[2])
     if tuning is not None and tuning.changed:
         event(body, "Normal", "BatchingTuned", f"{tuning.reason}: {tuning.message}"[:1000])
         log.info("%s/%s: batching tuned: %s: %s", namespace, name, tuning.reason, tuning.message)
