@@ -83,6 +83,8 @@ def test_helm_lint_is_clean(config, tmp_path):
     ({"prometheus": {"url": "http://prom:abc"}}, "/prometheus/url"),
     ({"prometheus": {"url": "http://x:99999"}}, "/prometheus/url"),
     ({"prometheus": {"url": "http://:9090"}}, "/prometheus/url"),
+    ({"prometheus": {"url": "http://prom:9090/a\\b"}}, "/prometheus/url"),  # a backslash: refused by the operator
+    ({"prometheus": {"allowedUrls": ["http://prom:9090/a\\b"]}}, "/prometheus/allowedUrls/0"),
     ({"prometheus": {"url": "http://prom:9090/?a=b"}}, "/prometheus/url"),  # the query would precede /api/v1/query
     ({"prometheus": {"url": "http://prom:9090/#x"}}, "/prometheus/url"),
     ({"fullnameOverride": "9lives"}, "/fullnameOverride"),  # its Service's name must start with a letter

@@ -291,6 +291,9 @@ TYPE_CASES: tuple[Case, ...] = (
     Case("fetch-image-final-newline", {"runtime.fetchImage": "registry.corp/aws-cli:2.17.0\n"},
          ("spec.runtime.fetchImage",), ("whitespace",)),
     Case("fetch-image-empty", {"runtime.fetchImage": ""}, ("spec.runtime.fetchImage",)),
+    # urllib reads the host after the @, urllib3 (the client) before the backslash: refused outright
+    Case("prometheus-url-backslash", {"scaling.prometheus.url": "http://127.0.0.1:8999\\@prom.monitoring:9090"},
+         ("spec.scaling.prometheus.url",)),
     Case("storage-pvc-claim-254", {"model.storageUri": "pvc://" + "a" * 254 + "/m"}, ("spec.model.storageUri",),
          ("at most 253",)),
     # flags the operator sets itself (a later one wins in tritonserver: probes on the old port never pass)

@@ -742,6 +742,12 @@ def test_a_reading_below_a_billionth_is_zero_and_the_decider_takes_it():
     ("http://thanos.monitoring/api/tenants/ab", False),  # whole path segments only
     ("http://thanos.monitoring/api/tenants", False),  # above the allowed path
     ("http://169.254.169.254/latest/meta-data", False),
+    # read as the client that sends the query reads it (urllib3)
+    ("http://127.0.0.1:8999\\@prom.monitoring:9090", False),  # urllib3's host: 127.0.0.1
+    ("http://thanos.monitoring/api/tenants/a/../b", False),  # sent as /api/tenants/b
+    ("http://thanos.monitoring/api/tenants/a/%2e%2e/b", False),
+    ("http://thanos.monitoring/api/tenants/a/./x", False),
+    ("http://[::1]:9090", False),
 ])
 def test_allowed_prometheus_urls_match_scheme_host_port_and_a_path_below(url: str, ok: bool) -> None:
     from tritonscale.scaling.prometheus_source import allowed_by

@@ -152,8 +152,10 @@ _MODEL_NAME = _Format(re.compile(r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$
                       "must be letters, digits, '_', '-' and '.', and not dots alone")
 # A Prometheus base URL: http(s), optional user:password@, a host name or [IPv6] address, an optional
 # port and path; no query or fragment (the client appends /api/v1/query to it).
-_HTTP_URL = _Format(re.compile(r"^https?://([^/?#@\s]+@)?([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
-                               r"(:[0-9]{1,5})?(/[^?#\s]*)?$"),
+# No backslash anywhere: with one before the @ (http://evil<backslash>@prom:9090), urllib's urlsplit reads the
+# host as prom and requests (urllib3) as evil -- a URL checked as one host and queried at another.
+_HTTP_URL = _Format(re.compile(r"^https?://([^/?#@\s\\]+@)?([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+                               r"(:[0-9]{1,5})?(/[^?#\s\\]*)?$"),
                     "must be an http:// or https:// URL: [USER:PASSWORD@]HOST[:PORT][/PATH], no query or fragment")
 # Where each ModelSpec field's format is checked (``ModelSpec._formats``).
 _MODEL_FORMATS = {"name": _MODEL_NAME, "storage_uri": _STORAGE_URI}

@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from tritonscale.api.spec import url_without_credentials
 from tritonscale.scaling.decider import Observation
@@ -320,14 +320,23 @@ def allowed_by(url: str, allowed: Sequence[str]) -> bool:
     """Whether ``url`` is one of the ``allowed`` Prometheus URLs (``tritonscale run --allowed-prometheus-url``)
     or under one: the same scheme, host and port, and a path at or below the allowed one's, by whole path
     segments -- ``http://prom:9090`` allows ``http://prom:9090/tenant-a``, not ``http://prom:9090.evil.example``
-    nor ``http://prom:90901``. Credentials are not compared: a tenant may bring its own."""
+    nor ``http://prom:90901``. Credentials are not compared: a tenant may bring its own. Read as the client
+    that sends the query reads it (urllib3): a URL it reads another host in than urllib does (a backslash
+    before the @), or whose path climbs with "." or ".." segments (raw or %-encoded: /tenants/a/../b is
+    sent as /tenants/b), is refused."""
+    from urllib3.util import parse_url
+
     def parts(u: str) -> tuple[str, str, int | None, str] | None:
         try:
-            p = urlsplit(u)
+            p, sent = urlsplit(u), parse_url(u)
             port = p.port or {"http": 80, "https": 443}.get(p.scheme.lower())
         except ValueError:
             return None
-        return p.scheme.lower(), (p.hostname or "").lower(), port, p.path.rstrip("/")
+        host = (p.hostname or "").lower()
+        segments = unquote(p.path).split("/")
+        if "\\" in u or (sent.host or "").lower().strip("[]") != host or "." in segments or ".." in segments:
+            return None
+        return p.scheme.lower(), host, port, p.path.rstrip("/")
 
     want = parts(url)
     if want is None:
