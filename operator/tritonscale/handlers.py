@@ -95,6 +95,7 @@ def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> No
     meta = body.get("metadata", {})
     key = (str(meta.get("namespace")), str(meta.get("name")))
     _seen.pop(key, None)  # this pass may fail half way: until it ends, nothing is known
+    _passed_once.add(key)  # started: a listing from now on may show what it did not read
     try:
         outcome = reconcile(_kube(), dict(body), _events_for(body))
         _passed(*key, outcome)
@@ -140,8 +141,9 @@ def retry_delay(retry: int, first_s: float) -> float:
 
 # By (namespace, InferenceService): its children as its last whole pass left them (``Outcome.seen``).
 _seen: dict[tuple[str, str], dict[str, str]] = {}
-# InferenceServices this process has made a pass of (whole or not). Until then its own handler's first pass
-# (the resume at a start, the create) is still to come, and reads every child itself.
+# InferenceServices this process has started a pass of. Until then its own handler's first pass (the resume
+# at a start, the create) is still to come, and reads every child itself; a listing during a pass may show
+# a change the pass read too early, and is not skipped.
 _passed_once: set[tuple[str, str]] = set()
 
 
@@ -168,6 +170,7 @@ def _reconcile_owner(namespace: str, name: str) -> None:
             _forget_passes(namespace, name)
             return  # the owner is gone; garbage collection removes the children
         _seen.pop((namespace, name), None)  # this pass may fail half way: until it ends, nothing is known
+        _passed_once.add((namespace, name))  # started: a listing from now on may show what it did not read
         _passed(namespace, name, reconcile(kube, owner, _events_for(owner)))
     except API_ERRORS as exc:
         # A 404: the owner or a child vanished between our read and our write: the garbage
@@ -275,7 +278,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
                     snapshot = Snapshot(taken_at=time.time(), ok=False,
                                         error="no Prometheus URL: set --prometheus-url, "
                                               "TRITONSCALE_PROMETHEUS_URL or spec.scaling.prometheus.url")
-                om.source_checked(shown_url(url) if url else "", snapshot.ok)
+                _source_checked(uid, shown_url(url) if url else "", snapshot.ok)
                 alive = await asyncio.to_thread(autoscaler.run_tick, _kube(), namespace, name, snapshot,
                                                 time.time(), _post_event, uid)
                 if not alive:  # deleted (no finalizer holds it for us: _without_finalizer) or replaced
@@ -317,7 +320,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
         if gone or (stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason):
             autoscaler.forget(uid)
             om.forget(namespace, name)
-            _forget_passes(namespace, name)
+            _source_gone(uid)
 
 
 def _without_finalizer(fn: Any) -> None:
@@ -337,6 +340,32 @@ def _without_finalizer(fn: Any) -> None:
 
 
 _without_finalizer(autoscale)
+
+
+# By object uid: the URL label its last tick's source was counted under (tritonscale_metric_source_up). A
+# label no object reports any more goes: the cache forgets only the URLs it queried, and the "" of no URL
+# or a URL not allowed stayed 0 for good after the last object using it changed or went (an alert on it
+# then fired until a restart).
+_source_label: dict[str, str] = {}
+
+
+def _source_checked(uid: str, label: str, ok: bool) -> None:
+    old = _source_label.get(uid)
+    _source_label[uid] = label
+    om.source_checked(label, ok)
+    if old is not None and old != label:
+        _source_unused(old)
+
+
+def _source_gone(uid: str) -> None:
+    old = _source_label.pop(uid, None)
+    if old is not None:
+        _source_unused(old)
+
+
+def _source_unused(label: str) -> None:
+    if label not in _source_label.values():
+        om.forget_url(label)
 
 
 def not_allowed(url: str | None) -> str | None:

@@ -115,3 +115,19 @@ def test_writers_of_a_child_are_the_other_managers_of_the_object_itself() -> Non
         "junk"]}}
     assert writers(child) == ["argocd", "kubectl-edit"]
     assert writers({"metadata": {}}) == []
+
+
+def test_a_listing_during_the_owners_first_pass_is_not_skipped(passes, monkeypatch) -> None:
+    """The pass read the child at one version; Kopf's listing, while the pass runs, shows a later one (and
+    the watch then goes on from the listing: no event for that change follows)."""
+    listed: list[str] = []
+    monkeypatch.setattr(handlers, "_reconcile_owner", lambda namespace, name: listed.append(name))
+
+    def slow_pass(_kube: Any, owner: dict[str, Any], _events: Any) -> Outcome:
+        passes.append("first")
+        _event("Deployment", "linear", "108")  # listed while this pass runs, after it read version 107
+        return Outcome(valid=True, seen=dict(SEEN))
+
+    monkeypatch.setattr(handlers, "reconcile", slow_pass)
+    handlers.reconcile_inference_service(body=OWNER)
+    assert passes == ["first"] and listed == ["linear"]  # the listing reconciles the owner again

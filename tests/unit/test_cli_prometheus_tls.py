@@ -253,3 +253,26 @@ def test_allowed_prometheus_urls_reach_the_operator_and_refuse_the_others(starte
                        "https://thanos.example/tenants/a); name one of them, or a path under one")
     monkeypatch.setattr(handlers, "ALLOWED_PROMETHEUS_URLS", ())
     assert handlers.not_allowed("http://10.0.0.5:8080/admin") is None  # none given: any
+
+
+def test_a_source_label_no_object_reports_any_more_goes(monkeypatch):
+    """tritonscale_metric_source_up for "" (no URL) or a URL not allowed is no cache's to forget: it goes once
+    no InferenceService's tick reports it (else TritonscaleMetricsFailing fired until a restart)."""
+    from prometheus_client import REGISTRY
+
+    from tritonscale import handlers
+
+    monkeypatch.setattr(handlers, "_source_label", {})
+
+    def up(label: str) -> float | None:
+        return REGISTRY.get_sample_value("tritonscale_metric_source_up", {"url": label})
+
+    handlers._source_checked("uid-a", "", False)
+    handlers._source_checked("uid-b", "", False)
+    assert up("") == 0.0
+    handlers._source_checked("uid-a", "http://prom:9090", True)  # a's spec now names a URL: b still has none
+    assert up("") == 0.0 and up("http://prom:9090") == 1.0
+    handlers._source_gone("uid-b")  # b deleted: nobody reports "" any more
+    assert up("") is None
+    handlers._source_gone("uid-a")
+    assert up("http://prom:9090") is None
