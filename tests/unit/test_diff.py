@@ -252,6 +252,16 @@ def test_drift_is_patched_and_converges(kind: str, drift: Any, check: Any) -> No
     assert plan_patch(desired, merge_patch(live, patch)) is None
 
 
+@pytest.mark.parametrize("kind", ["NodePort", "LoadBalancer"])
+def test_a_service_exposed_by_hand_keeps_its_type(kind: str) -> None:
+    """The spec says no type: a NodePort or LoadBalancer made by hand keeps its load balancer (an upgrade that
+    stated ClusterIP would have torn it down); only an ExternalName, which sends the clients elsewhere, goes."""
+    desired = desired_children(_base())["Service"]
+    live = api_server_view(desired)
+    live["spec"].update(type=kind, externalTrafficPolicy="Cluster")
+    assert plan_patch(desired, live) is None
+
+
 @pytest.mark.parametrize(("field", "value"), [
     ("nodeSelector", {"pool": "gpu"}),
     ("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists"}]),

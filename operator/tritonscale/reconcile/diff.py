@@ -57,13 +57,16 @@ WHOLE_MAPS = {
 WHOLE_CONTAINER_KEYS = ("command", "args")
 # Keys another writer may add that the API server refuses beside ours: a merge patch putting ours back
 # leaves theirs, and the server refuses the result -- a budget given maxUnavailable beside our
-# minAvailable ("cannot be both set"), a Service made an ExternalName (our ClusterIP type with an
-# externalName). The patch nulls them, as it does a key we applied and no longer want; without it the
-# refusal read as an invalid spec (ChildRejected) and the drift stayed, a drain free to take every pod.
+# minAvailable ("cannot be both set"). The patch nulls them, as it does a key we applied and no longer
+# want; without it the refusal read as an invalid spec (ChildRejected) and the drift stayed, a drain free
+# to take every pod.
 EXCLUDING_KEYS = {
     "PodDisruptionBudget": (("spec", "maxUnavailable"),),
-    "Service": (("spec", "externalName"),),
 }
+# A Service made an ExternalName sends its clients elsewhere (a DNS alias) while the pods serve, and our
+# selector and ports fit it still: it is put back to a ClusterIP. A type of NodePort or LoadBalancer is left
+# alone (the spec does not say one: a Service exposed by hand keeps its load balancer).
+EXTERNAL_NAME_BACK = ("ClusterIP", None)  # spec.type, spec.externalName
 
 
 def _at(obj: Any, path: tuple[str, ...]) -> Any:
@@ -91,7 +94,9 @@ def added_keys(kind: str, live: dict[str, Any], desired: dict[str, Any]) -> dict
 
 def excluding_keys(kind: str, live: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any] | None:
     """A merge-patch fragment nulling the EXCLUDING_KEYS another writer set on ``live`` and the desired
-    child does not have, or None."""
+    child does not have (and a Service's ExternalName undone: EXTERNAL_NAME_BACK), or None."""
+    if kind == "Service" and _at(live, ("spec", "type")) == "ExternalName":
+        return {"spec": dict(zip(("type", "externalName"), EXTERNAL_NAME_BACK, strict=True))}
     out: dict[str, Any] = {}
     for path in EXCLUDING_KEYS.get(kind, ()):
         if _at(live, path) is None or _at(desired, path) is not None:

@@ -390,9 +390,6 @@ def build_service(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[str
         "kind": "Service",
         "metadata": _meta(child_names(name)["Service"], owner, name),
         "spec": {
-            # Stated, not left to the default: a Service made NodePort, LoadBalancer or ExternalName by hand
-            # is drift, put back (an ExternalName one kept sending the traffic elsewhere while Ready said True)
-            "type": "ClusterIP",
             "selector": {LABEL: name},
             "ports": [
                 {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
