@@ -101,20 +101,33 @@ def test_a_pass_that_stops_short_or_fails_leaves_nothing_known(passes, monkeypat
     assert ("prod", "linear") not in handlers._seen  # what the failed pass read is not known to be done
 
 
-def test_writers_of_a_child_are_the_other_managers_of_the_object_itself() -> None:
+def test_writers_of_a_child_are_the_other_managers_of_what_the_patch_puts_back() -> None:
     from tritonscale.reconcile.inference_service import writers
 
+    image = {"f:spec": {"f:template": {"f:spec": {"f:containers": {'k:{"name":"triton"}': {"f:image": {}}}}}}}
+    restarted = {"f:spec": {"f:template": {"f:metadata": {"f:annotations": {
+        "f:kubectl.kubernetes.io/restartedAt": {}}}}}}
     child = {"metadata": {"managedFields": [
-        {"manager": "tritonscale", "operation": "Update"},
-        {"manager": "OpenAPI-Generator", "operation": "Update"},  # an older operator's writes
-        {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status"},
-        {"manager": "kube-controller-manager", "operation": "Update", "subresource": "scale"},  # an HPA: not here
-        {"manager": "argocd", "operation": "Apply"},
-        {"manager": "kubectl-edit", "operation": "Update"},
-        {"manager": "argocd", "operation": "Update"},
+        {"manager": "tritonscale", "operation": "Update", "fieldsV1": image},
+        {"manager": "OpenAPI-Generator", "operation": "Update", "fieldsV1": image},  # an older operator's
+        {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status",
+         "fieldsV1": {"f:status": {}}},
+        {"manager": "kube-controller-manager", "operation": "Update", "subresource": "scale",
+         "fieldsV1": {"f:spec": {"f:replicas": {}}}},  # an HPA: not here
+        {"manager": "argocd", "operation": "Apply", "fieldsV1": image},
+        {"manager": "kubectl-rollout", "operation": "Update", "fieldsV1": restarted},
+        {"manager": "kubectl-label", "operation": "Update", "fieldsV1": {"f:metadata": {"f:labels": {"f:team": {}}}}},
         "junk"]}}
-    assert writers(child) == ["argocd", "kubectl-edit"]
-    assert writers({"metadata": {}}) == []
+    # the containers list is replaced whole: whoever owns a field in it
+    put_back = {"spec": {"template": {"metadata": {"annotations": {"tritonscale.io/config-hash": "ab"}},
+                                      "spec": {"containers": [{"name": "triton", "image": "nvcr.io/x"}]}}},
+                "metadata": {"labels": {"tritonscale.io/inferenceservice": "linear"}}}
+    assert writers(child, put_back) == ["argocd"]
+    # a template annotation of ours: not the restart's, nor a label of another name
+    assert writers(child, {"spec": {"template": {"metadata": {"annotations": {"tritonscale.io/config-hash": "cd"}}}}},
+                   ) == []
+    assert writers(child, {"metadata": {"labels": {"team": None}}}) == ["kubectl-label"]  # a key nulled
+    assert writers({"metadata": {}}, put_back) == []
 
 
 def test_a_listing_during_the_owners_first_pass_is_not_skipped(passes, monkeypatch) -> None:

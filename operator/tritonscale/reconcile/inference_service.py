@@ -495,7 +495,7 @@ def _write_children(kube: Kube, body: dict[str, Any], writes: list[Write], outco
                     outcome.adopted.append(f"{kind}/{cname}")
                 elif what_it_does(before) != what_it_does(live):
                     outcome.patched.append(f"{kind}/{cname}")
-                    if before is not None and (others := writers(before)):
+                    if before is not None and (others := writers(before, patch)):
                         outcome.changed_by[f"{kind}/{cname}"] = others
                 else:  # the operator's own record alone (an upgrade's new last-applied format)
                     log.debug("%s/%s: refreshed the last-applied record of %s/%s", ns, meta["name"], kind, cname)
@@ -515,15 +515,32 @@ def _write_children(kube: Kube, body: dict[str, Any], writes: list[Write], outco
     return deployment, template_written
 
 
-def writers(child: dict[str, Any]) -> list[str]:
-    """The field managers other than this operator's that wrote the child itself (not a status or scale
-    subresource: its controller's, an HPA's), by name: ``kubectl-edit``, ``kubectl-patch``, a GitOps tool."""
+def _owns_any(patch: Any, fields: Any) -> bool:
+    """Whether a managedFields ``fieldsV1`` tree owns a field the merge ``patch`` sets or removes: a field of
+    it, or anything below a value the patch replaces whole (a scalar, a list, a null)."""
+    if not isinstance(patch, dict) or not isinstance(fields, dict):
+        return False
+    for key, value in patch.items():
+        sub = fields.get(f"f:{key}")
+        if sub is None:
+            continue
+        deeper = isinstance(value, dict) and value and isinstance(sub, dict) and any(k.startswith("f:") for k in sub)
+        if not deeper or _owns_any(value, sub):
+            return True
+    return False
+
+
+def writers(child: dict[str, Any], patch: dict[str, Any]) -> list[str]:
+    """The field managers other than this operator's that own a field of the child ``patch`` puts back (not
+    through a status or scale subresource: its controller's, an HPA's), by name: ``kubectl-edit``,
+    ``kubectl-patch``, a GitOps tool. Only those fields: a `kubectl rollout restart` owns its annotation of
+    the pod template, which a later change of the spec does not touch."""
     out: list[str] = []
     for entry in (child.get("metadata") or {}).get("managedFields") or []:
         if not isinstance(entry, dict) or entry.get("subresource") or entry.get("manager") in OWN_MANAGERS:
             continue
         manager = str(entry.get("manager") or "an unnamed writer")
-        if manager not in out:
+        if manager not in out and _owns_any(patch, entry.get("fieldsV1")):
             out.append(manager)
     return out
 
