@@ -252,7 +252,7 @@ async def _operator_stopping(**_: Any) -> None:
 
 
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
-async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: str, uid: str, spec: kopf.Spec,
+async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: str, uid: str, body: kopf.Body,
                     logger: kopf.Logger, **_: Any) -> None:
     """One autoscaler loop per InferenceService; every intervalSeconds it runs one tick."""
     assert namespace is not None  # InferenceServices are namespaced
@@ -263,7 +263,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
     failed: str | None = None  # the failure of the last tick, if it failed: said once, not at every tick
     try:
         while not stopped and not _stop_event().is_set():
-            scaling = autoscaler.scaling_in_force(uid, spec)
+            scaling = autoscaler.scaling_in_force(uid, body)
             interval = float(scaling.interval_seconds)
             window = scaling.window_seconds
             url = scaling.prometheus.url or PROMETHEUS_URL

@@ -36,7 +36,7 @@ async def _start(spec: dict[str, Any]) -> tuple[asyncio.Task[None], FlagSetter[A
     setter: FlagSetter[Any] = FlagSetter()
     stopped = AsyncFlagWaiter(setter)
     task = asyncio.create_task(handlers.autoscale(
-        stopped=stopped, namespace="ns", name="svc", uid="u1", spec=spec,
+        stopped=stopped, namespace="ns", name="svc", uid="u1", body={"metadata": {"generation": 1}, "spec": spec},
         logger=logging.getLogger("test")))
     return task, setter
 

@@ -145,19 +145,21 @@ def _made_from(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]) -> 
     return spec
 
 
-def scaling_in_force(uid: str, spec: Mapping[str, Any] | None) -> ScalingSpec:
+def scaling_in_force(uid: str, body: Mapping[str, Any]) -> ScalingSpec:
     """The ``scaling`` block the autoscaler loop paces its ticks and queries Prometheus by: the spec's,
-    when the whole spec is valid; else the one the last tick scaled by (the last valid spec, or the one the
-    fleet was made from), so an invalid edit changes neither the Prometheus URL, the rate window nor the
-    interval of a fleet that goes on being scaled by its old spec; else, before any tick, the block parsed
-    on its own (``scaling_spec``: defaults where it does not parse)."""
+    when the whole spec is valid and its children were not refused as rendered; else the one the last tick
+    scaled by (the last valid spec, or the one the fleet was made from: ``_scaling_spec``), so an edit the
+    operator or the API server refuses changes neither the Prometheus URL, the rate window nor the interval
+    of a fleet that goes on being scaled by its old spec; else, before any tick, the block parsed on its own
+    (``scaling_spec``: defaults where it does not parse)."""
+    spec = body.get("spec")
     try:
         edited, _ = validate_spec(spec)
     except TypeError:  # Kopf's ``spec`` is a view, a Mapping whatever the spec is: "hello" raises when read
         edited = None
-    if edited is not None:
-        return edited.scaling
     known = _valid_specs.get(uid)
+    if edited is not None and (known is None or not _refused_as_rendered(dict(body))):
+        return edited.scaling
     return known.scaling if known is not None else scaling_spec(spec)
 
 
