@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import generate_latest
 
 from tritonscale.scaling import operator_metrics as om
@@ -17,11 +18,12 @@ def test_a_deleted_inferenceservice_leaves_no_series() -> None:
     om.count_decision("ns-m", "gone", "up", "LoadIncreased")
     om.count_decision("ns-m", "gone", "none", "Steady")
     om.count_decision("ns-m", "kept", "none", "Steady")
-    om.publish("ns-m", "gone", 3, 2, (2, 8), 100.0, 80.0)
+    om.publish("ns-m", "gone", 3, 2, (2, 8), 100.0, 80.0, 0.1)
+    assert om.BREACH_P95.labels("ns-m", "gone")._value.get() == pytest.approx(110.0)
     names = {s.split("{")[0] for s in _series("ns-m", "gone")}
     assert {"tritonscale_decisions_total", "tritonscale_desired_replicas", "tritonscale_ready_replicas",
             "tritonscale_warm_floor_replicas", "tritonscale_max_replicas", "tritonscale_target_p95_milliseconds",
-            "tritonscale_observed_p95_milliseconds"} <= names
+            "tritonscale_breach_p95_milliseconds", "tritonscale_observed_p95_milliseconds"} <= names
     om.forget("ns-m", "gone")
     assert _series("ns-m", "gone") == []
     assert [s.split("{")[0] for s in _series("ns-m", "kept")] == ["tritonscale_decisions_total",

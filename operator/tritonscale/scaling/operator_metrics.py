@@ -12,6 +12,11 @@ DECISIONS = Counter(
 )
 OBSERVED_P95 = Gauge("tritonscale_observed_p95_milliseconds", "p95 latency the autoscaler saw", _LABELS)
 TARGET_P95 = Gauge("tritonscale_target_p95_milliseconds", "p95 latency target", _LABELS)
+# target x (1 + spec.scaling.tolerance): above it the autoscaler counts a breach (a p95 up to it is none),
+# what the alerts compare the observed p95 with -- against the bare target, a fleet steady at 105% of it
+# alerted while the autoscaler rightly held.
+BREACH_P95 = Gauge("tritonscale_breach_p95_milliseconds",
+                   "p95 above which the autoscaler counts a breach: target x (1 + tolerance)", _LABELS)
 DESIRED = Gauge("tritonscale_desired_replicas", "Replicas the autoscaler asked for", _LABELS)
 READY = Gauge("tritonscale_ready_replicas", "Warm replicas of the Deployment", _LABELS)
 # The spec's bounds, beside the counts, so an alert can compare them (charts/tritonscale/files/prometheus-rules.yaml:
@@ -64,7 +69,7 @@ def count_decision(namespace: str, name: str, direction: str, reason: str) -> No
 def forget(namespace: str, name: str) -> None:
     """Drop the per-object series of a deleted InferenceService: its gauges and its decision counts
     (kept, they grew with every InferenceService ever created)."""
-    for gauge in (OBSERVED_P95, TARGET_P95, DESIRED, READY, FLOOR, MAX_REPLICAS):
+    for gauge in (OBSERVED_P95, TARGET_P95, BREACH_P95, DESIRED, READY, FLOOR, MAX_REPLICAS):
         try:
             gauge.remove(namespace, name)
         except KeyError:
@@ -87,13 +92,14 @@ def set_or_remove(gauge: Gauge, namespace: str, name: str, value: float | None) 
 
 
 def publish(namespace: str, name: str, desired: int, ready: int, bounds: tuple[int, int], target_ms: float | None,
-            observed_ms: float | None) -> None:
+            observed_ms: float | None, tolerance: float = 0.0) -> None:
     """A tick's gauges: desired and ready replicas, the spec's bounds (warm floor, maxReplicas), the p95 target
-    and the p95 observed (each removed while unknown -- observed: idle or no data -- so no stale value
-    stays)."""
+    (and the breach level, target x (1 + ``tolerance``)) and the p95 observed (each removed while unknown --
+    observed: idle or no data -- so no stale value stays)."""
     DESIRED.labels(namespace, name).set(desired)
     READY.labels(namespace, name).set(ready)
     FLOOR.labels(namespace, name).set(bounds[0])
     MAX_REPLICAS.labels(namespace, name).set(bounds[1])
     set_or_remove(TARGET_P95, namespace, name, target_ms)
+    set_or_remove(BREACH_P95, namespace, name, None if target_ms is None else target_ms * (1.0 + tolerance))
     set_or_remove(OBSERVED_P95, namespace, name, observed_ms)

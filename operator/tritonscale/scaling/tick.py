@@ -609,7 +609,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
             what += f" (spec.replicas had been set to {current} elsewhere; the last tick asked for {asked})"
         # The gauges follow every tick, a scale the API refuses included (status says the same).
         om.publish(namespace, name, decision.replicas, ready, (spec.scaling.floor, spec.scaling.max_replicas),
-                   spec.scaling.target_p95_milliseconds, obs.p95_ms)
+                   spec.scaling.target_p95_milliseconds, obs.p95_ms, spec.scaling.tolerance)
         if scaled:
             try:
                 kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
