@@ -142,6 +142,8 @@ def test_rendered_objects_pass_kubernetes_schemas(rendered, config, kube_version
         kind, name = obj["kind"], obj["metadata"]["name"]
         if kind == "PodMonitor":  # a Prometheus Operator CRD: no schema in kubernetes-validate
             _check_pod_monitor(obj)
+        elif kind == "PrometheusRule":  # likewise; its rules are promtool's (test_prometheus_rules.py)
+            _check_prometheus_rule(obj)
         else:
             try:
                 kubernetes_validate.validate(obj, kube_version, strict=True)
@@ -150,9 +152,18 @@ def test_rendered_objects_pass_kubernetes_schemas(rendered, config, kube_version
         checked.append(kind)
     expected = {"CustomResourceDefinition", "ServiceAccount", "Deployment", "Service", "PodDisruptionBudget",
                 "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}  # Role: the leader Lease
-    expected |= set() if config == "default" else {"PodMonitor", "ConfigMap"}
+    expected |= set() if config == "default" else {"PodMonitor", "ConfigMap", "PrometheusRule"}
     assert expected <= set(checked), checked
     print(f"\n{config} @ {kube_version}: {len(checked)} objects valid: {sorted(checked)}")
+
+
+def _check_prometheus_rule(obj: dict[str, Any]) -> None:
+    assert obj["apiVersion"] == "monitoring.coreos.com/v1", obj["apiVersion"]
+    groups = obj["spec"]["groups"]
+    assert groups and all(g["name"] and g["rules"] for g in groups), groups
+    for rule in (r for g in groups for r in g["rules"]):
+        assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}, rule
+        assert rule["alert"] and rule["expr"] and rule["labels"]["severity"], rule
 
 
 def _check_pod_monitor(obj: dict[str, Any]) -> None:

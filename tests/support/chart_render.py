@@ -30,6 +30,7 @@ NON_DEFAULT_VALUES: dict[str, Any] = {
     "podMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "grafanaDashboard": {"enabled": True},
     "prometheusScrapeConfig": {"enabled": True},
+    "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "verbose": True,
 }
 
