@@ -94,8 +94,7 @@ def _events_for(body: Any) -> Any:
 def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> None:
     meta = body.get("metadata", {})
     key = (str(meta.get("namespace")), str(meta.get("name")))
-    _seen.pop(key, None)  # this pass may fail half way: until it ends, nothing is known
-    _passed_once.add(key)  # started: a listing from now on may show what it did not read
+    _pass_starts(*key)
     try:
         outcome = reconcile(_kube(), dict(body), _events_for(body))
         _passed(*key, outcome)
@@ -147,9 +146,15 @@ _seen: dict[tuple[str, str], dict[str, str]] = {}
 _passed_once: set[tuple[str, str]] = set()
 
 
+def _pass_starts(namespace: str, name: str) -> None:
+    """Before a pass: it may fail half way, so nothing is known until it ends; and a listing from now on may
+    show what it did not read."""
+    _seen.pop((namespace, name), None)
+    _passed_once.add((namespace, name))
+
+
 def _passed(namespace: str, name: str, outcome: Any) -> None:
     """What a pass saw of the children, for ``child_changed``; nothing known after a pass that stopped short."""
-    _passed_once.add((namespace, name))
     seen = getattr(outcome, "seen", None)
     if seen:
         _seen[(namespace, name)] = dict(seen)
@@ -169,8 +174,7 @@ def _reconcile_owner(namespace: str, name: str) -> None:
         if owner is None or owner["metadata"].get("deletionTimestamp"):
             _forget_passes(namespace, name)
             return  # the owner is gone; garbage collection removes the children
-        _seen.pop((namespace, name), None)  # this pass may fail half way: until it ends, nothing is known
-        _passed_once.add((namespace, name))  # started: a listing from now on may show what it did not read
+        _pass_starts(namespace, name)
         _passed(namespace, name, reconcile(kube, owner, _events_for(owner)))
     except API_ERRORS as exc:
         # A 404: the owner or a child vanished between our read and our write: the garbage

@@ -285,8 +285,7 @@ def configure_logging(verbose: bool) -> None:
     for handler in logging.getLogger().handlers:  # Kopf's, which every logger's records reach
         handler.addFilter(HiddenCredentials())
         handler.addFilter(TemporaryAsWarning())
-    if not verbose:
-        for handler in logging.getLogger().handlers:  # Kopf's, which every logger's records reach
+        if not verbose:
             handler.addFilter(ApiRetryDigest())
     # Kopf mutes asyncio outside debug; its "Task exception was never retrieved" is worth a line.
     asyncio_log = logging.getLogger("asyncio")

@@ -66,7 +66,6 @@ EXCLUDING_KEYS = {
 # A Service made an ExternalName sends its clients elsewhere (a DNS alias) while the pods serve, and our
 # selector and ports fit it still: it is put back to a ClusterIP. A type of NodePort or LoadBalancer is left
 # alone (the spec does not say one: a Service exposed by hand keeps its load balancer).
-EXTERNAL_NAME_BACK = ("ClusterIP", None)  # spec.type, spec.externalName
 
 
 def _at(obj: Any, path: tuple[str, ...]) -> Any:
@@ -94,9 +93,9 @@ def added_keys(kind: str, live: dict[str, Any], desired: dict[str, Any]) -> dict
 
 def excluding_keys(kind: str, live: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any] | None:
     """A merge-patch fragment nulling the EXCLUDING_KEYS another writer set on ``live`` and the desired
-    child does not have (and a Service's ExternalName undone: EXTERNAL_NAME_BACK), or None."""
+    child does not have (and a Service's ExternalName undone, see above), or None."""
     if kind == "Service" and _at(live, ("spec", "type")) == "ExternalName":
-        return {"spec": dict(zip(("type", "externalName"), EXTERNAL_NAME_BACK, strict=True))}
+        return {"spec": {"type": "ClusterIP", "externalName": None}}
     out: dict[str, Any] = {}
     for path in EXCLUDING_KEYS.get(kind, ()):
         if _at(live, path) is None or _at(desired, path) is not None:

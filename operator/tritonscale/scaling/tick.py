@@ -205,15 +205,25 @@ def replicas_writers(deployment: dict[str, Any]) -> list[str]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Override:
+    """What a tick found of another writer of spec.replicas: who set the count it found (none: it is this
+    operator's), and what the Scaling condition says while overrides recur (None: they do not)."""
+
+    asked: int | None = None
+    writers: tuple[str, ...] = ()
+    fight: str | None = None
+
+
 def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deployment: dict[str, Any],
-                         current: int, last_reason: str | None, now: float, event: EventFn) -> str | None:
+                         current: int, last_reason: str | None, now: float, event: EventFn) -> Override:
     """spec.replicas is not what this operator asked for last, and another writer owns it: a Warning
     event and a log line, once per set of writers (again after OVERRIDE_REPEAT_S). The autoscaler owns
     the field; a second scaler on the Deployment (an HPA, `kubectl scale`) is overruled at every tick,
     and the fleet flaps between the two. Not while this operator's own last patch failed (ScaleFailed):
-    the count then differs with nobody else involved. ``last_reason``: the Scaling condition's. Returns
-    what the Scaling condition says while overrides recur (``FIGHT_OVERRIDES`` within FIGHT_WINDOW_S),
-    else None."""
+    the count then differs with nobody else involved. ``last_reason``: the Scaling condition's. The
+    ``Override`` says who, and what the Scaling condition says while overrides recur (``FIGHT_OVERRIDES``
+    within FIGHT_WINDOW_S)."""
     asked = status.get("desiredReplicas")
     uid = body["metadata"]["uid"]
     failed = last_reason == "ScaleFailed"
@@ -230,12 +240,13 @@ def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deploy
                  f"last {FIGHT_WINDOW_S / 60:g} minutes), and each change is undone at the next tick: a second "
                  f"scaler on the Deployment (an HorizontalPodAutoscaler's writes come from kube-controller-manager). "
                  f"Remove it, and scale through spec.scaling")
+    found = Override(asked if isinstance(asked, int) else None, tuple(writers), fight)
     if not writers:
-        return fight
+        return found
     key = ", ".join(writers)
     said = _overridden.get(uid)
     if said is not None and said[0] == key and now - said[1] < OVERRIDE_REPEAT_S:
-        return fight
+        return found
     message = (f"the Deployment's spec.replicas is {current}, set by {key}, not the {asked} this "
                f"operator asked for: the autoscaler owns that field, so another scaler on the Deployment (an "
                f"HorizontalPodAutoscaler, kubectl scale) and the autoscaler's own decisions overrule each other "
@@ -245,7 +256,7 @@ def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deploy
     event(body, "Warning", "ReplicasSetElsewhere", message[:1000])
     meta = body["metadata"]
     log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
-    return fight
+    return found
 
 
 def _serving(body: dict[str, Any], deployment: dict[str, Any]) -> tuple[str | None, bool]:
@@ -556,7 +567,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         # reason is logged at INFO.
         scaling = next((c for c in st.conditions_of(status) if c.type == st.SCALING), None)
         last = scaling.reason if scaling is not None else None
-        fight = _replicas_overridden(body, status, deployment, current, last, now, event)
+        override = _replicas_overridden(body, status, deployment, current, last, now, event)
         model = model_name(spec, name)
         obs = snapshot.observation(namespace, name, model)
 
@@ -592,10 +603,10 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                                        body["metadata"].get("generation"))
         if not stale and (tuning is not None or "batching" in status):  # written while tuning, removed after
             new_status.batching = bs.batching_status(spec, status, tuning, now)
-        if fight is not None:
+        if override.fight is not None:
             new_status.conditions = st.set_condition(
                 new_status.conditions, st.SCALING, False, "ReplicasSetElsewhere",
-                f"{fight}; the autoscaler's decision: {decision.reason}: {decision.message}"[:1000], now,
+                f"{override.fight}; the autoscaler's decision: {decision.reason}: {decision.message}"[:1000], now,
                 body["metadata"].get("generation"))
         written = _write_status(kube, body, status, new_status, tuning, event, now)
 
@@ -603,10 +614,9 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         verb = ("up" if decision.replicas > current else "down") if scaled else "none"
         what = (f"scaled {verb} from {current} to {decision.replicas}" if scaled
                 else f"holding {replicas_text(current)} ({ready} ready)")
-        asked = status.get("desiredReplicas")
-        if scaled and isinstance(asked, int) and asked != current and last != "ScaleFailed" and \
-                replicas_writers(deployment):  # a count set by hand put back: not a change of load
-            what += f" (spec.replicas had been set to {current} elsewhere; the last tick asked for {asked})"
+        if scaled and override.writers:  # a count set by hand put back: not a change of load
+            what += (f" (spec.replicas had been set to {current} elsewhere; the last tick asked for "
+                     f"{override.asked})")
         # The gauges follow every tick, a scale the API refuses included (status says the same).
         om.publish(namespace, name, decision.replicas, ready, (spec.scaling.floor, spec.scaling.max_replicas),
                    spec.scaling.target_p95_milliseconds, obs.p95_ms, spec.scaling.tolerance)
