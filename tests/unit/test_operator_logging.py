@@ -24,6 +24,11 @@ def restored_root():
     access.setLevel(access_level)
 
 
+# An InferenceService as Kopf refers to it in its per-object log records.
+BERT = {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService", "name": "bert", "namespace": "team-a",
+        "uid": "u"}
+
+
 def _format(root: logging.Logger, logger: str, message: str, **extra: object) -> str:
     """The line the handler writes for an ERROR record (its filters applied, as ``Handler.handle`` does)."""
     record = logging.getLogger(logger).makeRecord(logger, logging.ERROR, __file__, 1, message, (), None,
@@ -35,10 +40,8 @@ def _format(root: logging.Logger, logger: str, message: str, **extra: object) ->
 
 def test_kopf_object_lines_name_the_object(restored_root: logging.Logger) -> None:
     configure_logging(verbose=False)
-    ref = {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService", "name": "bert",
-           "namespace": "team-a", "uid": "u"}
     line = _format(restored_root, "kopf.objects", "Handler 'reconcile_inference_service' failed with an exception. "
-                   "Will retry.", k8s_ref=ref)
+                   "Will retry.", k8s_ref=BERT)
     assert " ERROR kopf.objects: [team-a/bert] Handler 'reconcile_inference_service' failed with an exception." in line
     own = _format(restored_root, "tritonscale", "team-a/bert: scaled up from 1 to 2")
     assert own.endswith(" ERROR tritonscale: team-a/bert: scaled up from 1 to 2")
@@ -74,11 +77,9 @@ def test_credentials_in_urls_are_hidden_in_every_log_line(restored_root: logging
 def test_a_temporary_handler_failure_is_a_warning(restored_root: logging.Logger) -> None:
     """A name another object holds is reported in status and retried: Kopf's ERROR at each retry said more."""
     configure_logging(verbose=False)
-    ref = {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService", "name": "bert",
-           "namespace": "team-a", "uid": "u"}
     line = _format(restored_root, "kopf.objects", "Handler 'reconcile_inference_service' failed temporarily: "
-                   "another object holds the name of Deployment/bert (see the Ready condition)", k8s_ref=ref)
+                   "another object holds the name of Deployment/bert (see the Ready condition)", k8s_ref=BERT)
     assert " WARNING kopf.objects: [team-a/bert] Handler 'reconcile_inference_service' failed temporarily: " in line
     other = _format(restored_root, "kopf.objects", "Handler 'reconcile_inference_service' failed with an exception. "
-                    "Will retry.", k8s_ref=ref)
+                    "Will retry.", k8s_ref=BERT)
     assert " ERROR kopf.objects: " in other  # a bug stays an error
