@@ -67,6 +67,12 @@ def test_idle_pod_reports_no_p95_but_zero_rate() -> None:
     r = pod(np.array([1.0, 2.0]))
     obs = observe([r], 120.0, CFG)
     assert obs.status == "ok" and obs.p95_ms is None and obs.rps == 0.0 and obs.queue_ms is None
+    assert obs.scrape_s is None  # its counter stood still over its last two scrapes: idelta / irate is 0/0
+
+
+def test_the_scrape_gap_is_the_scrape_interval() -> None:
+    t = np.arange(0.0, 120.0, 0.02)
+    assert observe([pod(t, ready_at=0.0)], 120.0, CFG).scrape_s == CFG.scrape_s
 
 
 def test_pending_counts_requests_not_yet_in_a_batch() -> None:

@@ -53,7 +53,7 @@ def test_label_names_are_validated(bad):
 
 def test_one_query_per_signal_grouped_by_service():
     queries = build_queries(SeriesSelector(), 30)
-    assert set(queries) == set(SIGNALS) and len(queries) == 14
+    assert set(queries) == set(SIGNALS) and len(queries) == 15
     for signal, q in queries.items():
         assert "by (namespace, inferenceservice" + ("" if signal == "targets" else ", model") in q
         assert 'inferenceservice!=""' in q
@@ -65,6 +65,11 @@ def test_one_query_per_signal_grouped_by_service():
     assert "nv_inference_request_failure" in queries["failed_rps"]
     least = queries["pending_min"]
     assert least.startswith("min by (") and "nv_inference_pending_request_count" in least
+    # the seconds between a pod's last two scrapes: the same counter change over irate's time, the least
+    # over pods, a reset's negative and an idle pod's 0/0 dropped
+    gap = queries["scrape_s"]
+    assert gap.startswith("min by (") and "idelta(nv_inference_request_success{" in gap and gap.endswith(") > 0)")
+    assert "/ irate(nv_inference_request_success{" in gap and gap.count("[30s]") == 2
 
 
 def test_snapshot_tells_value_no_data_and_failure_apart():
@@ -73,13 +78,14 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
         "rps": {key: 12.5, ("ns", "idle", "m"): 0.0},
         "p95_ms": {key: 80.0, ("ns", "idle", "m"): math.nan},
         "batch_size": {key: 4.0}, "batch_ms": {key: 28.0}, "pending": {key: 40.0}, "pending_min": {key: 3.0},
-        "replicas": {key: 3.0, ("ns", "idle", "m"): 1.0}, "rate_pods": {key: 2.0},
+        "replicas": {key: 3.0, ("ns", "idle", "m"): 1.0}, "rate_pods": {key: 2.0}, "scrape_s": {key: 30.0},
     })
     obs = snap.observation("ns", "svc", "m")
     assert (obs.status, obs.rps, obs.p95_ms, obs.batch_size, obs.batch_ms) == ("ok", 12.5, 80.0, 4.0, 28.0)
-    assert (obs.pending, obs.pending_min, obs.pods, obs.rate_pods) == (40.0, 3.0, 3.0, 2.0)
+    assert (obs.pending, obs.pending_min, obs.pods, obs.rate_pods, obs.scrape_s) == (40.0, 3.0, 3.0, 2.0, 30.0)
     idle = snap.observation("ns", "idle", "m")
     assert (idle.status, idle.rps, idle.p95_ms) == ("ok", 0.0, None)  # NaN summary: no value, but data
+    assert idle.scrape_s is None  # an idle pod's counter moves not: idelta / irate is 0/0, no series
     assert obs.message == "" and idle.message.startswith("Triton's p95 series reads nan: no request completed")
     # No latency series at all: what Triton does for a model with the response cache (its request summary
     # is off), which MetricsAvailable's NoLatency then names instead of "read NaN".
@@ -301,7 +307,7 @@ def test_a_round_slower_than_its_deadline_is_a_failed_snapshot(monkeypatch):
     monkeypatch.setattr(source._prom, "custom_query", slow_query)
     snap = source.fetch(60)
     assert not snap.ok and 0 < len(asked) < 13, (snap, len(asked))
-    assert f"answered {len(asked)} of 14 queries in 0.1 s" in snap.error
+    assert f"answered {len(asked)} of 15 queries in 0.1 s" in snap.error
 
 
 async def test_a_tick_waits_about_one_interval_for_a_round_then_holds():
@@ -491,7 +497,7 @@ def test_an_answer_that_trickles_ends_the_round_at_its_deadline():
         began = time.monotonic()
         snap = source.fetch(60)
         took = time.monotonic() - began
-        assert not snap.ok and "answered 0 of 14 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
+        assert not snap.ok and "answered 0 of 15 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
         assert took < 2.0, took  # not the 4 s the trickle lasts
 
 

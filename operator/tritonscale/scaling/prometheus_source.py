@@ -3,7 +3,7 @@
 Series are selected by the labels ``namespace``, ``inferenceservice`` and
 ``model`` (names configurable); the chart's scrape config copies the pod label
 ``tritonscale.io/inferenceservice`` into ``inferenceservice``. Each query groups
-by those labels, so 1,000 InferenceServices cost the same fourteen queries as one.
+by those labels, so 1,000 InferenceServices cost the same fifteen queries as one.
 
 p95 combination
 ---------------
@@ -39,13 +39,13 @@ from tritonscale.api.spec import url_without_credentials
 from tritonscale.scaling.decider import Observation
 
 SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_at", "replicas", "rate_pods", "batch_size",
-           "batch_ms", "failed_rps", "recent_rps", "recent_served_rps", "targets")
+           "batch_ms", "failed_rps", "recent_rps", "recent_served_rps", "scrape_s", "targets")
 # The scrape targets of each service by their ``up`` value, keyed (namespace, inferenceservice, up):
 # only for messages, so a service with no Triton series says whether its scrapes fail, or find no pod.
 TARGETS_LABEL = "up"
 # Signals only messages read: asked last, and a round that cannot get them (a label proxy that refuses
 # ``up``, the round's deadline) goes on without them, where a failed round would hold every service.
-MESSAGE_ONLY = frozenset({"targets"})
+MESSAGE_ONLY = frozenset({"scrape_s", "targets"})
 
 
 def promql_string(value: str) -> str:
@@ -129,7 +129,7 @@ def live_irate(series: str, window: str) -> str:
 
 
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
-    """The fourteen queries of one tick. Pure, so the escaping is unit-tested."""
+    """The fifteen queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
     failure = f"nv_inference_request_failure{{{m}}}"
@@ -181,6 +181,11 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         "recent_rps": f"{served} + sum by ({g}) {live_irate(failure, w)} or {served}",
         # The served part alone: with a full batch queued on every replica, the saturation rate.
         "recent_served_rps": served,
+        # How far apart Prometheus scrapes the pods: the seconds between each pod's last two scrapes
+        # (irate divides the same counter change by them; ``> 0`` drops a reset and an idle pod's 0/0),
+        # the least over pods (one missed scrape does not lengthen it). For a status note only: every
+        # autoscaler figure was measured at a 15 s scrape, and a burst shorter than a scrape is unseen.
+        "scrape_s": f"min by ({g}) ((idelta({success}[{w}]) / irate({success}[{w}])) > 0)",
         # Scrape targets by health, for messages only: the chart's relabelling gives ``up`` the
         # namespace and inferenceservice labels (it has no model label).
         "targets": (f'count_values by ({sel.namespace_label}, {sel.service_label}) '
@@ -264,7 +269,7 @@ class Snapshot:
                            pending=val("pending"), pending_min=val("pending_min"), pending_at=val("pending_at"),
                            batch_size=val("batch_size"), batch_ms=val("batch_ms"),
                            failed_rps=val("failed_rps"), recent_rps=val("recent_rps"),
-                           recent_served_rps=val("recent_served_rps"))
+                           recent_served_rps=val("recent_served_rps"), scrape_s=val("scrape_s"))
 
 
     def _no_p95(self, key: Key) -> str:
@@ -444,7 +449,7 @@ class PrometheusSource:
         self.url = url.rstrip("/")
         self._timeout_s = timeout_s
         # ``timeout_s`` bounds each read, not a query: a Prometheus that answers slowly, or trickles
-        # bytes, would stretch one round of 14 queries past several ticks with no failure counted.
+        # bytes, would stretch one round of 15 queries past several ticks with no failure counted.
         # The round stops after this (s), short of the default 15 s tick, as a failed snapshot (the
         # tick holds and counts it towards fallbackReplicas).
         self._round_timeout_s = round_timeout_s

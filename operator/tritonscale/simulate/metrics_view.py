@@ -17,6 +17,8 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
 * recent_rps: ``sum(irate(success[60s]) + irate(failure[60s]))`` -- requests out of the
   queue between the last two scrapes, per second: the fastest rate Prometheus has.
 * recent_served_rps: ``sum(irate(success[60s]))`` -- the same, served requests only.
+* scrape_s: ``min(idelta(success[60s]) / irate(success[60s]))`` -- the seconds between a pod's
+  last two scrapes (for a status note only).
 
 Scrapes: a pod's series are scraped on its own grid (offset + k x scrape interval) while it
 is ready and not removed: a starting pod's Triton has no series yet, and a removed pod's series
@@ -232,6 +234,8 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         "failed_rps": rates.failure,
         "recent_rps": recent if recent_series else None,
         "recent_served_rps": recent_served if recent_series else None,
+        # min(idelta / irate): the seconds between a pod's last two scrapes, of the pods whose counters moved
+        "scrape_s": cfg.scrape_s if recent > 0 else None,
     }
     values = {signal: {SERIES_KEY: v} for signal, v in answers.items() if v is not None}
     return Snapshot(taken_at=now, ok=True, values=values, window_s=round(cfg.window_s)).observation(*SERIES_KEY)

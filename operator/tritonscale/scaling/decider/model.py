@@ -58,6 +58,9 @@ class Observation:
     # shorter than two scrape intervals, where only the pods whose scrape phase fits it have a rate.
     # None: not known (taken as ``pods``).
     rate_pods: float | None = None
+    # Seconds between the last two scrapes of the most often scraped pod (None: not known). Read
+    # only for a status note: the decider plans from the readings as they come.
+    scrape_s: float | None = None
     message: str = ""
 
 
