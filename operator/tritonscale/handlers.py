@@ -273,15 +273,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             url = scaling.prometheus.url or PROMETHEUS_URL
             started = time.monotonic()
             try:
-                refused = not_allowed(scaling.prometheus.url)
-                if refused:
-                    snapshot = Snapshot(taken_at=time.time(), ok=False, error=refused)
-                elif url:
-                    snapshot = await _snapshots().get(url, window, max_age_s=interval * 0.9)
-                else:
-                    snapshot = Snapshot(taken_at=time.time(), ok=False,
-                                        error="no Prometheus URL: set --prometheus-url, "
-                                              "TRITONSCALE_PROMETHEUS_URL or spec.scaling.prometheus.url")
+                snapshot = await _snapshot(scaling.prometheus.url, url, window, interval)
                 _source_checked(uid, shown_url(url) if url else "", snapshot.ok)
                 alive = await asyncio.to_thread(autoscaler.run_tick, _kube(), namespace, name, snapshot,
                                                 time.time(), _post_event, uid)
@@ -325,6 +317,20 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             autoscaler.forget(uid)
             om.forget(namespace, name)
             _source_gone(uid)
+
+
+async def _snapshot(spec_url: str | None, url: str | None, window: int, interval: float) -> Snapshot:
+    """The tick's snapshot from ``url`` (the spec's, else the operator's), or why there is none to ask
+    for: no URL at all (NoPrometheusURL), or the spec's refused by --allowed-prometheus-url
+    (PrometheusNotAllowed) -- settings to fix, not a Prometheus that is down."""
+    refused = not_allowed(spec_url)
+    if refused:
+        return Snapshot(taken_at=time.time(), ok=False, error=refused, failure="PrometheusNotAllowed")
+    if url:
+        return await _snapshots().get(url, window, max_age_s=interval * 0.9)
+    return Snapshot(taken_at=time.time(), ok=False, failure="NoPrometheusURL",
+                    error="no Prometheus URL: set --prometheus-url, TRITONSCALE_PROMETHEUS_URL or "
+                          "spec.scaling.prometheus.url")
 
 
 def _without_finalizer(fn: Any) -> None:

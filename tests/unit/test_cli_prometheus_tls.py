@@ -251,6 +251,14 @@ def test_allowed_prometheus_urls_reach_the_operator_and_refuse_the_others(starte
     assert refused == ("spec.scaling.prometheus.url http://***@10.0.0.5:8080/admin is not a Prometheus this "
                        "operator may query (its --allowed-prometheus-url: http://prom.monitoring:9090, "
                        "https://thanos.example/tenants/a); name one of them, or a path under one")
+    # the tick's snapshot: never asked, and the reason names the setting, not an outage
+    import asyncio
+    snap = asyncio.run(handlers._snapshot("http://10.0.0.5:8080/admin", "http://10.0.0.5:8080/admin", 60, 15.0))
+    assert (snap.ok, snap.failure, snap.error) == (False, "PrometheusNotAllowed", handlers.not_allowed(
+        "http://10.0.0.5:8080/admin"))
+    assert snap.observation("ns", "svc", "m").failure == "PrometheusNotAllowed"
+    none = asyncio.run(handlers._snapshot(None, None, 60, 15.0))
+    assert (none.ok, none.failure) == (False, "NoPrometheusURL") and none.error.startswith("no Prometheus URL: set")
     monkeypatch.setattr(handlers, "ALLOWED_PROMETHEUS_URLS", ())
     assert handlers.not_allowed("http://10.0.0.5:8080/admin") is None  # none given: any
 

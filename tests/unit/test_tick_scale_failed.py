@@ -165,6 +165,13 @@ def _metrics(status: str, reason: str) -> dict[str, Any]:
     # and the Warning was never followed by its Normal event)
     (_metrics("False", "PrometheusUnavailable"), ("False", "NoData"), ("Normal", "PrometheusAvailable")),
     (_metrics("True", "Available"), ("True", "Available"), None),
+    # nothing to ask: no URL at all, or one --allowed-prometheus-url refuses -- said as such, once
+    (None, ("False", "NoPrometheusURL"), ("Warning", "NoPrometheusURL")),
+    (_metrics("True", "Available"), ("False", "PrometheusNotAllowed"), ("Warning", "PrometheusNotAllowed")),
+    (_metrics("False", "PrometheusNotAllowed"), ("False", "PrometheusNotAllowed"), None),
+    (_metrics("False", "PrometheusUnavailable"), ("False", "PrometheusNotAllowed"),
+     ("Warning", "PrometheusNotAllowed")),  # another cause: said again
+    (_metrics("False", "PrometheusNotAllowed"), ("True", "Available"), ("Normal", "PrometheusAvailable")),
 ])
 def test_prometheus_going_away_and_back_is_an_event(before, after, said):
     """A Prometheus outage changed MetricsAvailable only: no Event and one INFO log line, while bursts went
@@ -177,6 +184,8 @@ def test_prometheus_going_away_and_back_is_an_event(before, after, said):
     assert (got[:2] if got else None) == said
     if got and got[0] == "Warning":
         assert got[2].startswith("connection refused; the autoscaler holds the replica count"), got
+        until = "Prometheus answers" if got[1] == "PrometheusUnavailable" else "it has a Prometheus URL it may query"
+        assert got[2].endswith(f"failed ticks) until {until}"), got
 
 
 def test_one_outage_is_one_warning_line_for_every_service_it_reaches() -> None:

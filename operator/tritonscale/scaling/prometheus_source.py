@@ -214,10 +214,13 @@ class Snapshot:
     queries: int = 0
     window_s: int | None = None  # the rate window the queries used
     extra_matchers: str = ""  # the --series-label matchers the queries had, as PromQL (for messages)
+    # Why there is no answer, as MetricsAvailable's reason: PrometheusUnavailable (asked, no answer), or
+    # a setting that left nothing to ask -- NoPrometheusURL, PrometheusNotAllowed.
+    failure: str = "PrometheusUnavailable"
 
     def observation(self, namespace: str, name: str, model: str) -> Observation:
         if not self.ok:
-            return Observation(status="failed", message=self.error)
+            return Observation(status="failed", message=self.error, failure=self.failure)
         key = (namespace, name, model)
 
         def reading(v: float | None) -> float | None:

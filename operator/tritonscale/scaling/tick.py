@@ -334,27 +334,37 @@ def _scrape_note(obs: Observation) -> str:
             "go unseen until they queue")
 
 
+# MetricsAvailable's reasons for no answer at all (Observation.failure): Prometheus did not answer, or a
+# setting left nothing to ask.
+SOURCE_FAILURES = frozenset({"PrometheusUnavailable", "NoPrometheusURL", "PrometheusNotAllowed"})
+
+
 def prometheus_transition(status: Mapping[str, Any] | None,
                           new: st.InferenceServiceStatus) -> tuple[str, str, str] | None:
     """(type, reason, message) of an Event when Prometheus's answers stop or come back: MetricsAvailable
-    turning False with PrometheusUnavailable (a Warning: the autoscaler holds its count, bursts go
-    unserved), and any other reason after it -- NoData too, an answer with too little in it yet. The
+    turning False with PrometheusUnavailable, or with NoPrometheusURL or PrometheusNotAllowed (nothing to
+    ask) -- a Warning named so: the autoscaler holds its count, bursts go unserved -- and any other reason
+    after it -- NoData too, an answer with too little in it yet. The
     conditions said so, but events and the log (where the API server's outage is a warning) did not.
     NoData alone is not the dependency failing (new pods, a model not loaded yet): its own condition
     says it, with no event."""
     def metrics(conds: list[st.Condition]) -> st.Condition | None:
         return next((c for c in conds if c.type == st.METRICS_AVAILABLE), None)
 
+    def down(c: st.Condition | None) -> bool:
+        return c is not None and c.status == "False" and c.reason in SOURCE_FAILURES
+
     before, after = metrics(st.conditions_of(status)), metrics(new.conditions)
-    was_down = before is not None and before.status == "False" and before.reason == "PrometheusUnavailable"
+    was_down = down(before)
     if after is None:
         return None
-    if after.status == "False" and after.reason == "PrometheusUnavailable" and not was_down:
-        return "Warning", "PrometheusUnavailable", (f"{after.message}; the autoscaler holds the replica count "
-                                                    f"(spec.scaling.fallbackReplicas, if set, after "
-                                                    f"failureThreshold failed ticks) until Prometheus "
-                                                    f"answers")[:1000]
-    if was_down and after.reason != "PrometheusUnavailable":
+    if down(after) and not (was_down and before is not None and before.reason == after.reason):
+        until = ("Prometheus answers" if after.reason == "PrometheusUnavailable"
+                 else "it has a Prometheus URL it may query")
+        return "Warning", after.reason, (f"{after.message}; the autoscaler holds the replica count "
+                                         f"(spec.scaling.fallbackReplicas, if set, after failureThreshold "
+                                         f"failed ticks) until {until}")[:1000]
+    if was_down and not down(after):
         # NoData too: Prometheus answers, with too little yet (after its own restart, fewer than two scrapes)
         return "Normal", "PrometheusAvailable", f"Prometheus answers again: {after.message}"[:1000]
     return None
@@ -387,7 +397,7 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
     conds = st.set_condition(st.conditions_of(status), st.SCALING, decision.metrics_ok, decision.reason,
                              decision.message, now, gen)
     if obs.status == "failed":
-        conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, "PrometheusUnavailable", obs.message, now, gen)
+        conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, obs.failure, obs.message, now, gen)
     elif obs.status == "no_data":
         conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, "NoData", obs.message, now, gen)
     elif obs.p95_ms is not None:

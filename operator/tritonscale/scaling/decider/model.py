@@ -62,6 +62,9 @@ class Observation:
     # only for a status note: the decider plans from the readings as they come.
     scrape_s: float | None = None
     message: str = ""
+    # status "failed": why (MetricsAvailable's reason) -- Prometheus did not answer, or no URL / one
+    # --allowed-prometheus-url refuses left nothing to ask. The decider holds alike for each.
+    failure: str = "PrometheusUnavailable"
 
 
 @dataclass(frozen=True)
