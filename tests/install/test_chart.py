@@ -152,7 +152,7 @@ def test_rendered_objects_pass_kubernetes_schemas(rendered, config, kube_version
         checked.append(kind)
     expected = {"CustomResourceDefinition", "ServiceAccount", "Deployment", "Service", "PodDisruptionBudget",
                 "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}  # Role: the leader Lease
-    expected |= set() if config == "default" else {"PodMonitor", "ConfigMap", "PrometheusRule"}
+    expected |= set() if config == "default" else {"PodMonitor", "ConfigMap", "PrometheusRule", "NetworkPolicy"}
     assert expected <= set(checked), checked
     print(f"\n{config} @ {kube_version}: {len(checked)} objects valid: {sorted(checked)}")
 
@@ -229,7 +229,7 @@ def test_operator_deployment_defaults(rendered):
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     labels = dep["spec"]["template"]["metadata"]["labels"]
     assert all(labels[k] == v for k, v in svc["spec"]["selector"].items())
-    assert not [o for o in objects if o["kind"] in ("PodMonitor", "ConfigMap")]
+    assert not [o for o in objects if o["kind"] in ("PodMonitor", "ConfigMap", "NetworkPolicy")]
     assert [o["metadata"]["name"] for o in objects if o["kind"] in ("Role", "RoleBinding")] == [
         "tritonscale-leader-election"] * 2
 
@@ -742,3 +742,60 @@ def test_allowed_prometheus_urls_become_flags(tmp_path):
     assert given == [f"--allowed-prometheus-url={u}" for u in urls]
     (default,) = [o for o in helm_template(None, tmp_path / "d") if o["kind"] == "Deployment"]
     assert not [a for a in default["spec"]["template"]["spec"]["containers"][0]["args"] if "allowed" in a]
+
+
+# ---- the NetworkPolicy ---------------------------------------------------------------------
+
+def _egress_ports(policy: dict[str, Any]) -> list[list[tuple[int | str, str]]]:
+    return [[(p["port"], p["protocol"]) for p in rule["ports"]] for rule in policy["spec"]["egress"]]
+
+
+def test_network_policy_lets_in_the_operators_ports_and_out_dns_the_api_server_and_prometheus(rendered, tmp_path):
+    """An egress NetworkPolicy was the README's advice only (session 57's note): the chart renders one, its
+    Prometheus ports read from the URLs the operator may query."""
+    objects = rendered["non-default"]
+    policy = _one(objects, "NetworkPolicy")
+    dep = _one(objects, "Deployment")
+    assert policy["spec"]["podSelector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    names = {p["name"] for p in c["ports"]}
+    metrics, health = policy["spec"]["ingress"]
+    assert [p["port"] for p in metrics["ports"]] == ["metrics"] and [p["port"] for p in health["ports"]] == ["healthz"]
+    assert {"metrics", "healthz"} <= names  # the container's own port names
+    assert metrics["from"] == NON_DEFAULT_VALUES["networkPolicy"]["metricsFrom"] and "from" not in health
+    dns, api, prom = policy["spec"]["egress"]
+    assert _egress_ports(policy) == [[(53, "UDP"), (53, "TCP")], [(443, "TCP"), (6443, "TCP")], [(9090, "TCP")]]
+    assert dns["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                          "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    assert "to" not in api and "to" not in prom  # no peers given: any address, on those ports
+
+    # every URL's port, 80/443 by scheme where it names none, the listed ones; once each; peers and extra rules
+    peers = [{"ipBlock": {"cidr": "10.0.0.2/32"}}]
+    extra = {"to": [{"ipBlock": {"cidr": "10.1.0.0/16"}}], "ports": [{"port": 8443, "protocol": "TCP"}]}
+    values = {"prometheus": {"url": "https://prom.monitoring", "allowedUrls": [
+                  "http://thanos.monitoring/tenants/a", "http://[fd00::1]:9090", "https://prom.monitoring"]},
+              "networkPolicy": {"enabled": True, "apiServer": {"to": peers, "ports": [6443]},
+                                "prometheus": {"to": peers, "ports": [9090, 10902]}, "dns": {"to": []},
+                                "extraEgress": [extra]}}
+    policy = _one(helm_template(values, tmp_path), "NetworkPolicy")
+    assert _egress_ports(policy) == [[(53, "UDP"), (53, "TCP")], [(6443, "TCP")],
+                                     [(443, "TCP"), (80, "TCP"), (9090, "TCP"), (10902, "TCP")],
+                                     [(8443, "TCP")]]
+    dns, api, prom, more = policy["spec"]["egress"]
+    assert "to" not in dns and api["to"] == peers and prom["to"] == peers and more == extra
+
+
+def test_network_policy_without_a_prometheus_port_it_can_read_is_a_one_line_error(tmp_path):
+    """prometheus.url in a Secret (or none at all): the chart cannot read a port, and says which value names it."""
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"networkPolicy": {"enabled": True},
+                                    "prometheus": {"urlSecret": {"name": "prom-cred", "key": "url"}}}))
+    proc = subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "networkPolicy.prometheus.ports: name the port(s) of the Prometheus the operator queries" in proc.stderr
+    path.write_text(yaml.safe_dump({"networkPolicy": {"enabled": True, "prometheus": {"ports": [70000]}}}))
+    proc = subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode != 0 and "/networkPolicy/prometheus/ports/0" in proc.stderr, proc.stderr

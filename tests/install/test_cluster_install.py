@@ -135,3 +135,18 @@ def test_helm_install_succeeds(control_plane, operator_install, admin_client):
     binding = rbac.read_cluster_role_binding(operator_install.release)
     assert [(s.kind, s.name, s.namespace) for s in binding.subjects] == [
         ("ServiceAccount", operator_install.service_account, OPERATOR_NAMESPACE)]
+
+
+def test_the_charts_network_policy_is_accepted_by_the_api_server(admin_client, tmp_path):
+    """The chart's NetworkPolicy (networkPolicy.enabled) passes the real kube-apiserver's validation -- named
+    ports, peers, protocols -- as a server-side dry run in the operator's namespace: nothing is created."""
+    from support.chart_render import NON_DEFAULT_VALUES, helm_template
+
+    (policy,) = [o for o in helm_template(NON_DEFAULT_VALUES, tmp_path) if o["kind"] == "NetworkPolicy"]
+    policy["metadata"]["namespace"] = OPERATOR_NAMESPACE
+    api = kubernetes.client.NetworkingV1Api(admin_client)
+    made = api.create_namespaced_network_policy(OPERATOR_NAMESPACE, policy, dry_run="All")
+    assert made.spec.policy_types == ["Ingress", "Egress"]
+    assert [p.port for p in made.spec.ingress[0].ports] == ["metrics"]
+    with pytest.raises(kubernetes.client.ApiException):
+        api.read_namespaced_network_policy(policy["metadata"]["name"], OPERATOR_NAMESPACE)  # a dry run only

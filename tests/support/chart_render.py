@@ -32,6 +32,8 @@ NON_DEFAULT_VALUES: dict[str, Any] = {
     "prometheusScrapeConfig": {"enabled": True},
     "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "verbose": True,
+    "networkPolicy": {"enabled": True, "metricsFrom": [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "monitoring"}}}]},
 }
 
 
