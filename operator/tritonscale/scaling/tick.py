@@ -355,10 +355,10 @@ def prometheus_transition(status: Mapping[str, Any] | None,
         return c is not None and c.status == "False" and c.reason in SOURCE_FAILURES
 
     before, after = metrics(st.conditions_of(status)), metrics(new.conditions)
-    was_down = down(before)
+    was_down = before.reason if before is not None and down(before) else None  # why it was down, if it was
     if after is None:
         return None
-    if down(after) and not (was_down and before is not None and before.reason == after.reason):
+    if down(after) and after.reason != was_down:
         until = ("Prometheus answers" if after.reason == "PrometheusUnavailable"
                  else "it has a Prometheus URL it may query")
         return "Warning", after.reason, (f"{after.message}; the autoscaler holds the replica count "
