@@ -588,6 +588,34 @@ def test_the_span_of_plans_a_surprise_is_measured_against_is_the_rate_window():
     assert D.surprise(st, now_burst, 0.0, span=60.0).surprises == ()  # the last burst's plan in the span
 
 
+def _jump_seen_over_three_ticks() -> State:
+    """500 rps planned at 550 until t = 0, then a flash crowd's jump to 2,000 rps that the readings show
+    over three ticks (each pod is scraped at its own offset): plans of 650, 1,600 and 2,200 at 0, 15 and
+    30 s; the first reading of it (t = 0) was a surprise. Plans of 2,200 after."""
+    before = tuple((float(t), 500.0, 550.0) for t in range(-300, 0, 15))
+    jump = ((0.0, 600.0, 650.0), (15.0, 1500.0, 1600.0), (30.0, 2000.0, 2200.0))
+    after = tuple((float(t), 2000.0, 2200.0) for t in range(45, 75, 15))
+    return State(rates=before + jump + after, cold_start_s=60.0, surprises=(0.0,))
+
+
+@pytest.mark.parametrize(("now", "rate", "surprised", "why"), [
+    # 75 s after the first reading, the plans of a cold start ago (0-15 s: at most 1,600) are below
+    # 2,000, but the plan of 30 s, while the jump still showed, covers it: the same jump, its replicas
+    # starting -- no second surprise (one flash crowd counted twice engaged the burst memory)
+    (75.0, 2000.0, False, "the same jump"),
+    (75.0, 2600.0, True, "a rise above what the jump's own plans asked for"),
+    # 30 minutes on, the jump's plans are long out of the window: a new burst of the same height after
+    # a scale-down is a surprise again (on/off traffic's bursts recur at one height)
+    (1800.0, 2000.0, True, "a later burst of the same height"),
+])
+def test_a_jump_seen_over_several_ticks_is_one_surprise(now, rate, surprised, why):
+    st = _jump_seen_over_three_ticks()
+    if now > 100:  # back at 500 rps (planned at 550) for the half hour before
+        st = replace(st, rates=st.rates + tuple((float(t), 500.0, 550.0) for t in range(75, int(now), 15)))
+    got = D.surprise(st, D.Demand(rate, rate, 0.0), now).surprises
+    assert (got[-1] == now) is surprised, why
+
+
 @pytest.mark.parametrize(("planned", "cap", "served"), [
     (500.0, 100.0, 6 * 90.0),  # 500 rps at 90 (0.9 x 100) a replica: 6 replicas, 540 rps
     (540.0, 100.0, 540.0),  # exactly 6 replicas' worth

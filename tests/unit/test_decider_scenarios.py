@@ -91,6 +91,25 @@ def test_flash_crowd_is_met_in_one_step_and_released():
     assert min(r for _, r, _, _ in p.history) >= POLICY.floor
 
 
+def test_a_one_off_flash_crowd_read_over_several_ticks_engages_no_burst_memory():
+    """The suite's flash crowds reach the readings over two or three ticks (each pod is scraped at its
+    own offset). That one jump was counted as two surprises -- the plans of a cold start before the
+    second still predated its end -- and a single crowd engaged the burst memory, holding the crowd's
+    fleet for ten cold starts after it (flash/cold60s/tight/seed0: 4.08 replica-hours, 3.77 without)."""
+    p = Plant(POLICY, replicas=2, cold_start=60.0)
+    for _ in range(20):
+        p.tick(400.0)
+    for rate in (1000.0, 1900.0):  # the jump, as the readings show it
+        p.tick(rate)
+    for _ in range(20):
+        p.tick(2400.0)
+    for _ in range(40):  # 10 minutes back at the base rate
+        p.tick(400.0)
+    assert len(p.state.surprises) == 1
+    assert "BurstMemory" not in [why for _, _, _, why in p.history]
+    assert p.history[-1][1] <= p.need(400.0) + 1
+
+
 def test_burst_train_is_held_across_the_gaps():
     p = Plant(POLICY, replicas=2, cold_start=60.0)
     for _ in range(8):

@@ -195,7 +195,11 @@ def surprise(state: State, d: Demand, now: float, sigma: float | None = None, sp
     burst after a scale-down: the sandbox's 50 s bursts at a 10 s window recorded none, and the fleet
     went 3 -> 1 at each burst's start and back). Whether or not capacity happened to
     be there (the burst memory may have held it), a scaler that follows the plan would have been
-    short. Rising edge: at most one per cold start. A plan made before the rate's
+    short. Rising edge: at most one per cold start, and none that the plans made while the last
+    surprise's rise reached the readings (one ``span`` after it) cover: a jump shows over two or
+    three ticks (each pod is scraped at its own offset), and the plans of a cold start before the
+    later ticks still predate its end -- one flash crowd counted twice engaged the burst memory that
+    waits for a second (the suite: "Adopted in session 59"). A plan made before the rate's
     noise could be measured (the first ticks of a new service or memory: too few earlier
     samples) carries no noise margin, so the next noisy reading would pass it by chance: it is
     no evidence either way. ``sigma``: the rate's ``noise`` now, if the caller has it."""
@@ -206,6 +210,11 @@ def surprise(state: State, d: Demand, now: float, sigma: float | None = None, sp
     # was sized for the higher ones.
     past = [state.rates[i][2] for i in window] if all(_noise_known(state.rates, i) for i in window) else []
     kept = tuple(t for t in state.surprises if now - t <= C.MAX_BURST_HOLD_S)
+    if kept and past:
+        # The plans made while the last surprise's rise showed in the readings (one ``span``): a
+        # rate they cover is that rise still, its replicas starting, not a second one.
+        since = max(kept[-1], now - horizon - span)  # within the window's reach
+        past += [e[2] for e in state.rates if since <= e[0] <= kept[-1] + span and e[0] < now]
     if past and d.rate - C.NOISE_Z * noise_now(state, now, sigma) > max(past) \
             and (not kept or now - kept[-1] > horizon):
         kept = (kept + (now,))[-C.MAX_SURPRISES:]
