@@ -37,6 +37,7 @@ from tritonscale.simulate.policies.hpa import HpaPolicy
 from tritonscale.simulate.policies.keda import KedaPolicy
 from tritonscale.simulate.policies.kpa import KpaPolicy
 from tritonscale.simulate.policies.oracle import solve, window_needs
+from tritonscale.simulate.policies.periodic import Bounds
 from tritonscale.simulate.policies.slo_ratio import SloRatioPolicy
 from tritonscale.simulate.policies.static import StaticPolicy
 from tritonscale.simulate.policies.triton_queue import TritonQueuePolicy
@@ -160,17 +161,17 @@ def build(name: str, opts: Options, cal: Calibration, initial: int):
             ours.batcher, ours.bounds = c.batcher, bs.batching_bounds(c.batcher.max_batch, batching)
             ours.reload_pause_s = c.reload_pause_s if c.batching_apply == "reload" else 0.0  # a rollout: view.rolling
         return ours
+    bounds = Bounds(min_replicas=c.min_replicas, max_replicas=c.max_replicas, initial=initial)
     if name == "hpa":
-        return HpaPolicy(opts.hpa_target, c.min_replicas, c.max_replicas, initial, recs=seeded)
+        return HpaPolicy(opts.hpa_target, **bounds, recs=seeded)
     if name == "keda":
-        return KedaPolicy(cal.target_rps, c.min_replicas, c.max_replicas, initial, recs=seeded)
+        return KedaPolicy(cal.target_rps, **bounds, recs=seeded)
     if name == "kpa":
-        return KpaPolicy(cal.concurrency_at_headroom, c.min_replicas, c.max_replicas, initial)
+        return KpaPolicy(cal.concurrency_at_headroom, **bounds)
     if name == "triton-queue":
-        return TritonQueuePolicy(cal.queue_ms_at_headroom, c.min_replicas, c.max_replicas, initial, recs=seeded)
+        return TritonQueuePolicy(cal.queue_ms_at_headroom, **bounds, recs=seeded)
     if name == "slo-ratio":
-        return SloRatioPolicy(opts.slo_ms, c.min_replicas, c.max_replicas, initial,
-                              recs=[(0.0, initial)])
+        return SloRatioPolicy(opts.slo_ms, **bounds, recs=[(0.0, initial)])
     raise ValueError(f"unknown policy {name!r}")
 
 

@@ -1,4 +1,5 @@
-"""Autoscaling policies for the simulator, one file each, behind ``engine.Autoscaler``.
+"""Autoscaling policies for the simulator, one file each, behind ``engine.Autoscaler`` (the baselines
+share ``periodic.Periodic``: a fixed tick, replica bounds and a count to start from).
 
 ``simulate.benchmark.build(name, ...)`` turns a ``--policy`` value into an autoscaler:
 

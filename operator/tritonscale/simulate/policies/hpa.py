@@ -25,10 +25,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import ClassVar
 
 from tritonscale.simulate.engine import View
+from tritonscale.simulate.policies.periodic import Periodic
 
 SYNC_PERIOD_S = 15.0  # --horizontal-pod-autoscaler-sync-period
 TOLERANCE = 0.1  # --horizontal-pod-autoscaler-tolerance
@@ -93,19 +93,11 @@ def pods_metric_step(values: list[float | None], view: View, target: float, lo: 
 
 
 @dataclass
-class HpaPolicy:
+class HpaPolicy(Periodic):
+    period_s: ClassVar[float] = SYNC_PERIOD_S
     target_utilisation: float = 0.7
-    min_replicas: int = 1
-    max_replicas: int = 20
-    initial: int | None = None
     name: str = "hpa"
     recs: tuple[tuple[float, int], ...] = field(default=())
-
-    def initial_replicas(self, default: int) -> int:
-        return self.initial if self.initial is not None else default
-
-    def tick_times(self, horizon: float) -> np.ndarray:
-        return np.arange(SYNC_PERIOD_S, horizon, SYNC_PERIOD_S)
 
     def step(self, view: View) -> tuple[int, str]:
         out, why, rec, mean, self.recs = pods_metric_step(

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import ClassVar
 
 from tritonscale.simulate.engine import View
 from tritonscale.simulate.policies.hpa import SCALE_DOWN_STABILIZATION_S, TOLERANCE, limit_rate, stabilize
+from tritonscale.simulate.policies.periodic import Periodic
 
 POLLING_INTERVAL_S = 30.0
 
@@ -33,26 +33,18 @@ def average_value_replicas(value: float, current: int, threshold: float,
 
 
 @dataclass
-class KedaPolicy:
+class KedaPolicy(Periodic):
+    period_s: ClassVar[float] = POLLING_INTERVAL_S
     threshold_rps: float
-    min_replicas: int = 1
-    max_replicas: int = 20
-    initial: int | None = None
     name: str = "keda"
     recs: tuple[tuple[float, int], ...] = field(default=())
-
-    def initial_replicas(self, default: int) -> int:
-        return self.initial if self.initial is not None else default
-
-    def tick_times(self, horizon: float) -> np.ndarray:
-        return np.arange(POLLING_INTERVAL_S, horizon, POLLING_INTERVAL_S)
 
     def step(self, view: View) -> tuple[int, str]:
         rps = view.request_rate()
         if rps is None:  # no series: the HPA keeps the current scale
             return view.current, "NoMetrics"
         rec = average_value_replicas(rps, view.current, self.threshold_rps)
-        rec = max(self.min_replicas, min(self.max_replicas, rec))
+        rec = self.clamp(rec)
         out, self.recs = stabilize(self.recs, view.now, view.current, rec, SCALE_DOWN_STABILIZATION_S)
         out = limit_rate(out, view.current, self.min_replicas, self.max_replicas)
         return out, f"{rps:.0f} rps vs {self.threshold_rps:.0f} per replica, rec {rec}"

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-import numpy as np
+from typing import ClassVar
 
 from tritonscale.simulate.engine import View
+from tritonscale.simulate.policies.periodic import Periodic
 
 TICK_S = 2.0
 STABLE_WINDOW_S = 60.0
@@ -59,22 +59,14 @@ def kpa_scale(stable: float, panic: float, ready: int, target: float, state: Kpa
 
 
 @dataclass
-class KpaPolicy:
+class KpaPolicy(Periodic):
+    period_s: ClassVar[float] = TICK_S
     target_concurrency: float
-    min_replicas: int = 1
-    max_replicas: int = 20
-    initial: int | None = None
     name: str = "kpa"
     state: KpaState = KpaState()
-
-    def initial_replicas(self, default: int) -> int:
-        return self.initial if self.initial is not None else default
-
-    def tick_times(self, horizon: float) -> np.ndarray:
-        return np.arange(TICK_S, horizon, TICK_S)
 
     def step(self, view: View) -> tuple[int, str]:
         stable = view.concurrency(STABLE_WINDOW_S)
         panic = view.concurrency(PANIC_WINDOW_S)
         n, why, self.state = kpa_scale(stable, panic, view.ready, self.target_concurrency, self.state, view.now)
-        return max(self.min_replicas, min(self.max_replicas, n)), why
+        return self.clamp(n), why

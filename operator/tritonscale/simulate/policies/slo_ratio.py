@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import ClassVar
 
 from tritonscale.simulate.engine import View
+from tritonscale.simulate.policies.periodic import Periodic
 
 TICK_S = 15.0
 CLAMP = 2.0
@@ -48,22 +48,14 @@ def desired(s: float, n: int, r: int) -> int:
 
 
 @dataclass
-class SloRatioPolicy:
+class SloRatioPolicy(Periodic):
+    period_s: ClassVar[float] = TICK_S
     slo_ms: float
-    min_replicas: int = 1
-    max_replicas: int = 20
-    initial: int | None = None
     name: str = "slo-ratio"
     samples: list[tuple[float, float]] = field(default_factory=list)  # (t, clamped s_raw)
     recs: list[tuple[float, int]] = field(default_factory=list)  # (t, d)
     sizes: list[tuple[float, int]] = field(default_factory=list)  # (t, replicas after the tick)
     last_down: float = -math.inf
-
-    def initial_replicas(self, default: int) -> int:
-        return self.initial if self.initial is not None else default
-
-    def tick_times(self, horizon: float) -> np.ndarray:
-        return np.arange(TICK_S, horizon, TICK_S)
 
     def step(self, view: View) -> tuple[int, str]:
         now, n = view.now, view.current
@@ -71,7 +63,7 @@ class SloRatioPolicy:
         raw = 0.0 if p90 is None else min(p90 / self.slo_ms, CLAMP)
         self.samples = [(t, v) for t, v in self.samples if now - t < SMOOTH_S] + [(now, raw)]
         s = sum(v for _, v in self.samples) / len(self.samples)
-        d = max(self.min_replicas, min(self.max_replicas, desired(s, n, view.ready)))
+        d = self.clamp(desired(s, n, view.ready))
         self.recs = [(t, r) for t, r in self.recs if now - t < DOWN_WINDOW_S] + [(now, d)]
         out = n
         up = min(r for t, r in self.recs if now - t < UP_WINDOW_S)
@@ -83,6 +75,6 @@ class SloRatioPolicy:
         elif down < n and now - self.last_down >= DOWN_PERIOD_S:
             out = n - 1
             self.last_down = now
-        out = max(self.min_replicas, min(self.max_replicas, out))
+        out = self.clamp(out)
         self.sizes = [(t, k) for t, k in self.sizes if now - t < UP_PERIOD_S] + [(now, out)]
         return out, f"s={s:.2f} (p90 {p90 if p90 is not None else float('nan'):.0f} ms), d={d}"

@@ -17,29 +17,21 @@ measured on one replica at the shared headroom (80% of the capacity at the SLO).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import ClassVar
 
 from tritonscale.simulate.engine import View
 from tritonscale.simulate.policies.hpa import SYNC_PERIOD_S, pods_metric_step
+from tritonscale.simulate.policies.periodic import Periodic
 
 METRIC_WINDOW_S = 30.0
 
 
 @dataclass
-class TritonQueuePolicy:
+class TritonQueuePolicy(Periodic):
+    period_s: ClassVar[float] = SYNC_PERIOD_S
     target_queue_ms: float
-    min_replicas: int = 1
-    max_replicas: int = 20
-    initial: int | None = None
     name: str = "triton-queue"
     recs: tuple[tuple[float, int], ...] = field(default=())
-
-    def initial_replicas(self, default: int) -> int:
-        return self.initial if self.initial is not None else default
-
-    def tick_times(self, horizon: float) -> np.ndarray:
-        return np.arange(SYNC_PERIOD_S, horizon, SYNC_PERIOD_S)
 
     def step(self, view: View) -> tuple[int, str]:
         out, why, rec, mean, self.recs = pods_metric_step(
