@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 from tritonscale.api.spec import url_without_credentials
-from tritonscale.scaling.decider import Observation
+from tritonscale.scaling.decider import Observation, SourceFailure
 
 SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_at", "replicas", "rate_pods", "batch_size",
            "batch_ms", "failed_rps", "recent_rps", "recent_served_rps", "scrape_s", "targets")
@@ -216,7 +216,7 @@ class Snapshot:
     extra_matchers: str = ""  # the --series-label matchers the queries had, as PromQL (for messages)
     # Why there is no answer, as MetricsAvailable's reason: PrometheusUnavailable (asked, no answer), or
     # a setting that left nothing to ask -- NoPrometheusURL, PrometheusNotAllowed.
-    failure: str = "PrometheusUnavailable"
+    failure: SourceFailure = "PrometheusUnavailable"
 
     def observation(self, namespace: str, name: str, model: str) -> Observation:
         if not self.ok:

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import socket
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, get_args
 
 from kubernetes.client import ApiException
 
@@ -39,7 +39,16 @@ from tritonscale.render.kubernetes_objects import (
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling import operator_metrics as om
-from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide, replicas_text
+from tritonscale.scaling.decider import (
+    Decision,
+    Observation,
+    Policy,
+    Replicas,
+    SourceFailure,
+    State,
+    decide,
+    replicas_text,
+)
 from tritonscale.scaling.pod_census import PodCensus, first_census_since, node_names, parse_time, take_census
 from tritonscale.scaling.prometheus_source import Snapshot
 
@@ -334,9 +343,8 @@ def _scrape_note(obs: Observation) -> str:
             "go unseen until they queue")
 
 
-# MetricsAvailable's reasons for no answer at all (Observation.failure): Prometheus did not answer, or a
-# setting left nothing to ask.
-SOURCE_FAILURES = frozenset({"PrometheusUnavailable", "NoPrometheusURL", "PrometheusNotAllowed"})
+# MetricsAvailable's reasons for no answer at all (Observation.failure).
+SOURCE_FAILURES: frozenset[str] = frozenset(get_args(SourceFailure))
 
 
 def prometheus_transition(status: Mapping[str, Any] | None,

@@ -70,6 +70,7 @@ from tritonscale.scaling.decider.model import (
     PendingReading,
     Policy,
     Replicas,
+    SourceFailure,
     SourceStatus,
     State,
     Step,
@@ -173,7 +174,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
 
 
 __all__ = [
-    "Decision", "Demand", "Observation", "PendingReading", "Policy", "Replicas", "SourceStatus", "State", "Step",
+    "Decision", "Demand", "Observation", "PendingReading", "Policy", "Replicas", "SourceFailure", "SourceStatus",
+    "State", "Step",
     "add_batch_sample",
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
     "capacity_known", "complete", "learned_cost", "slope_known",

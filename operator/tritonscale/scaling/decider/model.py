@@ -7,6 +7,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 SourceStatus = Literal["ok", "no_data", "failed"]
+# Why a source gave no answer at all (MetricsAvailable's reason): Prometheus did not answer, or a setting
+# left nothing to ask (no URL; --allowed-prometheus-url refuses the one given).
+SourceFailure = Literal["PrometheusUnavailable", "NoPrometheusURL", "PrometheusNotAllowed"]
 
 
 class PendingReading(NamedTuple):
@@ -64,7 +67,7 @@ class Observation:
     message: str = ""
     # status "failed": why (MetricsAvailable's reason) -- Prometheus did not answer, or no URL / one
     # --allowed-prometheus-url refuses left nothing to ask. The decider holds alike for each.
-    failure: str = "PrometheusUnavailable"
+    failure: SourceFailure = "PrometheusUnavailable"
 
 
 @dataclass(frozen=True)
