@@ -879,6 +879,35 @@ def test_burst_hold_needs_recurring_surprises_and_grows_with_their_gaps():
     assert D.burst_hold(State(), 0.0, tick) == 0.0
 
 
+@pytest.mark.parametrize(("surprises", "now", "kept"), [
+    ((), 100.0, ()),
+    ((100.0,), 1900.0, (100.0,)),  # the last one MAX_BURST_HOLD_S ago: still remembered
+    ((100.0,), 1901.0, ()),  # then forgotten
+    # The group the last surprise came in, measured back from it, not from now: the first is
+    # 1,830 s old, but within MAX_BURST_HOLD_S of the second, so the memory they engaged holds
+    # for its whole hold after the second (steps/cold60s/tight/seed7 let go of it here)
+    ((690.0, 2040.0), 2520.0, (690.0, 2040.0)),
+    ((100.0, 2000.0, 2500.0), 2600.0, (2000.0, 2500.0)),  # 100 s is 2,400 s before the last
+    ((690.0, 2040.0), 3841.0, ()),
+])
+def test_recurring_surprises_are_measured_back_from_the_last_one(surprises, now, kept):
+    assert D.recurring(surprises, now) == kept
+
+
+def test_the_burst_memory_holds_its_whole_hold_after_the_second_surprise():
+    """Surprises at 690 and 2,040 s at a 60 s cold start engage the memory (two recur), which holds
+    min(MAX_BURST_HOLD_S, 2 x the 1,350 s gap) = 1,800 s after the second. Each tick's ``surprise``
+    keeps both until then, though the first is older than MAX_BURST_HOLD_S from 2,490 s on."""
+    hist = tuple((float(t), 500.0, 600.0) for t in range(2220, 2521, 15))
+    st = State(rates=hist, cold_start_s=60.0, surprises=(690.0, 2040.0))
+    for now in (2520.0, 3000.0, 3840.0):
+        after = D.surprise(st, D.Demand(500.0, 500.0, 0.0), now)
+        assert after.surprises == (690.0, 2040.0)
+        assert D.burst_hold(after, now, POLICY.interval_s) == D.MAX_BURST_HOLD_S
+    gone = D.surprise(st, D.Demand(500.0, 500.0, 0.0), 3841.0)
+    assert gone.surprises == () and D.burst_hold(gone, 3841.0, POLICY.interval_s) == 0.0
+
+
 @pytest.mark.parametrize(("cold_start_s", "interval_s", "needed"), [
     (15.0, 15.0, 2),  # a surprise costs ~30 s of misses: a single one may be a one-off
     (60.0, 15.0, 2),  # ~75 s: two fit the budget (10% of 1800 s = 180 s)

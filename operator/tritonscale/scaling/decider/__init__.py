@@ -91,6 +91,7 @@ from tritonscale.scaling.decider.signals import (
     noise,
     noise_measured,
     plan_horizon,
+    recurring,
     saturation_share,
     surprise,
     trend,
@@ -183,6 +184,6 @@ __all__ = [
     "data_age", "decide", "demand", "forecast", "forget_model", "guard", "horizon_rise", "learn",
     "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",
-    "plan_horizon", "recommend", "replicas_text", "saturation_share", "scale_down_window", "settle", "stabilize",
+    "plan_horizon", "recommend", "recurring", "replicas_text", "saturation_share", "scale_down_window", "settle", "stabilize",
     "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend",
 ]
