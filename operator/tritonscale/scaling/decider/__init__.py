@@ -184,6 +184,6 @@ __all__ = [
     "data_age", "decide", "demand", "forecast", "forget_model", "guard", "horizon_rise", "learn",
     "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",
-    "plan_horizon", "recommend", "recurring", "replicas_text", "saturation_share", "scale_down_window", "settle", "stabilize",
-    "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend",
+    "plan_horizon", "recommend", "recurring", "replicas_text", "saturation_share", "scale_down_window", "settle",
+    "stabilize", "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend",
 ]
