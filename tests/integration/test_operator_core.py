@@ -170,16 +170,18 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
         {**container, "image": "evil/image:latest"}]}}}}, field_manager="kubectl-edit")
     wait_for(lambda: k.deployment("linear")["spec"]["template"]["spec"]["containers"][0]["image"] == container["image"],
              3, what="image drift to be reverted")
+    def on_linear() -> list:
+        """The events on objects named linear: the InferenceService's, and its Deployment's."""
+        return [e for e in k.core.list_namespaced_event(ns).items if e.involved_object.name == "linear"]
+
     # ... and said as drift, naming who made it (the spec did not change: not "updated to match the spec")
     try:
-        reverted = wait_for(lambda: [e for e in k.core.list_namespaced_event(ns).items
-                                     if e.involved_object.name == "linear" and e.reason == "DriftReverted"], 5,
+        reverted = wait_for(lambda: [e for e in on_linear() if e.reason == "DriftReverted"], 5,
                             what="a DriftReverted event")
     except AssertionError as exc:
         # Once in a clean-clone CI run (session 61) the drift was put back but no DriftReverted came: say
         # what came instead and what the operator logged, so that a next failure shows why.
-        said = [(e.type, e.reason, e.message) for e in k.core.list_namespaced_event(ns).items
-                if e.involved_object.name == "linear"]
+        said = [(e.type, e.reason, e.message) for e in on_linear()]
         raise AssertionError(f"{exc}; the object's events: {said}; the operator's log:\n{op.log_tail()}") from None
     assert reverted[0].type == "Warning" and "Deployment/linear" in reverted[0].message
     assert "changed by kubectl-edit, not through this InferenceService" in reverted[0].message
@@ -218,9 +220,7 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
              what="the ConfigMap no pod template mounts deleted")
 
     # Notable actions are Kubernetes Events on the InferenceService.
-    events = wait_for(lambda: [e for e in k.core.list_namespaced_event(ns).items
-                               if e.involved_object.name == "linear" and e.reason in ("Created", "Updated")],
-                      5, what="events")
+    events = wait_for(lambda: [e for e in on_linear() if e.reason in ("Created", "Updated")], 5, what="events")
     assert any("Deployment/linear" in e.message for e in events)
     # a spec edit that changed the pod template (the batcher's config, above) says the pods roll
     assert any(e.reason == "Updated" and e.message == "updated Deployment/linear to match the spec; a new pod "
@@ -233,9 +233,8 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     rs_before = {rs["metadata"]["name"] for rs in k.replica_sets("linear")}
     said = {e.metadata.uid for e in events}
     k.patch("linear", {"spec": {"scaling": {"maxReplicas": 7}}})
-    update = wait_for(lambda: [e for e in k.core.list_namespaced_event(ns).items
-                               if e.involved_object.name == "linear" and e.reason == "Updated"
-                               and e.metadata.uid not in said and "Deployment/linear" in e.message], 5,
+    update = wait_for(lambda: [e for e in on_linear() if e.reason == "Updated" and e.metadata.uid not in said
+                               and "Deployment/linear" in e.message], 5,
                       what="the Deployment's Updated event for the scaling edit")
     assert [e.message for e in update] == ["updated Deployment/linear to match the spec"]
     # A child whose last-applied record alone differs (an upgrade writes it in a new format) gets the
@@ -246,8 +245,7 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     wait_for(lambda: k.core.read_namespaced_service("linear", ns).metadata.annotations[LAST_APPLIED] == record, 5,
              what="the last-applied record written back")
     time.sleep(0.5)  # the event would be posted right after the patch
-    assert not [e.message for e in k.core.list_namespaced_event(ns).items
-                if e.involved_object.name == "linear" and e.metadata.uid not in said and "Service/linear" in e.message]
+    assert not [e.message for e in on_linear() if e.metadata.uid not in said and "Service/linear" in e.message]
     assert {rs["metadata"]["name"] for rs in k.replica_sets("linear")} == rs_before
 
     # 5. delete: the object goes, and the garbage collector removes every child (and the
