@@ -39,6 +39,10 @@ def test_bursty_classes_jump_and_smooth_ones_do_not():
 
     assert biggest_step("flash") > 0.5 and biggest_step("onoff") > 0.5 and biggest_step("steps") > 0.3
     assert biggest_step("diurnal") < 0.01
+    # a sawtooth falls at once, but rises only along its ramps (until session 62 each ramp after the
+    # first began with a jump from the last trough to its own start, of up to 2x)
+    assert biggest_step("ramps") < 0.01
+    assert np.min(np.diff(traffic.profile("ramps", 0, 3600.0))) < -0.3
 
 
 def test_scenarios_are_scaled_so_the_busiest_minute_needs_the_peak():

@@ -13,7 +13,8 @@ Classes (smooth ones change over minutes, bursty ones jump within a tick):
 
 * ``diurnal`` (smooth): a day compressed into 45-90 min periods, trough 20-50% of the peak;
 * ``ramps`` (smooth): sawtooth cycles -- linear ramps up over 5-15 min from 20-40% to the
-  peak, a hold of 0-5 min, then a ramp down over 0-10 min (0 = an instant drop);
+  peak (70-100% of it), a hold of 0-5 min, then a ramp down over 0-10 min (0 = an instant
+  drop) to where the next ramp starts, held 0-3 min: the rate rises only along its ramps;
 * ``steps`` (bursty): a level held 4-12 min, then an instant step to another level in
   15-100% of the peak (up to 6x in one step);
 * ``onoff`` (bursty): a base of 15-30% of the peak with bursts to the peak of 1-4 min,
@@ -108,12 +109,17 @@ def _ramps(rng: np.random.Generator, t: np.ndarray, r: Ranges) -> np.ndarray:
         up, hold = int(rng.uniform(*r.ramp_up_min) * 60), int(rng.uniform(0, 5) * 60)
         down = int(rng.choice([0.0, rng.uniform(1, 10)]) * 60)
         top = rng.uniform(0.7, 1.0)
+        trough = int(rng.uniform(0, 3) * 60)
+        # The ramp down and the trough are at the next cycle's start, so the rate never jumps up: a
+        # sawtooth rises only along its ramps. (Until session 62 they were at this cycle's start and
+        # the next ramp began with a jump to its own, of up to 2x: a step, in a class scored as smooth.)
+        following = rng.uniform(*r.ramp_low)
         seg = np.concatenate([np.linspace(low, top, up, endpoint=False), np.full(hold, top),
-                              np.linspace(top, low, down, endpoint=False), np.full(int(rng.uniform(0, 3) * 60), low)])
+                              np.linspace(top, following, down, endpoint=False), np.full(trough, following)])
         m = min(len(seg), n - i)
         out[i:i + m] = seg[:m]
         i += m
-        low = rng.uniform(*r.ramp_low)
+        low = following
     return out
 
 
