@@ -793,6 +793,38 @@ def test_measure_holds_scale_down_until_the_noise_is_measured(hist, step, curren
     assert (got.replicas, got.reason) == (replicas, reason)
 
 
+# --- step: climbing ----------------------------------------------------------------------------
+FLAT = tuple((15.0 * k, 1000.0 + (5.0 if k % 2 else -5.0), 0.0) for k in range(20))  # noise ~5 rps
+VEE = FLAT + rates((300.0, 900.0), (315.0, 800.0), (330.0, 700.0), (345.0, 760.0), (360.0, 830.0))
+FALL = FLAT + rates((300.0, 900.0), (315.0, 800.0), (330.0, 700.0), (345.0, 650.0), (360.0, 600.0))
+WOBBLE = FLAT + rates((300.0, 900.0), (315.0, 800.0), (330.0, 700.0), (345.0, 701.0), (360.0, 703.0))
+
+
+@pytest.mark.parametrize(("hist", "step", "replicas", "reason"), [
+    (VEE, D.Step(3, "LoadDecreased", "x"), 5, "RateClimbing"),  # 130 rps out of the window's low of 700
+    (FALL, D.Step(3, "LoadDecreased", "x"), 3, "LoadDecreased"),  # still falling: the low is now
+    (WOBBLE, D.Step(3, "LoadDecreased", "x"), 3, "LoadDecreased"),  # 3 rps over the low: within the noise
+    (VEE, D.Step(7, "LoadIncreased", "x"), 7, "LoadIncreased"),  # scale-ups are not its business
+    (VEE, D.Step(1, "Idle", "x"), 1, "Idle"),  # no requests: the floor
+])
+def test_climbing_holds_a_scale_down_while_the_rate_climbs_out_of_the_windows_low(hist, step, replicas, reason):
+    now = hist[-1][0]
+    got = D.climbing(step, State(rates=hist, cold_start_s=60.0), POLICY, 5, now)
+    assert (got.replicas, got.reason) == (replicas, reason)
+    if reason == "RateClimbing":
+        assert "climbs 130 rps out of the lowest reading of the last 75s" in got.why
+
+
+def test_climbing_reads_only_the_scale_down_window(monkeypatch):
+    # at a 15 s cold start the window is 30 s (cold start + tick): the low of 700 rps at 330 s is outside
+    # it, and the climb is counted from 830 rps at 360 s
+    state = State(rates=VEE + rates((375.0, 900.0), (390.0, 970.0)), cold_start_s=15.0)
+    got = D.climbing(D.Step(3, "LoadDecreased", "x"), state, POLICY, 5, 390.0)
+    assert got.reason == "RateClimbing" and "climbs 140 rps out of the lowest reading of the last 30s" in got.why
+    monkeypatch.setattr(D.constants, "CLIMB_NOISES", 0.0)  # off
+    assert D.climbing(D.Step(3, "LoadDecreased", "x"), state, POLICY, 5, 390.0).replicas == 3
+
+
 # --- step: complete -----------------------------------------------------------------------------
 @pytest.mark.parametrize(("step", "pods", "ready_before", "replicas", "reason"), [
     # 4 of 6 pods unseen: the rate reads a third of the load; one replica kept per missing pod

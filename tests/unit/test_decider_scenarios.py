@@ -76,6 +76,31 @@ def test_ramp_is_followed_ahead_of_the_load():
     assert all(b >= a for a, b in zip(replicas[10:], replicas[11:], strict=False))  # no flapping on the way up
 
 
+def _sawtooth_trough(p: Plant) -> list[int]:
+    """A sawtooth's trough as the suite's ramps class draws it: 2,000 rps, a 3-minute fall to 600 and at once
+    back up at 3 rps/s for 8 minutes. The replicas asked for from the rise's third tick on."""
+    for _ in range(20):
+        p.tick(2000.0)
+    for k in range(12):
+        p.tick(2000.0 - (k + 1) * 1400.0 / 12)
+    for k in range(32):
+        p.tick(600.0 + 45.0 * (k + 1))
+    return [r for _, r, _, _ in p.history[34:]]
+
+
+def test_a_rate_turning_up_out_of_a_fall_is_not_scaled_down(monkeypatch):
+    """The trend's span still holds the fall when the rate turns up, so it extrapolates nothing, and the
+    scale-down window (a cold start and a tick) has let the fleet come down by then: it kept coming
+    down for minutes into the climb, and asked for the same replicas again a cold start later
+    (ramps/cold60s/loose/seed2 of the suite: 5 -> 4 at 1,815 s, 200 rps up from the trough, short a
+    minute later). ``climbing`` holds the fleet while the rate climbs out of the window's low."""
+    rising = _sawtooth_trough(Plant(POLICY, replicas=8, cold_start=60.0))
+    assert all(b >= a for a, b in zip(rising, rising[1:], strict=False))  # never down on the way up
+    monkeypatch.setattr(D.constants, "CLIMB_NOISES", 0.0)  # without it, as before session 62
+    before = _sawtooth_trough(Plant(POLICY, replicas=8, cold_start=60.0))
+    assert any(b < a for a, b in zip(before, before[1:], strict=False)) and min(before) < min(rising)
+
+
 def test_flash_crowd_is_met_in_one_step_and_released():
     p = Plant(POLICY, replicas=2, cold_start=60.0)
     for _ in range(20):

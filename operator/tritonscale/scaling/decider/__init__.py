@@ -35,6 +35,9 @@ function that returns its result and the reason for it:
                      learned cold start and a tick (what a removed replica takes to come back),
                      longer while the rate keeps jumping (burst memory; at long cold starts
                      from its first unforeseen jump up, or ``sudden_fall`` down).
+   ``climbing``   -- no scale-down while the rate climbs out of the scale-down window's lowest
+                     reading beyond its noise: a rate turning up out of a fall, before the trend
+                     sees it.
 9. ``limit``      -- at most maxStep replicas up or down per tick.
 10. ``clamp``     -- [floor, maxReplicas]; never ask for more while pods are unschedulable.
     ``drain_surge`` -- on every decision, held ones too: one more replica for each pod on a node
@@ -100,6 +103,7 @@ from tritonscale.scaling.decider.steps import (
     breach,
     burst_hold,
     clamp,
+    climbing,
     complete,
     drain_surge,
     guard,
@@ -169,6 +173,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     full = bare_capacity(cap, source, state, policy)
     bare = math.ceil(now_level / full) if full else current
     step, state = stabilize(step, state, policy, current, now, max(demanded.replicas, step.replicas), bare)
+    step = climbing(step, state, policy, current, now, sigma)
     step = limit(step, current, policy)
     step = clamp(step, replicas, policy)
     return done(step, state, True)
@@ -179,7 +184,7 @@ __all__ = [
     "State", "Step",
     "add_batch_sample",
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
-    "capacity_known", "complete", "learned_cost", "slope_known",
+    "capacity_known", "climbing", "complete", "learned_cost", "slope_known",
     "cold_start", "constants", "drain_surge",
     "data_age", "decide", "demand", "forecast", "forget_model", "guard", "horizon_rise", "learn",
     "learn_cold_start", "level",

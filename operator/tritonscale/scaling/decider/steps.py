@@ -1,5 +1,5 @@
-"""The decision steps after the forecast: guard, recommend, breach, settle, tolerate, measure, stabilize, limit,
-clamp."""
+"""The decision steps after the forecast: guard, recommend, breach, settle, tolerate, measure, stabilize, climbing,
+limit, clamp."""
 
 from __future__ import annotations
 
@@ -212,6 +212,26 @@ def complete(step: Step, obs: Observation, replicas: Replicas, state: State, cur
             else "export Triton's series now")
     return Step(n, "PartialData", step.why + f"; only {seen:.0f} of the {settled} ready replicas {what}: "
                                              "one replica kept for each missing pod")
+
+
+def climbing(step: Step, state: State, policy: Policy, current: int, now: float, sigma: float | None = None) -> Step:
+    """No scale-down while the rate climbs out of the scale-down window's lowest reading by more than
+    CLIMB_NOISES x its noise (as the difference of two readings: x sqrt(2)). A rate that turns up out
+    of a fall shows in the readings before the trend sees it: the trend's span still holds the fall.
+    A replica removed then is wanted back within a horizon, a cold start after it is asked for
+    again. 0 turns it off."""
+    if C.CLIMB_NOISES <= 0 or step.replicas >= current or step.reason == "Idle":
+        return step
+    window, _ = scale_down_window(policy, state)
+    recent = [e for e in state.rates if now - e[0] <= window]
+    if len(recent) < 2:
+        return step
+    low = min(e[1] for e in recent)
+    rise = recent[-1][1] - low
+    if rise <= C.CLIMB_NOISES * math.sqrt(2.0) * noise_now(state, now, sigma):
+        return step
+    return Step(current, "RateClimbing", step.why + f"; the rate climbs {rise:.0f} rps out of the lowest reading of "
+                                                    f"the last {window:.0f}s: no scale-down")
 
 
 def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
