@@ -375,23 +375,28 @@ def test_horizon_rise_is_the_95pc_quantile_of_the_rates_change_over_one_horizon(
     stepped = rates(*((10 * k, (1000 if k < 20 else 1300) + rng.gauss(0.0, 10.0)) for k in range(40)))
     assert D.horizon_rise(stepped, 60.0) < 150.0
     assert D.horizon_rise(rates((0, 1000), (10, 1000), (20, 1000)), 60.0) is None  # too little history
-    # nine differences, but from 150 s of history: fewer than RISE_HORIZONS (3) independent rises
-    assert D.horizon_rise(rates(*((10 * k, 1000.0) for k in range(16))), 60.0) is None
-    assert D.horizon_rise(rates(*((10 * k, 1000.0) for k in range(19))), 60.0) == pytest.approx(0.0)
+    # dozens of differences, but from a history 10 s short of RISE_HORIZONS (6) horizons: too few
+    # independent rises for a 95% quantile
+    spanning = int(D.constants.RISE_HORIZONS * 60.0 / 10.0) + 1  # samples 10 s apart over that many horizons
+    assert D.horizon_rise(rates(*((10 * k, 1000.0) for k in range(spanning - 1))), 60.0) is None
+    assert D.horizon_rise(rates(*((10 * k, 1000.0) for k in range(spanning))), 60.0) == pytest.approx(0.0)
 
 
 def test_saturation_share_is_high_only_for_a_rate_that_holds_still():
     import random
 
     rng = random.Random(5)
-    steady = State(rates=rates(*((10 * k, 2000 + rng.gauss(0.0, 15.0)) for k in range(30))))
-    high = D.saturation_share(steady, 290.0, 75.0, 2000.0)
+    steady = State(rates=rates(*((10 * k, 2000 + rng.gauss(0.0, 15.0)) for k in range(60))))
+    high = D.saturation_share(steady, 590.0, 75.0, 2000.0)
     assert 0.97 < high < 1.0  # Poisson-like noise of 0.75%: its 95% quantiles move ~2%
-    wander = State(rates=rates(*((10 * k, 2000 * (1.0 + 0.2 * math.sin(k / 3.0))) for k in range(30))))
-    assert D.saturation_share(wander, 290.0, 75.0, 2000.0) == D.UTILISATION  # moves 20% in a horizon
+    # the same steady rate over five horizons (375 s) is too little evidence that it holds still
+    short = State(rates=tuple(e for e in steady.rates if e[0] <= 380.0))
+    assert D.saturation_share(short, 380.0, 75.0, 2000.0) == D.UTILISATION
+    wander = State(rates=rates(*((10 * k, 2000 * (1.0 + 0.2 * math.sin(k / 3.0))) for k in range(60))))
+    assert D.saturation_share(wander, 590.0, 75.0, 2000.0) == D.UTILISATION  # moves 20% in a horizon
     # a steady climb of 1 rps/s: the first sample a horizon (75 s) on is 80 s on, 80 rps higher
-    climbing = State(rates=rates(*((10 * k, 1000 + 1.0 * 10 * k) for k in range(30))))
-    assert D.saturation_share(climbing, 290.0, 75.0, 1290.0) == pytest.approx(1.0 - 80.0 / 1290.0)
+    climbing = State(rates=rates(*((10 * k, 1000 + 1.0 * 10 * k) for k in range(60))))
+    assert D.saturation_share(climbing, 590.0, 75.0, 1590.0) == pytest.approx(1.0 - 80.0 / 1590.0)
     assert D.saturation_share(State(), 0.0, 75.0, 2000.0) == D.UTILISATION  # nothing known yet
 
 
