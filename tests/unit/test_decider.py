@@ -803,21 +803,30 @@ FLAT = tuple((15.0 * k, 1000.0 + (5.0 if k % 2 else -5.0), 0.0) for k in range(2
 VEE = FLAT + rates((300.0, 900.0), (315.0, 800.0), (330.0, 700.0), (345.0, 760.0), (360.0, 830.0))
 FALL = FLAT + rates((300.0, 900.0), (315.0, 800.0), (330.0, 700.0), (345.0, 650.0), (360.0, 600.0))
 WOBBLE = FLAT + rates((300.0, 900.0), (315.0, 800.0), (330.0, 700.0), (345.0, 701.0), (360.0, 703.0))
+# two minutes up at 2 rps/s out of a drop: in the 75 s window the low is 820 rps at 360 s and the latest reading
+# 970, so the climb leads to 970 + 2 rps/s x 75 s (a 60 s cold start and a tick) = 1,120 rps
+SEEN = FLAT + rates(*((300.0 + 15.0 * k, 700.0 + 30.0 * k) for k in range(10)))
 
 
-@pytest.mark.parametrize(("hist", "step", "replicas", "reason"), [
-    (VEE, D.Step(3, "LoadDecreased", "x"), 5, "RateClimbing"),  # 130 rps out of the window's low of 700
-    (FALL, D.Step(3, "LoadDecreased", "x"), 3, "LoadDecreased"),  # still falling: the low is now
-    (WOBBLE, D.Step(3, "LoadDecreased", "x"), 3, "LoadDecreased"),  # 3 rps over the low: within the noise
-    (VEE, D.Step(7, "LoadIncreased", "x"), 7, "LoadIncreased"),  # scale-ups are not its business
-    (VEE, D.Step(1, "Idle", "x"), 1, "Idle"),  # no requests: the floor
+@pytest.mark.parametrize(("hist", "step", "planned", "replicas", "reason"), [
+    (VEE, D.Step(3, "LoadDecreased", "x"), None, 5, "RateClimbing"),  # 130 rps out of the window's low of 700
+    (FALL, D.Step(3, "LoadDecreased", "x"), None, 3, "LoadDecreased"),  # still falling: the low is now
+    (WOBBLE, D.Step(3, "LoadDecreased", "x"), None, 3, "LoadDecreased"),  # 3 rps over the low: within the noise
+    (VEE, D.Step(7, "LoadIncreased", "x"), None, 7, "LoadIncreased"),  # scale-ups are not its business
+    (VEE, D.Step(1, "Idle", "x"), None, 1, "Idle"),  # no requests: the floor
+    (SEEN, D.Step(3, "LoadDecreased", "x"), 1120.0, 3, "LoadDecreased"),  # the plan carries the climb
+    (SEEN, D.Step(3, "LoadDecreased", "x"), 1100.0, 5, "RateClimbing"),  # not yet where the climb leads
+    (SEEN, D.Step(3, "LoadDecreased", "x"), None, 5, "RateClimbing"),  # no plan given: held while it climbs
 ])
-def test_climbing_holds_a_scale_down_while_the_rate_climbs_out_of_the_windows_low(hist, step, replicas, reason):
+def test_climbing_holds_a_scale_down_while_the_rate_climbs_out_of_the_windows_low(hist, step, planned, replicas,
+                                                                                    reason):
     now = hist[-1][0]
-    got = D.climbing(step, State(rates=hist, cold_start_s=60.0), POLICY, 5, now)
+    got = D.climbing(step, State(rates=hist, cold_start_s=60.0), POLICY, 5, now, planned=planned)
     assert (got.replicas, got.reason) == (replicas, reason)
-    if reason == "RateClimbing":
+    if reason == "RateClimbing" and hist is VEE:
         assert "climbs 130 rps out of the lowest reading of the last 75s" in got.why
+    if planned == 1100.0:
+        assert "until the plan reaches where the climb leads, 1120 rps" in got.why
 
 
 def test_climbing_reads_only_the_scale_down_window(monkeypatch):

@@ -76,16 +76,20 @@ def test_ramp_is_followed_ahead_of_the_load():
     assert all(b >= a for a, b in zip(replicas[10:], replicas[11:], strict=False))  # no flapping on the way up
 
 
-def _sawtooth_trough(p: Plant) -> list[int]:
+def _sawtooth_trough(p: Plant) -> tuple[list[int], int]:
     """A sawtooth's trough as the suite's ramps class draws it: 2,000 rps, a 3-minute fall to 600 and at once
-    back up at 3 rps/s for 8 minutes. The replicas asked for from the rise's third tick on."""
+    back up at 3 rps/s for 8 minutes. The replicas asked for from the rise's third tick on, and the ticks
+    of the rise whose ready replicas serve less than the rate."""
     for _ in range(20):
         p.tick(2000.0)
     for k in range(12):
         p.tick(2000.0 - (k + 1) * 1400.0 / 12)
+    short = 0
     for k in range(32):
-        p.tick(600.0 + 45.0 * (k + 1))
-    return [r for _, r, _, _ in p.history[34:]]
+        rate = 600.0 + 45.0 * (k + 1)
+        p.tick(rate)
+        short += p.ready * CAP < rate
+    return [r for _, r, _, _ in p.history[34:]], short
 
 
 def test_a_rate_turning_up_out_of_a_fall_is_not_scaled_down(monkeypatch):
@@ -93,12 +97,35 @@ def test_a_rate_turning_up_out_of_a_fall_is_not_scaled_down(monkeypatch):
     scale-down window (a cold start and a tick) has let the fleet come down by then: it kept coming
     down for minutes into the climb, and asked for the same replicas again a cold start later
     (ramps/cold60s/loose/seed2 of the suite: 5 -> 4 at 1,815 s, 200 rps up from the trough, short a
-    minute later). ``climbing`` holds the fleet while the rate climbs out of the window's low."""
-    rising = _sawtooth_trough(Plant(POLICY, replicas=8, cold_start=60.0))
-    assert all(b >= a for a, b in zip(rising, rising[1:], strict=False))  # never down on the way up
+    minute later). ``climbing`` holds the fleet while the rate climbs out of the window's low, until
+    the plan carries the climb."""
+    rising, short = _sawtooth_trough(Plant(POLICY, replicas=8, cold_start=60.0))
+    assert short == 0
+    assert rising[:4] == [rising[0]] * 4  # the climb's first minute: nothing removed
     monkeypatch.setattr(D.constants, "CLIMB_NOISES", 0.0)  # without it, as before session 62
-    before = _sawtooth_trough(Plant(POLICY, replicas=8, cold_start=60.0))
+    before, _ = _sawtooth_trough(Plant(POLICY, replicas=8, cold_start=60.0))
     assert any(b < a for a, b in zip(before, before[1:], strict=False)) and min(before) < min(rising)
+
+
+def test_a_climb_the_trend_sees_is_planned_for_not_held():
+    """Once the trend sees the climb, the plan (for the rate a horizon ahead) reaches where the climb
+    leads, and the fleet of before the fall is not held for the whole climb (until session 64
+    ``climbing`` held it as long as the rate stood above the window's low: the suite's sawtooth ramps after an
+    instant drop kept their top fleet through a 10-minute climb, ramps/cold180s/loose/seed0 at 10
+    replicas where 6-8 served). An instant drop from 2,000 to 800 rps, then 15 minutes up at 1 rps/s."""
+    p = Plant(POLICY, replicas=8, cold_start=60.0)
+    for _ in range(20):
+        p.tick(2000.0)
+    short = 0
+    for k in range(60):
+        rate = 800.0 + 15.0 * k
+        p.tick(rate)
+        short += p.ready * CAP < rate
+    climb = [r for _, r, _, _ in p.history[20:]]
+    assert short == 0
+    assert min(climb) <= p.need(800.0 + 15.0 * 30)  # down to what the climb's midpoint needs ...
+    assert max(climb[30:]) <= p.need(800.0 + 15.0 * 59) + 1  # ... and back up with it, not held at 8
+    assert all(b >= a for a, b in zip(climb[12:], climb[13:], strict=False))  # once down, only up
 
 
 def test_flash_crowd_is_met_in_one_step_and_released():

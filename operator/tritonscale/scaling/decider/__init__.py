@@ -37,7 +37,7 @@ function that returns its result and the reason for it:
                      from its first unforeseen jump up, or ``sudden_fall`` down).
    ``climbing``   -- no scale-down while the rate climbs out of the scale-down window's lowest
                      reading beyond its noise: a rate turning up out of a fall, before the trend
-                     sees it.
+                     sees it -- until the plan reaches where the climb leads within the horizon.
 9. ``limit``      -- at most maxStep replicas up or down per tick.
 10. ``clamp``     -- [floor, maxReplicas]; never ask for more while pods are unschedulable.
     ``drain_surge`` -- on every decision, held ones too: one more replica for each pod on a node
@@ -173,7 +173,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     full = bare_capacity(cap, source, state, policy)
     bare = math.ceil(now_level / full) if full else current
     step, state = stabilize(step, state, policy, current, now, max(demanded.replicas, step.replicas), bare)
-    step = climbing(step, state, policy, current, now, sigma)
+    step = climbing(step, state, policy, current, now, sigma, horizon, planned)
     step = limit(step, current, policy)
     step = clamp(step, replicas, policy)
     return done(step, state, True)

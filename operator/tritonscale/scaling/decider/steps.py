@@ -214,24 +214,37 @@ def complete(step: Step, obs: Observation, replicas: Replicas, state: State, cur
                                              "one replica kept for each missing pod")
 
 
-def climbing(step: Step, state: State, policy: Policy, current: int, now: float, sigma: float | None = None) -> Step:
+def climbing(step: Step, state: State, policy: Policy, current: int, now: float, sigma: float | None = None,
+             horizon: float | None = None, planned: float | None = None) -> Step:
     """No scale-down while the rate climbs out of the scale-down window's lowest reading by more than
-    CLIMB_NOISES x its noise (as the difference of two readings: x sqrt(2)). A rate that turns up out
-    of a fall shows in the readings before the trend sees it: the trend's span still holds the fall.
-    A replica removed then is wanted back within a horizon, a cold start after it is asked for
-    again. 0 turns it off."""
+    CLIMB_NOISES x its noise (as the difference of two readings: x sqrt(2)), until the plan carries the
+    climb. A rate that turns up out of a fall shows in the readings before the trend sees it: the
+    trend's span still holds the fall. A replica removed then is wanted back within a horizon, a cold
+    start after it is asked for again. Once the forecast has seen the climb, the plan (``planned``, for
+    the rate a horizon ahead) reaches where the climb leads -- the latest reading plus the climb's own
+    pace since the low (the rise over the time since it) over the horizon, extrapolated no further
+    than the trend is (TREND_MAX_HORIZON_S) -- and the plan decides again: holding the fleet of before
+    the fall through a long climb kept replicas the climb needed only at its top. Without ``planned``
+    the hold lasts as long as the climb. 0 turns it off."""
     if C.CLIMB_NOISES <= 0 or step.replicas >= current or step.reason == "Idle":
         return step
     window, _ = scale_down_window(policy, state)
     recent = [e for e in state.rates if now - e[0] <= window]
     if len(recent) < 2:
         return step
-    low = min(e[1] for e in recent)
+    t_low, low = min(((e[0], e[1]) for e in recent), key=lambda e: e[1])
     rise = recent[-1][1] - low
     if rise <= C.CLIMB_NOISES * math.sqrt(2.0) * noise_now(state, now, sigma):
         return step
-    return Step(current, "RateClimbing", step.why + f"; the rate climbs {rise:.0f} rps out of the lowest reading of "
-                                                    f"the last {window:.0f}s: no scale-down")
+    why = step.why + (f"; the rate climbs {rise:.0f} rps out of the lowest reading of the last {window:.0f}s: "
+                      "no scale-down")
+    if planned is not None:
+        h = min(plan_horizon(state, policy) if horizon is None else horizon, C.TREND_MAX_HORIZON_S)
+        ahead = recent[-1][1] + rise / max(recent[-1][0] - t_low, policy.interval_s) * h
+        if planned >= ahead:
+            return step  # the forecast carries the climb: the plan is for where it leads within the horizon
+        why += f" until the plan reaches where the climb leads, {ahead:.0f} rps"
+    return Step(current, "RateClimbing", why)
 
 
 def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
