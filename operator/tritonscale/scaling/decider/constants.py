@@ -212,4 +212,13 @@ MAX_QUEUEING_SAMPLES = 200
 # 82 -> 81/108 (missed windows 376 -> 371). The real trace at 180 s, loose, meets every window in
 # six more seeds of 0-8. The real-trace variants (e2e/trace_variants.py) 7 -> 7 of 24. With 1.0
 # instead: 103, 63, 59, 60, 82, and 6 of 24, 0.2% more replica-hours.
+# The hold ends once the plan reaches where the climb leads (session 64: the latest reading plus the
+# climb's pace since the low over the horizon, capped at TREND_MAX_HORIZON_S as the trend is); it had
+# lasted as long as the rate stood above the window's low, and after a sawtooth's instant drop the top
+# fleet was kept through a ten-minute climb (ramps/cold180s/loose/seed0: 10 replicas where 6-8 served).
+# Re-runs against stored suites, session 63's decider before: seeds 0-2 103 -> 104/126 (the same 286
+# missed windows, replica-hours -0.24%), held-out seeds 3-4 64 -> 64 (198 -> 197), 5-6 58 -> 58, 7-8
+# 62 -> 62 (-0.06% to -0.08%), wide ranges 93 -> 94/126 (-0.34%), real-trace variants 7 -> 7 of 24.
+# Ending it as soon as the trend read any rise gave the same on seeds 0-2, but a jump's first reading
+# passed for a climb: onoff/cold60s/*/seed6 then peaked at 11 (limit 10).
 CLIMB_NOISES = NOISE_Z
