@@ -227,3 +227,19 @@ def test_a_pod_not_yet_scraped_since_it_became_ready_is_not_read() -> None:
     late.add(np.linspace(off + 31.0, off + 44.0, 200))
     late.advance(off + 45.0, off + 45.0)
     assert observe([late], off + 44.0, SPREAD).status == "no_data"  # its first scrape is at off + 45
+
+
+def test_rate_pods_counts_the_series_with_a_rate_over_the_window_as_the_operator_asks() -> None:
+    """``count(rate(success[window]))``, which the operator asks beside ``count(success)``: a pod scraped
+    once since it became ready has a series but no rate yet, and a removed pod's series keeps its rate
+    while its scrapes are in the window. The simulator answered no such query, so the decider's
+    ``complete`` step never saw a pod without a rate in the suite."""
+    t = np.sort(np.random.default_rng(5).uniform(0, 200, 20_000))
+    old, new = pod(t), pod(t[t >= 100.0], ready_at=100.0)
+    obs = observe([old, new], 110.0, CFG)  # the new pod's one scrape is at 105 s
+    assert (obs.pods, obs.rate_pods) == (2.0, 1.0)
+    assert observe([old, new], 125.0, CFG).rate_pods == 2.0  # its second scrape, at 120 s
+    gone = pod(t)
+    gone.removed = 112.0
+    obs = observe([old], 125.0, CFG, retired=[gone])
+    assert (obs.pods, obs.rate_pods) == (1.0, 2.0)

@@ -227,6 +227,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         "queue_ms": (rates.queue_s / rates.success * 1000.0) if rates.success > 0 else None,
         # instant vectors over the live pods scraped since they became ready: none, no series
         "replicas": float(len(scraped)) if scraped else None,  # count(success)
+        "rate_pods": float(rates.series),  # count(rate(success[window])): removed pods' series too, within it
         "pending": float(pending) if scraped else None,
         "pending_min": float(pending_min) if pending_min is not None else None,
         "pending_at": sum(scraped) / len(scraped) if scraped else None,  # avg(timestamp())
