@@ -19,6 +19,10 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
 * recent_served_rps: ``sum(irate(success[60s]))`` -- the same, served requests only.
 * scrape_s: ``min(idelta(success[60s]) / irate(success[60s]))`` -- the seconds between a pod's
   last two scrapes (for a status note only).
+* replicas: ``count(success)`` -- the pods scraped now; rate_pods: ``count(rate(success[60s]))`` --
+  the series with a rate over the window (two scrapes in it): a pod scraped once since it became
+  ready is in the first and not the second, a removed pod's series in the second while its scrapes
+  are in the window (answered since session 64; the decider's ``complete`` step reads both).
 
 Scrapes: a pod's series are scraped on its own grid (offset + k x scrape interval) while it
 is ready and not removed: a starting pod's Triton has no series yet, and a removed pod's series
