@@ -83,22 +83,24 @@ def test_queue_growth_is_per_scrape_interval(pending_at, last_pending, growth):
 def test_learn_keeps_the_scrape_time_and_growth_for_the_next_tick():
     obs = replace(ok(200, pending=300), pending_at=12.5, pending_min=140.0)
     s = D.learn(State(), obs, Replicas(2, 2), POLICY, 15.0, 220.0, growth=20.0)
-    # the last field: the ready count at the last tick (none: today's, so no replica counts as joined)
-    assert s.last_pending == (12.5, 300.0, 2.0, 20.0, 140.0, 2.0)
-    assert State.from_dict(s.to_dict()).last_pending == (12.5, 300.0, 2.0, 20.0, 140.0, 2.0)  # survives a restart
+    # the last two fields: the ready count at the last tick (none: today's, so no replica counts as
+    # joined), and the last tick the ready count rose at (nothing known before: this one)
+    assert s.last_pending == (12.5, 300.0, 2.0, 20.0, 140.0, 2.0, 15.0)
+    assert State.from_dict(s.to_dict()).last_pending == (12.5, 300.0, 2.0, 20.0, 140.0, 2.0, 15.0)  # survives a restart
 
 
 @pytest.mark.parametrize(("saved", "read"), [
-    ([1.0, 7.0], (1.0, 7.0, None, 0.0, 0.0, None)),  # the oldest memories: no ready count, no growth
-    ([1.0, 7.0, 2.0, 5.0, 3.0], (1.0, 7.0, 2.0, 5.0, 3.0, None)),  # before the ready count of the tick before
-    ([1.0, 7.0, 2.0, 5.0, 3.0, 1.0, 9.0], (1.0, 7.0, 2.0, 5.0, 3.0, 1.0)),  # a newer memory's extra field: ignored
+    ([1.0, 7.0], (1.0, 7.0, None, 0.0, 0.0, None, None)),  # the oldest memories: no ready count, no growth
+    ([1.0, 7.0, 2.0, 5.0, 3.0], (1.0, 7.0, 2.0, 5.0, 3.0, None, None)),  # before the ready count of the tick before
+    ([1.0, 7.0, 2.0, 5.0, 3.0, 1.0], (1.0, 7.0, 2.0, 5.0, 3.0, 1.0, None)),  # before the last join's time
+    ([1.0, 7.0, 2.0, 5.0, 3.0, 1.0, 0.5, 9.0], (1.0, 7.0, 2.0, 5.0, 3.0, 1.0, 0.5)),  # a newer field: ignored
     ([1.0], None), (None, None),
 ])
 def test_an_older_or_newer_queue_reading_loads_with_unknown_fields(saved, read):
     last = State.from_dict({"lastPending": saved}).last_pending
     assert last == read
     if last is not None:
-        assert (last.ready, last.ready_before) == read[2:3] + read[5:]  # the fields by name
+        assert (last.ready, last.ready_before, last.joined_at) == read[2:3] + read[5:]  # the fields by name
         # saved up to the first unknown field, and read back the same
         assert State.from_dict(State(last_pending=last).to_dict()).last_pending == read
 
@@ -759,7 +761,7 @@ def test_the_last_two_ready_counts_reach_demand():
     """learn records the ready count of the tick before the last, and demand reads both."""
     st = State(last_pending=PendingReading(0.0, 30.0, 1.0, 5.0, 10.0))  # 1 ready at the last tick (an old memory)
     st = D.learn(st, replace(ok(70, pending=28.0), pending_at=2.0), Replicas(3, 3), POLICY, 2.0, 70.0)
-    assert st.last_pending is not None and st.last_pending[2:3] + st.last_pending[5:] == (3.0, 1.0)
+    assert st.last_pending is not None and st.last_pending[2:3] + st.last_pending[5:6] == (3.0, 1.0)
     d = D.demand(replace(ok(70, pending=5.0), pending_at=4.0), st, 4.0)
     assert d.last is not None and (d.last.ready, d.last.ready_before, d.last.pending) == (3.0, 1.0, 28.0)
     old = D.demand(ok(70), State(last_pending=PendingReading(0.0, 30.0, 1.0, 5.0, 10.0)), 4.0).last

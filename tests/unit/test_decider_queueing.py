@@ -11,7 +11,7 @@ from support.decider_cases import POLICY
 from tritonscale.scaling import decider as D
 from tritonscale.scaling.decider import Observation, PendingReading, Replicas, State
 from tritonscale.scaling.decider.batcher_model import md1_p95_capacity, md1_p95_wait_ms, saturation_rps
-from tritonscale.scaling.decider.capacity import learn_queueing, unbatched_capacity
+from tritonscale.scaling.decider.capacity import last_join, learn_queueing, unbatched_capacity
 
 SERVICE = 22.0  # ms per request: batch cost a + b = 11 + 11 (one batch size: split evenly)
 TARGET = 44.0  # two service times: the M/D/1 queue meets it at 28.5% busy
@@ -19,6 +19,9 @@ UNBATCHED = replace(POLICY, max_batch_size=1, target_p95_ms=TARGET)
 KNOWN = ((1.0, SERVICE, 0.0),)  # one batch-size sample at 1: the cost of a request
 # held: the last tick saw 4 ready replicas too
 STEADY = State(batch_samples=KNOWN, last_pending=PendingReading(0.0, 0.0, 4.0, 0.0, 0.0))
+# ... that became ready at t = 60 s (the fourth joined then), or after a fifth left
+JOINED = replace(STEADY, last_pending=PendingReading(85.0, 0.0, 4.0, 0.0, 0.0, 4.0, 60.0))
+FELL = replace(STEADY, last_pending=PendingReading(85.0, 0.0, 4.0, 0.0, 0.0, 5.0, 0.0))
 
 
 def obs(rps: float, p95: float | None) -> Observation:
@@ -62,6 +65,12 @@ def _per(rho: float) -> float:
     (STEADY, UNBATCHED, obs(4 * _per(0.5), SERVICE), Replicas(5, 4), None),
     (replace(STEADY, last_pending=PendingReading(0.0, 0.0, 3.0, 0.0, 0.0)), UNBATCHED, obs(4 * _per(0.5), SERVICE),
      Replicas(4, 4), None),
+    # a p95 over the target within a minute of replicas joining: the backlog of the fleet before them
+    (JOINED, UNBATCHED, obs(4 * _per(0.5), 500.0), Replicas(4, 4), None),
+    # ... and within the target right after the join it is a measurement like any other
+    (JOINED, UNBATCHED, obs(4 * _per(0.5), SERVICE - 1), Replicas(4, 4), (0.0, _per(0.5), 4.0)),
+    # a fall in the ready count is no join: the backlog came before the last rise
+    (FELL, UNBATCHED, obs(4 * _per(0.5), 500.0), Replicas(4, 4), (1.0, _per(0.5), 4.0)),
     # no batch cost yet, or no p95
     (replace(STEADY, batch_samples=()), UNBATCHED, obs(4 * _per(0.5), SERVICE), Replicas(4, 4), None),
     (STEADY, UNBATCHED, obs(4 * _per(0.5), None), Replicas(4, 4), None),
@@ -73,6 +82,34 @@ def test_learn_queueing(state, policy, observation, replicas, expect):
     else:
         assert len(got) == 1 and got[0][0] == 100.0
         assert got[0][1:] == pytest.approx(expect)
+
+
+def test_a_breach_a_minute_after_the_join_is_measured():
+    # the p95 window no longer holds the time before the fourth replica joined (at t = 60 s)
+    now = 60.0 + D.P95_SUMMARY_S
+    got = learn_queueing(JOINED, obs(4 * _per(0.5), 500.0), 4, 4, UNBATCHED, now).queueing
+    assert len(got) == 1 and got[0][1:] == pytest.approx((1.0, _per(0.5), 4.0))
+    assert learn_queueing(JOINED, obs(4 * _per(0.5), 500.0), 4, 4, UNBATCHED, now - 1.0).queueing == ()
+
+
+@pytest.mark.parametrize(("last", "ready", "expect"), [
+    (None, 4, 100.0),  # nothing known of the last tick: now
+    (PendingReading(85.0, 0.0, 3.0, 0.0, 0.0, 3.0, 10.0), 4, 100.0),  # rose since the last tick: now
+    (PendingReading(85.0, 0.0, 4.0, 0.0, 0.0, 3.0, 85.0), 4, 85.0),  # held: the last tick's record
+    (PendingReading(85.0, 0.0, 5.0, 0.0, 0.0, 5.0, 40.0), 4, 40.0),  # fell: the rise before still
+    (PendingReading(85.0, 0.0, 4.0, 0.0, 0.0), 4, 85.0),  # a memory from before the record: its tick
+])
+def test_last_join(last, ready, expect):
+    assert last_join(State(last_pending=last), ready, 100.0) == expect
+
+
+def test_learn_records_the_last_join():
+    # a tick that sees a fifth replica ready records itself; the ticks after it keep that time
+    state = replace(STEADY, last_pending=PendingReading(85.0, 0.0, 4.0, 0.0, 0.0, 4.0, 20.0))
+    joined = D.learn(state, obs(100.0, 30.0), Replicas(5, 5), UNBATCHED, 100.0, 100.0)
+    assert joined.last_pending is not None and joined.last_pending.joined_at == 100.0
+    held = D.learn(joined, obs(100.0, 30.0), Replicas(5, 5), UNBATCHED, 115.0, 100.0)
+    assert held.last_pending is not None and held.last_pending.joined_at == 100.0
 
 
 def test_learn_queueing_forgets_after_the_noise_window():

@@ -164,6 +164,16 @@ def ready_held(state: State, ready: int) -> bool:
     return last is not None and last.ready == ready
 
 
+def last_join(state: State, ready: float, now: float) -> float:
+    """The last tick at which the ready count rose: now if it rose since the last tick (or nothing is
+    known of the last), else the last tick's record -- that tick itself for a memory written before
+    the record was kept."""
+    last = state.last_pending
+    if last is None or last.ready is None or ready > last.ready:
+        return now
+    return last.joined_at if last.joined_at is not None else last.at
+
+
 def learn_queueing(state: State, obs: Observation, ready: int, current: int, policy: Policy, now: float) -> State:
     """For a model that does not batch (maxBatchSize <= 1): how much the traffic queues against the
     M/D/1 model its capacity comes from (Poisson arrivals) -- the p95 wait observed over the rate
@@ -172,13 +182,14 @@ def learn_queueing(state: State, obs: Observation, ready: int, current: int, pol
     arrivals far more regular than Poisson (over 8 replicas the simulated replica serves about
     three times the M/D/1 capacity at a target of two service times), a random or per-connection
     split leaves them Poisson. Measured only while no pod is starting and the ready count held
-    since the last tick (the window's p95 is then this fleet's), and only where the model queues
+    since the last tick (the window's p95 is then this fleet's), not over a p95 window that holds
+    the backlog of a fleet that was short (``_drained_backlog``), and only where the model queues
     enough for a ratio to mean something (QUEUEING_MIN_WAIT_SERVICES); each kept for NOISE_S,
     with the number of ready replicas it was measured over (see ``unbatched_capacity``)."""
     kept = tuple(e for e in state.queueing if now - e[0] <= C.NOISE_S)
     cost = batch_cost(state.batch_samples) if policy.max_batch_size <= 1 else None
     if (cost is None or obs.p95_ms is None or not obs.rps or ready <= 0 or ready != current
-            or not ready_held(state, ready)):
+            or not ready_held(state, ready) or _drained_backlog(obs, state, ready, policy, now)):
         return state if kept == state.queueing else replace(state, queueing=kept)
     service = cost[0] + cost[1]
     per = obs.rps / ready
@@ -187,6 +198,19 @@ def learn_queueing(state: State, obs: Observation, ready: int, current: int, pol
         return replace(state, queueing=kept)
     ratio = min(1.0, max(0.0, obs.p95_ms - service) / model)
     return replace(state, queueing=(kept + ((now, ratio, per, float(ready)),))[-C.MAX_QUEUEING_SAMPLES:])
+
+
+def _drained_backlog(obs: Observation, state: State, ready: int, policy: Policy, now: float) -> bool:
+    """A p95 over the target within its window (P95_SUMMARY_S, or the rate window if longer) of replicas
+    joining: the window holds the queue the fleet built while it was short -- round-robin gives the
+    new replicas only new requests, and the old ones drain their backlogs -- not the queueing of this
+    fleet at this rate. Counted, it reads as Poisson queueing (a ratio of 1) and sizes the fleet by the
+    M/D/1 model after every burst: no batching (--max-batch 1), ``flash/cold180s/tight/seed0``,
+    5 -> 9 replicas as the crowd's five became ready, where 5 served it within the target."""
+    target = policy.target_p95_ms
+    if not target or obs.p95_ms is None or obs.p95_ms <= target:
+        return False
+    return now - last_join(state, ready, now) < max(C.P95_SUMMARY_S, policy.window_s)
 
 
 def unbatched_capacity(state: State, cost: tuple[float, float], target: float, share: float | None,

@@ -23,6 +23,7 @@ class PendingReading(NamedTuple):
     growth: float = 0.0  # the queue's growth per second read at that tick
     pending_min: float = 0.0  # the least-queued replica's queue
     ready_before: float | None = None  # replicas ready at the tick before it (None: not known)
+    joined_at: float | None = None  # the last tick at which the ready count rose (None: not known)
 
 
 def _known_prefix(reading: PendingReading) -> list[float]:

@@ -7,7 +7,13 @@ import statistics
 from dataclasses import dataclass, replace
 
 from tritonscale.scaling.decider import constants as C
-from tritonscale.scaling.decider.capacity import _learn_p95_capacity, add_batch_sample, learn_queueing, ready_held
+from tritonscale.scaling.decider.capacity import (
+    _learn_p95_capacity,
+    add_batch_sample,
+    last_join,
+    learn_queueing,
+    ready_held,
+)
 from tritonscale.scaling.decider.model import Observation, PendingReading, Policy, Replicas, State
 
 
@@ -114,7 +120,8 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
     rates += ((now, rate, rate),)  # what the plan bought is filled in once made (see decide)
     # ``joined`` reads the last two ready counts: ``breach`` the last, ``settle`` both.
     before = last.ready if last is not None else float(ready)
-    pending = (PendingReading(sampled_at(obs, now), obs.pending, float(ready), growth, obs.pending_min or 0.0, before)
+    pending = (PendingReading(sampled_at(obs, now), obs.pending, float(ready), growth, obs.pending_min or 0.0, before,
+                              last_join(state, ready, now))
                if obs.pending is not None else None)
     return replace(state, rates=rates, last_pending=pending)
 
