@@ -4,6 +4,7 @@ a lagging p95 summary) driven through ``decide`` as the operator drives it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import replace
 
 from support.decider_cases import A_MS, B_MS, CAP, FAILED, NO_DATA, POLICY, known_capacity, ok
@@ -60,16 +61,20 @@ class Plant:
     def need(self, rate: float) -> int:
         return math.ceil(rate / CAP)
 
+    def short(self, rates: Iterable[float]) -> int:
+        """Tick through ``rates``: how many ticks end with the ready replicas serving less than the rate."""
+        count = 0
+        for rate in rates:
+            self.tick(rate)
+            count += self.ready * CAP < rate
+        return count
+
 
 def test_ramp_is_followed_ahead_of_the_load():
     p = Plant(POLICY, replicas=2, cold_start=60.0)
     for _ in range(10):
         p.tick(400.0)
-    short = 0
-    for k in range(60):  # 400 -> 2,200 rps over 15 minutes
-        rate = 400.0 + 2.0 * k * 15
-        p.tick(rate)
-        short += p.ready * CAP < rate
+    short = p.short(400.0 + 2.0 * k * 15 for k in range(60))  # 400 -> 2,200 rps over 15 minutes
     replicas = [r for _, r, _, _ in p.history]
     assert short <= 4  # only while the trend is being established
     assert max(replicas) <= math.ceil(1.25 * p.need(2200.0))
@@ -84,11 +89,7 @@ def _sawtooth_trough(p: Plant) -> tuple[list[int], int]:
         p.tick(2000.0)
     for k in range(12):
         p.tick(2000.0 - (k + 1) * 1400.0 / 12)
-    short = 0
-    for k in range(32):
-        rate = 600.0 + 45.0 * (k + 1)
-        p.tick(rate)
-        short += p.ready * CAP < rate
+    short = p.short(600.0 + 45.0 * (k + 1) for k in range(32))
     return [r for _, r, _, _ in p.history[34:]], short
 
 
@@ -116,11 +117,7 @@ def test_a_climb_the_trend_sees_is_planned_for_not_held():
     p = Plant(POLICY, replicas=8, cold_start=60.0)
     for _ in range(20):
         p.tick(2000.0)
-    short = 0
-    for k in range(60):
-        rate = 800.0 + 15.0 * k
-        p.tick(rate)
-        short += p.ready * CAP < rate
+    short = p.short(800.0 + 15.0 * k for k in range(60))
     climb = [r for _, r, _, _ in p.history[20:]]
     assert short == 0
     assert min(climb) <= p.need(800.0 + 15.0 * 30)  # down to what the climb's midpoint needs ...
