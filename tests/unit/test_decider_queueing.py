@@ -19,7 +19,7 @@ UNBATCHED = replace(POLICY, max_batch_size=1, target_p95_ms=TARGET)
 KNOWN = ((1.0, SERVICE, 0.0),)  # one batch-size sample at 1: the cost of a request
 # held: the last tick saw 4 ready replicas too
 STEADY = State(batch_samples=KNOWN, last_pending=PendingReading(0.0, 0.0, 4.0, 0.0, 0.0))
-# ... that became ready at t = 60 s (the fourth joined then), or after a fifth left
+# ... the fourth of them ready since t = 60 s; or ready since 0 s, with a fifth gone at the last tick (85 s)
 JOINED = replace(STEADY, last_pending=PendingReading(85.0, 0.0, 4.0, 0.0, 0.0, 4.0, 60.0))
 FELL = replace(STEADY, last_pending=PendingReading(85.0, 0.0, 4.0, 0.0, 0.0, 5.0, 0.0))
 
@@ -69,7 +69,8 @@ def _per(rho: float) -> float:
     (JOINED, UNBATCHED, obs(4 * _per(0.5), 500.0), Replicas(4, 4), None),
     # ... and within the target right after the join it is a measurement like any other
     (JOINED, UNBATCHED, obs(4 * _per(0.5), SERVICE - 1), Replicas(4, 4), (0.0, _per(0.5), 4.0)),
-    # a fall in the ready count is no join: the backlog came before the last rise
+    # the fourth joined at 0 s and a fifth left at the last tick: a fall is no join (``last_join``),
+    # so a breach a minute and more after the last rise is measured
     (FELL, UNBATCHED, obs(4 * _per(0.5), 500.0), Replicas(4, 4), (1.0, _per(0.5), 4.0)),
     # no batch cost yet, or no p95
     (replace(STEADY, batch_samples=()), UNBATCHED, obs(4 * _per(0.5), SERVICE), Replicas(4, 4), None),
