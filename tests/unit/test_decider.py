@@ -522,6 +522,55 @@ def test_forecast_plans_level_plus_trend_over_the_horizon_plus_noise():
     assert planned == pytest.approx(580.0 + 2.0 * 75.0, rel=0.02)
 
 
+def _sawtooth(cycles: int) -> tuple[tuple[float, float, float], ...]:
+    """From 600 rps, 4 rps/s for 180 s (to 1,260), an instant drop back and 120 s there; repeated."""
+    out = []
+    for k in range(cycles):
+        out += [(300.0 * k + i, 600.0 + 4.0 * i) for i in range(0, 180, 15)]
+        out += [(300.0 * k + 180.0 + i, 600.0) for i in range(0, 120, 15)]
+    return rates(*out)
+
+
+@pytest.mark.parametrize(("hist", "now", "share"), [
+    # a ramp that goes on: each tick's planned rise (2 rps/s x 75 s) came, and more is not counted
+    (rates(*((t, 100 + 2.0 * t) for t in range(0, 481, 15))), 480.0, 1.0),
+    # nothing ever extrapolated: no evidence, the trend is trusted whole
+    (rates(*((t, 500.0) for t in range(0, 481, 15))), 480.0, 1.0),
+    # a sawtooth whose ramps end within a horizon of the trend seeing them. The first ramp's ticks at
+    # 120-165 s (its earlier ones have less than the trend's 120 s span behind them) planned 300 rps
+    # each and met the drop one horizon later: none came. Each later ramp plans 50 rps at its 90th s
+    # (the halves' slopes just agree), which came (the reading at its 165th s is 300 over the level),
+    # then 250 and four times 300 that met the drop. 100 of 4,200.
+    (_sawtooth(3), 885.0, 100.0 / 4200.0),
+])
+def test_trend_delivery_is_the_share_of_its_planned_rises_the_rate_delivered(hist, now, share):
+    assert D.trend_delivery(hist, now, 75.0, 60.0) == pytest.approx(share)
+
+
+def test_trend_delivery_of_a_ramp_that_slows_is_partial():
+    # 2 rps/s until 240 s, then 1 rps/s: ticks whose horizon crosses the change or lies beyond it
+    # planned rises at the old pace and got less; none got nothing
+    slows = rates(*((t, 100 + (2.0 * t if t <= 240 else 480 + 1.0 * (t - 240))) for t in range(0, 601, 15)))
+    assert 0.5 < D.trend_delivery(slows, 600.0, 75.0, 60.0) < 1.0
+
+
+def test_trend_delivery_needs_evidence(monkeypatch):
+    # one sawtooth cycle: four ticks (120-165 s) planned a rise that met the drop
+    assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == 0.0
+    monkeypatch.setattr(D.constants, "TREND_EVIDENCE", 5)
+    assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == 1.0  # four ticks are not enough for five
+
+
+def test_forecast_extrapolates_the_trend_as_far_as_the_rate_delivered_it():
+    st = State(rates=_sawtooth(3)[:-8], cold_start_s=60.0)  # the third ramp's top, at 765 s: 4 rps/s
+    d = D.Demand(1260.0, 1260.0, 0.0)
+    delivered = D.trend_delivery(st.rates, 765.0, 75.0, POLICY.window_s)
+    assert 0.0 < delivered < 0.1 and D.trend(st.rates, 765.0, 75.0) == pytest.approx(4.0)
+    whole, _ = D.forecast(d, st, POLICY, 765.0, delivery=1.0)
+    planned, _ = D.forecast(d, st, POLICY, 765.0)
+    assert whole - planned == pytest.approx(4.0 * 75.0 * (1.0 - delivered))
+
+
 @pytest.mark.parametrize(("window_s", "expect"), [
     (60.0, (70 * 5 + 10 * 2) / 7),  # the default rate window: the last minute's mean (7 samples at 10 s)
     (20.0, 30.0),  # a 20 s window (the sandbox's is 10 s): the samples at 40, 50 and 60 s
@@ -829,6 +878,15 @@ def test_climbing_holds_a_scale_down_while_the_rate_climbs_out_of_the_windows_lo
         assert "climbs 130 rps out of the lowest reading of the last 75s" in got.why
     if planned == 1100.0:
         assert "until the plan reaches where the climb leads, 1120 rps" in got.why
+
+
+def test_climbing_expects_the_climb_to_go_on_as_far_as_the_rate_delivered_its_trends(monkeypatch):
+    # SEEN's climb leads to 970 + 2 rps/s x 75 s; a rate that delivered half its trends, to 970 + 75
+    monkeypatch.setattr(D.steps, "trend_delivery", lambda *a: 0.5)
+    state = State(rates=SEEN, cold_start_s=60.0)
+    held = D.climbing(D.Step(3, "LoadDecreased", "x"), state, POLICY, 5, SEEN[-1][0], planned=1040.0)
+    assert held.reason == "RateClimbing" and "where the climb leads, 1045 rps" in held.why
+    assert D.climbing(D.Step(3, "LoadDecreased", "x"), state, POLICY, 5, SEEN[-1][0], planned=1045.0).replicas == 3
 
 
 def test_climbing_reads_only_the_scale_down_window(monkeypatch):

@@ -19,7 +19,8 @@ function that returns its result and the reason for it:
                      the backlog.
 4. ``forecast``   -- the rate to plan for when a replica asked for now is ready: the current
                      rate plus its trend over the horizon, from when the data was scraped
-                     (``data_age``) to one cold start and one tick after now.
+                     (``data_age``) to one cold start and one tick after now, scaled by the share
+                     of its earlier trends the rate went on to deliver (``trend_delivery``).
 5. ``recommend``  -- replicas = (planned rate + backlog / horizon) / (capacity x utilisation);
                      idle traffic goes back to the floor.
 6. ``breach``     -- a p95 breach with a queue behind it asks for one more replica than is
@@ -98,6 +99,7 @@ from tritonscale.scaling.decider.signals import (
     saturation_share,
     surprise,
     trend,
+    trend_delivery,
 )
 from tritonscale.scaling.decider.steps import (
     breach,
@@ -190,5 +192,5 @@ __all__ = [
     "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",
     "plan_horizon", "recommend", "recurring", "replicas_text", "saturation_share", "scale_down_window", "settle",
-    "stabilize", "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend",
+    "stabilize", "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend", "trend_delivery",
 ]

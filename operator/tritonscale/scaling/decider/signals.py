@@ -407,14 +407,52 @@ def plan_horizon(state: State, policy: Policy, age: float = 0.0) -> float:
     return age + cold_start(state) + policy.interval_s
 
 
+def trend_delivery(rates: tuple[tuple[float, float, float], ...], now: float, horizon: float,
+                   window: float) -> float:
+    """The share of its extrapolated trends the rate went on to deliver, in [0, 1]. At each earlier
+    tick of the history that extrapolated a rise (``trend`` over the reach ``forecast`` gives it:
+    the horizon, at most TREND_MAX_HORIZON_S) and lies a whole horizon back, the rise planned is
+    set against the rise that came: the first reading one horizon later minus that tick's level
+    (the mean over ``window``, or its reading if higher), counted from none (the rate stopped or
+    turned) up to the rise planned (more than planned is the noise margin's or the next
+    surprise's to meet, not evidence for a longer extrapolation). The share is the sum delivered
+    over the sum planned. 1 (the trend trusted whole) with fewer than TREND_EVIDENCE such ticks."""
+    span = max(C.TREND_S, C.TREND_HORIZON_SHARE * horizon)
+    reach = min(horizon, C.TREND_MAX_HORIZON_S)
+    planned = delivered = 0.0
+    ticks = j = 0
+    for i, (t, r, _) in enumerate(rates):
+        if t + horizon > now:
+            break
+        if t - rates[0][0] < span:  # a trend needs its whole span behind it
+            continue
+        rise = trend(rates[: i + 1], t, horizon) * reach
+        if rise <= 0.0:
+            continue
+        while j < len(rates) and rates[j][0] < t + horizon:
+            j += 1
+        if j == len(rates):
+            break
+        recent = [e[1] for e in rates[: i + 1] if t - e[0] <= window]
+        came = rates[j][1] - max(r, sum(recent) / len(recent))
+        planned += rise
+        delivered += min(rise, max(0.0, came))
+        ticks += 1
+    return delivered / planned if ticks >= C.TREND_EVIDENCE else 1.0
+
+
 def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0.0,
-             sigma: float | None = None, now_level: float | None = None) -> tuple[float, float]:
+             sigma: float | None = None, now_level: float | None = None,
+             delivery: float | None = None) -> tuple[float, float]:
     """(rate to plan for, horizon): the rate when a replica asked for now is ready -- the
     level (last minute's mean, or the latest sample if higher; ``now_level``, if the caller has
-    it), plus a rising trend over the horizon (``plan_horizon``), plus the rate's noise at the 95%
-    quantile (``sigma``, if the caller has it)."""
+    it), plus a rising trend over the horizon (``plan_horizon``) scaled by the share of its trends
+    the rate has delivered (``trend_delivery``; ``delivery``, if the caller has it), plus the
+    rate's noise at the 95% quantile (``sigma``, if the caller has it)."""
     horizon = plan_horizon(state, policy, age)
     rise = trend(state.rates, now, horizon) * min(horizon, C.TREND_MAX_HORIZON_S)
+    if rise > 0.0:
+        rise *= trend_delivery(state.rates, now, horizon, policy.window_s) if delivery is None else delivery
     base = level(d, state, now, policy.window_s) if now_level is None else now_level
     plan = base + rise + C.NOISE_Z * noise_now(state, now, sigma)
     return plan, horizon
