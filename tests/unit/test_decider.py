@@ -880,6 +880,15 @@ def test_climbing_holds_a_scale_down_while_the_rate_climbs_out_of_the_windows_lo
         assert "until the plan reaches where the climb leads, 1120 rps" in got.why
 
 
+def test_climbing_expects_the_climb_to_go_on_as_far_as_the_rate_delivered_its_trends(monkeypatch):
+    # SEEN's climb leads to 970 + 2 rps/s x 75 s; a rate that delivered half its trends, to 970 + 75
+    monkeypatch.setattr(D.steps, "trend_delivery", lambda *a: 0.5)
+    state = State(rates=SEEN, cold_start_s=60.0)
+    held = D.climbing(D.Step(3, "LoadDecreased", "x"), state, POLICY, 5, SEEN[-1][0], planned=1040.0)
+    assert held.reason == "RateClimbing" and "where the climb leads, 1045 rps" in held.why
+    assert D.climbing(D.Step(3, "LoadDecreased", "x"), state, POLICY, 5, SEEN[-1][0], planned=1045.0).replicas == 3
+
+
 def test_climbing_reads_only_the_scale_down_window(monkeypatch):
     # at a 15 s cold start the window is 30 s (cold start + tick): the low of 700 rps at 330 s is outside
     # it, and the climb is counted from 830 rps at 360 s

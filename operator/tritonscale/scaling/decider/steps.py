@@ -16,6 +16,7 @@ from tritonscale.scaling.decider.signals import (
     noise_now,
     plan_horizon,
     replicas_for,
+    trend_delivery,
 )
 
 
@@ -223,12 +224,12 @@ def climbing(step: Step, state: State, policy: Policy, current: int, now: float,
     start after it is asked for again. Once the forecast has seen the climb, the plan (``planned``, for
     the rate a horizon ahead) reaches where the climb leads -- the latest reading plus the climb's own
     pace since the low (the rise over the time since it) over the horizon, extrapolated no further
-    than the trend is (TREND_MAX_HORIZON_S) -- and the plan decides again: holding the fleet of before
-    the fall through a long climb kept replicas the climb needed only at its top. The climb's pace is
-    not scaled by ``trend_delivery`` as the plan's trend is: a hold removes no capacity, and a climb
-    out of a trough is where a sawtooth's trends go on (scaled, the hold let a ramp's trough fleet go
-    a replica too low: session 66, the simulator's README). Without ``planned`` the hold lasts as long
-    as the climb. 0 turns it off."""
+    than the trend is (TREND_MAX_HORIZON_S, and scaled as the trend is by the share of its trends the
+    rate has delivered, ``trend_delivery``, so plan and climb are compared alike: a whole climb against
+    a scaled plan held sawtooth tops at 180 s past what the static peak fleet costs, session 66) -- and
+    the plan decides again: holding the fleet of before
+    the fall through a long climb kept replicas the climb needed only at its top. Without ``planned``
+    the hold lasts as long as the climb. 0 turns it off."""
     if C.CLIMB_NOISES <= 0 or step.replicas >= current or step.reason == "Idle":
         return step
     window, _ = scale_down_window(policy, state)
@@ -242,8 +243,10 @@ def climbing(step: Step, state: State, policy: Policy, current: int, now: float,
     why = step.why + (f"; the rate climbs {rise:.0f} rps out of the lowest reading of the last {window:.0f}s: "
                       "no scale-down")
     if planned is not None:
-        h = min(plan_horizon(state, policy) if horizon is None else horizon, C.TREND_MAX_HORIZON_S)
-        ahead = recent[-1][1] + rise / max(recent[-1][0] - t_low, policy.interval_s) * h
+        full = plan_horizon(state, policy) if horizon is None else horizon
+        h = min(full, C.TREND_MAX_HORIZON_S)
+        delivery = trend_delivery(state.rates, now, full, policy.window_s)
+        ahead = recent[-1][1] + delivery * rise / max(recent[-1][0] - t_low, policy.interval_s) * h
         if planned >= ahead:
             return step  # the forecast carries the climb: the plan is for where it leads within the horizon
         why += f" until the plan reaches where the climb leads, {ahead:.0f} rps"
