@@ -561,13 +561,14 @@ def test_trend_delivery_needs_evidence(monkeypatch):
     assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == 1.0  # four ticks are not enough for five
 
 
-def test_forecast_extrapolates_the_trend_as_far_as_the_rate_delivered_it():
+def test_forecast_extrapolates_the_trend_as_far_as_the_rate_delivered_it(monkeypatch):
     st = State(rates=_sawtooth(3)[:-8], cold_start_s=60.0)  # the third ramp's top, at 765 s: 4 rps/s
     d = D.Demand(1260.0, 1260.0, 0.0)
     delivered = D.trend_delivery(st.rates, 765.0, 75.0, POLICY.window_s)
     assert 0.0 < delivered < 0.1 and D.trend(st.rates, 765.0, 75.0) == pytest.approx(4.0)
-    whole, _ = D.forecast(d, st, POLICY, 765.0, delivery=1.0)
     planned, _ = D.forecast(d, st, POLICY, 765.0)
+    monkeypatch.setattr(D.signals, "trend_delivery", lambda *a: 1.0)  # the trend trusted whole
+    whole, _ = D.forecast(d, st, POLICY, 765.0)
     assert whole - planned == pytest.approx(4.0 * 75.0 * (1.0 - delivered))
 
 

@@ -426,15 +426,15 @@ def trend_delivery(rates: tuple[tuple[float, float, float], ...], now: float, ho
             break
         if t - rates[0][0] < span:  # a trend needs its whole span behind it
             continue
-        rise = trend(rates[: i + 1], t, horizon) * reach
+        past = rates[: i + 1]
+        rise = trend(past, t, horizon) * reach
         if rise <= 0.0:
             continue
         while j < len(rates) and rates[j][0] < t + horizon:
             j += 1
         if j == len(rates):
             break
-        recent = [e[1] for e in rates[: i + 1] if t - e[0] <= window]
-        came = rates[j][1] - max(r, sum(recent) / len(recent))
+        came = rates[j][1] - _level(past, t, window, r)
         planned += rise
         delivered += min(rise, max(0.0, came))
         ticks += 1
@@ -442,17 +442,16 @@ def trend_delivery(rates: tuple[tuple[float, float, float], ...], now: float, ho
 
 
 def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0.0,
-             sigma: float | None = None, now_level: float | None = None,
-             delivery: float | None = None) -> tuple[float, float]:
+             sigma: float | None = None, now_level: float | None = None) -> tuple[float, float]:
     """(rate to plan for, horizon): the rate when a replica asked for now is ready -- the
     level (last minute's mean, or the latest sample if higher; ``now_level``, if the caller has
     it), plus a rising trend over the horizon (``plan_horizon``) scaled by the share of its trends
-    the rate has delivered (``trend_delivery``; ``delivery``, if the caller has it), plus the
-    rate's noise at the 95% quantile (``sigma``, if the caller has it)."""
+    the rate has delivered (``trend_delivery``), plus the rate's noise at the 95% quantile
+    (``sigma``, if the caller has it)."""
     horizon = plan_horizon(state, policy, age)
     rise = trend(state.rates, now, horizon) * min(horizon, C.TREND_MAX_HORIZON_S)
     if rise > 0.0:
-        rise *= trend_delivery(state.rates, now, horizon, policy.window_s) if delivery is None else delivery
+        rise *= trend_delivery(state.rates, now, horizon, policy.window_s)
     base = level(d, state, now, policy.window_s) if now_level is None else now_level
     plan = base + rise + C.NOISE_Z * noise_now(state, now, sigma)
     return plan, horizon
@@ -461,5 +460,11 @@ def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0
 def level(d: Demand, state: State, now: float, span: float) -> float:
     """The rate now: the mean over ``span`` (the policy's rate window, ``Policy.window_s``), or the
     latest sample if higher."""
-    recent = [e[1] for e in state.rates if now - e[0] <= span] or [d.rate]
-    return max(d.rate, sum(recent) / len(recent))
+    return _level(state.rates, now, span, d.rate)
+
+
+def _level(rates: tuple[tuple[float, float, float], ...], now: float, span: float, latest: float) -> float:
+    """``level`` of a rate history at ``now``, with ``latest`` the reading then (``trend_delivery``
+    reads it at past ticks)."""
+    recent = [e[1] for e in rates if now - e[0] <= span] or [latest]
+    return max(latest, sum(recent) / len(recent))
