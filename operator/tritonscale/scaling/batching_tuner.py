@@ -10,14 +10,15 @@ tunes for is the capacity the decider then plans with.
 What it optimises: replicas = rate / capacity per replica, so the settings that give one replica
 the most capacity at the p95 target -- the largest arrival rate whose predicted p95 stays under
 the target -- and, among settings within CAPACITY_TIE of that, the lowest predicted p95 at the
-rate each replica sees now (the most headroom). In the batcher model, with batch cost a + b*n and
-one model instance, a delay longer than the batch time only holds batches back (p95 ~ delay +
-a + b*lambda*delay), and a delay no longer than it has expired whenever the instance frees
-(batches are "whatever is queued"): the capacity at the target is (1 - 2a/T)/b whatever the
-delay up to ~T/2, and the tuner's gain is taking an oversized delay or a preferred size that
-cuts batches short back to that. Example (a=20 ms, b=2 ms, max batch 16, T=104 ms): a 100 ms
-delay predicts p95 >= 122 ms at every rate -- no rate meets the target -- against 308 rps at
-the target with no delay.
+rate each replica sees now (the most headroom; within P95_TIE, the plainest config). In the
+batcher model (Triton's batching rule over Poisson arrivals, one model instance, batch cost
+a + b*n), a delay longer than the batch time only holds batches back (p95 ~ delay + a +
+b*lambda*delay), and a delay no longer than it has expired whenever the instance frees (batches
+are "whatever is queued"): the capacity at the target is about the same whatever the delay up
+to ~T/2, and the tuner's gain is taking an oversized delay, or a preferred size that cuts batches
+short, back to that. Example (a=20 ms, b=2 ms, max batch 16, T=104 ms): a 100 ms delay predicts
+p95 >= 115 ms at every rate -- no rate meets the target -- against 277 rps at the target with no
+delay.
 
 When it may change (reasons in CamelCase, for status.batching.reason):
 
@@ -48,6 +49,10 @@ DELAY_LADDER_MS = (0.0, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.
 # Capacities within 2% count as equal: the cost fit's error is larger (suite: b is fitted
 # within ~5% on steady ticks), so chasing a 2% gain would change settings on noise.
 CAPACITY_TIE = 0.02
+# Predicted p95s within 5% count as equal: the batcher model reads p95 off 2,000 Poisson arrivals and
+# is within about 5% of the simulated replica's (tests/unit/test_batching_tuner.py), so a 0.5 ms delay
+# "1% faster" than none is the sample's noise, not a reason to prefer it.
+P95_TIE = 0.05
 # Hysteresis: a change must buy this much (capacity 5% = one replica in 20; headroom 10% of target).
 MIN_CAPACITY_GAIN = 0.05
 MIN_HEADROOM_GAIN = 0.10
@@ -226,11 +231,13 @@ def candidates(current: Settings, bounds: Bounds, cost: tuple[float, float], tar
 
 
 def best(cands: list[Settings], scores: dict[Settings, Score]) -> Settings:
-    """The most capacity; within CAPACITY_TIE of it, the lowest p95 now, then the shortest delay
-    and the fewest preferred sizes (the plainest config)."""
+    """The most capacity; within CAPACITY_TIE of it, the lowest p95 now (within P95_TIE), then the
+    shortest delay and the fewest preferred sizes (the plainest config)."""
     top = max(scores[c].capacity_rps for c in cands)
     tied = [c for c in cands if scores[c].capacity_rps >= top * (1.0 - CAPACITY_TIE)]
-    return min(tied, key=lambda c: (round(scores[c].p95_now_ms, 1), c.delay_us, len(c.preferred), c.preferred))
+    low = min(scores[c].p95_now_ms for c in tied)
+    calm = [c for c in tied if scores[c].p95_now_ms <= low * (1.0 + P95_TIE)] if math.isfinite(low) else tied
+    return min(calm, key=lambda c: (c.delay_us, len(c.preferred), c.preferred))
 
 
 def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerState, now: float) -> Tuning:
