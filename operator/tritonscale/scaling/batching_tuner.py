@@ -37,10 +37,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any
 
-from tritonscale.scaling.decider.batcher_model import capacity_at_target, predicted_p95_ms
+from tritonscale.scaling.decider.batcher_model import capacity_at_target, p95_at
 from tritonscale.scaling.decider.steps import ms_text
 
 # Delays tried (ms), up to the bound: a geometric ladder; the batch time of typical models
@@ -204,19 +203,13 @@ class Score:
     p95_now_ms: float  # predicted at the rate per replica now
 
 
-@lru_cache(maxsize=4096)
-def _capacity(cost: tuple[float, float], max_batch: int, target_ms: float, s: Settings) -> float:
-    return capacity_at_target(cost, max_batch, target_ms, s.delay_ms, s.preferred, best_effort=False)
-
-
 def score(s: Settings, cost: tuple[float, float], max_batch: int, target_ms: float, rate: float) -> Score:
-    """Capacity at the target (0: no rate meets it) and p95 now. The capacity depends on the cost
-    only, cached on the cost to three significant digits (finer than the fit's error; rounded to 0.1 ms
-    and 0.01 ms per item, a fast model's 0.04 + 0.004n ms was a cost of 0, and its capacity a division
-    by it)."""
-    key = (float(f"{cost[0]:.3g}"), float(f"{cost[1]:.3g}"))
-    return Score(_capacity(key, max_batch, target_ms, s), predicted_p95_ms(cost, max_batch, s.delay_ms,
-                                                                          s.preferred, rate))
+    """Capacity at the target (0: no rate meets it) and p95 now. Both depend on the cost only through
+    the batcher model's curves, cached on the cost to three significant digits (finer than the fit's
+    error; rounded to 0.1 ms and 0.01 ms per item, a fast model's 0.04 + 0.004n ms was a cost of 0,
+    and its capacity a division by it); p95 now is read off the curve (``batcher_model.p95_at``)."""
+    return Score(capacity_at_target(cost, max_batch, target_ms, s.delay_ms, s.preferred, best_effort=False),
+                 p95_at(cost, max_batch, s.delay_ms, s.preferred, rate))
 
 
 def candidates(current: Settings, bounds: Bounds, cost: tuple[float, float], target_ms: float) -> list[Settings]:

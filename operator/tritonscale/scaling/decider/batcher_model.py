@@ -255,24 +255,56 @@ def saturation_rps(cost: tuple[float, float], max_batch: int) -> float:
     return 1000.0 * big / (a + b * big)
 
 
+def _cost_key(cost: tuple[float, float]) -> tuple[float, float]:
+    """The cost to three significant digits (finer than its fit's error): what the cached curves and
+    capacities are keyed on, so a fit that moves in its fourth digit reuses them."""
+    return float(f"{cost[0]:.3g}"), float(f"{cost[1]:.3g}")
+
+
+@lru_cache(maxsize=4096)
+def _p95_curve(cost: tuple[float, float], big: int, delay_ms: float,
+               preferred: tuple[int, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """p95 at _RATE_STEPS rates evenly up to saturation: (rates, p95s)."""
+    saturation = saturation_rps(cost, big)
+    rates = tuple(saturation * (i + 1) / _RATE_STEPS for i in range(_RATE_STEPS))
+    return rates, tuple(predicted_p95_ms(cost, big, delay_ms, preferred, r) for r in rates)
+
+
+def p95_at(cost: tuple[float, float], max_batch: int, delay_ms: float, preferred: tuple[int, ...],
+           rate_rps: float) -> float:
+    """``predicted_p95_ms`` read off the cached curve of these settings (linear between its rates,
+    infinite past saturation): what the tuner weighs every candidate by at every tick, without
+    serving the sample again for each (below the curve's first rate, served)."""
+    big = max(1, max_batch)
+    key = _cost_key(cost)
+    rates, p95s = _p95_curve(key, big, float(delay_ms), tuple(sorted(set(preferred))))
+    if rate_rps <= rates[0]:
+        return predicted_p95_ms(key, big, delay_ms, preferred, rate_rps)
+    i = bisect_right(rates, rate_rps)
+    if i >= len(rates):
+        return p95s[-1] if rate_rps <= rates[-1] else math.inf
+    lo, hi = p95s[i - 1], p95s[i]
+    if math.isinf(lo) or math.isinf(hi):
+        return math.inf
+    w = (rate_rps - rates[i - 1]) / (rates[i] - rates[i - 1])
+    return lo + w * (hi - lo)
+
+
 def capacity_at_target(cost: tuple[float, float], max_batch: int, target_ms: float, delay_ms: float = 0.0,
                        preferred: tuple[int, ...] = (), best_effort: bool = True) -> float:
     """Requests per second one replica serves with p95 at ``target_ms`` under these settings: the
     largest rate the model predicts within the target. When no rate is (a delay that alone uses up
     the target): with ``best_effort`` the rate with the lowest p95 -- busier replicas fill their
-    batches sooner, so that is what the decider should plan with -- else 0. Cached on the cost to
-    three significant digits (finer than its fit's error): the decider asks every tick."""
-    key = (float(f"{cost[0]:.3g}"), float(f"{cost[1]:.3g}"))
-    return _capacity_at_target(key, max(1, max_batch), float(target_ms), float(delay_ms),
+    batches sooner, so that is what the decider should plan with -- else 0. Cached on the cost
+    (``_cost_key``): the decider asks every tick."""
+    return _capacity_at_target(_cost_key(cost), max(1, max_batch), float(target_ms), float(delay_ms),
                                tuple(sorted(set(preferred))), best_effort)
 
 
 @lru_cache(maxsize=4096)
 def _capacity_at_target(cost: tuple[float, float], big: int, target_ms: float, delay_ms: float,
                         preferred: tuple[int, ...], best_effort: bool) -> float:
-    saturation = saturation_rps(cost, big)
-    rates = [saturation * (i + 1) / _RATE_STEPS for i in range(_RATE_STEPS)]
-    p95s = [predicted_p95_ms(cost, big, delay_ms, preferred, r) for r in rates]
+    rates, p95s = _p95_curve(cost, big, delay_ms, preferred)
     meets = [p <= target_ms for p in p95s]
     # a rate counts only if the rates down to ROBUST_SHARE of it meet the target too: replicas run
     # anywhere in that range (the decider plans below capacity and rounds replicas up)
