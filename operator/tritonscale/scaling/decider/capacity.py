@@ -115,8 +115,8 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     A longer delay holds batches back, and the p95 capacity is the batcher model's
     (``batcher_model.capacity_at_target``: Triton's rule over Poisson arrivals), planned the same
     way: a tuned delay changes what the decider plans with at once, while the learned cost
-    a + b*n -- the model's, not the settings' -- stays. E.g. a 50 ms delay with preferred sizes
-    [4, 8, 16] at a 104 ms target: 260 rps (the simulated replica: 249), where the mean-value
+    a + b*n -- the model's, not the settings' -- stays. E.g. a 100 ms delay with preferred sizes
+    [4, 8, 16] at a 104 ms target: 240 rps (the simulated replica: 237), where the mean-value
     model before session 67 said 143."""
     a, b = cost
     big = max(1, max_batch)
