@@ -101,8 +101,13 @@ def test_scales_on_p95_from_real_prometheus_and_holds_when_it_dies(control_plane
         exporter.set("linear", p95_ms=20.0, rps=5.0, queue_ms=2.0, pending=0.0, batch_size=1.0, batch_ms=22.0)
         peak = _replicas(apps, NS)
         t_low = time.monotonic()
+        print("scaling state after the overload:", _status(custom, NS).get("scalingState"))
         wait_for(lambda: _replicas(apps, NS) == 1, 90, interval=0.2,
-                 what=f"scale-down to minReplicas (Scaling condition: {_cond(custom, NS, 'Scaling')})")
+                 what="scale-down to minReplicas",
+                 detail=lambda: f"Scaling condition now: {_cond(custom, NS, 'Scaling')}; scaling state: "
+                                f"{_status(custom, NS).get('scalingState')}; recorder: "
+                                f"{[(round(t - t_low, 1), n) for t, n in recorder.seen if t > t_low][-10:]}; "
+                                f"operator log: {op.output()[-4000:]}")
         # The recorder samples every 0.2 s: it may see the drop just after wait_for did.
         first_down = wait_for(lambda: next((t for t, n in recorder.seen if t > t_low and n < peak), None), 5,
                               what="the recorder to see the scale-down")

@@ -254,7 +254,7 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     k.delete("linear")
     wait_for(lambda: not exists(k.get, "linear"), 5, what="InferenceService deleted")
     wait_for(lambda: not k.remaining_children("linear"), 30, interval=0.2,
-             what=f"garbage collection of the children (left: {k.remaining_children('linear')})")
+             what="garbage collection of the children", detail=lambda: f"left: {k.remaining_children('linear')}")
     assert op.alive(), op.output()
     assert "Traceback" not in op.output(), op.output()
     # The autoscaler's daemon found its object gone at its next tick and ended (Kopf logs that at DEBUG,

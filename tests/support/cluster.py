@@ -46,8 +46,10 @@ AUDIT_POLICY: dict[str, Any] = {
 }
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition") -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.05, what: str = "condition",
+             detail: Callable[[], str] | None = None) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail with ``what`` after ``timeout``
+    and, if given, ``detail()``: the state worth seeing when it timed out, not when it began."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -60,7 +62,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float, interval: float = 0.0
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}"
+                         + (f"; {detail()}" if detail else ""))
 
 
 async def until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2,

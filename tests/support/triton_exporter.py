@@ -26,12 +26,20 @@ from tritonscale.sandbox.prometheus_server import PrometheusServer
 
 def ready_replicas(apps: Any, namespace: str, name: str) -> Callable[[], int]:
     """The Deployment's ready replicas, read at each call (1 until it exists): ``pods`` of a service
-    whose pods follow what the operator scales."""
+    whose pods follow what the operator scales. A read that fails (the API server restarting, or
+    slow under load: each read has 2 s) keeps the last count -- pods do not vanish with the API
+    server, and a count that fell to 1 for one scrape would restart the other pods' counters (a pod
+    removed takes its series with it), which reads to the decider as pods without a rate."""
+    last = 1
+
     def ready() -> int:
+        nonlocal last
         try:
-            return apps.read_namespaced_deployment_status(name, namespace).status.ready_replicas or 1
-        except Exception:  # noqa: BLE001  (not created yet, or the API server restarting)
-            return 1
+            last = apps.read_namespaced_deployment_status(name, namespace,
+                                                          _request_timeout=2).status.ready_replicas or 1
+        except Exception:  # noqa: BLE001  (not created yet, the API server restarting, a timeout)
+            pass
+        return last
     return ready
 
 
@@ -110,11 +118,11 @@ class TritonExporter:
             s.compute_us_total += s.rps * dt * s.batch_ms * 1000  # each request accrues its batch's time
             s.last = now
 
-    def _pod_series(self, now: float) -> dict[tuple[str, str], ModelSeries]:
+    def _pod_series(self, now: float, pods: int | None) -> dict[tuple[str, str], ModelSeries]:
         """(model, label matchers) -> series: the model's own, or one per pod sharing its rates and queue."""
-        if self._pods is None:
+        if pods is None:
             return {(m, f'model="{m}",version="1"'): s for m, s in self.series.items()}
-        n = max(1, self._pods())
+        n = max(1, pods)
         out = {}
         for m, total in self.series.items():
             pods = self._replicas[m]
@@ -129,10 +137,11 @@ class TritonExporter:
         return out
 
     def render(self) -> str:
+        pods = None if self._pods is None else self._pods()  # an API read, so outside the lock
         with self._lock:
             now = time.monotonic()
             self._advance(now)
-            series = self._pod_series(now)
+            series = self._pod_series(now, pods)
             lines = [
                 "# TYPE nv_inference_request_success counter",
                 *(f'nv_inference_request_success{{{ls}}} {s.success:.3f}' for (_, ls), s in series.items()),
