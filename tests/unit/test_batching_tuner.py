@@ -18,6 +18,7 @@ from tritonscale.scaling.batching_tuner import (
     TunerObservation,
     TunerState,
     candidates,
+    scoring_cost,
     tune,
 )
 from tritonscale.scaling.decider import (
@@ -274,9 +275,37 @@ def test_an_explicit_queue_timeout_bounds_the_delay_too() -> None:
         is None
 
 
+@pytest.mark.parametrize(("fitted", "kept", "scored"), [
+    ((20.1, 2.01), None, (20.1, 2.01)),  # nothing scored yet: the fit
+    ((20.1, 2.01), COST, COST),  # 22.11 vs 22 ms (0.5%), 52.26 vs 52 ms (0.5%): the jitter of a fit
+    ((20.0, 2.06), COST, COST),  # 52.96 vs 52 ms at a full batch (1.8%)
+    ((20.0, 2.08), COST, (20.0, 2.08)),  # 53.28 vs 52 ms (2.5%): moved
+    ((20.4, 2.0), COST, COST),  # 22.4 vs 22 ms (1.8%): within 2%
+    ((20.5, 2.0), COST, (20.5, 2.0)),  # 22.5 vs 22 ms (2.3%): moved
+    ((20.0, 1.9), COST, (20.0, 1.9)),  # 50.4 vs 52 ms at 16 (3.1%): moved
+])
+def test_candidates_are_scored_with_the_kept_cost_until_the_fit_moves_past_the_capacity_tie(
+        fitted: tuple[float, float], kept: tuple[float, float] | None, scored: tuple[float, float]) -> None:
+    assert scoring_cost(fitted, kept, 16) == scored
+
+
+def test_the_tuner_keeps_the_cost_it_scored_with_so_jitter_does_not_rescore() -> None:
+    first = tune(_obs(), OVERSIZED, B16, TunerState(), 0.0)
+    assert first.state.cost == COST
+    again = tune(_obs(cost=(20.1, 2.01)), OVERSIZED, B16, first.state, 15.0)
+    assert again.state.cost == COST and again.reason == "Confirming"
+    moved = tune(_obs(cost=(25.0, 2.0)), OVERSIZED, B16, again.state, 30.0)
+    assert moved.state.cost == (25.0, 2.0)
+    assert "a=25.0 ms" in moved.message
+    relief = tune(_obs(p95_ms=130.0, cost=(20.1, 2.01)), OVERSIZED, B16, TunerState(cost=COST), 0.0)
+    assert relief.changed and relief.state.cost == COST  # a change keeps it too
+
+
 def test_state_survives_a_round_trip_and_corrupt_memory_starts_fresh() -> None:
-    st = TunerState(Settings(5000, (8, 16)), 12.5, 3.0)
+    st = TunerState(Settings(5000, (8, 16)), 12.5, 3.0, cost=(20.0, 2.0))
     assert TunerState.from_dict(st.to_dict()) == st
+    assert TunerState.from_dict({**st.to_dict(), "cost": ["x", 1]}) == replace(st, cost=None)
+    assert TunerState.from_dict({**st.to_dict(), "cost": [20.0, "nan"]}) == replace(st, cost=None)
     assert TunerState.from_dict({"candidate": {"delayUs": "x"}}) == TunerState()
     assert TunerState.from_dict(None) == TunerState()
     assert TunerState.from_dict({"lastChange": "inf"}) == TunerState()

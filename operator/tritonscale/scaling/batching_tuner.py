@@ -169,11 +169,13 @@ class TunerState:
     previous: Settings | None = None
     held_until: float | None = None  # after a stuck rollout went back: no change before this
     rolling_seen: bool = False  # the last change's rollout was seen under way (so its end is its end)
+    cost: tuple[float, float] | None = None  # the batch cost the candidates were last scored with
 
     def to_dict(self) -> dict[str, Any]:
         return {"candidate": _settings_dict(self.candidate), "candidateSince": self.candidate_since,
                 "lastChange": self.last_change, "previous": _settings_dict(self.previous),
-                "heldUntil": self.held_until, "rollingSeen": self.rolling_seen}
+                "heldUntil": self.held_until, "rollingSeen": self.rolling_seen,
+                "cost": None if self.cost is None else list(self.cost)}
 
     @classmethod
     def from_dict(cls, d: Any) -> TunerState:
@@ -185,9 +187,37 @@ class TunerState:
             if any(t is not None and not math.isfinite(t) for t in times):
                 raise ValueError("not a finite time")  # written back as NaN, the status patch would fail
             return cls(_settings_of(d.get("candidate")), times[0], times[1], _settings_of(d.get("previous")),
-                       times[2], d.get("rollingSeen") is True)
+                       times[2], d.get("rollingSeen") is True, _cost_of(d.get("cost")))
         except (TypeError, ValueError, KeyError, OverflowError):
             return cls()  # corrupt memory (1e400 read as infinity): start fresh rather than crash the tick
+
+
+def _cost_of(v: Any) -> tuple[float, float] | None:
+    """A stored cost [a, b], or None (absent, or not two finite non-negative numbers: re-fitted)."""
+    if not isinstance(v, list) or len(v) != 2:
+        return None
+    try:
+        a, b = float(v[0]), float(v[1])
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return (a, b) if all(math.isfinite(x) and x >= 0.0 for x in (a, b)) else None
+
+
+def scoring_cost(fitted: tuple[float, float], kept: tuple[float, float] | None, max_batch: int) -> tuple[float, float]:
+    """The cost to score candidates with: the one they were last scored with while the fit stays
+    within CAPACITY_TIE of it at both ends of the batch range (a batch of one and a full one), else
+    the fit. A cost that close moves every capacity by about as much, which the tuner already
+    counts as a tie; re-scoring on each tick's jitter of the fit (the suite: +-0.5% tick to tick)
+    served the batcher model's sample to all the candidates again each time, about 3 s of CPU."""
+    if kept is None:
+        return fitted
+
+    def batch_ms(c: tuple[float, float], n: int) -> float:
+        return c[0] + c[1] * n
+
+    close = all(abs(batch_ms(fitted, n) - batch_ms(kept, n)) <= CAPACITY_TIE * batch_ms(kept, n)
+                for n in (1, max(1, max_batch)))
+    return kept if close else fitted
 
 
 @dataclass(frozen=True)
@@ -241,7 +271,7 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
 
     def change(to: Settings, reason: str, why: str) -> Tuning:
         return Tuning(to, reason, f"{current.describe()} -> {to.describe()}: {why}",
-                      TunerState(None, None, now, previous=current), True)
+                      TunerState(None, None, now, previous=current, cost=state.cost), True)
 
     if obs.updating and obs.stuck and state.previous is not None and state.previous != current:
         # A change whose pods the cluster cannot place or start: the running pods serve the settings
@@ -277,7 +307,9 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
                                     "one size alone do not tell the cost per item)")
     if not obs.rate_per_replica or obs.rate_per_replica <= 0:
         return hold("Idle", "no traffic: nothing to tune for")
-    cost, target, rate = obs.cost, obs.target_ms, obs.rate_per_replica
+    cost = scoring_cost(obs.cost, state.cost, bounds.max_batch)
+    state = replace(state, cost=cost)
+    target, rate = obs.target_ms, obs.rate_per_replica
     cands = candidates(current, bounds, cost, target)
     scores = {c: score(c, cost, bounds.max_batch, target, rate) for c in cands}
     pick, mine = best(cands, scores), scores[current]
