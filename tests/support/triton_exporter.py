@@ -118,11 +118,12 @@ class TritonExporter:
             s.compute_us_total += s.rps * dt * s.batch_ms * 1000  # each request accrues its batch's time
             s.last = now
 
-    def _pod_series(self, now: float, pods: int | None) -> dict[tuple[str, str], ModelSeries]:
-        """(model, label matchers) -> series: the model's own, or one per pod sharing its rates and queue."""
-        if pods is None:
+    def _pod_series(self, now: float, count: int | None) -> dict[tuple[str, str], ModelSeries]:
+        """(model, label matchers) -> series: the model's own (``count`` None), or one per pod of
+        ``count`` sharing its rates and queue."""
+        if count is None:
             return {(m, f'model="{m}",version="1"'): s for m, s in self.series.items()}
-        n = max(1, pods)
+        n = max(1, count)
         out = {}
         for m, total in self.series.items():
             pods = self._replicas[m]
@@ -137,11 +138,11 @@ class TritonExporter:
         return out
 
     def render(self) -> str:
-        pods = None if self._pods is None else self._pods()  # an API read, so outside the lock
+        count = None if self._pods is None else self._pods()  # an API read, so outside the lock
         with self._lock:
             now = time.monotonic()
             self._advance(now)
-            series = self._pod_series(now, pods)
+            series = self._pod_series(now, count)
             lines = [
                 "# TYPE nv_inference_request_success counter",
                 *(f'nv_inference_request_success{{{ls}}} {s.success:.3f}' for (_, ls), s in series.items()),
