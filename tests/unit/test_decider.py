@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from support.decider_cases import CAP, FAILED, NO_DATA, POLICY, ok, rates
+from support.decider_cases import A_MS, B_MS, CAP, FAILED, NO_DATA, POLICY, known_capacity, ok, rates
 from tritonscale.api.spec import ScalingSpec
 from tritonscale.scaling import decider as D
 from tritonscale.scaling.decider import Demand, Observation, PendingReading, Policy, Replicas, State, Step
@@ -831,6 +831,53 @@ def test_tolerate_holds_scale_down_only(rec, planned, current, replicas, reason)
     assert (step.replicas, step.reason) == (replicas, reason)
 
 
+@pytest.mark.parametrize(("rec", "planned", "current", "revised", "replicas", "reason"), [
+    (2, 3 * CAP * D.UTILISATION * 2 / 3 * 0.95, 3, True, 2, "LoadDecreased"),  # 2 at 95%: no band for it
+    (2, 3 * CAP * D.UTILISATION * 2 / 3 * 0.95, 3, False, 3, "WithinTolerance"),  # ... which holds 3 otherwise
+    (3, 4 * CAP * D.UTILISATION * 0.95, 4, True, 3, "LoadDecreased"),  # within the band at 4: still not held
+    (6, 4 * CAP * D.UTILISATION * 1.3, 4, True, 6, "LoadIncreased"),  # a scale-up is its own
+])
+def test_tolerate_does_not_hold_a_count_raised_on_a_revised_guess(rec, planned, current, revised, replicas, reason):
+    step = D.tolerate(Step(rec, "LoadDecreased" if rec < current else "LoadIncreased", ""), planned, CAP,
+                      current, POLICY, revised=revised)
+    assert (step.replicas, step.reason) == (replicas, reason)
+    assert ("guessed from one batch size" in step.why) is (revised and rec < current)
+
+
+_FLAT = 2 * CAP * D.UTILISATION * 0.95  # 2 replicas carry it at 95% of the plan: within the tolerance
+
+
+def _flat(state: State, now: float) -> State:
+    """``state`` with a flat rate history long enough for the noise (steps.measure lets it scale down),
+    and the last recommendation of 3 older than the scale-down window (steps.stabilize)."""
+    return replace(state, rates=tuple((now - 15.0 * k, _FLAT, _FLAT) for k in range(30, 0, -1)),
+                   recommendations=((now - 200.0, 3, 2),))
+
+
+@pytest.mark.parametrize(("raised_on_guess", "replicas"), [(True, 2), (False, 3)])
+def test_a_count_raised_on_a_guess_is_released_once_the_capacity_is_known(raised_on_guess, replicas):
+    st = _flat(known_capacity(State(raised_on_guess=raised_on_guess)), 1000.0)
+    d = D.decide(ok(_FLAT, batch=8.0), Replicas(3, 3), POLICY, st, 1000.0)
+    assert d.replicas == replicas, d.message
+    assert d.state.raised_on_guess is (raised_on_guess and replicas == 3)  # a scale-down clears it
+
+
+def test_a_count_raised_on_a_guess_is_held_while_the_capacity_is_still_the_guess():
+    st = _flat(State(batch_samples=((8.0, A_MS + 8 * B_MS, 1000.0),), raised_on_guess=True), 1000.0)
+    d = D.decide(ok(_FLAT, batch=8.0), Replicas(3, 3), POLICY, st, 1000.0)
+    assert "one batch size" in d.message and d.replicas == 3 and d.state.raised_on_guess
+
+
+@pytest.mark.parametrize(("samples", "flag"), [
+    (((8.0, A_MS + 8 * B_MS, 0.0),), True),  # one batch size: the scale-up rests on the guess
+    (None, False),  # the cost line known
+])
+def test_a_scale_up_records_whether_it_rested_on_a_guess(samples, flag):
+    st = known_capacity() if samples is None else State(batch_samples=samples)
+    d = D.decide(ok(3 * CAP, batch=8.0), Replicas(2, 2), POLICY, st, 15.0)
+    assert d.replicas > 2 and d.state.raised_on_guess is flag, d.message
+
+
 # --- step: measure -----------------------------------------------------------------------------
 SHORT = tuple((15.0 * k, 500.0, 500.0) for k in range(9))  # 8 differences: the noise is not measured yet
 LONG = tuple((15.0 * k, 500.0, 500.0) for k in range(10))  # 9: it is (2 x NOISE_SHIFTS x SHIFT_READINGS + 1)
@@ -1121,8 +1168,13 @@ def test_a_drain_surges_through_a_held_decision_too():
 def test_state_roundtrips_through_status_dict():
     st = State(recommendations=((1.0, 3, 2),), failures=2, capacity_rps=12.5, batch_samples=((4.0, 28.0, 1.0),),
                last_scale_time=5.0, rates=((1.0, 10.0, 12.0),), cold_start_s=42.0, surprises=(3.0,),
-               last_pending=PendingReading(1.0, 7.0, 2.0), last_batch_size=4.0)
+               last_pending=PendingReading(1.0, 7.0, 2.0), last_batch_size=4.0, raised_on_guess=True)
     assert State.from_dict(st.to_dict()) == st
+    # only a JSON true is the flag: a hand-edited "true" or 1, or a memory written before it, is not
+    for edited in ({"raisedOnGuess": "true"}, {"raisedOnGuess": 1}, {}):
+        assert State.from_dict({**st.to_dict(), **edited} if edited else
+                               {k: v for k, v in st.to_dict().items() if k != "raisedOnGuess"}) == \
+            replace(st, raised_on_guess=False), edited
     assert State.from_dict({"rates": "garbage"}) == State()  # corrupt memory: start fresh
     for corrupt in ({"recommendations": [{"t": 1.0, "r": 4}]}, {"capacityRps": "lots"}, {"rates": [None]},
                     {"lastScaleTime": [1]}):

@@ -27,7 +27,8 @@ function that returns its result and the reason for it:
                      running (bounded: "more", not "p95/target times more").
    ``settle``     -- no scale-up while the queue drains right after replicas joined (the
                      arrival reading then mixes the drain's stretches), all replicas ready.
-7. ``tolerate``   -- the dead band: no scale-down for a load within the tolerance.
+7. ``tolerate``   -- the dead band: no scale-down for a load within the tolerance (none for
+                     a count raised on a capacity guessed from one batch size, once it is known).
    ``measure``    -- no scale-down (but to the floor when idle) before the rate's noise is
                      measured: until then the plan carries no noise margin.
    ``complete``   -- while fewer pods export Triton's series than are ready (the rates then
@@ -57,6 +58,7 @@ from typing import Any
 
 from tritonscale.scaling.decider import constants
 from tritonscale.scaling.decider.capacity import (
+    GUESSED,
     QUEUEING_OBSERVED,
     add_batch_sample,
     bare_capacity,
@@ -127,14 +129,14 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     details: dict[str, Any] = {"current": current, "ready": replicas.ready, "floor": policy.floor,
                                "max": policy.max_replicas}
 
-    def done(step: Step, st: State, ok: bool) -> Decision:
+    def done(step: Step, st: State, ok: bool, source: str | None = None) -> Decision:
         step = drain_surge(step, replicas, policy)
         n = _clamp(step.replicas, policy.floor, policy.max_replicas)
         if n != step.replicas:  # a step that held or asked past the bounds: say which bound decided
             bound = f"maxReplicas={policy.max_replicas}" if n < step.replicas else f"the warm floor of {policy.floor}"
             step = replace(step, why=f"{step.why}; bounded by {bound}")
-        if n != current:
-            st = replace(st, last_scale_time=now)
+        if n != current:  # ``source``: the capacity this tick planned with (None: it planned with none)
+            st = replace(st, last_scale_time=now, raised_on_guess=n > current and source == GUESSED)
         return Decision(n, step.reason, f"{step.why} -> {replicas_text(n)}", st, ok, details)
 
     state = learn_cold_start(forget_model(state.until(now + policy.interval_s), replicas, now, policy.window_s),
@@ -168,7 +170,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
         demanded = max(demanded, recommend(d, planned, horizon, *fewer, current, policy), key=lambda s: s.replicas)
     step = breach(demanded, obs, replicas, cap, policy, d)
     step = settle(step, d, replicas)
-    step = tolerate(step, planned, cap, current, policy)
+    step = tolerate(step, planned, cap, current, policy, revised=state.raised_on_guess and source != GUESSED)
     step = measure(step, state, now, current)
     step = complete(step, obs, replicas, state, current)
     details["recommendation"] = step.replicas
@@ -178,7 +180,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     step = climbing(step, state, policy, current, now, sigma, horizon, planned)
     step = limit(step, current, policy)
     step = clamp(step, replicas, policy)
-    return done(step, state, True)
+    return done(step, state, True, source)
 
 
 __all__ = [

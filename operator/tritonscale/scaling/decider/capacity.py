@@ -160,6 +160,9 @@ def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: floa
 # The capacity's source when it comes from the queueing measured (``unbatched_capacity``): the one
 # figure that depends on the fleet it is for.
 QUEUEING_OBSERVED = "batch cost, queueing observed"
+# ... and when it is a guess from one batch size (``capacity``): a count raised on it is not held by
+# the dead band once the capacity is known (``steps.tolerate``).
+GUESSED = "batch cost, one batch size"
 
 
 def ready_held(state: State, ready: int) -> bool:
@@ -290,7 +293,7 @@ def capacity(state: State, policy: Policy, target: float, obs: Observation | Non
             guess = batch_cost(((n, t, 0.0),))
             if guess is not None:
                 return batch_capacity(guess, policy.max_batch_size, target, policy.queue_delay_ms,
-                                      policy.preferred_batch_sizes, share), "batch cost, one batch size"
+                                      policy.preferred_batch_sizes, share), GUESSED
         # tiny batches only: replicas are far from full, and extrapolating their cost to large
         # batches could be off by the batching gain itself
         return None, "batch cost: only small batches seen so far"

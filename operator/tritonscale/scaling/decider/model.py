@@ -171,6 +171,9 @@ class State:
     # (signals.forget_model), and when that rollout was seen done
     serving: str | None = None
     rolled_out_at: float | None = None
+    # the replica count was last raised on a capacity guessed from one batch size (capacity.GUESSED):
+    # once the capacity is known, the dead band does not hold that count (steps.tolerate)
+    raised_on_guess: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -188,6 +191,7 @@ class State:
             "queueing": [[round(t, 1), _sig(k), _sig(r), n] for t, k, r, n in self.queueing],
             "serving": self.serving,
             "rolledOutAt": _r(self.rolled_out_at, 1),
+            "raisedOnGuess": self.raised_on_guess,
         }
 
     @classmethod
@@ -217,6 +221,7 @@ class State:
                                for e in d.get("queueing") or () if len(e) >= 4),
                 serving=None if d.get("serving") is None else str(d["serving"]),
                 rolled_out_at=None if d.get("rolledOutAt") is None else _finite(d["rolledOutAt"]),
+                raised_on_guess=d.get("raisedOnGuess") is True,  # anything else (absent, "true", 1): not
             )
         except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError):
             # corrupt or hand-edited memory (a list of maps, a number as a string, 1e400 read as infinity

@@ -157,12 +157,26 @@ def settle(step: Step, d: Demand, replicas: Replicas) -> Step:
                            "without the drain")
 
 
-def tolerate(step: Step, planned: float, cap: float | None, current: int, policy: Policy) -> Step:
+def tolerate(step: Step, planned: float, cap: float | None, current: int, policy: Policy,
+             revised: bool = False) -> Step:
     """Hysteresis on the way down: scale down only to a count whose load stays below the plan by
     the tolerance (otherwise a rate wobbling around a boundary flips the count each tick); none
-    at all while the current count's load is within the tolerance."""
+    at all while the current count's load is within the tolerance.
+
+    ``revised``: the current count was raised on a capacity guessed from one batch size, and the
+    capacity is known now (``State.raised_on_guess``). The band holds a count against the rate's
+    wobble; this one was asked for by an estimate since replaced, so it is not held: the scale-down
+    goes to the recommendation. (A new service's first batches are all of one size, so its first
+    scale-up is often on the guess, which errs low. In the batching tuner's suite,
+    ``flash/cold60s/tight/seed0`` from no delay: 504 rps at a guessed 278 rps per replica asked for
+    a third replica, the known 293 then left 2 at 95% of the plan, and the band held 3 for the
+    20 minutes before the crowd.) Once that count is left, the band holds again."""
     if not cap or step.replicas >= current or current <= 0 or step.reason == "Idle":
         return step
+    if revised:
+        return Step(step.replicas, step.reason,
+                    step.why + f"; {current} were asked for on a capacity guessed from one batch size, "
+                               "now known: not held by the tolerance")
     load = planned / (current * cap * C.UTILISATION)
     if load >= 1.0 - policy.tolerance:
         return Step(current, "WithinTolerance", step.why + f"; load {load:.0%} of plan is within tolerance")
