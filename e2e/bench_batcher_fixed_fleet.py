@@ -28,8 +28,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "operator"))  # run from a checkout
 
@@ -40,24 +38,11 @@ from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, window_p95_ms  # no
 from tritonscale.simulate.suite import DEFAULT_TRACE, Scenario, SuiteConfig  # noqa: E402
 
 
-def scenario_of(name: str) -> Scenario:
-    """``suite.Scenario`` from its name, ``class/coldNs/slo/seedK``."""
-    cls, cold, slo, seed = name.split("/")
-    return Scenario(cls, float(cold.removeprefix("cold").removesuffix("s")), slo, int(seed.removeprefix("seed")))
-
-
-def _settled(arrival: np.ndarray, latency: np.ndarray, horizon: float, slo_ms: float) -> float:
-    wp = window_p95_ms(arrival, latency, ATTAINMENT_WINDOW_S, horizon)
-    wp = wp[int(tuner_suite.SETTLE_S // ATTAINMENT_WINDOW_S):]
-    wp = wp[~np.isnan(wp)]
-    return float(np.mean(wp <= slo_ms)) if len(wp) else 1.0
-
-
 def fleet_row(job: tuple[str, int], only: tuple[str, ...] | None = None) -> tuple[str, int, dict[str, float]]:
     """Settled attainment of every grid config (those labelled ``only``, if given) for one scenario
     served by ``replicas`` fixed replicas."""
     name, replicas = job
-    sc = scenario_of(name)
+    sc = Scenario.from_name(name)
     cfg = SuiteConfig(classes=(sc.cls,), cold_starts=(sc.cold_start_s,), slos=(sc.slo,), seeds=(sc.seed,),
                       trace_path=str(REPO / DEFAULT_TRACE))
     slo = cfg.slo_ms(sc.slo)
@@ -70,7 +55,8 @@ def fleet_row(job: tuple[str, int], only: tuple[str, ...] | None = None) -> tupl
             continue
         cl = replace(base, batcher=replace(base.batcher, max_queue_delay_ms=delay, preferred=prefs))
         result = simulate(arr, build(f"static:{replicas}", Options(slo, cl, seed=sc.seed), cal, None), cl, horizon)
-        out[label] = _settled(result.arrival, result.latency, result.horizon, slo)
+        wp = window_p95_ms(result.arrival, result.latency, ATTAINMENT_WINDOW_S, result.horizon)
+        out[label] = tuner_suite.settled_attainment(wp, slo)
     return name, replicas, out
 
 

@@ -45,9 +45,7 @@ def _recording_decide(obs, replicas, policy, state, now):  # type: ignore[no-unt
 
 def _scenario(name: str) -> suite.Scenario:
     try:
-        cls, cold, slo, seed = name.split("/")
-        return suite.Scenario(cls, float(cold.removeprefix("cold").removesuffix("s")), slo,
-                              int(seed.removeprefix("seed")))
+        return suite.Scenario.from_name(name)
     except ValueError:
         raise SystemExit(f"bench_scrape_spread: {name!r} is not a scenario name like "
                          "trace/cold60s/tight/seed0") from None

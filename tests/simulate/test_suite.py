@@ -398,3 +398,15 @@ def test_an_output_may_not_overwrite_another_or_the_trace(capsys, tmp_path):
     shared = REPO / DEFAULT_TRACE  # ../shared beside the checkout, as CI has it
     assert shared.exists() and main_simulate(["--suite", "quick", "--decisions", str(shared)]) == 1
     assert "--decisions: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sc", [suite.Scenario("flash", 15.0, "tight", 0), suite.Scenario("trace", 180.0, "loose", 12),
+                                suite.Scenario("randomwalk", 7.5, "tight", 3)])
+def test_a_scenario_is_read_back_from_its_name(sc):
+    assert suite.Scenario.from_name(sc.name) == sc
+
+
+@pytest.mark.parametrize("name", ["flash/cold15s/tight", "flash/coldXs/tight/seed0", "flash/cold15s/tight/seedK"])
+def test_a_name_that_is_no_scenario_is_a_value_error(name):
+    with pytest.raises(ValueError):
+        suite.Scenario.from_name(name)

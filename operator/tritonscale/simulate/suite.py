@@ -87,6 +87,12 @@ class Scenario:
     def name(self) -> str:
         return f"{self.cls}/cold{self.cold_start_s:g}s/{self.slo}/seed{self.seed}"
 
+    @classmethod
+    def from_name(cls, name: str) -> Scenario:
+        """The scenario ``name`` names (``class/coldNs/slo/seedK``); ValueError for anything else."""
+        kind, cold, slo, seed = name.split("/")
+        return cls(kind, float(cold.removeprefix("cold").removesuffix("s")), slo, int(seed.removeprefix("seed")))
+
     @property
     def smooth(self) -> bool:
         return self.cls in traffic.SMOOTH

@@ -122,6 +122,14 @@ def configs(slo_ms: float, quick: bool, max_batch: int = 16) -> list[tuple[str, 
     return out + [(_label(d, p), d, p, False) for d in delays for p in grid]
 
 
+def settled_attainment(window_p95: np.ndarray, slo_ms: float) -> float:
+    """The share of windows from SETTLE_S on (with requests) whose p95 is within ``slo_ms``: what the
+    done-when judges."""
+    late = window_p95[int(SETTLE_S // ATTAINMENT_WINDOW_S):]
+    late = late[~np.isnan(late)]
+    return float(np.mean(late <= slo_ms)) if len(late) else 1.0
+
+
 def run_scenario(sc: Scenario, cfg: SuiteConfig, quick: bool = False) -> TunerScenario:
     slo = cfg.slo_ms(sc.slo)
     cal = _calibration(cfg.batcher, slo)
@@ -136,10 +144,8 @@ def run_scenario(sc: Scenario, cfg: SuiteConfig, quick: bool = False) -> TunerSc
         result = simulate(arr, policy, cl, horizon)
         wp = window_p95_ms(result.arrival, result.latency, ATTAINMENT_WINDOW_S, result.horizon)
         s = summarise(result, slo, window_p95=wp)
-        late = wp[int(SETTLE_S // ATTAINMENT_WINDOW_S):]
-        late = late[~np.isnan(late)]
-        settled = float(np.mean(late <= slo)) if len(late) else 1.0
-        runs.append(Run(label, delay, prefs, tuner, s.window_attainment, settled, s.replica_hours, s.rejected,
+        runs.append(Run(label, delay, prefs, tuner, s.window_attainment, settled_attainment(wp, slo),
+                        s.replica_hours, s.rejected,
                         tuple(getattr(policy, "tunings", ()))))
     return TunerScenario(sc, slo, runs)
 
