@@ -40,7 +40,7 @@ from tritonscale.simulate.benchmark import (
     run_benchmark,
     scaling_spec,
 )
-from tritonscale.simulate.engine import BATCHING_APPLY, RELOAD_PAUSE_S, ClusterConfig
+from tritonscale.simulate.engine import BATCHING_APPLY, RELOAD_PAUSE_S, ROUTINGS, ClusterConfig
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import POLICY_NAMES, validate_name
 from tritonscale.simulate.replica import BatcherConfig
@@ -106,6 +106,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--initial-replicas", type=int_in(1),
                    help="warm at t=0 (default: the oracle's largest need within the first cold start)")
     c.add_argument("--scrape-s", type=at_least(1.0), default=15.0, help="Prometheus scrape interval (default 15)")
+    c.add_argument("--routing", choices=ROUTINGS, default="round-robin",
+                   help="how requests reach the ready pods: 'round-robin' (kube-proxy IPVS rr, the default) or "
+                        "'random' (kube-proxy iptables mode, per request: each pod sees Poisson arrivals; seeded "
+                        "by --seed, in --suite by each scenario's seed)")
     c.add_argument("--window-s", type=positive_float, default=60.0,
                    help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
     c.add_argument("--interval-s", type=at_least(1.0, "the CRD's intervalSeconds: whole seconds, 1-600"),
@@ -155,7 +159,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
                             preferred_sizes(args.preferred_batch_sizes, args.max_batch),
                             timeout_us / 1000.0 if timeout_us > 0 else None)
     cluster = ClusterConfig(batcher, args.cold_start_s, args.min_replicas, args.max_replicas,
-                            PromConfig(args.scrape_s, args.window_s), args.reload_pause_s, args.batching_apply)
+                            PromConfig(args.scrape_s, args.window_s), args.reload_pause_s, args.batching_apply,
+                            routing=args.routing, routing_seed=args.seed)
     if args.initial_replicas is not None and not args.min_replicas <= args.initial_replicas <= args.max_replicas:
         raise ValueError("--initial-replicas must be within --min-replicas..--max-replicas")
     if args.jobs < 1:

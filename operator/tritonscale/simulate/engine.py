@@ -5,8 +5,11 @@ ready. Inside a segment the set of ready replicas is fixed, so routing is a pure
 function of the arrival order:
 
 * Routing is round-robin over the ready replicas in the order they became ready
-  (kube-proxy's IPVS mode; the iptables mode picks at random with the same
-  long-run share). The pointer carries over between segments.
+  (kube-proxy's IPVS mode). The pointer carries over between segments. ``routing="random"``
+  sends each request to a ready replica drawn uniformly instead (kube-proxy's iptables mode,
+  per request): the same long-run share, but each replica then sees Poisson arrivals, where
+  round-robin makes every N-th arrival far more regular. The draws are seeded
+  (``routing_seed``).
 * Scale-up creates pods at once; each serves only after the cold start
   (``cold_start_s``, default 60 s: image pull, Triton start, model load and warm-up).
 * Scale-down removes the newest pods first -- pods still starting before ready
@@ -16,8 +19,8 @@ function of the arrival order:
 Cost is the pods' lifetime (creation to removal or end of drain) within
 [0, horizon]: a starting pod already holds its GPU.
 
-Every run is deterministic: the arrivals are given, routing is round-robin and the
-policies are deterministic functions of what they observe.
+Every run is deterministic: the arrivals are given, routing is round-robin (or seeded) and
+the policies are deterministic functions of what they observe.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from tritonscale.simulate.replica import BatcherConfig, Replica
 # load time; TESTING.md: cold start to ready ~1.5-2 s).
 RELOAD_PAUSE_S = 2.0
 BATCHING_APPLY = ("rollout", "reload")
+ROUTINGS = ("round-robin", "random")  # ClusterConfig.routing
 # Removed pods stay in the View this long (or the rate window, if longer): longer than any
 # rate() range a policy reads, so pruning them changes no figure, only the work per tick.
 RETIRED_KEEP_S = 600.0
@@ -61,10 +65,14 @@ class ClusterConfig:
     prom: PromConfig = field(default_factory=PromConfig)
     reload_pause_s: float = RELOAD_PAUSE_S
     batching_apply: str = "rollout"  # how a tuned batcher reaches the replicas (BATCHING_APPLY)
+    routing: str = "round-robin"  # how requests reach the ready replicas (ROUTINGS)
+    routing_seed: int = 0  # routing="random": the draws' seed
 
     def __post_init__(self) -> None:
         if self.batching_apply not in BATCHING_APPLY:
             raise ValueError(f"batching apply must be one of {', '.join(BATCHING_APPLY)}")
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}")
         if self.cold_start_s < 0:
             raise ValueError("cold start must be >= 0 s")
         if self.reload_pause_s < 0:
@@ -236,6 +244,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     ticks = ticks[(ticks > 0) & (ticks < horizon)]
     ti = 0
     rr = 0  # round-robin pointer
+    pick = np.random.default_rng([cfg.routing_seed, 1]) if cfg.routing == "random" else None
     pos = 0  # next arrival to route
     records: list[TickRecord] = []
     scale_events = 0
@@ -254,9 +263,14 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             if k == 0:
                 raise RuntimeError("no ready replica to route to")  # cannot happen: >= 1 pod always ready
             seg = arrivals[pos:end]
-            for j, r in enumerate(routed):
-                r.add(seg[(j - rr) % k::k])
-            rr = (rr + (end - pos)) % k
+            if pick is None:
+                for j, r in enumerate(routed):
+                    r.add(seg[(j - rr) % k::k])
+                rr = (rr + (end - pos)) % k
+            else:
+                to = pick.integers(0, k, size=len(seg))
+                for j, r in enumerate(routed):
+                    r.add(seg[to == j])
             pos = end
         for r in routed:
             r.advance(t_next, t_next)

@@ -192,6 +192,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         batching_apply=args.batching_apply,
         keep_ticks=bool(args.decisions),
         ranges=args.ranges,
+        routing=args.routing,
     )
 
 

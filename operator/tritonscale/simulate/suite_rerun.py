@@ -49,9 +49,18 @@ def config_from_json(d: dict[str, Any], trace_path: str | None) -> SuiteConfig:
                            queue_timeout_targets=targets, ranges=setup.get("ranges", "suite"),
                            # results before 2026-11-24 (session 26) say nothing: every pod was
                            # scraped at the ticks' instants
-                           scrape_spread=setup.get("scrapes", suite.SCRAPES[False]) == suite.SCRAPES[True])
+                           scrape_spread=setup.get("scrapes", suite.SCRAPES[False]) == suite.SCRAPES[True],
+                           routing=_routing(setup.get("routing", suite.ROUTING)))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ValueError(f"not a suite result (tritonscale simulate --suite --json): {e}") from None
+
+
+def _routing(text: str) -> str:
+    """The routing a setup's text names (``suite.ROUTINGS``); ValueError for another."""
+    for name, said in suite.ROUTINGS.items():
+        if text == said:
+            return name
+    raise ValueError(f"unknown routing {text!r}")
 
 
 def scenario_arrivals(sc: Scenario, cfg: SuiteConfig) -> tuple[np.ndarray, float]:
