@@ -85,3 +85,20 @@ def test_the_suite_states_its_routing_and_a_rerun_reads_it_back() -> None:
     assert suite_rerun.config_from_json(legacy, None).routing == "round-robin"
     with pytest.raises(ValueError, match="not a suite result"):
         suite_rerun.config_from_json({**out, "setup": {**out["setup"], "routing": "by the moon"}}, None)
+
+
+def test_the_oracles_needs_follow_the_routing(fleet_at_capacity) -> None:
+    """The oracle sizes each window by simulating it alone, routed as the cluster routes. Sized
+    round-robin, a random-routed static fleet of the oracle's peak need missed windows (the suite
+    under --routing random: 270 for the static peak fleet before the oracle followed the routing)."""
+    from tritonscale.simulate.policies.oracle import window_needs
+    from tritonscale.simulate.report import window_p95_ms
+
+    cal = capacity_at_slo(BatcherConfig(), SLO, requests=20_000)
+    cut = fleet_at_capacity[fleet_at_capacity < 300.0]
+    needs = {r: window_needs(cut, 300.0, ClusterConfig(routing=r, routing_seed=3), SLO, cal.capacity_rps)
+             for r in ("round-robin", "random")}
+    assert max(needs["random"]) > max(needs["round-robin"]), needs
+    fleet = max(needs["random"])
+    run = simulate(cut, StaticPolicy(fleet), ClusterConfig(routing="random", routing_seed=3, max_replicas=fleet), 300.0)
+    assert np.all(window_p95_ms(run.arrival, run.latency, 60.0, 300.0) <= SLO)

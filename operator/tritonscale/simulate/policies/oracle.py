@@ -2,8 +2,9 @@
 
 It knows every arrival in advance. For each 60 s attainment window w it finds
 ``need[w]``, the fewest replicas whose p95 for that window's arrivals is within
-the target -- by simulating the window on its own (round-robin, warm replicas,
-5 s of the previous window's traffic as a lead-in) and stepping the count down
+the target -- by simulating the window on its own (routed as the cluster routes: round-robin,
+or at random with the window's own seeded draws; warm replicas, 5 s of the previous window's
+traffic as a lead-in) and stepping the count down
 from a capacity guess while it passes, or up until it does.
 
 A pod needed in window w must be created ``cold_start_s`` before w starts, and a
@@ -31,11 +32,15 @@ LEAD_IN_S = 5.0  # queues are not empty at a window boundary; 5 s of traffic ref
 VERIFY_ROUNDS = 6
 
 
-def _isolated_p95_ms(arrivals: np.ndarray, lo: int, start: int, hi: int, n: int, cfg: BatcherConfig) -> float:
+def _isolated_p95_ms(arrivals: np.ndarray, lo: int, start: int, hi: int, n: int, cfg: BatcherConfig,
+                     draws: np.ndarray | None = None) -> float:
+    """p95 of arrivals[start:hi] on ``n`` warm replicas, arrivals[lo:start] as the lead-in; routed
+    round-robin, or by ``draws`` (uniform in [0, 1), one per arrival from ``lo``: random routing)."""
     pods = [Replica(i, 0.0, 0.0, cfg) for i in range(n)]
     seg = arrivals[lo:hi]
+    to = None if draws is None else (draws * n).astype(np.int64)
     for j, r in enumerate(pods):
-        r.add(seg[j::n])
+        r.add(seg[j::n] if to is None else seg[to == j])
         r.advance(math.inf, math.inf)
         r.sync()
     t0 = arrivals[start]
@@ -61,8 +66,13 @@ def window_needs(arrivals: np.ndarray, horizon: float, cluster: ClusterConfig, s
         span = min(w1, horizon) - w0
         guess = max(cluster.min_replicas, min(cluster.max_replicas, math.ceil((hi - start) / span / capacity_rps)))
 
-        def ok(n: int, lo: int = lo, start: int = start, hi: int = hi) -> bool:
-            return _isolated_p95_ms(arrivals, lo, start, hi, n, cluster.batcher) <= slo_ms
+        # random routing: the same draws for every count tried, so a count passes or fails on the
+        # count, not on a luckier draw
+        draws = (np.random.default_rng([cluster.routing_seed, 2, w]).random(hi - lo)
+                 if cluster.routing == "random" else None)
+
+        def ok(n: int, lo: int = lo, start: int = start, hi: int = hi, draws: np.ndarray | None = draws) -> bool:
+            return _isolated_p95_ms(arrivals, lo, start, hi, n, cluster.batcher, draws) <= slo_ms
 
         n = guess
         if ok(n):
