@@ -53,6 +53,24 @@ def test_random_routing_is_seeded(fleet_at_capacity) -> None:
     assert len(runs[2].latency) == len(cut)  # every request served once, whichever replica drew it
 
 
+class _TickingStatic(StaticPolicy):
+    """A static fleet that ticks every 7 s: the same pods, the run cut into other segments."""
+
+    def tick_times(self, horizon: float) -> np.ndarray:
+        return np.arange(7.0, horizon, 7.0)
+
+
+def test_each_request_keeps_its_draw_whatever_the_run_does(fleet_at_capacity) -> None:
+    """Every policy's cluster routes a request by the same draw (common random numbers), not by
+    draws taken segment by segment, which a policy's own ticks would shift."""
+    cut = fleet_at_capacity[fleet_at_capacity < 120.0]
+    cluster = ClusterConfig(routing="random", routing_seed=4, max_replicas=3)
+    quiet = simulate(cut, StaticPolicy(3), cluster, 120.0)
+    ticking = simulate(cut, _TickingStatic(3), cluster, 120.0)
+    assert len(ticking.ticks) > 10
+    assert np.array_equal(quiet.latency, ticking.latency)
+
+
 def test_an_unknown_routing_is_refused() -> None:
     with pytest.raises(ValueError, match="routing must be one of round-robin, random"):
         ClusterConfig(routing="least-connections")
@@ -81,8 +99,11 @@ def test_the_suite_states_its_routing_and_a_rerun_reads_it_back() -> None:
     assert back.routing == "random"
     again = suite_rerun.rerun(out["scenarios"][0], back)
     assert again.row("tritonscale").replica_hours == res.row("tritonscale").replica_hours
-    legacy = {**out, "setup": {**out["setup"], "routing": suite.ROUTING}}
-    assert suite_rerun.config_from_json(legacy, None).routing == "round-robin"
+    for said in (suite.ROUTING, "round-robin over ready pods (an older wording)"):
+        legacy = {**out, "setup": {**out["setup"], "routing": said}}
+        assert suite_rerun.config_from_json(legacy, None).routing == "round-robin"
+    no_routing = {**out, "setup": {k: v for k, v in out["setup"].items() if k != "routing"}}
+    assert suite_rerun.config_from_json(no_routing, None).routing == "round-robin"
     with pytest.raises(ValueError, match="not a suite result"):
         suite_rerun.config_from_json({**out, "setup": {**out["setup"], "routing": "by the moon"}}, None)
 

@@ -8,8 +8,10 @@ function of the arrival order:
   (kube-proxy's IPVS mode). The pointer carries over between segments. ``routing="random"``
   sends each request to a ready replica drawn uniformly instead (kube-proxy's iptables mode,
   per request): the same long-run share, but each replica then sees Poisson arrivals, where
-  round-robin makes every N-th arrival far more regular. The draws are seeded
-  (``routing_seed``).
+  round-robin makes every N-th arrival far more regular. Each arrival's draw is fixed before
+  the run (``routing_draws``, seeded by ``routing_seed``), so every policy's cluster routes the
+  same request by the same draw: policies are compared on the same luck, not only the same
+  arrivals.
 * Scale-up creates pods at once; each serves only after the cold start
   (``cold_start_s``, default 60 s: image pull, Triton start, model load and warm-up).
 * Scale-down removes the newest pods first -- pods still starting before ready
@@ -79,6 +81,13 @@ class ClusterConfig:
             raise ValueError("reload pause must be >= 0 s")
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise ValueError("need 1 <= min replicas <= max replicas")
+
+
+def routing_draws(cfg: ClusterConfig, n: int) -> np.ndarray | None:
+    """``routing="random"``: one uniform draw in [0, 1) per arrival, from ``routing_seed``; a request
+    whose draw is u goes to ready replica floor(u x k) of the k ready when it arrives. None for
+    round-robin."""
+    return np.random.default_rng([cfg.routing_seed, 1]).random(n) if cfg.routing == "random" else None
 
 
 @dataclass
@@ -244,7 +253,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     ticks = ticks[(ticks > 0) & (ticks < horizon)]
     ti = 0
     rr = 0  # round-robin pointer
-    pick = np.random.default_rng([cfg.routing_seed, 1]) if cfg.routing == "random" else None
+    draws = routing_draws(cfg, len(arrivals))
     pos = 0  # next arrival to route
     records: list[TickRecord] = []
     scale_events = 0
@@ -263,12 +272,12 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             if k == 0:
                 raise RuntimeError("no ready replica to route to")  # cannot happen: >= 1 pod always ready
             seg = arrivals[pos:end]
-            if pick is None:
+            if draws is None:
                 for j, r in enumerate(routed):
                     r.add(seg[(j - rr) % k::k])
                 rr = (rr + (end - pos)) % k
             else:
-                to = pick.integers(0, k, size=len(seg))
+                to = (draws[pos:end] * k).astype(np.int64)
                 for j, r in enumerate(routed):
                     r.add(seg[to == j])
             pos = end

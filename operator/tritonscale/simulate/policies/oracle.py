@@ -3,8 +3,8 @@
 It knows every arrival in advance. For each 60 s attainment window w it finds
 ``need[w]``, the fewest replicas whose p95 for that window's arrivals is within
 the target -- by simulating the window on its own (routed as the cluster routes: round-robin,
-or at random with the window's own seeded draws; warm replicas, 5 s of the previous window's
-traffic as a lead-in) and stepping the count down
+or at random by the same per-request draws the cluster takes, ``engine.routing_draws``; warm
+replicas, 5 s of the previous window's traffic as a lead-in) and stepping the count down
 from a capacity guess while it passes, or up until it does.
 
 A pod needed in window w must be created ``cold_start_s`` before w starts, and a
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tritonscale.simulate.engine import ClusterConfig, RunResult, View, simulate
+from tritonscale.simulate.engine import ClusterConfig, RunResult, View, routing_draws, simulate
 from tritonscale.simulate.replica import BatcherConfig, Replica
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, quantiles_ms, window_p95_ms
 
@@ -54,6 +54,7 @@ def window_needs(arrivals: np.ndarray, horizon: float, cluster: ClusterConfig, s
     """Fewest replicas per window (see the module docstring); only the first ``windows`` if given."""
     nw = max(1, math.ceil(horizon / window_s))
     needs = []
+    every = routing_draws(cluster, len(arrivals))  # random routing: each count tried routes by the same draws
     for w in range(nw if windows is None else max(1, min(windows, nw))):
         w0, w1 = w * window_s, (w + 1) * window_s
         start, hi = np.searchsorted(arrivals, [w0, w1], side="left")
@@ -66,10 +67,7 @@ def window_needs(arrivals: np.ndarray, horizon: float, cluster: ClusterConfig, s
         span = min(w1, horizon) - w0
         guess = max(cluster.min_replicas, min(cluster.max_replicas, math.ceil((hi - start) / span / capacity_rps)))
 
-        # random routing: the same draws for every count tried, so a count passes or fails on the
-        # count, not on a luckier draw
-        draws = (np.random.default_rng([cluster.routing_seed, 2, w]).random(hi - lo)
-                 if cluster.routing == "random" else None)
+        draws = None if every is None else every[lo:hi]
 
         def ok(n: int, lo: int = lo, start: int = start, hi: int = hi, draws: np.ndarray | None = draws) -> bool:
             return _isolated_p95_ms(arrivals, lo, start, hi, n, cluster.batcher, draws) <= slo_ms
