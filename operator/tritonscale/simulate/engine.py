@@ -90,6 +90,16 @@ def routing_draws(cfg: ClusterConfig, n: int) -> np.ndarray | None:
     return np.random.default_rng([cfg.routing_seed, 1]).random(n) if cfg.routing == "random" else None
 
 
+def route(seg: np.ndarray, k: int, draws: np.ndarray | None = None, first: int = 0) -> list[np.ndarray]:
+    """``seg``'s arrivals split among ``k`` ready replicas, one array each: round-robin, replica
+    ``first`` taking the first arrival, or, with ``draws`` (``routing_draws`` of these arrivals),
+    each to replica floor(u x k). The cluster and the oracle's windows route by this alone."""
+    if draws is None:
+        return [seg[(j - first) % k::k] for j in range(k)]
+    to = (draws * k).astype(np.int64)
+    return [seg[to == j] for j in range(k)]
+
+
 @dataclass
 class View:
     """What an autoscaler can see at ``now``: replica counts and Prometheus-style metrics."""
@@ -272,14 +282,9 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             if k == 0:
                 raise RuntimeError("no ready replica to route to")  # cannot happen: >= 1 pod always ready
             seg = arrivals[pos:end]
-            if draws is None:
-                for j, r in enumerate(routed):
-                    r.add(seg[(j - rr) % k::k])
-                rr = (rr + (end - pos)) % k
-            else:
-                to = (draws[pos:end] * k).astype(np.int64)
-                for j, r in enumerate(routed):
-                    r.add(seg[to == j])
+            for r, part in zip(routed, route(seg, k, None if draws is None else draws[pos:end], rr), strict=True):
+                r.add(part)
+            rr = (rr + (end - pos)) % k
             pos = end
         for r in routed:
             r.advance(t_next, t_next)

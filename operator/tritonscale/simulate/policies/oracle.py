@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tritonscale.simulate.engine import ClusterConfig, RunResult, View, routing_draws, simulate
+from tritonscale.simulate.engine import ClusterConfig, RunResult, View, route, routing_draws, simulate
 from tritonscale.simulate.replica import BatcherConfig, Replica
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, quantiles_ms, window_p95_ms
 
@@ -37,10 +37,8 @@ def _isolated_p95_ms(arrivals: np.ndarray, lo: int, start: int, hi: int, n: int,
     """p95 of arrivals[start:hi] on ``n`` warm replicas, arrivals[lo:start] as the lead-in; routed
     round-robin, or by ``draws`` (uniform in [0, 1), one per arrival from ``lo``: random routing)."""
     pods = [Replica(i, 0.0, 0.0, cfg) for i in range(n)]
-    seg = arrivals[lo:hi]
-    to = None if draws is None else (draws * n).astype(np.int64)
-    for j, r in enumerate(pods):
-        r.add(seg[j::n] if to is None else seg[to == j])
+    for r, part in zip(pods, route(arrivals[lo:hi], n, draws), strict=True):
+        r.add(part)
         r.advance(math.inf, math.inf)
         r.sync()
     t0 = arrivals[start]
