@@ -11,7 +11,7 @@ import pytest
 from tritonscale.simulate import suite, suite_rerun
 from tritonscale.simulate.capacity import capacity_at_slo
 from tritonscale.simulate.command import main_simulate
-from tritonscale.simulate.engine import ClusterConfig, simulate
+from tritonscale.simulate.engine import ROUTINGS, ClusterConfig, simulate
 from tritonscale.simulate.policies.static import StaticPolicy
 from tritonscale.simulate.replica import BatcherConfig
 from tritonscale.simulate.report import summarise
@@ -71,6 +71,11 @@ def test_each_request_keeps_its_draw_whatever_the_run_does(fleet_at_capacity) ->
     assert np.array_equal(quiet.latency, ticking.latency)
 
 
+def test_the_suite_states_every_routing_the_engine_has() -> None:
+    # a routing the engine gained without a setup text would make the suite's JSON raise KeyError
+    assert tuple(suite.ROUTING_TEXT) == ROUTINGS
+
+
 def test_an_unknown_routing_is_refused() -> None:
     with pytest.raises(ValueError, match="routing must be one of round-robin, random"):
         ClusterConfig(routing="least-connections")
@@ -94,7 +99,7 @@ def test_the_suite_states_its_routing_and_a_rerun_reads_it_back() -> None:
                             routing="random")
     res = suite.run_scenario(next(iter(cfg.scenarios())), cfg)
     out = json.loads(json.dumps(suite.to_dict(cfg, [res], 0.0)))
-    assert out["setup"]["routing"] == suite.ROUTINGS["random"]
+    assert out["setup"]["routing"] == suite.ROUTING_TEXT["random"]
     back = suite_rerun.config_from_json(out, None)
     assert back.routing == "random"
     again = suite_rerun.rerun(out["scenarios"][0], back)

@@ -46,14 +46,15 @@ from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.replica import BatcherConfig
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, Summary, json_number
 
-# How requests reach the ready pods (``SuiteConfig.routing``), as the JSON's setup states it
-ROUTINGS = {
+# How requests reach the ready pods (``SuiteConfig.routing``, one of ``engine.ROUTINGS``), as the
+# JSON's setup states it
+ROUTING_TEXT = {
     "round-robin": ("round-robin over ready pods in the order they became ready (kube-proxy IPVS rr); "
                     "queues are not rebalanced, a new pod gets only new requests"),
     "random": ("each request to a ready pod drawn at random (kube-proxy iptables mode, per request: each pod "
                "sees Poisson arrivals); queues are not rebalanced, a new pod gets only new requests"),
 }
-ROUTING = ROUTINGS["round-robin"]  # the default
+ROUTING = ROUTING_TEXT["round-robin"]  # the default
 # How Prometheus scrapes the pods (``SuiteConfig.scrape_spread``), as the JSON's setup states it
 SCRAPES = {True: "every 15 s, each pod at its own offset (a hash of the pod, as Prometheus hashes targets)",
            False: "every 15 s, every pod at the ticks' instants (the best case)"}
@@ -128,11 +129,11 @@ class SuiteConfig:
     scrape_spread: bool = True
     keep_ticks: bool = False  # keep every policy's ticks (--decisions): output only, no score changes
     ranges: str = "suite"  # the synthetic classes' parameter ranges (traffic.RANGES; --ranges)
-    routing: str = "round-robin"  # how requests reach the ready pods (ROUTINGS; --routing)
+    routing: str = "round-robin"  # how requests reach the ready pods (ROUTING_TEXT; --routing)
 
     def __post_init__(self) -> None:
-        if self.routing not in ROUTINGS:
-            raise ValueError(f"unknown routing {self.routing!r} (one of {', '.join(ROUTINGS)})")
+        if self.routing not in ROUTING_TEXT:
+            raise ValueError(f"unknown routing {self.routing!r} (one of {', '.join(ROUTING_TEXT)})")
         bad = [c for c in self.classes if c not in traffic.CLASSES]
         if bad:
             raise ValueError(f"unknown traffic class(es) {', '.join(bad)} (one of {', '.join(traffic.CLASSES)})")
@@ -433,7 +434,7 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
     verdicts = [check(r) for r in results]
     return {
         "setup": {
-            "routing": ROUTINGS[cfg.routing],
+            "routing": ROUTING_TEXT[cfg.routing],
             "queue_timeout": (f"{cfg.queue_timeout_targets:g} x the SLO (Triton default_queue_policy, REJECT)"
                               if cfg.queue_timeout_targets > 0 else "none"),
             "replica": {"base_ms": cfg.batcher.base_ms, "per_item_ms": cfg.batcher.per_item_ms,

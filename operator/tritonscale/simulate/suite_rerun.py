@@ -56,9 +56,9 @@ def config_from_json(d: dict[str, Any], trace_path: str | None) -> SuiteConfig:
 
 
 def _routing(text: str) -> str:
-    """The routing a setup's text names (``suite.ROUTINGS``; any round-robin wording, as results
+    """The routing a setup's text names (``suite.ROUTING_TEXT``; any round-robin wording, as results
     before session 70 only ran that); ValueError for another."""
-    for name, said in suite.ROUTINGS.items():
+    for name, said in suite.ROUTING_TEXT.items():
         if text == said:
             return name
     if text.startswith("round-robin"):
