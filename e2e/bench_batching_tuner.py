@@ -29,7 +29,7 @@ from tritonscale.simulate.suite_command import stderr_progress  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", default="0,1", help="comma list (default 0,1)")
     p.add_argument("--slos", default="tight,loose")
@@ -37,9 +37,19 @@ def main() -> int:
     p.add_argument("--classes", default=",".join(traffic.CLASSES))
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--json", metavar="FILE", help="also write every run as JSON")
-    args = p.parse_args()
-    trace = REPO / DEFAULT_TRACE
-    classes = tuple(c for c in args.classes.split(",") if c and (c != "trace" or trace.exists()))
+    p.add_argument("--trace", type=Path, default=REPO / DEFAULT_TRACE,
+                   help="the trace class's real trace (default ../shared/data/azure-llm-conv-2023.csv)")
+    args = p.parse_args(argv)
+    trace = args.trace
+    classes = tuple(c for c in args.classes.split(",") if c)
+    if "trace" in classes and not trace.exists():
+        if args.trace != REPO / DEFAULT_TRACE:
+            print(f"bench_batching_tuner: --trace {trace}: no such file", file=sys.stderr)
+            return 1
+        # a checkout without ../shared beside it: run the synthetic classes, and say so
+        print(f"bench_batching_tuner: no trace at {trace}: the trace class is skipped (--trace names one)",
+              file=sys.stderr)
+        classes = tuple(c for c in classes if c != "trace")
     cfg = SuiteConfig(classes=classes, cold_starts=(args.cold_start,), slos=tuple(args.slos.split(",")),
                       seeds=tuple(int(s) for s in args.seeds.split(",")), trace_path=str(trace), jobs=args.jobs)
     started = time.perf_counter()

@@ -81,6 +81,8 @@ def main() -> int:
         return 1
     cfg = SuiteConfig(trace_path=str(trace) if trace else None, jobs=args.jobs)
     if trace is None:
+        print(f"bench_suite: no trace at {args.trace}: the trace class is skipped (--trace names one)",
+              file=sys.stderr)
         cfg = replace(cfg, classes=tuple(c for c in cfg.classes if c != "trace"))
     else:
         try:
