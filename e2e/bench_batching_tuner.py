@@ -8,7 +8,7 @@ preferred sizes none, [4,8,16], [16]); see ``tritonscale.simulate.tuner_suite``.
 ``tritonscale simulate --suite --batching-tuner`` on this matrix; kept out of CI (the full grid is
 ~25 runs per scenario: ~8 min for the default matrix on 2 cores).
 
-    .venv/bin/python e2e/bench_batching_tuner.py [--seeds 0,1] [--cold-start 60] [--json out.json]
+    .venv/bin/python e2e/bench_batching_tuner.py [--seeds 0,1] [--cold-start 60] [--trace FILE] [--json out.json]
 """
 
 from __future__ import annotations
