@@ -16,6 +16,10 @@ import httpx
 import numpy as np
 import pytest
 
+from support.spec_cases import base_spec, mutate
+from tritonscale.api.spec import InferenceServiceSpec
+from tritonscale.render.kubernetes_objects import build_children
+from tritonscale.sandbox.grpc_clients import run_grpc_clients
 from tritonscale.sandbox.loadgen import (
     LoadResult,
     RequestRecord,
@@ -203,6 +207,41 @@ async def test_run_load_round_robin_and_errors(triton):
     # no backend at all
     res = await run_load(lambda: [], MODEL, [0.0, 0.01])
     assert res.error_counts() == {"no-backend": 2}
+
+
+def _rendered_connection_age_flags(changes: dict) -> list[str]:
+    """The --grpc-max-connection-age flags the operator renders for the sample's spec with ``changes``."""
+    spec = InferenceServiceSpec.model_validate(mutate(base_spec(), changes))
+    dep = next(o for o in build_children(spec, {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService",
+                                                "metadata": {"name": "linear", "namespace": "default",
+                                                             "uid": "u"}}) if o["kind"] == "Deployment")
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    return [a for a in args if a.startswith("--grpc-max-connection-age")]
+
+
+@pytest.mark.parametrize(("changes", "reconnects"), [
+    # the default (30 s): no connection reaches its age in the run
+    ({}, False),
+    # extraArgs after the operator's flag: tritonserver takes the last one, 1 s
+    ({"runtime.extraArgs": ["--grpc-max-connection-age=1000"]}, True),
+])
+def test_grpc_clients_reconnect_at_the_rendered_connection_age(tmp_path, changes, reconnects):
+    """tritonserver takes the flags the operator renders, closes each gRPC connection at the age they
+    give, and the clients reconnect without a failed request."""
+    _triton_or_skip()
+    flags = _rendered_connection_age_flags(changes)
+    assert flags[0] == "--grpc-max-connection-age=30000"
+    install_model(tmp_path / "repo", MODEL, cost_model_config(MODEL, max_batch_size=16, dynamic_batching=True))
+    proc = TritonProcess.with_free_ports(tmp_path / "repo", log_path=tmp_path / "t.log", extra_args=flags)
+    proc.start()
+    try:
+        assert proc.wait_ready_blocking(MODEL, timeout=30), proc.read_log()[-3000:]
+        res = run_grpc_clients(f"127.0.0.1:{proc.grpc_port}", MODEL, seconds=3.5, clients=2)
+    finally:
+        proc.stop()
+    assert res.errors == [] and res.requests > 20
+    # two clients over 3.5 s at a 1 s age (+-10%): each reconnects two or three times
+    assert (4 <= res.reconnections <= 8) if reconnects else res.reconnections == 0, res
 
 
 # --------------------------------------------------------------------------- schedules (unit)

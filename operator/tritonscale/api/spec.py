@@ -57,7 +57,18 @@ SPEC_ANNOTATION_MAX_BYTES = 64 * 1024
 
 # Triton 25.08 (Aug 2025) is the newest release whose tag we could check; it
 # ships --metrics-config=summary_latencies and histogram_latencies.
-DEFAULT_TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:25.08-py3"
+TRITON_IMAGE_REPOSITORY = "nvcr.io/nvidia/tritonserver"
+DEFAULT_TRITON_IMAGE = f"{TRITON_IMAGE_REPOSITORY}:25.08-py3"
+# gRPC connections are closed at this age (runtime.grpcMaxConnectionAgeSeconds). A Service balances
+# connections, not requests: a gRPC client's channel stays on the replica it reached, so a replica
+# the autoscaler adds gets a client's traffic only once that client reconnects. With every
+# connection closed at this age, a new replica has its share within one age of becoming ready: 30 s
+# is half a tick-plus-cold-start at the shortest cold starts the suite runs (15 s + a 15 s tick),
+# and one reconnect per client per 30 s costs nothing we could measure (e2e/bench_grpc_connection_age.py:
+# no throughput or p95 difference at a 1 s age against none). Triton has the flag
+# (--grpc-max-connection-age, milliseconds) from release 24.01 (server v2.42.0, PR #6639).
+DEFAULT_GRPC_MAX_CONNECTION_AGE_S = 30
+GRPC_MAX_CONNECTION_AGE_SINCE = (24, 1)  # the first NGC tag (YY.MM) with the flag
 
 DataType = Literal[
     "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
@@ -453,6 +464,15 @@ class RuntimeSpec(_Model):
     response_cache_bytes: int = Field(
         default=256 * 1024 * 1024, ge=1024 * 1024, le=JSON_INT_MAX,
         description="Size of Triton's local response cache, used when model.responseCache is true.",
+    )
+    grpc_max_connection_age_seconds: int = Field(
+        default=DEFAULT_GRPC_MAX_CONNECTION_AGE_S, ge=0, le=86400,
+        description="Triton closes each gRPC connection at this age (--grpc-max-connection-age, with gRPC's "
+        "+-10% jitter; requests in flight finish), and the client reconnects through the Service, where "
+        "kube-proxy picks a replica. The Service balances connections, not requests, so without it a gRPC "
+        "client stays on the replicas it first reached and new replicas get none of its traffic. 0 leaves "
+        "connections open (a mesh that balances each request). Not rendered for "
+        f"{TRITON_IMAGE_REPOSITORY} tags before 24.01, which lack the flag.",
     )
 
     @field_validator("extra_args")

@@ -24,18 +24,21 @@ import copy
 import hashlib
 import json
 import math
+import re
 import shlex
 from typing import Any
 
 from tritonscale.api.spec import (
     GPU_RESOURCE,
     GROUP,
+    GRPC_MAX_CONNECTION_AGE_SINCE,
     HASH_ANNOTATION,
     KIND,
     LABEL,
     OPERATOR_PORTS,
     SPEC_ANNOTATION,
     SPEC_ANNOTATION_MAX_BYTES,
+    TRITON_IMAGE_REPOSITORY,
     VERSION,
     InferenceServiceSpec,
     model_name,
@@ -291,7 +294,22 @@ def _tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
         args.append("--allow-gpu-metrics=false")
     if spec.model.response_cache:
         args.append(f"--cache-config=local,size={spec.runtime.response_cache_bytes}")
+    age_s = spec.runtime.grpc_max_connection_age_seconds
+    if age_s and has_grpc_connection_age(spec.runtime.image):
+        args.append(f"--grpc-max-connection-age={age_s * 1000}")
     return args + list(spec.runtime.extra_args)
+
+
+_NGC_TAG = re.compile(re.escape(TRITON_IMAGE_REPOSITORY) + r":(\d{2})\.(\d{2})(?:[-@]|$)")
+
+
+def has_grpc_connection_age(image: str) -> bool:
+    """Whether the image's tritonserver takes --grpc-max-connection-age: an NGC tag (YY.MM) from
+    GRPC_MAX_CONNECTION_AGE_SINCE on, or any other image (a custom build, a digest: the operator cannot
+    tell its release, and a release from 2024 on is assumed; spec.runtime.grpcMaxConnectionAgeSeconds
+    0 leaves the flag out)."""
+    m = _NGC_TAG.match(image)
+    return m is None or (int(m.group(1)), int(m.group(2))) >= GRPC_MAX_CONNECTION_AGE_SINCE
 
 
 def _resources(spec: InferenceServiceSpec) -> dict[str, Any]:
