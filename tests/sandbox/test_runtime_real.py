@@ -220,7 +220,7 @@ def _rendered_connection_age_flags(changes: dict) -> list[str]:
 
 
 @pytest.mark.parametrize(("changes", "reconnects"), [
-    # the default (30 s): no connection reaches its age in the run
+    # the default (10 s): no connection reaches its age in the 3.5 s run
     ({}, False),
     # extraArgs after the operator's flag: tritonserver takes the last one, 1 s
     ({"runtime.extraArgs": ["--grpc-max-connection-age=1000"]}, True),
@@ -230,7 +230,7 @@ def test_grpc_clients_reconnect_at_the_rendered_connection_age(tmp_path, changes
     give, and the clients reconnect without a failed request."""
     _triton_or_skip()
     flags = _rendered_connection_age_flags(changes)
-    assert flags[0] == "--grpc-max-connection-age=30000"
+    assert flags[0] == "--grpc-max-connection-age=10000"
     install_model(tmp_path / "repo", MODEL, cost_model_config(MODEL, max_batch_size=16, dynamic_batching=True))
     proc = TritonProcess.with_free_ports(tmp_path / "repo", log_path=tmp_path / "t.log", extra_args=flags)
     proc.start()

@@ -1,5 +1,6 @@
-"""How the simulated cluster routes requests: round-robin (kube-proxy IPVS, the default) or at random
-per request (kube-proxy's iptables mode), and the flag, the suite's setup and its re-runs that carry it."""
+"""How the simulated cluster routes requests: round-robin (kube-proxy IPVS, the default), at random
+per request (kube-proxy's iptables mode) or per connection (gRPC clients, connections closed at an
+age), and the flag, the suite's setup and its re-runs that carry it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ import pytest
 from tritonscale.simulate import suite, suite_rerun
 from tritonscale.simulate.capacity import capacity_at_slo
 from tritonscale.simulate.command import main_simulate
-from tritonscale.simulate.engine import ROUTINGS, ClusterConfig, simulate
+from tritonscale.simulate.engine import (
+    ROUTINGS,
+    ClusterConfig,
+    Connections,
+    route_connections,
+    routing_draws,
+    simulate,
+)
 from tritonscale.simulate.policies.static import StaticPolicy
 from tritonscale.simulate.replica import BatcherConfig
 from tritonscale.simulate.report import summarise
@@ -88,20 +96,24 @@ def test_the_flag_reaches_a_single_run(capsys) -> None:
     argv = ["--shape", "poisson", "--rate", "800", "--duration", "300", "--slo-ms", "104", "--policy", "static:3",
             "--no-oracle", "--json"]
     p95 = {}
-    for routing in ("round-robin", "random"):
+    for routing in ("round-robin", "random", "connection"):
         assert main_simulate([*argv, "--routing", routing]) == 0
         p95[routing] = json.loads(capsys.readouterr().out)["p95_ms"]
     assert p95["random"] > p95["round-robin"], p95
+    # 1000 connections on 3 pods: each pod's share is Poisson and, for 30 s at a time, off by the luck
+    # of how many connections reached it
+    assert p95["connection"] > p95["round-robin"], p95
 
 
-def test_the_suite_states_its_routing_and_a_rerun_reads_it_back() -> None:
+@pytest.mark.parametrize("routing", ["random", "connection"])
+def test_the_suite_states_its_routing_and_a_rerun_reads_it_back(routing: str) -> None:
     cfg = suite.SuiteConfig(classes=("steps",), cold_starts=(15.0,), slos=("tight",), seeds=(0,), duration_s=600.0,
-                            routing="random")
+                            routing=routing)
     res = suite.run_scenario(next(iter(cfg.scenarios())), cfg)
     out = json.loads(json.dumps(suite.to_dict(cfg, [res], 0.0)))
-    assert out["setup"]["routing"] == suite.ROUTING_TEXT["random"]
+    assert out["setup"]["routing"] == suite.ROUTING_TEXT[routing]
     back = suite_rerun.config_from_json(out, None)
-    assert back.routing == "random"
+    assert back.routing == routing
     again = suite_rerun.rerun(out["scenarios"][0], back)
     assert again.row("tritonscale").replica_hours == res.row("tritonscale").replica_hours
     for said in (suite.ROUTING, "round-robin over ready pods (an older wording)"):
@@ -128,3 +140,77 @@ def test_the_oracles_needs_follow_the_routing(fleet_at_capacity) -> None:
     fleet = max(needs["random"])
     run = simulate(cut, StaticPolicy(fleet), ClusterConfig(routing="random", routing_seed=3, max_replicas=fleet), 300.0)
     assert np.all(window_p95_ms(run.arrival, run.latency, 60.0, 300.0) <= SLO)
+
+
+# --------------------------------------------------------------------------- per connection (gRPC)
+
+
+def _conns(n_arrivals: int, clients: int = 200, seed: int = 0) -> tuple[Connections, np.ndarray]:
+    cfg = ClusterConfig(routing="connection", routing_seed=seed, connections=clients)
+    draws = routing_draws(cfg, n_arrivals)
+    assert draws is not None
+    return Connections.draw(cfg, n_arrivals), draws
+
+
+def _route(times: np.ndarray, ready: list[int], conns: Connections, draws: np.ndarray, lo: int,
+           age_s: float) -> np.ndarray:
+    return route_connections(times, ready, 3, conns, lo, draws, age_s)
+
+
+@pytest.mark.parametrize(("age_s", "new_pod_share"), [
+    (0.0, (0.0, 0.0)),  # connections never close: the pod that joined gets nothing
+    (5.0, (0.4, 0.6)),  # every connection closed within one age of the join: about half each
+])
+def test_a_pod_that_joins_gets_only_connections_opened_after_it(age_s: float, new_pod_share: tuple) -> None:
+    times = np.linspace(0.0, 30.0, 30_000, endpoint=False)
+    conns, draws = _conns(len(times))
+    before = _route(times[:10_000], [0], conns, draws, 0, age_s)  # pod 0 alone until t = 10
+    assert set(before) == {0}
+    after = _route(times[10_000:], [0, 1], conns, draws, 10_000, age_s)
+    late = after[times[10_000:] >= 10.0 + 1.1 * age_s]  # one age (with its jitter) after the join
+    lo, hi = new_pod_share
+    assert lo <= np.mean(late == 1) <= hi
+
+
+def test_a_pods_clients_reconnect_when_it_goes() -> None:
+    times = np.linspace(0.0, 20.0, 20_000, endpoint=False)
+    conns, draws = _conns(len(times))
+    first = _route(times[:10_000], [0, 1], conns, draws, 0, 0.0)
+    assert 0.35 <= np.mean(first == 1) <= 0.65
+    then = _route(times[10_000:], [0, 2], conns, draws, 10_000, 0.0)  # pod 1 removed, pod 2 ready
+    assert 1 not in set(then)
+    # pod 0's clients stay on it (no age); only pod 1's moved, at random between 0 and 2
+    moved = np.isin(conns.client[10_000:], np.unique(conns.client[:10_000][first == 1]))
+    assert set(then[~moved]) <= {0}
+    assert 0.3 <= np.mean(then[moved] == 2) <= 0.7
+
+
+def test_connections_close_at_the_age_with_grpcs_jitter() -> None:
+    times = np.linspace(0.0, 100.0, 100_000, endpoint=False)
+    conns, draws = _conns(len(times), clients=50)
+    _route(times[:50_000], [0, 1, 2], conns, draws, 0, 10.0)
+    opened = conns.closes.copy()
+    _route(times[50_000:], [0, 1, 2], conns, draws, 50_000, 10.0)
+    # by t = 100 each client has reconnected several times; its connection closes 9-11 s after it opened,
+    # and it opened at a request within the last ~11 s
+    assert np.all(conns.closes != opened)
+    assert np.all((conns.closes > 100.0 - 0.01) & (conns.closes <= 100.0 + 11.0))
+
+
+def test_connection_routing_serves_every_request_once_and_is_seeded(fleet_at_capacity) -> None:
+    cut = fleet_at_capacity[fleet_at_capacity < 120.0]
+
+    def run(seed: int):
+        cfg = ClusterConfig(routing="connection", routing_seed=seed, max_replicas=3, connection_age_s=10.0)
+        return simulate(cut, StaticPolicy(3), cfg, 120.0)
+
+    a, b, c = run(1), run(1), run(2)
+    assert len(a.latency) == len(cut) and np.array_equal(a.arrival, cut)
+    assert np.array_equal(a.latency, b.latency)
+    assert not np.array_equal(a.latency, c.latency)
+
+
+@pytest.mark.parametrize("bad", [{"connections": 0}, {"connection_age_s": -1.0}])
+def test_connection_settings_are_checked(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        ClusterConfig(routing="connection", **bad)

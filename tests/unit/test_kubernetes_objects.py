@@ -343,18 +343,18 @@ def test_response_cache_flag(cache: bool, cache_bytes: int | None, flag: str | N
 
 
 @pytest.mark.parametrize(("changes", "flag"), [
-    ({}, "--grpc-max-connection-age=30000"),  # the default: 30 s, in Triton's milliseconds
+    ({}, "--grpc-max-connection-age=10000"),  # the default: 10 s, in Triton's milliseconds
     ({"spec.runtime.grpcMaxConnectionAgeSeconds": 5}, "--grpc-max-connection-age=5000"),
     ({"spec.runtime.grpcMaxConnectionAgeSeconds": 0}, None),  # 0: connections stay open
     # NGC tags: the flag came with 24.01 (server v2.42.0); 23.12's tritonserver would refuse it and not start
     ({"spec.runtime.image": "nvcr.io/nvidia/tritonserver:23.12-py3"}, None),
     ({"spec.runtime.image": "nvcr.io/nvidia/tritonserver:22.04-py3"}, None),
-    ({"spec.runtime.image": "nvcr.io/nvidia/tritonserver:24.01-py3"}, "--grpc-max-connection-age=30000"),
-    ({"spec.runtime.image": "nvcr.io/nvidia/tritonserver:25.08-trtllm-python-py3"}, "--grpc-max-connection-age=30000"),
-    ({"spec.runtime.image": "nvcr.io/nvidia/tritonserver:24.05"}, "--grpc-max-connection-age=30000"),
+    ({"spec.runtime.image": "nvcr.io/nvidia/tritonserver:24.01-py3"}, "--grpc-max-connection-age=10000"),
+    ({"spec.runtime.image": "nvcr.io/nvidia/tritonserver:25.08-trtllm-python-py3"}, "--grpc-max-connection-age=10000"),
+    ({"spec.runtime.image": "nvcr.io/nvidia/tritonserver:24.05"}, "--grpc-max-connection-age=10000"),
     # an image the operator cannot date (a mirror, a custom build, a digest) is taken as recent
-    ({"spec.runtime.image": "registry.local/triton:23.12-py3"}, "--grpc-max-connection-age=30000"),
-    ({"spec.runtime.image": "nvcr.io/nvidia/tritonserver@sha256:" + "a" * 64}, "--grpc-max-connection-age=30000"),
+    ({"spec.runtime.image": "registry.local/triton:23.12-py3"}, "--grpc-max-connection-age=10000"),
+    ({"spec.runtime.image": "nvcr.io/nvidia/tritonserver@sha256:" + "a" * 64}, "--grpc-max-connection-age=10000"),
 ])
 def test_grpc_max_connection_age_flag(changes: dict[str, Any], flag: str | None) -> None:
     args = triton(children(mutate(BASE, changes))["Deployment"])["args"]
@@ -366,7 +366,7 @@ def test_extra_args_override_the_connection_age() -> None:
     args = triton(children(mutate(BASE, {"spec.runtime.extraArgs": ["--grpc-max-connection-age=600000"]}))[
         "Deployment"])["args"]
     ages = [a for a in args if a.startswith("--grpc-max-connection-age")]
-    assert ages == ["--grpc-max-connection-age=30000", "--grpc-max-connection-age=600000"]
+    assert ages == ["--grpc-max-connection-age=10000", "--grpc-max-connection-age=600000"]
     assert args[-1] == "--grpc-max-connection-age=600000"
 
 

@@ -40,7 +40,14 @@ from tritonscale.simulate.benchmark import (
     run_benchmark,
     scaling_spec,
 )
-from tritonscale.simulate.engine import BATCHING_APPLY, RELOAD_PAUSE_S, ROUTINGS, ClusterConfig
+from tritonscale.simulate.engine import (
+    BATCHING_APPLY,
+    CONNECTION_AGE_S,
+    CONNECTIONS,
+    RELOAD_PAUSE_S,
+    ROUTINGS,
+    ClusterConfig,
+)
 from tritonscale.simulate.metrics_view import PromConfig
 from tritonscale.simulate.policies import POLICY_NAMES, validate_name
 from tritonscale.simulate.replica import BatcherConfig
@@ -107,9 +114,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="warm at t=0 (default: the oracle's largest need within the first cold start)")
     c.add_argument("--scrape-s", type=at_least(1.0), default=15.0, help="Prometheus scrape interval (default 15)")
     c.add_argument("--routing", choices=ROUTINGS, default="round-robin",
-                   help="how requests reach the ready pods: 'round-robin' (kube-proxy IPVS rr, the default) or "
-                        "'random' (kube-proxy iptables mode, per request: each pod sees Poisson arrivals; seeded "
-                        "by --seed, in --suite by each scenario's seed)")
+                   help="how requests reach the ready pods: 'round-robin' (kube-proxy IPVS rr, the default), "
+                        "'random' (kube-proxy iptables mode, per request: each pod sees Poisson arrivals) or "
+                        f"'connection' (gRPC clients: {CONNECTIONS} connections, each to a pod drawn when it opens, "
+                        f"closed at the operator's default connection age, {CONNECTION_AGE_S:g} s); the draws seeded "
+                        "by --seed, in --suite by each scenario's seed")
     c.add_argument("--window-s", type=positive_float, default=60.0,
                    help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
     c.add_argument("--interval-s", type=at_least(1.0, "the CRD's intervalSeconds: whole seconds, 1-600"),

@@ -11,7 +11,13 @@ function of the arrival order:
   round-robin makes every N-th arrival far more regular. Each arrival's draw is fixed before
   the run (``routing_draws``, seeded by ``routing_seed``), so every policy's cluster routes the
   same request by the same draw: policies are compared on the same luck, not only the same
-  arrivals.
+  arrivals. ``routing="connection"`` routes connections, as kube-proxy does for gRPC clients:
+  each request belongs to one of ``connections`` clients (drawn uniformly, fixed before the run),
+  and a client's requests go to the pod its connection reached. The connection picks a ready pod
+  at random when it opens, at the client's first request, and again at the first request after it
+  closed: its pod left, or Triton closed it at ``connection_age_s`` (``--grpc-max-connection-age``,
+  with gRPC's +-10% jitter; the first connections at a random phase of it, as clients that started
+  earlier). A pod that becomes ready gets only connections opened after it did; 0 never closes one.
 * Scale-up creates pods at once; each serves only after the cold start
   (``cold_start_s``, default 60 s: image pull, Triton start, model load and warm-up).
 * Scale-down removes the newest pods first -- pods still starting before ready
@@ -34,7 +40,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+from numba import njit
 
+from tritonscale.api.spec import DEFAULT_GRPC_MAX_CONNECTION_AGE_S
 from tritonscale.render.kubernetes_objects import max_surge
 from tritonscale.scaling.decider import Observation
 from tritonscale.simulate import metrics_view
@@ -52,7 +60,14 @@ from tritonscale.simulate.replica import BatcherConfig, Replica
 # load time; TESTING.md: cold start to ready ~1.5-2 s).
 RELOAD_PAUSE_S = 2.0
 BATCHING_APPLY = ("rollout", "reload")
-ROUTINGS = ("round-robin", "random")  # ClusterConfig.routing
+ROUTINGS = ("round-robin", "random", "connection")  # ClusterConfig.routing
+# routing="connection": the clients (one connection each) and the age Triton closes them at, the
+# operator's default (spec.runtime.grpcMaxConnectionAgeSeconds). A thousand: with tens of clients the
+# luck of which pod each reached overloads some pods whatever the fleet -- with 64 clients and a 30 s age
+# the static peak fleet met 27 and 53 of 60 windows in ramps/cold60s/loose/seed0 and
+# flash/cold60s/tight/seed0, 48 and 53 with 1000, 60 and 60 routed per request (session 72).
+CONNECTIONS = 1000
+CONNECTION_AGE_S = float(DEFAULT_GRPC_MAX_CONNECTION_AGE_S)
 # Removed pods stay in the View this long (or the rate window, if longer): longer than any
 # rate() range a policy reads, so pruning them changes no figure, only the work per tick.
 RETIRED_KEEP_S = 600.0
@@ -68,7 +83,9 @@ class ClusterConfig:
     reload_pause_s: float = RELOAD_PAUSE_S
     batching_apply: str = "rollout"  # how a tuned batcher reaches the replicas (BATCHING_APPLY)
     routing: str = "round-robin"  # how requests reach the ready replicas (ROUTINGS)
-    routing_seed: int = 0  # routing="random": the draws' seed
+    routing_seed: int = 0  # routing="random" or "connection": the draws' seed
+    connections: int = CONNECTIONS  # routing="connection": the clients, each with one connection
+    connection_age_s: float = CONNECTION_AGE_S  # routing="connection": Triton closes one at this age (0: never)
 
     def __post_init__(self) -> None:
         if self.batching_apply not in BATCHING_APPLY:
@@ -77,6 +94,10 @@ class ClusterConfig:
             raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}")
         if self.cold_start_s < 0:
             raise ValueError("cold start must be >= 0 s")
+        if self.connections < 1:
+            raise ValueError("need at least 1 connection")
+        if self.connection_age_s < 0:
+            raise ValueError("connection age must be >= 0 s")
         if self.reload_pause_s < 0:
             raise ValueError("reload pause must be >= 0 s")
         if not 1 <= self.min_replicas <= self.max_replicas:
@@ -84,10 +105,59 @@ class ClusterConfig:
 
 
 def routing_draws(cfg: ClusterConfig, n: int) -> np.ndarray | None:
-    """``routing="random"``: one uniform draw in [0, 1) per arrival, from ``routing_seed``; a request
-    whose draw is u goes to ready replica floor(u x k) of the k ready when it arrives. None for
-    round-robin."""
-    return np.random.default_rng([cfg.routing_seed, 1]).random(n) if cfg.routing == "random" else None
+    """``routing="random"`` (and "connection"): one uniform draw in [0, 1) per arrival, from
+    ``routing_seed``; a request whose draw is u goes to ready replica floor(u x k) of the k ready when
+    it arrives (under "connection", only a request that opens a connection). None for round-robin."""
+    return np.random.default_rng([cfg.routing_seed, 1]).random(n) if cfg.routing != "round-robin" else None
+
+
+@dataclass
+class Connections:
+    """``routing="connection"``: each arrival's client and jitter draw (fixed before the run), and each
+    client's connection: the pod it reached (-1: none yet) and when Triton closes it."""
+
+    client: np.ndarray  # per arrival, in [0, connections)
+    jitter: np.ndarray  # per arrival, uniform in [0, 1): the age of a connection it opens
+    pod: np.ndarray  # per client: the rid its connection reached, -1 before its first request
+    closes: np.ndarray  # per client: when its connection closes
+
+    @classmethod
+    def draw(cls, cfg: ClusterConfig, n: int) -> Connections:
+        rng = np.random.default_rng([cfg.routing_seed, 2])
+        return cls(rng.integers(0, cfg.connections, n), rng.random(n),
+                   np.full(cfg.connections, -1, dtype=np.int64), np.full(cfg.connections, np.inf))
+
+
+@njit(cache=True)
+def _connection_route(times: np.ndarray, client: np.ndarray, draws: np.ndarray, jitter: np.ndarray,
+                      ready: np.ndarray, live: np.ndarray, pod: np.ndarray, closes: np.ndarray,
+                      age: float) -> np.ndarray:  # pragma: no cover - compiled
+    out = np.empty(len(times), dtype=np.int64)
+    k = len(ready)
+    for i in range(len(times)):
+        c = client[i]
+        p = pod[c]
+        if p < 0 or not live[p] or times[i] >= closes[c]:
+            p = ready[min(int(draws[i] * k), k - 1)]
+            if age > 0.0:
+                # a client's first connection at a random phase of the age, the next ones at it +-10%
+                closes[c] = times[i] + age * (jitter[i] if pod[c] < 0 else 0.9 + 0.2 * jitter[i])
+            pod[c] = p
+        out[i] = p
+    return out
+
+
+def route_connections(seg: np.ndarray, ready: Sequence[int], n_pods: int, conns: Connections, lo: int,
+                      draws: np.ndarray, age_s: float) -> np.ndarray:
+    """The rid each of ``seg``'s arrivals (arrivals ``lo``.. of the run) goes to under
+    ``routing="connection"``, with ``ready`` the rids of the ready pods (``n_pods`` created so far);
+    updates ``conns``."""
+    live = np.zeros(n_pods, dtype=np.bool_)
+    rids = np.asarray(ready, dtype=np.int64)
+    live[rids] = True
+    hi = lo + len(seg)
+    return _connection_route(seg, conns.client[lo:hi], draws[lo:hi], conns.jitter[lo:hi], rids, live,
+                             conns.pod, conns.closes, float(age_s))
 
 
 def route(seg: np.ndarray, k: int, draws: np.ndarray | None = None, first: int = 0) -> list[np.ndarray]:
@@ -264,6 +334,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
     ti = 0
     rr = 0  # round-robin pointer
     draws = routing_draws(cfg, len(arrivals))
+    conns = Connections.draw(cfg, len(arrivals)) if cfg.routing == "connection" else None
     pos = 0  # next arrival to route
     records: list[TickRecord] = []
     scale_events = 0
@@ -282,8 +353,15 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             if k == 0:
                 raise RuntimeError("no ready replica to route to")  # cannot happen: >= 1 pod always ready
             seg = arrivals[pos:end]
-            for r, part in zip(routed, route(seg, k, None if draws is None else draws[pos:end], rr), strict=True):
-                r.add(part)
+            if conns is not None and draws is not None:
+                to = route_connections(seg, [r.rid for r in routed], len(all_pods), conns, pos, draws,
+                                       cfg.connection_age_s)
+                for r in routed:
+                    r.add(seg[to == r.rid])
+            else:
+                for r, part in zip(routed, route(seg, k, None if draws is None else draws[pos:end], rr),
+                                   strict=True):
+                    r.add(part)
             rr = (rr + (end - pos)) % k
             pos = end
         for r in routed:

@@ -38,7 +38,7 @@ import numpy as np
 
 from tritonscale.api.spec import QUEUE_TIMEOUT_TARGETS, default_queue_timeout_us
 from tritonscale.simulate import arrivals as arrivals_mod
-from tritonscale.simulate import traffic
+from tritonscale.simulate import engine, traffic
 from tritonscale.simulate.benchmark import Options, peak_replicas_scale, run_benchmark
 from tritonscale.simulate.capacity import Calibration, capacity_at_slo
 from tritonscale.simulate.engine import RELOAD_PAUSE_S, ClusterConfig, TickRecord
@@ -53,6 +53,10 @@ ROUTING_TEXT = {
                     "queues are not rebalanced, a new pod gets only new requests"),
     "random": ("each request to a ready pod drawn at random (kube-proxy iptables mode, per request: each pod "
                "sees Poisson arrivals); queues are not rebalanced, a new pod gets only new requests"),
+    "connection": (f"each request on one of {engine.CONNECTIONS} client connections (gRPC: kube-proxy balances "
+                   "connections), each to a ready pod drawn at random when it opens; Triton closes a connection at "
+                   f"{engine.CONNECTION_AGE_S:g} s (--grpc-max-connection-age, +-10% jitter) or when its pod goes, "
+                   "and the client's next request opens another; a new pod gets only new connections"),
 }
 ROUTING = ROUTING_TEXT["round-robin"]  # the default
 # How Prometheus scrapes the pods (``SuiteConfig.scrape_spread``), as the JSON's setup states it
