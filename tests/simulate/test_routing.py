@@ -107,13 +107,18 @@ def test_the_flag_reaches_a_single_run(capsys) -> None:
 
 @pytest.mark.parametrize("routing", ["random", "connection"])
 def test_the_suite_states_its_routing_and_a_rerun_reads_it_back(routing: str) -> None:
+    extra = {"connections": 200, "connection_age_s": 5.0} if routing == "connection" else {}
     cfg = suite.SuiteConfig(classes=("steps",), cold_starts=(15.0,), slos=("tight",), seeds=(0,), duration_s=600.0,
-                            routing=routing)
+                            routing=routing, **extra)
     res = suite.run_scenario(next(iter(cfg.scenarios())), cfg)
     out = json.loads(json.dumps(suite.to_dict(cfg, [res], 0.0)))
     assert out["setup"]["routing"] == suite.ROUTING_TEXT[routing]
+    assert {k: out["setup"][k] for k in extra} == extra  # and nothing of connections for another routing
+    assert ("connections" in out["setup"]) is (routing == "connection")
     back = suite_rerun.config_from_json(out, None)
     assert back.routing == routing
+    if extra:
+        assert (back.connections, back.connection_age_s) == (200, 5.0)
     again = suite_rerun.rerun(out["scenarios"][0], back)
     assert again.row("tritonscale").replica_hours == res.row("tritonscale").replica_hours
     for said in (suite.ROUTING, "round-robin over ready pods (an older wording)"):
@@ -214,3 +219,18 @@ def test_connection_routing_serves_every_request_once_and_is_seeded(fleet_at_cap
 def test_connection_settings_are_checked(bad: dict) -> None:
     with pytest.raises(ValueError):
         ClusterConfig(routing="connection", **bad)
+
+
+def test_the_connection_flags_reach_a_single_run_and_need_that_routing(capsys) -> None:
+    argv = ["--shape", "poisson", "--rate", "800", "--duration", "300", "--slo-ms", "104", "--policy", "static:3",
+            "--no-oracle", "--json"]
+    p95 = {}
+    for clients in ("1000", "5"):
+        assert main_simulate([*argv, "--routing", "connection", "--connections", clients,
+                              "--connection-age", "0"]) == 0
+        p95[clients] = json.loads(capsys.readouterr().out)["p95_ms"]
+    # five connections that never close on three pods: one pod carries two fifths of the load (or more)
+    assert float(p95["5"]) > float(p95["1000"]), p95
+    for flag in (["--connections", "64"], ["--connection-age", "10"]):
+        assert main_simulate([*argv, *flag]) == 1
+        assert f"{flag[0]}: only with --routing connection" in capsys.readouterr().err

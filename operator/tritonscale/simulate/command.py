@@ -116,9 +116,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("--routing", choices=ROUTINGS, default="round-robin",
                    help="how requests reach the ready pods: 'round-robin' (kube-proxy IPVS rr, the default), "
                         "'random' (kube-proxy iptables mode, per request: each pod sees Poisson arrivals) or "
-                        f"'connection' (gRPC clients: {CONNECTIONS} connections, each to a pod drawn when it opens, "
-                        f"closed at the operator's default connection age, {CONNECTION_AGE_S:g} s); the draws seeded "
-                        "by --seed, in --suite by each scenario's seed")
+                        "'connection' (gRPC clients: --connections of them, each connection to a pod drawn when it "
+                        "opens, closed at --connection-age); the draws seeded by --seed, in --suite by each "
+                        "scenario's seed")
+    c.add_argument("--connections", type=int_in(1), default=CONNECTIONS,
+                   help=f"--routing connection: the clients, one connection each (default {CONNECTIONS})")
+    c.add_argument("--connection-age", type=at_least(0.0), default=CONNECTION_AGE_S, metavar="S",
+                   help="--routing connection: Triton closes each connection at this age, +-10%% (the operator's "
+                        f"spec.runtime.grpcMaxConnectionAgeSeconds; default {CONNECTION_AGE_S:g}; 0: never)")
     c.add_argument("--window-s", type=positive_float, default=60.0,
                    help="rate() window, the CRD windowSeconds (default 60; Triton's p95 summary stays 60 s)")
     c.add_argument("--interval-s", type=at_least(1.0, "the CRD's intervalSeconds: whole seconds, 1-600"),
@@ -155,6 +160,7 @@ def options_from_args(args: argparse.Namespace) -> Options:
     if args.queue_timeout_us is not None and args.queue_timeout_us < 0:
         raise ValueError("--queue-timeout-us must be >= 0")
     suite_command.check_model_flags(args)
+    suite_command.check_routing_flags(args)
     if args.min_replicas > args.max_replicas:
         raise ValueError(f"--min-replicas {args.min_replicas} is above --max-replicas {args.max_replicas}")
     timeout_us = (default_queue_timeout_us(args.slo_ms, args.max_queue_delay_us) if args.queue_timeout_us is None
@@ -169,7 +175,8 @@ def options_from_args(args: argparse.Namespace) -> Options:
                             timeout_us / 1000.0 if timeout_us > 0 else None)
     cluster = ClusterConfig(batcher, args.cold_start_s, args.min_replicas, args.max_replicas,
                             PromConfig(args.scrape_s, args.window_s), args.reload_pause_s, args.batching_apply,
-                            routing=args.routing, routing_seed=args.seed)
+                            routing=args.routing, routing_seed=args.seed, connections=args.connections,
+                            connection_age_s=args.connection_age)
     if args.initial_replicas is not None and not args.min_replicas <= args.initial_replicas <= args.max_replicas:
         raise ValueError("--initial-replicas must be within --min-replicas..--max-replicas")
     if args.jobs < 1:

@@ -53,9 +53,9 @@ ROUTING_TEXT = {
                     "queues are not rebalanced, a new pod gets only new requests"),
     "random": ("each request to a ready pod drawn at random (kube-proxy iptables mode, per request: each pod "
                "sees Poisson arrivals); queues are not rebalanced, a new pod gets only new requests"),
-    "connection": (f"each request on one of {engine.CONNECTIONS} client connections (gRPC: kube-proxy balances "
+    "connection": ("each request on one of `connections` client connections (gRPC: kube-proxy balances "
                    "connections), each to a ready pod drawn at random when it opens; Triton closes a connection at "
-                   f"{engine.CONNECTION_AGE_S:g} s (--grpc-max-connection-age, +-10% jitter) or when its pod goes, "
+                   "`connection_age_s` (--grpc-max-connection-age, +-10% jitter; 0: never) or when its pod goes, "
                    "and the client's next request opens another; a new pod gets only new connections"),
 }
 ROUTING = ROUTING_TEXT["round-robin"]  # the default
@@ -134,6 +134,8 @@ class SuiteConfig:
     keep_ticks: bool = False  # keep every policy's ticks (--decisions): output only, no score changes
     ranges: str = "suite"  # the synthetic classes' parameter ranges (traffic.RANGES; --ranges)
     routing: str = "round-robin"  # how requests reach the ready pods (ROUTING_TEXT; --routing)
+    connections: int = engine.CONNECTIONS  # routing="connection": the clients (--connections)
+    connection_age_s: float = engine.CONNECTION_AGE_S  # routing="connection": Triton's age (--connection-age)
 
     def __post_init__(self) -> None:
         if self.routing not in ROUTING_TEXT:
@@ -277,7 +279,8 @@ def _cluster(cfg: SuiteConfig, sc: Scenario) -> ClusterConfig:
         batcher = replace(batcher, queue_timeout_ms=timeout_us / 1000.0)
     return ClusterConfig(batcher, sc.cold_start_s, cfg.min_replicas, cfg.max_replicas,
                          prom=PromConfig(spread=cfg.scrape_spread), reload_pause_s=cfg.reload_pause_s,
-                         batching_apply=cfg.batching_apply, routing=cfg.routing, routing_seed=sc.seed)
+                         batching_apply=cfg.batching_apply, routing=cfg.routing, routing_seed=sc.seed,
+                         connections=cfg.connections, connection_age_s=cfg.connection_age_s)
 
 
 def run_scenario(sc: Scenario, cfg: SuiteConfig, keep_timeline: bool = False) -> ScenarioResult:
@@ -439,6 +442,8 @@ def to_dict(cfg: SuiteConfig, results: Sequence[ScenarioResult], wall_s: float) 
     return {
         "setup": {
             "routing": ROUTING_TEXT[cfg.routing],
+            **({"connections": cfg.connections, "connection_age_s": cfg.connection_age_s}
+               if cfg.routing == "connection" else {}),
             "queue_timeout": (f"{cfg.queue_timeout_targets:g} x the SLO (Triton default_queue_policy, REJECT)"
                               if cfg.queue_timeout_targets > 0 else "none"),
             "replica": {"base_ms": cfg.batcher.base_ms, "per_item_ms": cfg.batcher.per_item_ms,

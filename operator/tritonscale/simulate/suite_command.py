@@ -18,7 +18,7 @@ from tritonscale.given_flags import was_given
 from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, write_output
 from tritonscale.simulate import suite_report, traffic, tuner_suite
 from tritonscale.simulate.arrivals import MAX_REPLAY_SPAN_S
-from tritonscale.simulate.engine import RELOAD_PAUSE_S, TickRecord
+from tritonscale.simulate.engine import CONNECTION_AGE_S, CONNECTIONS, RELOAD_PAUSE_S, TickRecord
 from tritonscale.simulate.replica import DEFAULT_PREFERRED, BatcherConfig
 from tritonscale.simulate.suite import (
     COLD_STARTS,
@@ -123,6 +123,16 @@ def check_model_flags(args: argparse.Namespace) -> None:
                          "CRD's batching.maxQueueDelayMicroseconds)")
 
 
+def check_routing_flags(args: argparse.Namespace) -> None:
+    """--connections and --connection-age describe --routing connection only: a ValueError naming them
+    with another routing, as a suite and one run share them."""
+    given = [f"--{d.replace('_', '-')}" for d, default in (("connections", CONNECTIONS),
+                                                           ("connection_age", CONNECTION_AGE_S))
+             if was_given(args, d, default)]
+    if given and args.routing != "connection":
+        raise ValueError(f"{', '.join(given)}: only with --routing connection (the routing is {args.routing})")
+
+
 def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     quick = args.suite == "quick"
     if args.jobs < 1:
@@ -172,6 +182,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         raise ValueError(f"--peak-replicas: {args.peak_replicas} must be within --min-replicas..--max-replicas "
                          f"({args.min_replicas}..{args.max_replicas})")
     check_model_flags(args)
+    check_routing_flags(args)
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch, args.max_queue_delay_us / 1000.0,
                             preferred_sizes(args.preferred_batch_sizes, args.max_batch))
     return SuiteConfig(
@@ -193,6 +204,8 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
         keep_ticks=bool(args.decisions),
         ranges=args.ranges,
         routing=args.routing,
+        connections=args.connections,
+        connection_age_s=args.connection_age,
     )
 
 

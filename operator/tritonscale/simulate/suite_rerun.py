@@ -50,7 +50,9 @@ def config_from_json(d: dict[str, Any], trace_path: str | None) -> SuiteConfig:
                            # results before 2026-11-24 (session 26) say nothing: every pod was
                            # scraped at the ticks' instants
                            scrape_spread=setup.get("scrapes", suite.SCRAPES[False]) == suite.SCRAPES[True],
-                           routing=_routing(setup.get("routing", suite.ROUTING)))
+                           routing=_routing(setup.get("routing", suite.ROUTING)),
+                           connections=int(setup.get("connections", suite.engine.CONNECTIONS)),
+                           connection_age_s=float(setup.get("connection_age_s", suite.engine.CONNECTION_AGE_S)))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ValueError(f"not a suite result (tritonscale simulate --suite --json): {e}") from None
 
