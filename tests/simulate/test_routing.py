@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from tritonscale.simulate import suite, suite_rerun
+from tritonscale.simulate import suite, suite_report, suite_rerun
 from tritonscale.simulate.capacity import capacity_at_slo
 from tritonscale.simulate.command import main_simulate
 from tritonscale.simulate.engine import (
@@ -119,6 +119,7 @@ def test_the_suite_states_its_routing_and_a_rerun_reads_it_back(routing: str) ->
     assert back.routing == routing
     if extra:
         assert (back.connections, back.connection_age_s) == (200, 5.0)
+        assert "(connections 200, connection_age_s 5)" in suite_report.setup_text(cfg, 1)
     again = suite_rerun.rerun(out["scenarios"][0], back)
     assert again.row("tritonscale").replica_hours == res.row("tritonscale").replica_hours
     for said in (suite.ROUTING, "round-robin over ready pods (an older wording)"):

@@ -46,7 +46,9 @@ def setup_text(cfg: SuiteConfig, n: int) -> str:
         f"{b.max_queue_delay_ms * 1000:g} us, preferred {list(b.preferred)}; replicas {cfg.min_replicas}.."
         f"{cfg.max_replicas}; each scenario scaled so its busiest minute's mean rate needs {cfg.peak_replicas} "
         "replicas (its p95 within the minute may need more: the static fleet is the oracle's need)",
-        f"routing: {ROUTING_TEXT[cfg.routing]}",
+        f"routing: {ROUTING_TEXT[cfg.routing]}"
+        + (f" (connections {cfg.connections}, connection_age_s {cfg.connection_age_s:g})"
+           if cfg.routing == "connection" else ""),
         f"scrapes: {SCRAPES[cfg.scrape_spread]}; each policy ticks at its own period from t = 0",
         "queue: " + (f"requests queued longer than {cfg.queue_timeout_targets:g} x the SLO are rejected (the "
                      "operator's default Triton queue policy)" if cfg.queue_timeout_targets > 0 else "no timeout"),
