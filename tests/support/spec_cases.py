@@ -256,6 +256,10 @@ TYPE_CASES: tuple[Case, ...] = (
     Case("timeout-past-json-int", {"batching.queueTimeoutMicroseconds": 2**53},
          ("spec.batching.queueTimeoutMicroseconds",)),
     Case("gpus-too-many", {"runtime.gpus": 17}, ("spec.runtime.gpus",)),
+    Case("grpc-connection-age-negative", {"runtime.grpcMaxConnectionAgeSeconds": -1},
+         ("spec.runtime.grpcMaxConnectionAgeSeconds",)),
+    Case("grpc-connection-age-past-a-day", {"runtime.grpcMaxConnectionAgeSeconds": 86401},
+         ("spec.runtime.grpcMaxConnectionAgeSeconds",)),
     # Kubernetes' name formats, refused at apply time rather than as a Deployment the API server refuses
     Case("service-account-uppercase", {"runtime.serviceAccountName": "Bad_Name"},
          ("spec.runtime.serviceAccountName",)),
