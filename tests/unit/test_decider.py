@@ -762,6 +762,23 @@ def test_a_breach_without_queue_pressure_says_both_causes_and_the_queue_it_weigh
     assert f"with 10 queued, {10 / 4 / CAP * 1000:.0f} ms of work per ready replica, under 1x" in small.why, small.why
 
 
+@pytest.mark.parametrize(("pending", "most_queued", "replicas", "reason"), [
+    # 40 queued over 4 replicas is 36 ms of work each at ~278 rps: under the target
+    (40, None, 4, "Steady"),  # a source without the most-queued pod's gauge: the mean, as before
+    (40, 10, 4, "Steady"),  # spread evenly: no pressure
+    (40, 40, 5, "LatencyAboveTarget"),  # all on one pod (gRPC clients that drew it): 144 ms of work there
+])
+def test_a_breach_weighs_the_most_queued_replica(pending, most_queued, replicas, reason):
+    """A Service balances gRPC clients by connection: the queue sits on the pods that drew the most clients,
+    and spread over the fleet it read as no pressure, breach after breach (``simulate --routing connection
+    --connections 64``: "p95 254 ms > target 104 ms with 23 queued, 20 ms of work per ready replica")."""
+    obs = replace(ok(900, p95=300, pending=pending), pending_max=most_queued)
+    step = D.breach(Step(4, "Steady", "x"), obs, Replicas(4, 4), CAP, POLICY)
+    assert (step.replicas, step.reason) == (replicas, reason)
+    if most_queued == 10:
+        assert f"with 40 queued, {40 / 4 / CAP * 1000:.0f} ms of work on the most-queued replica" in step.why, step.why
+
+
 @pytest.mark.parametrize(("before", "replicas", "reason"), [
     (4.0, 5, "LatencyAboveTarget"),  # the same 4 served the interval and the queue grew: one more
     (2.0, 4, "WaitingForWarmup"),  # 2 joined since the last tick: the growth was measured without them

@@ -53,7 +53,7 @@ def test_label_names_are_validated(bad):
 
 def test_one_query_per_signal_grouped_by_service():
     queries = build_queries(SeriesSelector(), 30)
-    assert set(queries) == set(SIGNALS) and len(queries) == 15
+    assert set(queries) == set(SIGNALS) and len(queries) == 16
     for signal, q in queries.items():
         assert "by (namespace, inferenceservice" + ("" if signal == "targets" else ", model") in q
         assert 'inferenceservice!=""' in q
@@ -65,6 +65,8 @@ def test_one_query_per_signal_grouped_by_service():
     assert "nv_inference_request_failure" in queries["failed_rps"]
     least = queries["pending_min"]
     assert least.startswith("min by (") and "nv_inference_pending_request_count" in least
+    most = queries["pending_max"]
+    assert most.startswith("max by (") and "nv_inference_pending_request_count" in most
     # the seconds between a pod's last two scrapes: the same counter change over irate's time, the least
     # over pods, a reset's negative and an idle pod's 0/0 dropped
     gap = queries["scrape_s"]
@@ -307,7 +309,7 @@ def test_a_round_slower_than_its_deadline_is_a_failed_snapshot(monkeypatch):
     monkeypatch.setattr(source._prom, "custom_query", slow_query)
     snap = source.fetch(60)
     assert not snap.ok and 0 < len(asked) < 13, (snap, len(asked))
-    assert f"answered {len(asked)} of 15 queries in 0.1 s" in snap.error
+    assert f"answered {len(asked)} of 16 queries in 0.1 s" in snap.error
 
 
 async def test_a_tick_waits_about_one_interval_for_a_round_then_holds():
@@ -497,7 +499,7 @@ def test_an_answer_that_trickles_ends_the_round_at_its_deadline():
         began = time.monotonic()
         snap = source.fetch(60)
         took = time.monotonic() - began
-        assert not snap.ok and "answered 0 of 15 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
+        assert not snap.ok and "answered 0 of 16 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
         assert took < 2.0, took  # not the 4 s the trickle lasts
 
 

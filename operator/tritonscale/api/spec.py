@@ -65,8 +65,8 @@ DEFAULT_TRITON_IMAGE = f"{TRITON_IMAGE_REPOSITORY}:25.08-py3"
 # draw gave more connections than its share stays overloaded until they close. The age bounds both.
 # The suite's scenarios (seed 0, both targets, 42) with 1000 clients routed per connection
 # (e2e/bench_connection_routing.py): windows met 43.8% with no age (the replicas added get almost
-# nothing), 81.3% at 120 s, 84.0% at 60 s, 86.6% at 30 s, 88.0% at 15 s, 89.3% at 10 s, 89.1% at 5 s
-# and 89.9% at 2 s (96.0% routed per request). Below 10 s what is left is the luck of the draw, not
+# nothing), 83.7% at 120 s, 85.6% at 60 s, 87.8% at 30 s, 88.7% at 15 s, 89.8% at 10 s, 89.3% at 5 s
+# and 90.2% at 2 s (96.0% routed per request). Below 10 s what is left is the luck of the draw, not
 # the age. A reconnection costs nothing we could measure (e2e/bench_grpc_connection_age.py: the same
 # throughput and p95 at a 1 s age as with none); at 10 s, 1000 clients open 100 connections a second
 # across the fleet. Triton has the flag (--grpc-max-connection-age, milliseconds) from release 24.01

@@ -38,8 +38,8 @@ from urllib.parse import unquote, urlsplit
 from tritonscale.api.spec import url_without_credentials
 from tritonscale.scaling.decider import Observation, SourceFailure
 
-SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_at", "replicas", "rate_pods", "batch_size",
-           "batch_ms", "failed_rps", "recent_rps", "recent_served_rps", "scrape_s", "targets")
+SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_max", "pending_at", "replicas", "rate_pods",
+           "batch_size", "batch_ms", "failed_rps", "recent_rps", "recent_served_rps", "scrape_s", "targets")
 # The scrape targets of each service by their ``up`` value, keyed (namespace, inferenceservice, up):
 # only for messages, so a service with no Triton series says whether its scrapes fail, or find no pod.
 TARGETS_LABEL = "up"
@@ -150,6 +150,9 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         # (round-robin gives a replica that just became ready only new requests, so a large total
         # says nothing about it).
         "pending_min": f"min by ({g}) (nv_inference_pending_request_count{{{m}}})",
+        # ... and the most-queued pod's: a queue that sits on a few pods (a Service balances gRPC clients
+        # by connection, and some pods draw more of them) is not spread over the fleet.
+        "pending_max": f"max by ({g}) (nv_inference_pending_request_count{{{m}}})",
         # When those gauges were scraped (the mean over pods): the queue's growth is per scrape
         # interval, and a tick may read the same scrape as the last one (decider.signals.demand).
         "pending_at": f"avg by ({g}) (timestamp(nv_inference_pending_request_count{{{m}}}))",
@@ -269,7 +272,8 @@ class Snapshot:
         return Observation(status="ok", p95_ms=p95, rps=rps, queue_ms=val("queue_ms"), pods=pods,
                            rate_pods=val("rate_pods"),
                            message="" if p95 is not None else self._no_p95(key),
-                           pending=val("pending"), pending_min=val("pending_min"), pending_at=val("pending_at"),
+                           pending=val("pending"), pending_min=val("pending_min"),
+                           pending_max=val("pending_max"), pending_at=val("pending_at"),
                            batch_size=val("batch_size"), batch_ms=val("batch_ms"),
                            failed_rps=val("failed_rps"), recent_rps=val("recent_rps"),
                            recent_served_rps=val("recent_served_rps"), scrape_s=val("scrape_s"))
@@ -452,7 +456,7 @@ class PrometheusSource:
         self.url = url.rstrip("/")
         self._timeout_s = timeout_s
         # ``timeout_s`` bounds each read, not a query: a Prometheus that answers slowly, or trickles
-        # bytes, would stretch one round of 15 queries past several ticks with no failure counted.
+        # bytes, would stretch one round of 16 queries past several ticks with no failure counted.
         # The round stops after this (s), short of the default 15 s tick, as a failed snapshot (the
         # tick holds and counts it towards fallbackReplicas).
         self._round_timeout_s = round_timeout_s

@@ -10,7 +10,7 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
 * rps: ``sum(rate(nv_inference_request_success[60s]))`` -- completions per second.
 * queue_ms: ``sum(rate(queue_duration_us)) / sum(rate(success))`` -- mean queue time of the
   requests completed in the window.
-* pending: ``sum(nv_inference_pending_request_count)`` at the scrape; pending_min: its ``min``
+* pending: ``sum(nv_inference_pending_request_count)`` at the scrape; pending_min, pending_max: its ``min`` and ``max``
   (the least-queued pod's).
 * failed_rps: ``sum(rate(nv_inference_request_failure[60s]))`` -- requests the queue
   policy rejected (they never enter the latency summary, rps or queue time).
@@ -196,6 +196,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
     recent_series = 0
     pending = 0
     pending_min: int | None = None
+    pending_max: int | None = None
     scraped: list[float] = []
     for r in pods:
         r.sync()
@@ -206,6 +207,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         queued = r.pending_at(t)
         pending += queued
         pending_min = queued if pending_min is None else min(pending_min, queued)
+        pending_max = queued if pending_max is None else max(pending_max, queued)
         w = _window(r, t - cfg.summary_s, t)
         if w.stop > w.start:
             ok = _successes(r, w)
@@ -234,6 +236,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         "rate_pods": float(rates.series),  # count(rate(success[window])): removed pods' series too, within it
         "pending": float(pending) if scraped else None,
         "pending_min": float(pending_min) if pending_min is not None else None,
+        "pending_max": float(pending_max) if pending_max is not None else None,
         "pending_at": sum(scraped) / len(scraped) if scraped else None,  # avg(timestamp())
         "batch_size": size, "batch_ms": ms,
         "failed_rps": rates.failure,

@@ -46,6 +46,7 @@ class Observation:
     queue_ms: float | None = None
     pending: float | None = None  # requests queued now (nv_inference_pending_request_count)
     pending_min: float | None = None  # the same gauge on the least-queued pod (min over pods)
+    pending_max: float | None = None  # ... and on the most-queued pod (max over pods)
     batch_size: float | None = None  # mean requests per model execution
     batch_ms: float | None = None  # mean execution time of one batch
     failed_rps: float | None = None  # requests rejected (queue policy) per second, over the window

@@ -99,7 +99,11 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: float | None, 
         return step
     ready = min(replicas.ready, replicas.current)
     pending = obs.pending or 0.0
-    queue_work = pending / max(ready, 1) / cap * 1000.0 if cap else math.inf  # ms of work queued per replica
+    # The queue per ready replica, or the most-queued replica's if more: a Service balances gRPC
+    # clients by connection, and the queue then sits on the few pods that drew the most of them --
+    # spread over the fleet it read as no pressure at all, breach after breach.
+    per_replica = max(pending / max(ready, 1), obs.pending_max or 0.0)
+    queue_work = per_replica / cap * 1000.0 if cap else math.inf  # ms of work queued on a replica
     # Without a queue the replicas are keeping up: either the p95 summary still remembers a backlog
     # that is gone (it lags a minute), or the model's own latency misses the target -- neither is
     # helped by more replicas. With no capacity estimate yet, latency is all there is to go by.
@@ -109,7 +113,8 @@ def breach(step: Step, obs: Observation, replicas: Replicas, cap: float | None, 
     why = step.why + f"; p95 {ms_text(p95)} ms > target {ms_text(target)} ms"
     if not pressure:
         queued = ("no queue" if pending < 1 else
-                  f"{pending:.0f} queued, {queue_work:.0f} ms of work per ready replica,")
+                  f"{pending:.0f} queued, {queue_work:.0f} ms of work "
+                  + ("on the most-queued replica," if obs.pending_max is not None else "per ready replica,"))
         return Step(step.replicas, step.reason,
                     why + f" with {queued} under {C.QUEUE_PRESSURE_TARGETS:g}x the target: the breach adds no "
                           "replica to the plan (the p95 summary still remembers a backlog that is gone, or the "
