@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))  # run from a checkout
 
 from tritonscale.simulate import traffic, tuner_suite  # noqa: E402
-from tritonscale.simulate.suite import DEFAULT_TRACE, SuiteConfig  # noqa: E402
+from tritonscale.simulate.suite import DEFAULT_TRACE, SuiteConfig, benchmark_trace  # noqa: E402
 from tritonscale.simulate.suite_command import stderr_progress  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,21 +37,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--classes", default=",".join(traffic.CLASSES))
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--json", metavar="FILE", help="also write every run as JSON")
-    p.add_argument("--trace", type=Path, default=REPO / DEFAULT_TRACE,
+    p.add_argument("--trace", type=Path,
                    help="the trace class's real trace (default ../shared/data/azure-llm-conv-2023.csv)")
     args = p.parse_args(argv)
-    trace = args.trace
     classes = tuple(c for c in args.classes.split(",") if c)
-    if "trace" in classes and not trace.exists():
-        if args.trace != REPO / DEFAULT_TRACE:
-            print(f"bench_batching_tuner: --trace {trace}: no such file", file=sys.stderr)
-            return 1
-        # a checkout without ../shared beside it: run the synthetic classes, and say so
-        print(f"bench_batching_tuner: no trace at {trace}: the trace class is skipped (--trace names one)",
-              file=sys.stderr)
-        classes = tuple(c for c in classes if c != "trace")
-    cfg = SuiteConfig(classes=classes, cold_starts=(args.cold_start,), slos=tuple(args.slos.split(",")),
-                      seeds=tuple(int(s) for s in args.seeds.split(",")), trace_path=str(trace), jobs=args.jobs)
+    try:
+        trace, kept = benchmark_trace(classes, args.trace, REPO)
+    except ValueError as exc:
+        print(f"bench_batching_tuner: {exc}", file=sys.stderr)
+        return 1
+    if kept != classes:  # a checkout without ../shared beside it: run the synthetic classes, and say so
+        print(f"bench_batching_tuner: no trace at {REPO / DEFAULT_TRACE}: the trace class is skipped "
+              "(--trace names one)", file=sys.stderr)
+    cfg = SuiteConfig(classes=kept, cold_starts=(args.cold_start,), slos=tuple(args.slos.split(",")),
+                      seeds=tuple(int(s) for s in args.seeds.split(",")), trace_path=trace, jobs=args.jobs)
     started = time.perf_counter()
     results = tuner_suite.run_tuner_suite(cfg, progress=stderr_progress("bench_batching_tuner", started))
     print(tuner_suite.text(results))

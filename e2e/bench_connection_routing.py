@@ -36,7 +36,6 @@ from tritonscale.simulate.benchmark import Options, run_benchmark  # noqa: E402
 from tritonscale.simulate.suite import OURS, Scenario, SuiteConfig  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-TRACE = REPO / suite.DEFAULT_TRACE
 
 
 def _run(sc: Scenario, cfg: SuiteConfig, ages: tuple[float, ...],
@@ -71,16 +70,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ages", default="0,10,30,60,120",
                    help="connection ages in seconds, 0: never (default 0,10,30,60,120)")
     p.add_argument("--jobs", type=int, default=2, help="scenarios run at once (default 2)")
-    p.add_argument("--trace", type=Path, default=TRACE, help="the trace class's real trace")
+    p.add_argument("--trace", type=Path,
+                   help="the trace class's real trace (default ../shared/data/azure-llm-conv-2023.csv)")
     args = p.parse_args(argv)
-    classes = tuple(c for c in args.classes.split(",") if c)
-    if "trace" in classes and not args.trace.exists():
-        print(f"bench_connection_routing: no trace at {args.trace}: the trace class is skipped", file=sys.stderr)
-        classes = tuple(c for c in classes if c != "trace")
+    requested = tuple(c for c in args.classes.split(",") if c)
+    try:
+        trace, classes = suite.benchmark_trace(requested, args.trace, REPO)
+    except ValueError as exc:
+        print(f"bench_connection_routing: {exc}", file=sys.stderr)
+        return 1
+    if classes != requested:
+        print(f"bench_connection_routing: no trace at {REPO / suite.DEFAULT_TRACE}: the trace class is skipped "
+              "(--trace names one)", file=sys.stderr)
     ages = tuple(float(a) for a in args.ages.split(","))
     cfg = SuiteConfig(classes=classes, slos=tuple(args.slos.split(",")),
                       seeds=tuple(int(s) for s in args.seeds.split(",")),
-                      trace_path=str(args.trace) if "trace" in classes else None, jobs=args.jobs)
+                      trace_path=trace, jobs=args.jobs)
     todo = list(cfg.scenarios())
     suite.prepare(cfg, todo)
     t0 = time.monotonic()

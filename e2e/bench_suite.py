@@ -27,17 +27,16 @@ sys.path.insert(0, str(REPO / "operator"))  # run from a checkout
 from tritonscale.simulate import suite_report  # noqa: E402
 from tritonscale.simulate.benchmark import default_jobs  # noqa: E402
 from tritonscale.simulate.suite import (  # noqa: E402
+    DEFAULT_TRACE,
     QUICK_COLD_STARTS,
     QUICK_SEEDS,
     QUICK_SLOS,
     SuiteConfig,
-    checked_trace,
+    benchmark_trace,
     run_suite,
     to_dict,
 )
 from tritonscale.simulate.suite_command import stderr_progress  # noqa: E402
-
-TRACE = REPO.parent / "shared" / "data" / "azure-llm-conv-2023.csv"
 
 
 def _policy(scenario: dict, name: str) -> dict:
@@ -67,29 +66,24 @@ def per_class_table(d: dict) -> str:
     return "\n".join(rows)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="out/suite", help="directory for suite.txt, suite.json, suite.png")
     p.add_argument("--quick", action="store_true", help="one scenario per class (what CI runs)")
     p.add_argument("--jobs", type=int, default=default_jobs())
-    p.add_argument("--trace", type=Path, default=TRACE,
+    p.add_argument("--trace", type=Path,
                    help="the trace class's real trace (default ../shared/data/azure-llm-conv-2023.csv)")
-    args = p.parse_args()
-    trace = args.trace if args.trace.exists() else None
-    if trace is None and args.trace != TRACE:
-        print(f"bench_suite: --trace {args.trace}: no such file", file=sys.stderr)
+    args = p.parse_args(argv)
+    cfg = SuiteConfig(jobs=args.jobs)
+    try:
+        trace, classes = benchmark_trace(cfg.classes, args.trace, REPO)
+    except ValueError as exc:
+        print(f"bench_suite: {exc}", file=sys.stderr)
         return 1
-    cfg = SuiteConfig(trace_path=str(trace) if trace else None, jobs=args.jobs)
     if trace is None:
-        print(f"bench_suite: no trace at {args.trace}: the trace class is skipped (--trace names one)",
+        print(f"bench_suite: no trace at {REPO / DEFAULT_TRACE}: the trace class is skipped (--trace names one)",
               file=sys.stderr)
-        cfg = replace(cfg, classes=tuple(c for c in cfg.classes if c != "trace"))
-    else:
-        try:
-            checked_trace(str(trace))
-        except ValueError as exc:
-            print(f"bench_suite: {exc}", file=sys.stderr)
-            return 1
+    cfg = replace(cfg, classes=classes, trace_path=trace)
     if args.quick:
         cfg = replace(cfg, cold_starts=QUICK_COLD_STARTS, slos=QUICK_SLOS, seeds=QUICK_SEEDS)
     out = Path(args.out)

@@ -201,6 +201,23 @@ def checked_trace(path: str, unit: str | None = None, duration_s: float | None =
     return raw
 
 
+def benchmark_trace(classes: tuple[str, ...], given: Path | None,
+                    repo: Path) -> tuple[str | None, tuple[str, ...]]:
+    """The trace the trace class replays and the classes left to run, as the e2e benchmarks take
+    them: ``given`` (their --trace) or ``DEFAULT_TRACE`` beside ``repo``. A given file that is missing,
+    too short or too sparse is a ValueError; the default one missing -- a checkout without ../shared
+    beside it -- leaves the trace class out (the caller says so: the trace comes back None)."""
+    if "trace" not in classes:
+        return None, classes
+    path = given if given is not None else repo / DEFAULT_TRACE
+    if not path.exists():
+        if given is not None:
+            raise ValueError(f"--trace {given}: no such file")
+        return None, tuple(c for c in classes if c != "trace")
+    checked_trace(str(path), duration_s=SuiteConfig.duration_s)  # the benches replay the default duration
+    return str(path), classes
+
+
 def scenario_arrivals(sc: Scenario, cfg: SuiteConfig, capacity_rps: float) -> tuple[np.ndarray, float, str]:
     """(arrivals, horizon, description) with the busiest minute at ``peak_replicas`` x capacity."""
     if sc.cls == "trace":
