@@ -16,9 +16,8 @@ import httpx
 import numpy as np
 import pytest
 
+from support import rendered
 from support.spec_cases import base_spec, mutate
-from tritonscale.api.spec import InferenceServiceSpec
-from tritonscale.render.kubernetes_objects import build_children
 from tritonscale.sandbox.grpc_clients import run_grpc_clients
 from tritonscale.sandbox.loadgen import (
     LoadResult,
@@ -211,11 +210,9 @@ async def test_run_load_round_robin_and_errors(triton):
 
 def _rendered_connection_age_flags(changes: dict) -> list[str]:
     """The --grpc-max-connection-age flags the operator renders for the sample's spec with ``changes``."""
-    spec = InferenceServiceSpec.model_validate(mutate(base_spec(), changes))
-    dep = next(o for o in build_children(spec, {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService",
-                                                "metadata": {"name": "linear", "namespace": "default",
-                                                             "uid": "u"}}) if o["kind"] == "Deployment")
-    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    doc = {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService",
+           "metadata": {"name": "linear", "namespace": "default"}, "spec": mutate(base_spec(), changes)}
+    args = rendered.triton(rendered.children(doc)["Deployment"])["args"]
     return [a for a in args if a.startswith("--grpc-max-connection-age")]
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from support.rendered import KINDS, children
 from tritonscale.api.merge_patch import merge_patch
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.reconcile.diff import (
@@ -31,14 +32,10 @@ from tritonscale.render.kubernetes_objects import build_children
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))
-KINDS = ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
 
 
 def desired_children(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    owner = copy.deepcopy(doc)
-    owner["metadata"]["uid"] = "0b0c5a56-1111-2222-3333-444455556666"
-    spec = InferenceServiceSpec.model_validate(owner["spec"])
-    return {c["kind"]: with_last_applied(c) for c in build_children(spec, owner)}
+    return {kind: with_last_applied(c) for kind, c in children(doc).items()}
 
 
 def _default_container(c: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from support.rendered import UID, children, owner_from, triton
 from support.spec_cases import mutate
 from tritonscale.api.spec import (
     HASH_ANNOTATION,
@@ -30,31 +31,10 @@ from tritonscale.render.triton_config import render_config_pbtxt
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))
-UID = "6f1c9a2e-3b7d-4f55-9e0a-1c2d3e4f5a6b"
-KINDS = ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
-
-
-def owner_from(doc: dict[str, Any], uid: str = UID) -> dict[str, Any]:
-    out = copy.deepcopy(doc)
-    out["metadata"]["uid"] = uid
-    return out
 
 
 def load(path: Path) -> dict[str, Any]:
     return yaml.safe_load(path.read_text())
-
-
-def children(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    spec = InferenceServiceSpec.model_validate(doc["spec"])
-    objs = build_children(spec, owner_from(doc))
-    assert [o["kind"] for o in objs] == KINDS, "creation order: the ConfigMap exists before pods mount it"
-    return {o["kind"]: o for o in objs}
-
-
-def triton(dep: dict[str, Any]) -> dict[str, Any]:
-    containers = dep["spec"]["template"]["spec"]["containers"]
-    assert [c["name"] for c in containers] == ["triton"]
-    return containers[0]
 
 
 def fetch(dep: dict[str, Any]) -> dict[str, Any]:

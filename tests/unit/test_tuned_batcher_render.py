@@ -9,9 +9,10 @@ from typing import Any
 
 import yaml
 
+from support.rendered import children
 from tritonscale.api.spec import HASH_ANNOTATION, InferenceServiceSpec
 from tritonscale.api.status import BatcherInForce
-from tritonscale.render.kubernetes_objects import batcher_in_force, build_children, config_hash
+from tritonscale.render.kubernetes_objects import batcher_in_force, config_hash
 from tritonscale.render.triton_config import render_config_pbtxt
 
 SAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "samples" / "python-cpu.yaml"
@@ -21,7 +22,6 @@ IN_FORCE = {"maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [16], "sour
 
 def owner(auto_tune: dict[str, Any] | None, status_batching: dict[str, Any] | None) -> dict[str, Any]:
     doc = yaml.safe_load(SAMPLE.read_text())
-    doc["metadata"]["uid"] = "6f1c9a2e-3b7d-4f55-9e0a-1c2d3e4f5a6b"
     if auto_tune is not None:
         doc["spec"]["batching"]["autoTune"] = auto_tune
     if status_batching is not None:
@@ -29,19 +29,14 @@ def owner(auto_tune: dict[str, Any] | None, status_batching: dict[str, Any] | No
     return doc
 
 
-def rendered(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    spec = InferenceServiceSpec.model_validate(doc["spec"])
-    return {c["kind"]: c for c in build_children(spec, doc)}
-
-
 def batching_block(config: str) -> str:
     return config.split("dynamic_batching {\n", 1)[1].split("\n  default_queue_policy", 1)[0]
 
 
 def test_without_auto_tune_status_batching_changes_nothing() -> None:
-    plain = rendered(owner(None, None))
-    with_status = rendered(owner(None, IN_FORCE))
-    disabled = rendered(owner({"enabled": False}, IN_FORCE))
+    plain = children(owner(None, None))
+    with_status = children(owner(None, IN_FORCE))
+    disabled = children(owner({"enabled": False}, IN_FORCE))
     # The Deployment's record of its spec differs (``autoTune: {enabled: false}`` is in it); nothing else.
     disabled["Deployment"]["metadata"]["annotations"] = plain["Deployment"]["metadata"]["annotations"]
     assert plain == with_status == disabled
@@ -50,8 +45,8 @@ def test_without_auto_tune_status_batching_changes_nothing() -> None:
 
 
 def test_auto_tune_renders_the_settings_in_force_and_rolls_the_hash() -> None:
-    spec_values = rendered(owner({"enabled": True}, None))  # the tuner has written nothing yet
-    tuned = rendered(owner({"enabled": True}, IN_FORCE))
+    spec_values = children(owner({"enabled": True}, None))  # the tuner has written nothing yet
+    tuned = children(owner({"enabled": True}, IN_FORCE))
     config = tuned["ConfigMap"]["data"]["config.pbtxt"]
     assert batching_block(config) == "  preferred_batch_size: [ 16 ]\n  max_queue_delay_microseconds: 500"
     # Only the two tuned lines differ from the spec's rendering.
@@ -65,7 +60,7 @@ def test_auto_tune_renders_the_settings_in_force_and_rolls_the_hash() -> None:
 
 def test_no_preferred_sizes_in_force_renders_none() -> None:
     doc = owner({"enabled": True}, {**IN_FORCE, "preferredBatchSizes": [], "maxQueueDelayMicroseconds": 0})
-    config = rendered(doc)["ConfigMap"]["data"]["config.pbtxt"]
+    config = children(doc)["ConfigMap"]["data"]["config.pbtxt"]
     assert batching_block(config) == "  max_queue_delay_microseconds: 0"
 
 
@@ -123,7 +118,7 @@ def test_tuned_settings_outside_the_edited_spec_give_way_to_the_spec() -> None:
         doc["spec"]["batching"]["preferredBatchSizes"] = [4, 8]
         spec = InferenceServiceSpec.model_validate(doc["spec"])
         assert batcher_in_force(spec, doc) is None, (auto_tune, edit)
-        assert batching_block(rendered(doc)["ConfigMap"]["data"]["config.pbtxt"]) == (
+        assert batching_block(children(doc)["ConfigMap"]["data"]["config.pbtxt"]) == (
             "  preferred_batch_size: [ 4, 8 ]\n  max_queue_delay_microseconds: 2000")
     # Within the bounds, the tuner's settings stay in force.
     doc = owner({"enabled": True, "maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [8, 16]}, IN_FORCE)
@@ -142,7 +137,7 @@ def test_a_queue_timeout_lowered_below_the_tuned_delay_puts_the_specs_values_bac
     doc["spec"]["batching"]["queueTimeoutMicroseconds"] = 10000
     spec = InferenceServiceSpec.model_validate(doc["spec"])
     assert batcher_in_force(spec, doc) is None  # the spec's 2 ms, which the timeout outlasts
-    config = rendered(doc)["ConfigMap"]["data"]["config.pbtxt"]
+    config = children(doc)["ConfigMap"]["data"]["config.pbtxt"]
     assert "max_queue_delay_microseconds: 2000" in config and "default_timeout_microseconds: 10000" in config
     # With timeoutAction DELAY nothing is rejected: the tuned delay stays.
     doc["spec"]["batching"]["timeoutAction"] = "DELAY"
