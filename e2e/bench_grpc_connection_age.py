@@ -25,10 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))  # run from a checkout
 
-import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from tritonscale.api.spec import DEFAULT_GRPC_MAX_CONNECTION_AGE_S, InferenceServiceSpec  # noqa: E402
+from tritonscale.api.spec import DEFAULT_GRPC_MAX_CONNECTION_AGE_S, InferenceServiceSpec, model_name  # noqa: E402
 from tritonscale.render.triton_config import render_config_pbtxt  # noqa: E402
 from tritonscale.sandbox.grpc_clients import run_grpc_clients  # noqa: E402
 from tritonscale.sandbox.tritonserver import TritonProcess, install_model  # noqa: E402
@@ -41,8 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=20.0, help="seconds per config (default 20)")
     p.add_argument("--clients", type=int, default=4, help="closed-loop gRPC clients, one channel each (default 4)")
     args = p.parse_args(argv)
-    spec = InferenceServiceSpec.model_validate(yaml.safe_load(SAMPLE.read_text())["spec"])
-    model = spec.model.name
+    doc = yaml.safe_load(SAMPLE.read_text())
+    spec = InferenceServiceSpec.model_validate(doc["spec"])
+    model = model_name(spec, doc["metadata"]["name"])
     default = DEFAULT_GRPC_MAX_CONNECTION_AGE_S
     configs = [("no age", None), (f"{default} s (default)", default), ("1 s", 1)]
     print(f"{args.clients} closed-loop gRPC clients for {args.duration:g} s per config, model {model} "
@@ -62,8 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = run_grpc_clients(f"127.0.0.1:{proc.grpc_port}", model, args.duration, clients=args.clients)
             finally:
                 proc.stop()
-            p50 = float(np.percentile(r.latencies_s, 50) * 1e3) if r.latencies_s else float("nan")
-            print(f"{label:<16} {r.rate():>7.1f} {p50:>7.1f} {r.p95_ms():>7.1f} {len(r.errors):>6} "
+            print(f"{label:<16} {r.rate():>7.1f} {r.percentile_ms(50):>7.1f} {r.p95_ms():>7.1f} {len(r.errors):>6} "
                   f"{r.reconnections:>13}")
             for msg in sorted(set(r.errors)):
                 at = sorted(t for t, e in zip(r.error_times_s, r.errors, strict=True) if e == msg)

@@ -38,8 +38,12 @@ class GrpcLoadResult:
         """Connections beyond each client's first."""
         return max(0, self.connections - self.clients)
 
+    def percentile_ms(self, q: float) -> float:
+        """The q-th percentile of the successful requests' latency, ms (nan without one)."""
+        return float(np.percentile(self.latencies_s, q) * 1e3) if self.latencies_s else float("nan")
+
     def p95_ms(self) -> float:
-        return float(np.percentile(self.latencies_s, 95) * 1e3) if self.latencies_s else float("nan")
+        return self.percentile_ms(95)
 
     def rate(self) -> float:
         return len(self.latencies_s) / self.seconds if self.seconds > 0 else 0.0
