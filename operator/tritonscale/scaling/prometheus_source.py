@@ -3,7 +3,7 @@
 Series are selected by the labels ``namespace``, ``inferenceservice`` and
 ``model`` (names configurable); the chart's scrape config copies the pod label
 ``tritonscale.io/inferenceservice`` into ``inferenceservice``. Each query groups
-by those labels, so 1,000 InferenceServices cost the same fifteen queries as one.
+by those labels, so 1,000 InferenceServices cost the same sixteen queries as one.
 
 p95 combination
 ---------------
@@ -129,7 +129,7 @@ def live_irate(series: str, window: str) -> str:
 
 
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
-    """The fifteen queries of one tick. Pure, so the escaping is unit-tested."""
+    """The sixteen queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
     failure = f"nv_inference_request_failure{{{m}}}"
