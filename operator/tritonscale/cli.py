@@ -211,6 +211,7 @@ def _run(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         selector_labels=dict(args.series_label or []),
         leader_election=election,
+        max_upgrade_rollouts=args.max_upgrade_rollouts,
     ))
 
 
@@ -365,6 +366,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--liveness-port", type=_or_env(_port, "TRITONSCALE_LIVENESS_PORT"),
                    default=os.environ.get("TRITONSCALE_LIVENESS_PORT", "8081"),
                    help="port of /healthz (0 disables; default 8081)")
+    # The default is upgrade_rollouts.DEFAULT_MAX_ROLLOUTS (a test holds them equal): that module's imports
+    # would slow every command's start.
+    p.add_argument("--max-upgrade-rollouts", type=_or_env(int_in(0), "TRITONSCALE_MAX_UPGRADE_ROLLOUTS"),
+                   default=os.environ.get("TRITONSCALE_MAX_UPGRADE_ROLLOUTS", "1"), metavar="N",
+                   help="after an operator upgrade that changes the pod template of unchanged specs, roll a fleet "
+                        "only while fewer than N other fleets roll out (env TRITONSCALE_MAX_UPGRADE_ROLLOUTS; "
+                        "default 1: room for one fleet's surge pods, and a new template whose "
+                        "pods fail stops at the first fleet; 0: every fleet at once)")
     p.add_argument("--series-label", action="append", type=_label_pair, metavar="NAME=VALUE",
                    help="extra label matcher for Triton's series, e.g. job=triton (repeatable; values are escaped)")
     p.add_argument("--verbose", "-v", action="store_true",

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import logging
 import random
+import threading
 import time
 import warnings
 from typing import Any
@@ -21,7 +22,7 @@ from kubernetes.client import ApiException
 from tritonscale.api import status as st
 from tritonscale.api.spec import GROUP, KIND, LABEL, PLURAL, VERSION
 from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, namespace_terminating
-from tritonscale.reconcile.inference_service import reconcile, still_there
+from tritonscale.reconcile.inference_service import UPGRADES, reconcile, still_there
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
 from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot, allowed_by, shown_url
@@ -154,17 +155,62 @@ def _pass_starts(namespace: str, name: str) -> None:
 
 
 def _passed(namespace: str, name: str, outcome: Any) -> None:
-    """What a pass saw of the children, for ``child_changed``; nothing known after a pass that stopped short."""
+    """What a pass saw of the children, for ``child_changed``; nothing known after a pass that stopped short.
+    A pass whose upgrade rollout waits joins the waiters (``_wake_upgrade_waiters``), or leaves them."""
     seen = getattr(outcome, "seen", None)
     if seen:
         _seen[(namespace, name)] = dict(seen)
     else:
         _seen.pop((namespace, name), None)
+    with _upgrade_lock:
+        if getattr(outcome, "upgrade_waits_for", None):
+            _upgrade_waiters.setdefault((namespace, name))
+        else:
+            _upgrade_waiters.pop((namespace, name), None)
 
 
 def _forget_passes(namespace: str, name: str) -> None:
     _seen.pop((namespace, name), None)
     _passed_once.discard((namespace, name))
+    with _upgrade_lock:
+        _upgrade_waiters.pop((namespace, name), None)
+
+
+# Operator upgrades (reconcile.upgrade_rollouts): the InferenceServices whose upgrade rollout waits, oldest
+# first, and the child Deployments last seen rolling out. When one of these ends its rollout (or goes), the
+# oldest waiters get a pass -- not Kopf's retries of a handler, which log an ERROR line at each.
+_upgrade_waiters: dict[tuple[str, str], None] = {}
+_rolling: set[tuple[str, str]] = set()
+_upgrade_lock = threading.Lock()
+
+
+def rollout_ended(body: Any, namespace: str, type_: str | None) -> bool:
+    """Records whether the child Deployment ``body`` is rolling out; True when a rollout seen before has
+    ended (every pod of the new template, or the Deployment deleted)."""
+    key = (namespace, str((body.get("metadata") or {}).get("name")))
+    updating = type_ != "DELETED" and st.deployment_rollout(body).updating
+    with _upgrade_lock:
+        if updating:
+            _rolling.add(key)
+            return False
+        if key in _rolling:
+            _rolling.discard(key)
+            return True
+        return False
+
+
+def _wake_upgrade_waiters() -> None:
+    """A pass for the oldest waiting upgrades, until as many have left the waiters as the gate has places
+    (admitted, or no longer an upgrade's): the rest wait for the next rollout to end, or the resync."""
+    with _upgrade_lock:
+        waiters = list(_upgrade_waiters)
+    gone = 0
+    for namespace, name in waiters:
+        _reconcile_owner(namespace, name)
+        with _upgrade_lock:
+            gone += (namespace, name) not in _upgrade_waiters
+        if gone >= max(1, UPGRADES.max_rollouts):
+            return
 
 
 def _reconcile_owner(namespace: str, name: str) -> None:
@@ -224,9 +270,11 @@ def child_changed(body: kopf.Body, namespace: str | None, resource: Any = None, 
     owner = owner_name(body)
     if not owner or not namespace:  # every child is namespaced
         return
+    kind = getattr(resource, "kind", None) or body.get("kind")
+    if kind == "Deployment" and rollout_ended(body, namespace, type) and _upgrade_waiters:
+        _wake_upgrade_waiters()
     if type is None and (namespace, owner) not in _passed_once:
         return
-    kind = getattr(resource, "kind", None) or body.get("kind")
     meta = body.get("metadata") or {}
     version = meta.get("resourceVersion")
     if type != "DELETED" and version and _seen.get((namespace, owner), {}).get(f"{kind}/{meta.get('name')}") == str(
@@ -394,6 +442,8 @@ def configure(options: Any) -> None:
     global KUBE, PROMETHEUS_URL, SNAPSHOTS, ALLOWED_PROMETHEUS_URLS
     KUBE = Kube()
     PROMETHEUS_URL = options.prometheus_url
+    UPGRADES.max_rollouts = options.max_upgrade_rollouts
+    UPGRADES.namespaces = tuple(options.namespaces)
     ALLOWED_PROMETHEUS_URLS = tuple(getattr(options, "allowed_prometheus_urls", ()) or ())
     verify = options.prometheus_tls_verify
     selector = SeriesSelector(namespaces=tuple(options.namespaces), extra=tuple(options.selector_labels.items()))

@@ -24,6 +24,7 @@ from kubernetes.config import ConfigException
 
 from tritonscale.leader_election import ElectionSettings
 from tritonscale.process_exit import flush_and_exit
+from tritonscale.reconcile.upgrade_rollouts import DEFAULT_MAX_ROLLOUTS
 
 
 @dataclass
@@ -40,6 +41,8 @@ class OperatorOptions:
     verbose: bool = False
     selector_labels: dict[str, str] = field(default_factory=dict)
     leader_election: ElectionSettings | None = None  # None: act at once, alone (standalone)
+    # Fleets an operator upgrade's new pod template rolls at once (reconcile.upgrade_rollouts); 0: all
+    max_upgrade_rollouts: int = DEFAULT_MAX_ROLLOUTS
 
 
 class QuietChildEvents(logging.Filter):

@@ -87,7 +87,8 @@ def test_a_field_set_to_none_is_removed_and_an_unset_one_left_alone() -> None:
 def test_every_status_field_has_exactly_one_owner() -> None:
     aliases = {f.alias or name for name, f in st.InferenceServiceStatus.model_fields.items()}
     assert set(st.FIELD_OWNERS) | {"conditions"} == aliases
-    assert set(st.CONDITION_OWNERS) == {st.READY, st.SPEC_VALID, st.SCALING, st.METRICS_AVAILABLE, st.SCHEDULABLE}
+    assert set(st.CONDITION_OWNERS) == {st.READY, st.SPEC_VALID, st.SCALING, st.METRICS_AVAILABLE, st.SCHEDULABLE,
+                                       st.UPGRADE_PENDING}
 
 
 def _owned_only(owner: str, before: dict[str, Any], new: st.InferenceServiceStatus) -> None:

@@ -54,6 +54,9 @@ SPEC_ANNOTATION = "tritonscale.io/spec"
 # fleet is held at its size until the spec is fixed. A quarter of the API server's 256 KiB
 # limit on all of an object's annotations together.
 SPEC_ANNOTATION_MAX_BYTES = 64 * 1024
+# On the Deployment: the operator version that rendered it. A new version's pod template for an
+# unchanged spec rolls the fleets a few at a time (reconcile.upgrade_rollouts).
+RENDERED_BY_ANNOTATION = "tritonscale.io/rendered-by"
 
 # Triton 25.08 (Aug 2025) is the newest release whose tag we could check; it
 # ships --metrics-config=summary_latencies and histogram_latencies.

@@ -27,6 +27,9 @@ CHILD_REJECTED = "ChildRejected"
 SCALING = "Scaling"  # reason/message explain the last autoscaler decision
 METRICS_AVAILABLE = "MetricsAvailable"
 SCHEDULABLE = "Schedulable"  # False (reason Unschedulable) while the scheduler cannot place pods
+# True while an operator upgrade's new pod template waits for other fleets' rollouts
+# (reconcile.upgrade_rollouts); set only once a pass has waited
+UPGRADE_PENDING = "UpgradePending"
 
 
 class _Model(BaseModel):
@@ -49,7 +52,7 @@ def fitted_message(message: str) -> str:
 
 
 class Condition(_Model):
-    type: str = Field(description="SpecValid, Ready, Scaling, MetricsAvailable or Schedulable.")
+    type: str = Field(description="SpecValid, Ready, Scaling, MetricsAvailable, Schedulable or UpgradePending.")
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$", max_length=1024,
                         description="Why, in one CamelCase word (e.g. LoadIncreased, InvalidSpec).")
@@ -201,6 +204,7 @@ CONDITION_OWNERS: dict[str, str] = {
     SCALING: AUTOSCALER,
     METRICS_AVAILABLE: AUTOSCALER,
     SCHEDULABLE: AUTOSCALER,
+    UPGRADE_PENDING: RECONCILER,
 }
 
 

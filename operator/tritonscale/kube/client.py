@@ -298,6 +298,18 @@ class Kube:
                                                      _preload_content=False)
         return json.loads(resp.data).get("items") or []
 
+    def list_deployments(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
+        """Deployments matching ``label_selector`` in ``namespace`` (None: every namespace), as the API's
+        JSON. A consistent list, not the watch cache's: the upgrade gate (``reconcile.upgrade_rollouts``)
+        must see the Deployment its last admitted pass just wrote. Listed only by a pass that would roll a
+        fleet for an operator upgrade."""
+        if namespace is None:
+            resp = self.apps.list_deployment_for_all_namespaces(label_selector=label_selector, _preload_content=False)
+        else:
+            resp = self.apps.list_namespaced_deployment(namespace, label_selector=label_selector,
+                                                        _preload_content=False)
+        return json.loads(resp.data).get("items") or []
+
     def delete_config_map(self, namespace: str, name: str, uid: str) -> None:
         """Delete the ConfigMap, only if it still is the one of ``uid`` (a precondition); gone already is fine."""
         with _writing():

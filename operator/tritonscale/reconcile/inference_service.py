@@ -11,6 +11,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,11 +24,13 @@ from kubernetes.client import (
     V1Service,
 )
 
+from tritonscale import __version__
 from tritonscale.api import status as st
-from tritonscale.api.spec import LABEL, InferenceServiceSpec, model_name
+from tritonscale.api.spec import LABEL, RENDERED_BY_ANNOTATION, InferenceServiceSpec, model_name
 from tritonscale.api.validation import Problem, field_path, validate_body
 from tritonscale.kube.client import API_ERRORS, OWN_MANAGERS, Kube, api_status, describe_api_error
 from tritonscale.kube.object_lock import object_lock
+from tritonscale.reconcile import upgrade_rollouts
 from tritonscale.reconcile.diff import LAST_APPLIED, plan_patch, with_last_applied
 from tritonscale.render.kubernetes_objects import (
     MANAGED_BY,
@@ -39,6 +42,8 @@ from tritonscale.render.kubernetes_objects import (
 )
 
 EventFn = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
+# The operator's one gate for upgrade rollouts; ``configure`` sets its limit and namespaces at start.
+UPGRADES = upgrade_rollouts.UpgradeGate()
 log = logging.getLogger("tritonscale")
 # By namespace/name: the last failure of the ConfigMap clean-up, said once at WARNING.
 _cleanup_failed: dict[str, str] = {}
@@ -59,16 +64,21 @@ class Outcome:
     # a watch event of that very version (Kopf's listing at a restart, the echo of the pass's own write)
     # has nothing new to reconcile. Empty when the pass stopped short (a conflict, a refusal).
     seen: dict[str, str] = field(default_factory=dict)
+    # An operator upgrade's rollout that waits: the Deployments rolling out meanwhile (upgrade_rollouts).
+    # Nothing was written; the end of another rollout or the resync tries again (handlers).
+    upgrade_waits_for: list[str] = field(default_factory=list)
 
 
 def what_it_does(child: dict[str, Any] | None) -> Any:
     """A child as its users see it: everything but its status, its version bookkeeping and the
     operator's last-applied record. A patch that changed only that record (an upgrade writes it in a
-    new format) was reported as "updated ... to match the spec" for every child of every service."""
+    new format) was reported as "updated ... to match the spec" for every child of every service. The
+    operator version that rendered a Deployment is bookkeeping too: a new version writes it everywhere."""
     if child is None:
         return None
     meta = child.get("metadata") or {}
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                   if k not in (LAST_APPLIED, RENDERED_BY_ANNOTATION)}
     return ({k: v for k, v in child.items() if k not in ("metadata", "status")},
             meta.get("labels") or {}, annotations, meta.get("ownerReferences"))
 
@@ -642,14 +652,48 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         if any(live is not None and not owned_by(live, meta["uid"]) for _, live, _ in writes) and not _may_adopt(
                 kube, ns, name, meta["uid"]):
             return outcome
-        deployment, template_written = _write_children(kube, body, writes, outcome, event, now)
+        applied = (body.get("status") or {}).get("observedGeneration")
+        spec_unchanged = applied is not None and applied == meta.get("generation")
+        dep_patch = next(p for c, _, p in writes if c["kind"] == "Deployment")
+        upgrade = dep_live is not None and dep_patch is not None and upgrade_rollouts.is_upgrade(
+            dep_live, dep_desired, __version__, spec_unchanged, writers(dep_live, dep_patch))
+        # An operator upgrade's new pod template waits for other fleets' rollouts (upgrade_rollouts): the
+        # gate's lock is held until the Deployment is written, so the next pass's count sees this one.
+        gate: AbstractContextManager[list[str]] = UPGRADES.admit(kube, ns, name) if upgrade else nullcontext([])
+        with gate as waiting:
+            if waiting:
+                outcome.upgrade_waits_for = waiting
+                _wait_for_upgrade(kube, body, spec, dep_live, waiting, event, now())
+                return outcome
+            deployment, template_written = _write_children(kube, body, writes, outcome, event, now)
         # The Deployment as written and as it was before (two edits in a row: see configmaps_to_delete).
         _delete_unmounted_configmaps(kube, ns, name, meta["uid"], [dep_desired, *([dep_live] if dep_live else [])])
-        applied = (body.get("status") or {}).get("observedGeneration")
-        _announce(outcome, template_written, event, ns, name,
-                  spec_unchanged=applied is not None and applied == meta.get("generation"))
-        patch = st.status_patch(body.get("status"), status_from_children(body, deployment, spec, now(),
-                                                                         template_written))
+        _announce(outcome, template_written, event, ns, name, spec_unchanged=spec_unchanged)
+        new = status_from_children(body, deployment, spec, now(), template_written)
+        if any(c.type == st.UPGRADE_PENDING and c.status == "True" for c in new.conditions or []):
+            new.conditions = st.set_condition(new.conditions or [], st.UPGRADE_PENDING, False, "RollingOut" if upgrade
+                                              else "SpecChanged", f"operator version {__version__}'s pod template "
+                                              "is written; the Ready condition follows its rollout", now(),
+                                              meta.get("generation"))
+        patch = st.status_patch(body.get("status"), new)
         if patch is not None:
             kube.patch_inference_service_status(ns, name, patch)
         return outcome
+
+
+def _wait_for_upgrade(kube: Kube, body: dict[str, Any], spec: InferenceServiceSpec, deployment: dict[str, Any] | None,
+                      waiting: list[str], event: EventFn, now: float) -> None:
+    """Status (UpgradePending True, and Ready as the Deployment stands), an event and a log line the
+    first time, for a pass that writes nothing until other fleets' rollouts finish."""
+    meta = body["metadata"]
+    message = upgrade_rollouts.waiting_message(waiting, UPGRADES.max_rollouts, __version__)
+    was = any(c.type == st.UPGRADE_PENDING and c.status == "True" for c in st.conditions_of(body.get("status")))
+    new = status_from_children(body, deployment, spec, now)
+    new.conditions = st.set_condition(new.conditions or [], st.UPGRADE_PENDING, True, "WaitingForRollouts", message,
+                                      now, meta.get("generation"))
+    patch = st.status_patch(body.get("status"), new)
+    if patch is not None:
+        kube.patch_inference_service_status(meta["namespace"], meta["name"], patch)
+    if not was:
+        event("Normal", "UpgradeWaiting", message[:1000])
+        log.info("%s/%s: %s", meta["namespace"], meta["name"], message)

@@ -28,6 +28,7 @@ import re
 import shlex
 from typing import Any
 
+from tritonscale import __version__
 from tritonscale.api.spec import (
     GPU_RESOURCE,
     GROUP,
@@ -36,6 +37,7 @@ from tritonscale.api.spec import (
     KIND,
     LABEL,
     OPERATOR_PORTS,
+    RENDERED_BY_ANNOTATION,
     SPEC_ANNOTATION,
     SPEC_ANNOTATION_MAX_BYTES,
     TRITON_IMAGE_REPOSITORY,
@@ -381,7 +383,8 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {**_meta(child_names(name)["Deployment"], owner, name),
-                     "annotations": {**spec_annotation(owner), SERVING_ANNOTATION: serving_digest(spec)}},
+                     "annotations": {**spec_annotation(owner), SERVING_ANNOTATION: serving_digest(spec),
+                                     RENDERED_BY_ANNOTATION: __version__}},
         "spec": {
             "replicas": spec.scaling.floor,
             "selector": {"matchLabels": {LABEL: name}},

@@ -1,0 +1,94 @@
+"""handlers: an InferenceService whose upgrade rollout waits (reconcile.upgrade_rollouts) gets its next pass
+when one of the operator's Deployments ends a rollout -- the oldest waiters first, no more than the gate
+has places -- not through Kopf's retries (an ERROR line each)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tritonscale import handlers
+from tritonscale.reconcile.inference_service import Outcome
+
+
+def _deployment(name: str, rolling: bool) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "prod", "generation": 2, "resourceVersion": "1",
+                         "labels": {handlers.LABEL: name}},
+            "status": {"observedGeneration": 2, "replicas": 3 if rolling else 2, "updatedReplicas": 2}}
+
+
+@pytest.fixture
+def fleet(monkeypatch):
+    """Passes by name; ``state.waits`` is the set of names whose pass waits (the gate is full)."""
+    state = SimpleNamespace(passes=[], waits=set())
+
+    class Kube:
+        def get_inference_service(self, namespace: str, name: str) -> dict[str, Any]:
+            return {"metadata": {"name": name, "namespace": namespace, "uid": f"u-{name}"}}
+
+    def reconcile(_kube: Any, owner: dict[str, Any], _events: Any) -> Outcome:
+        name = owner["metadata"]["name"]
+        state.passes.append(name)
+        return Outcome(valid=True, upgrade_waits_for=["prod/busy"] if name in state.waits else [])
+
+    monkeypatch.setattr(handlers, "_kube", Kube)
+    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
+    monkeypatch.setattr(handlers, "reconcile", reconcile)
+    monkeypatch.setattr(handlers.UPGRADES, "max_rollouts", 1)
+    for store in (handlers._seen, handlers._passed_once, handlers._upgrade_waiters, handlers._rolling):
+        store.clear()
+    yield state
+    for store in (handlers._seen, handlers._passed_once, handlers._upgrade_waiters, handlers._rolling):
+        store.clear()
+
+
+def _event(body: dict[str, Any], type_: str | None = "MODIFIED") -> None:
+    handlers.child_changed(body=body, namespace="prod", resource=SimpleNamespace(kind="Deployment"), type=type_)
+
+
+def test_the_end_of_a_rollout_wakes_the_oldest_waiter_only(fleet) -> None:
+    fleet.waits = {"a", "b", "c"}
+    for name in ("b", "a", "c"):  # their resume passes, in this order: all wait
+        handlers.reconcile_inference_service(body={"metadata": {"name": name, "namespace": "prod", "uid": name}})
+    assert list(handlers._upgrade_waiters) == [("prod", "b"), ("prod", "a"), ("prod", "c")]
+    _event(_deployment("busy", rolling=True), type_=None)  # listed rolling
+    fleet.passes.clear()
+    fleet.waits = {"a", "c"}  # b's next pass is admitted
+    _event(_deployment("busy", rolling=False))  # its rollout ends
+    # busy's own owner gets its pass too (its child changed); of the waiters only b, which took the place
+    assert fleet.passes == ["b", "busy"]
+    assert list(handlers._upgrade_waiters) == [("prod", "a"), ("prod", "c")]
+
+
+def test_a_waiter_still_waiting_lets_the_next_one_try(fleet) -> None:
+    """A waiter whose pass still waits (another fleet's spec edit took the place meanwhile) does not use
+    the place up: the next is tried, until one leaves the waiters."""
+    fleet.waits = {"a", "b"}
+    for name in ("a", "b"):
+        handlers.reconcile_inference_service(body={"metadata": {"name": name, "namespace": "prod", "uid": name}})
+    _event(_deployment("busy", rolling=True), type_=None)
+    fleet.passes.clear()
+    fleet.waits = {"a"}
+    _event(_deployment("busy", rolling=False))
+    assert fleet.passes == ["a", "b", "busy"]
+    assert list(handlers._upgrade_waiters) == [("prod", "a")]
+
+
+def test_no_wakeup_without_a_rollout_seen_to_end(fleet) -> None:
+    fleet.waits = {"a"}
+    handlers.reconcile_inference_service(body={"metadata": {"name": "a", "namespace": "prod", "uid": "a"}})
+    fleet.passes.clear()
+    _event(_deployment("steady", rolling=False))  # never seen rolling: a replica change, a pod ready
+    assert fleet.passes == ["steady"]
+
+
+def test_a_deleted_deployment_ends_its_rollout(fleet) -> None:
+    fleet.waits = {"a"}
+    handlers.reconcile_inference_service(body={"metadata": {"name": "a", "namespace": "prod", "uid": "a"}})
+    _event(_deployment("busy", rolling=True), type_=None)
+    fleet.passes.clear()
+    fleet.waits = set()
+    _event(_deployment("busy", rolling=True), type_="DELETED")  # its InferenceService deleted mid-rollout
+    assert fleet.passes[0] == "a" and not handlers._upgrade_waiters
