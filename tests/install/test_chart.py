@@ -24,6 +24,8 @@ from support.chart_render import CHART, NAMESPACE, NON_DEFAULT_VALUES, REPO, hel
 KUBE_VERSIONS = ["1.28.0", "1.35.0"]
 CONFIGS = {"default": None, "non-default": NON_DEFAULT_VALUES}
 # replicaCount 2 (the default): leader election over the release's Lease, client-go's timings.
+# The chart's default --max-upgrade-rollouts (values.yaml maxUpgradeRollouts), before the election flags
+UPGRADE_ARG = "--max-upgrade-rollouts=1"
 LEADER_ELECTION_ARGS = ["--leader-elect", "--leader-elect-resource-name=tritonscale",
                         f"--leader-elect-resource-namespace={NAMESPACE}", "--leader-elect-lease-duration=15",
                         "--leader-elect-renew-deadline=10", "--leader-elect-retry-period=2"]
@@ -200,7 +202,7 @@ def test_operator_deployment_defaults(rendered):
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert c["image"] == f"ghcr.io/tritonscale/tritonscale:{chart['appVersion']}" \
         == "ghcr.io/tritonscale/tritonscale:0.2.0"
-    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", *LEADER_ELECTION_ARGS]
+    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", UPGRADE_ARG, *LEADER_ELECTION_ARGS]
     assert c["env"] == [POD_NAME_ENV]  # no Prometheus by default
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
     # Ready once it answers, and 10 s of it before an old pod goes: a new pod that exits at start (a
@@ -240,7 +242,7 @@ def test_operator_deployment_non_default(rendered):
     assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081",
                          "--prometheus-url=http://prometheus.monitoring:9090",
                          "--prometheus-ca-file=/etc/tritonscale/prometheus-ca/ca.crt", "--namespace=a", "--namespace=b",
-                         "--verbose", *LEADER_ELECTION_ARGS]
+                         "--verbose", UPGRADE_ARG, *LEADER_ELECTION_ARGS]
     assert c["env"] == [{"name": "TRITONSCALE_PROMETHEUS_URL", "value": "http://prometheus.monitoring:9090"},
                         POD_NAME_ENV]
     # Namespaced mode: the namespaced rules only in a and b; cluster-wide only read-only lookups.
@@ -265,7 +267,7 @@ def test_replica_count_2_renders_leader_election_pdb_and_anti_affinity(tmp_path)
     selector = dep["spec"]["selector"]["matchLabels"]
     assert dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"]["type"] == "RollingUpdate"
     (c,) = dep["spec"]["template"]["spec"]["containers"]
-    assert c["args"][3:] == LEADER_ELECTION_ARGS
+    assert c["args"][3:] == [UPGRADE_ARG, *LEADER_ELECTION_ARGS]
     # Preferred, not required: one node must still run both (e.g. a single-node cluster).
     assert dep["spec"]["template"]["spec"]["affinity"] == {"podAntiAffinity": {
         "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
@@ -443,7 +445,7 @@ def test_one_replica_elects_too_and_rolls_with_recreate(tmp_path):
     assert "minReadySeconds" not in dep["spec"]  # nothing to keep running: Recreate stops it first
     (c,) = dep["spec"]["template"]["spec"]["containers"]
     assert c["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
-    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", *LEADER_ELECTION_ARGS]
+    assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", UPGRADE_ARG, *LEADER_ELECTION_ARGS]
     assert [e["name"] for e in c["env"]] == ["POD_NAME"]
     assert "affinity" not in dep["spec"]["template"]["spec"]
     assert not [o for o in objects if o["kind"] == "PodDisruptionBudget"]
@@ -606,6 +608,26 @@ def helm_template_raw(values: dict[str, Any], tmp_path) -> subprocess.CompletedP
                           text=True)
 
 
+@pytest.mark.parametrize(("value", "args"), [
+    (0, ["--max-upgrade-rollouts=0"]),  # every fleet at once
+    (3, ["--max-upgrade-rollouts=3"]),
+    # absent, as from `helm upgrade --reuse-values` of a release of an older chart: the operator's own
+    # default (1), not `int nil` = 0, which would have lifted the limit without a word
+    (None, []),
+])
+def test_max_upgrade_rollouts_is_passed_when_set(tmp_path, value, args):
+    proc = helm_template_raw({"maxUpgradeRollouts": value}, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    dep = _one([d for d in yaml.safe_load_all(proc.stdout) if d], "Deployment")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert [a for a in c["args"] if a.startswith("--max-upgrade-rollouts")] == args
+
+
+def test_max_upgrade_rollouts_below_zero_is_refused(tmp_path):
+    proc = helm_template_raw({"maxUpgradeRollouts": -1}, tmp_path)
+    assert proc.returncode != 0 and "maxUpgradeRollouts" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize("release", ["a.b", "1st"])
 def test_a_release_name_kubernetes_refuses_for_the_objects_fails_to_render(release):
     """Not halfway through the install: a ClusterRole and an operator Deployment were left behind by
@@ -623,6 +645,7 @@ def test_a_release_name_kubernetes_refuses_for_the_objects_fails_to_render(relea
     ("-nkube-system", "-n"), ("-vnkube-system", "-n"),  # a short flag's value in the same word
     # set from prometheus.tls.insecureSkipVerify; beside a CA ConfigMap the operator exited at every start
     ("--prometheus-insecure-skip-tls-verify", "--prometheus-insecure-skip-tls-verify"),
+    ("--max-upgrade-rollouts=0", "--max-upgrade-rollouts"),  # the maxUpgradeRollouts value's
 ])
 def test_extra_args_may_not_set_what_the_chart_sets(tmp_path, arg, flag):
     """The later flag wins in the operator: --metrics-port 9999 left the container port, the Service and

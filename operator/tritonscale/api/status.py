@@ -156,8 +156,8 @@ class InferenceServiceStatus(_Model):
     last_scale_time: str | None = Field(default=None, description="When the autoscaler last changed replicas.")
     endpoints: Endpoints | None = Field(default=None, description="Where clients reach the model in the cluster.")
     conditions: list[Condition] = Field(
-        default_factory=list, description="SpecValid and Ready (the reconciler); Scaling, MetricsAvailable and "
-        "Schedulable (the autoscaler).")
+        default_factory=list, description="SpecValid, Ready and UpgradePending (the reconciler); Scaling, "
+        "MetricsAvailable and Schedulable (the autoscaler).")
     batching: BatchingStatus | None = Field(
         default=None, description="Batcher settings in force, while spec.batching.autoTune is enabled.",
     )
