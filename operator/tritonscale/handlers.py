@@ -23,6 +23,7 @@ from tritonscale.api import status as st
 from tritonscale.api.spec import GROUP, KIND, LABEL, PLURAL, VERSION
 from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, namespace_terminating
 from tritonscale.reconcile.inference_service import UPGRADES, reconcile, still_there
+from tritonscale.reconcile.upgrade_rollouts import holds_a_place
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
 from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot, allowed_by, shown_url
@@ -185,10 +186,11 @@ _upgrade_lock = threading.Lock()
 
 
 def rollout_ended(body: Any, namespace: str, type_: str | None) -> bool:
-    """Records whether the child Deployment ``body`` is rolling out; True when a rollout seen before has
-    ended (every pod of the new template, or the Deployment deleted)."""
+    """Records whether the child Deployment ``body`` holds a place at the upgrade gate (rolling out:
+    ``upgrade_rollouts.holds_a_place``); True when one seen before no longer does (every pod of the new
+    template, paused, stuck from before the upgrade, or the Deployment deleted)."""
     key = (namespace, str((body.get("metadata") or {}).get("name")))
-    updating = type_ != "DELETED" and st.deployment_rollout(body).updating
+    updating = type_ != "DELETED" and holds_a_place(body, UPGRADES.version)
     with _upgrade_lock:
         if updating:
             _rolling.add(key)

@@ -66,9 +66,16 @@ def test_the_api_servers_defaults_in_the_live_template_are_no_change():
 
 
 def _dep(ns: str, name: str, generation: int = 2, observed: int = 2, replicas: int = 2,
-         updated: int = 2) -> dict[str, Any]:
-    return {"metadata": {"namespace": ns, "name": name, "generation": generation},
-            "status": {"observedGeneration": observed, "replicas": replicas, "updatedReplicas": updated}}
+         updated: int = 2, version: str = __version__, paused: bool = False, stuck: bool = False) -> dict[str, Any]:
+    dep: dict[str, Any] = {
+        "metadata": {"namespace": ns, "name": name, "generation": generation,
+                     "annotations": {RENDERED_BY_ANNOTATION: version}},
+        "spec": {"paused": True} if paused else {},
+        "status": {"observedGeneration": observed, "replicas": replicas, "updatedReplicas": updated}}
+    if stuck:
+        dep["status"]["conditions"] = [{"type": "Progressing", "status": "False",
+                                        "reason": "ProgressDeadlineExceeded"}]
+    return dep
 
 
 def test_rolling_counts_templates_rolling_out_besides_ones_own():
@@ -79,7 +86,17 @@ def test_rolling_counts_templates_rolling_out_besides_ones_own():
         _dep("b", "me", replicas=3, updated=1),
         _dep("b", "scaling-up", replicas=4, updated=4),       # a scale-up makes pods of the current template
     ]
-    assert rolling(deps, "b/me") == ["a/old-pods", "b/just-written"]
+    assert rolling(deps, "b/me", __version__) == ["a/old-pods", "b/just-written"]
+
+
+def test_a_paused_rollout_and_one_stuck_from_before_the_upgrade_hold_no_place():
+    deps = [
+        _dep("a", "paused", replicas=3, updated=0, paused=True),            # makes no surge pod
+        _dep("a", "broken-before", replicas=3, updated=1, version="0.1.0", stuck=True),
+        _dep("a", "broken-by-this-version", replicas=3, updated=1, stuck=True),  # the upgrade stops here
+        _dep("a", "rolling-older", replicas=3, updated=1, version="0.1.0"),  # a spec edit under the old one
+    ]
+    assert rolling(deps, "a/me", __version__) == ["a/broken-by-this-version", "a/rolling-older"]
 
 
 class FakeLister:

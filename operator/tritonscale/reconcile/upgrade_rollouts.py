@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tritonscale import __version__
 from tritonscale.api import status as st
 from tritonscale.api.spec import RENDERED_BY_ANNOTATION as RENDERED_BY
 from tritonscale.reconcile.diff import contains
@@ -73,11 +74,22 @@ def ref(deployment: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
-def rolling(deployments: list[dict[str, Any]], besides: str) -> list[str]:
-    """The Deployments (``namespace/name``) other than ``besides`` whose pod template is rolling out:
-    pods of an earlier template still there, or a write the controller has not acted on yet (a stuck
-    rollout keeps its old pods, so it counts until it is fixed or undone)."""
-    return sorted(ref(d) for d in deployments if ref(d) != besides and st.deployment_rollout(d).updating)
+def holds_a_place(deployment: Mapping[str, Any], version: str) -> bool:
+    """Whether ``deployment`` rolls out in a way that counts against the gate: pods of an earlier
+    template still there, or a write the controller has not acted on yet. Not while paused (``kubectl
+    rollout pause``: no surge pod is made, and it would hold the place until someone resumes it), and
+    not a rollout stuck past its progress deadline that this version did not start (rendered by an
+    older one: a fleet broken before the upgrade would hold every other fleet back for good). A stuck
+    rollout of this version's template does count: the upgrade stops there."""
+    rollout = st.deployment_rollout(deployment)
+    if not rollout.updating or (deployment.get("spec") or {}).get("paused"):
+        return False
+    return rollout.stalled is None or rendered_by(deployment) == version
+
+
+def rolling(deployments: list[dict[str, Any]], besides: str, version: str) -> list[str]:
+    """The Deployments (``namespace/name``) other than ``besides`` that hold a place (``holds_a_place``)."""
+    return sorted(ref(d) for d in deployments if ref(d) != besides and holds_a_place(d, version))
 
 
 def waiting_message(others: list[str], max_rollouts: int, version: str) -> str:
@@ -97,6 +109,7 @@ class UpgradeGate:
 
     max_rollouts: int = DEFAULT_MAX_ROLLOUTS
     namespaces: tuple[str, ...] = ()  # empty: cluster-wide
+    version: str = __version__  # this operator's (``RENDERED_BY``)
     selector: str = "app.kubernetes.io/managed-by=tritonscale"
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -111,5 +124,5 @@ class UpgradeGate:
             deployments: list[dict[str, Any]] = []
             for ns in self.namespaces or (None,):
                 deployments += kube.list_deployments(ns, self.selector)
-            others = rolling(deployments, f"{namespace}/{name}")
+            others = rolling(deployments, f"{namespace}/{name}", self.version)
             yield others if len(others) >= self.max_rollouts else []
