@@ -168,6 +168,7 @@ def _passed(namespace: str, name: str, outcome: Any) -> None:
             _upgrade_waiters.setdefault((namespace, name))
         else:
             _upgrade_waiters.pop((namespace, name), None)
+        om.UPGRADE_WAITING.set(len(_upgrade_waiters))
 
 
 def _forget_passes(namespace: str, name: str) -> None:
@@ -175,6 +176,7 @@ def _forget_passes(namespace: str, name: str) -> None:
     _passed_once.discard((namespace, name))
     with _upgrade_lock:
         _upgrade_waiters.pop((namespace, name), None)
+        om.UPGRADE_WAITING.set(len(_upgrade_waiters))
 
 
 # Operator upgrades (reconcile.upgrade_rollouts): the InferenceServices whose upgrade rollout waits, oldest

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from tritonscale import handlers
 from tritonscale.reconcile.inference_service import Outcome
@@ -53,6 +54,8 @@ def test_the_end_of_a_rollout_wakes_the_oldest_waiter_only(fleet) -> None:
     for name in ("b", "a", "c"):  # their resume passes, in this order: all wait
         handlers.reconcile_inference_service(body={"metadata": {"name": name, "namespace": "prod", "uid": name}})
     assert list(handlers._upgrade_waiters) == [("prod", "b"), ("prod", "a"), ("prod", "c")]
+    # the operator's /metrics: the upgrade's progress
+    assert REGISTRY.get_sample_value("tritonscale_upgrade_waiting_fleets") == 3
     _event(_deployment("busy", rolling=True), type_=None)  # listed rolling
     fleet.passes.clear()
     fleet.waits = {"a", "c"}  # b's next pass is admitted
@@ -60,6 +63,7 @@ def test_the_end_of_a_rollout_wakes_the_oldest_waiter_only(fleet) -> None:
     # busy's own owner gets its pass too (its child changed); of the waiters only b, which took the place
     assert fleet.passes == ["b", "busy"]
     assert list(handlers._upgrade_waiters) == [("prod", "a"), ("prod", "c")]
+    assert REGISTRY.get_sample_value("tritonscale_upgrade_waiting_fleets") == 2
 
 
 def test_a_waiter_still_waiting_lets_the_next_one_try(fleet) -> None:

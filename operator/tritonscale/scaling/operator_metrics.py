@@ -40,6 +40,10 @@ METRIC_FAILURES = Counter("tritonscale_metric_source_failures",
 # above 0 for its whole range after one failure, and read "failing" minutes after the source was back.
 METRIC_SOURCE_UP = Gauge("tritonscale_metric_source_up",
                          "1 if the autoscaler's last Prometheus query round for this URL answered, else 0", ("url",))
+# An upgrade's progress: fleets still to roll to the new pod template (reconcile.upgrade_rollouts)
+UPGRADE_WAITING = Gauge("tritonscale_upgrade_waiting_fleets",
+                        "InferenceServices whose new pod template from an operator upgrade waits for other "
+                        "fleets' rollouts (--max-upgrade-rollouts)")
 
 
 def source_checked(url: str, ok: bool) -> None:
