@@ -23,7 +23,6 @@ from tritonscale.api import status as st
 from tritonscale.api.spec import GROUP, KIND, LABEL, PLURAL, VERSION
 from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, namespace_terminating
 from tritonscale.reconcile.inference_service import UPGRADES, reconcile, still_there
-from tritonscale.reconcile.upgrade_rollouts import holds_a_place
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
 from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot, allowed_by, shown_url
@@ -180,27 +179,10 @@ def _forget_passes(namespace: str, name: str) -> None:
 
 
 # Operator upgrades (reconcile.upgrade_rollouts): the InferenceServices whose upgrade rollout waits, oldest
-# first, and the child Deployments last seen rolling out. When one of these ends its rollout (or goes), the
+# first. When one of the operator's Deployments gives up its place at the gate (``UPGRADES.observe``), the
 # oldest waiters get a pass -- not Kopf's retries of a handler, which log an ERROR line at each.
 _upgrade_waiters: dict[tuple[str, str], None] = {}
-_rolling: set[tuple[str, str]] = set()
 _upgrade_lock = threading.Lock()
-
-
-def rollout_ended(body: Any, namespace: str, type_: str | None) -> bool:
-    """Records whether the child Deployment ``body`` holds a place at the upgrade gate (rolling out:
-    ``upgrade_rollouts.holds_a_place``); True when one seen before no longer does (every pod of the new
-    template, paused, stuck from before the upgrade, or the Deployment deleted)."""
-    key = (namespace, str((body.get("metadata") or {}).get("name")))
-    updating = type_ != "DELETED" and holds_a_place(body, UPGRADES.version)
-    with _upgrade_lock:
-        if updating:
-            _rolling.add(key)
-            return False
-        if key in _rolling:
-            _rolling.discard(key)
-            return True
-        return False
 
 
 def _wake_upgrade_waiters() -> None:
@@ -275,7 +257,7 @@ def child_changed(body: kopf.Body, namespace: str | None, resource: Any = None, 
     if not owner or not namespace:  # every child is namespaced
         return
     kind = getattr(resource, "kind", None) or body.get("kind")
-    if kind == "Deployment" and rollout_ended(body, namespace, type) and _upgrade_waiters:
+    if kind == "Deployment" and UPGRADES.observe(body, deleted=type == "DELETED") and _upgrade_waiters:
         _wake_upgrade_waiters()
     if type is None and (namespace, owner) not in _passed_once:
         return

@@ -110,53 +110,93 @@ class FakeLister:
 
 
 def test_the_gate_admits_below_the_limit_and_names_what_it_waits_for():
-    busy = [_dep("a", "x", replicas=3, updated=1), _dep("a", "y", generation=5, observed=4)]
+    busy = [_dep("a", "x", replicas=3, updated=1), _dep("a", "y", generation=5, observed=4), _dep("a", "z")]
+    assert UpgradeGate(max_rollouts=3).admit(FakeLister({None: busy}), "a", "z", 2, now=0.0) == []
+    assert UpgradeGate(max_rollouts=2).admit(FakeLister({None: busy}), "a", "z", 2, now=0.0) == ["a/x", "a/y"]
+    # its own rollout does not count
+    assert UpgradeGate(max_rollouts=2).admit(FakeLister({None: busy}), "a", "x", 2, now=0.0) == []
     kube = FakeLister({None: busy})
-    with UpgradeGate(max_rollouts=3).admit(kube, "a", "z") as waiting:
-        assert waiting == []                     # two rolling, three allowed
-    with UpgradeGate(max_rollouts=2).admit(kube, "a", "z") as waiting:
-        assert waiting == ["a/x", "a/y"]
-    with UpgradeGate(max_rollouts=2).admit(kube, "a", "x") as waiting:
-        assert waiting == []                     # its own rollout does not count
-    assert kube.calls[0] == (None, "app.kubernetes.io/managed-by=tritonscale")  # cluster-wide, ours only
+    UpgradeGate().admit(kube, "a", "z", 2, now=0.0)
+    assert kube.calls == [(None, "app.kubernetes.io/managed-by=tritonscale")]  # cluster-wide, ours only
 
 
 def test_no_limit_lists_nothing():
     kube = FakeLister({})
-    with UpgradeGate(max_rollouts=0).admit(kube, "a", "z") as waiting:
-        assert waiting == []
+    assert UpgradeGate(max_rollouts=0).admit(kube, "a", "z", 1) == []
     assert kube.calls == []
 
 
 def test_a_namespaced_operator_lists_each_watched_namespace():
     kube = FakeLister({"a": [_dep("a", "x", replicas=3, updated=1)], "b": []})
-    with UpgradeGate(max_rollouts=1, namespaces=("a", "b")).admit(kube, "b", "z") as waiting:
-        assert waiting == ["a/x"]
+    assert UpgradeGate(max_rollouts=1, namespaces=("a", "b")).admit(kube, "b", "z", 1, now=0.0) == ["a/x"]
     assert [ns for ns, _ in kube.calls] == ["a", "b"]
 
 
-def test_the_gate_holds_its_lock_while_the_admitted_pass_writes():
-    """A second pass lists only once the first has written its Deployment (the block ends), so it sees
-    that rollout and cannot take the same place."""
+def test_after_the_first_list_the_watch_keeps_the_count():
+    """One list, then events: 1,000 waiting fleets made 1,000 lists of every Deployment at a restart."""
+    kube = FakeLister({None: [_dep("a", "x", replicas=3, updated=1)]})
     gate = UpgradeGate(max_rollouts=1)
-    written: list[dict[str, Any]] = []
+    assert gate.admit(kube, "a", "z", 1, now=0.0) == ["a/x"]
+    assert gate.observe(_dep("a", "x")) is True                 # x's rollout ended: a place is free
+    assert gate.admit(kube, "a", "z", 1, now=1.0) == []         # z takes it
+    assert gate.admit(kube, "a", "w", 1, now=2.0) == ["a/z"]    # z holds it before its write's event
+    assert len(kube.calls) == 1
+
+
+def test_an_admitted_rollout_holds_its_place_until_the_watch_shows_its_write():
+    gate = UpgradeGate(max_rollouts=1)
     kube = FakeLister({})
-    kube.list_deployments = lambda ns, sel: list(written)  # type: ignore[method-assign]
-    inside, second = threading.Event(), []
+    assert gate.admit(kube, "a", "z", 4, now=0.0) == []         # the write takes z to generation 5
+    assert gate.observe(_dep("a", "z", generation=4, observed=4)) is False  # an event from before the write
+    assert gate.admit(kube, "a", "w", 1, now=1.0) == ["a/z"]
+    assert gate.observe(_dep("a", "z", generation=5, observed=4)) is False  # the write: rolling
+    assert gate.admit(kube, "a", "w", 1, now=2.0) == ["a/z"]
+    assert gate.observe(_dep("a", "z", generation=5, observed=5)) is True   # done
+    assert gate.admit(kube, "a", "w", 1, now=3.0) == []
 
-    def other() -> None:
-        with gate.admit(kube, "a", "two") as waiting:
-            second.append(waiting)
 
-    with gate.admit(kube, "a", "one") as waiting:
-        assert waiting == []
-        t = threading.Thread(target=other)
+def test_an_admission_the_watch_never_confirms_lets_go():
+    gate = UpgradeGate(max_rollouts=1)
+    kube = FakeLister({})
+    assert gate.admit(kube, "a", "z", 1, now=0.0) == []         # its write failed: no event comes
+    assert gate.admit(kube, "a", "w", 1, now=ur.ADMITTED_TTL_S - 1) == ["a/z"]
+    assert gate.admit(kube, "a", "w", 1, now=ur.ADMITTED_TTL_S + 1) == []
+
+
+def test_a_deletion_ends_a_rollout_and_a_relist_forgets_one_the_watch_missed():
+    kube = FakeLister({None: [_dep("a", "x", replicas=3, updated=1), _dep("a", "y", replicas=3, updated=1)]})
+    gate = UpgradeGate(max_rollouts=1)
+    assert gate.admit(kube, "a", "z", 1, now=0.0) == ["a/x", "a/y"]
+    assert gate.observe(_dep("a", "x", replicas=3, updated=1), deleted=True) is True
+    kube.by_namespace = {None: []}                              # y went while the watch was down
+    assert gate.admit(kube, "a", "z", 1, now=ur.RELIST_S - 1) == ["a/y"]
+    assert gate.admit(kube, "a", "z", 1, now=ur.RELIST_S) == []
+
+
+def test_events_of_deployments_that_never_held_a_place_free_none():
+    gate = UpgradeGate()
+    assert gate.observe(_dep("a", "steady")) is False           # a scale, a pod ready: no rollout
+    assert gate.observe(_dep("a", "steady"), deleted=True) is False
+
+
+def test_two_passes_cannot_take_the_last_place():
+    """Passes of different InferenceServices run in Kopf's threads at once: the admission is recorded
+    under the lock that counts, so exactly one of many concurrent passes goes."""
+    gate = UpgradeGate(max_rollouts=1)
+    kube = FakeLister({})
+    results: dict[str, list[str]] = {}
+    start = threading.Barrier(8)
+
+    def ask(name: str) -> None:
+        start.wait()
+        results[name] = gate.admit(kube, "a", name, 1)
+
+    threads = [threading.Thread(target=ask, args=(f"f{i}",)) for i in range(8)]
+    for t in threads:
         t.start()
-        inside.wait(0.2)
-        assert second == []                      # blocked on the lock
-        written.append(_dep("a", "one", generation=3, observed=2))
-    t.join(5)
-    assert second == [["a/one"]]
+    for t in threads:
+        t.join(5)
+    assert sum(1 for waiting in results.values() if waiting == []) == 1
 
 
 def test_the_message_names_the_rollouts_and_the_limit():

@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 
 from tritonscale import handlers
 from tritonscale.reconcile.inference_service import Outcome
+from tritonscale.reconcile.upgrade_rollouts import UpgradeGate
 
 
 def _deployment(name: str, rolling: bool) -> dict[str, Any]:
@@ -37,11 +38,12 @@ def fleet(monkeypatch):
     monkeypatch.setattr(handlers, "_kube", Kube)
     monkeypatch.setattr(handlers, "_events_for", lambda body: None)
     monkeypatch.setattr(handlers, "reconcile", reconcile)
-    monkeypatch.setattr(handlers.UPGRADES, "max_rollouts", 1)
-    for store in (handlers._seen, handlers._passed_once, handlers._upgrade_waiters, handlers._rolling):
+    gate = UpgradeGate(max_rollouts=1)
+    monkeypatch.setattr(handlers, "UPGRADES", gate)
+    for store in (handlers._seen, handlers._passed_once, handlers._upgrade_waiters):
         store.clear()
     yield state
-    for store in (handlers._seen, handlers._passed_once, handlers._upgrade_waiters, handlers._rolling):
+    for store in (handlers._seen, handlers._passed_once, handlers._upgrade_waiters):
         store.clear()
 
 

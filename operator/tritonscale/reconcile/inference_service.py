@@ -11,7 +11,6 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -657,15 +656,14 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         dep_patch = next(p for c, _, p in writes if c["kind"] == "Deployment")
         upgrade = dep_live is not None and dep_patch is not None and upgrade_rollouts.is_upgrade(
             dep_live, dep_desired, __version__, spec_unchanged, writers(dep_live, dep_patch))
-        # An operator upgrade's new pod template waits for other fleets' rollouts (upgrade_rollouts): the
-        # gate's lock is held until the Deployment is written, so the next pass's count sees this one.
-        gate: AbstractContextManager[list[str]] = UPGRADES.admit(kube, ns, name) if upgrade else nullcontext([])
-        with gate as waiting:
-            if waiting:
-                outcome.upgrade_waits_for = waiting
-                _wait_for_upgrade(kube, body, spec, dep_live, waiting, event, now())
-                return outcome
-            deployment, template_written = _write_children(kube, body, writes, outcome, event, now)
+        # An operator upgrade's new pod template waits for other fleets' rollouts (upgrade_rollouts).
+        waiting = UPGRADES.admit(kube, ns, name, int(dep_live["metadata"].get("generation") or 0)) \
+            if upgrade and dep_live is not None else []
+        if waiting:
+            outcome.upgrade_waits_for = waiting
+            _wait_for_upgrade(kube, body, spec, dep_live, waiting, event, now())
+            return outcome
+        deployment, template_written = _write_children(kube, body, writes, outcome, event, now)
         # The Deployment as written and as it was before (two edits in a row: see configmaps_to_delete).
         _delete_unmounted_configmaps(kube, ns, name, meta["uid"], [dep_desired, *([dep_live] if dep_live else [])])
         _announce(outcome, template_written, event, ns, name, spec_unchanged=spec_unchanged)

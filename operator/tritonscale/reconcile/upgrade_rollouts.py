@@ -25,15 +25,15 @@ A pass is the upgrade's (``is_upgrade``) when all of these hold:
 * no other writer owns what the patch puts back (a ``kubectl edit`` undone is not deferred).
 
 While it waits the pass writes no child and says why in the ``UpgradePending`` condition. It is tried
-again when one of the operator's Deployments ends a rollout (``handlers.child_changed``: the oldest
+again when one of the operator's Deployments gives up its place (``handlers.child_changed``: the oldest
 waiters first), and at the periodic resync.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,6 +45,12 @@ from tritonscale.reconcile.diff import contains
 # One rollout at a time: room for one fleet's surge pods, and a rendering that breaks pods stops at the
 # first fleet it rolls (the module's docstring). 0 lifts the limit: every fleet rolls at once.
 DEFAULT_MAX_ROLLOUTS = 1
+# An admitted rollout the watch has not shown within this (its write failed, the watch is down) gives up
+# its place: far longer than a write's echo takes, short against a rollout.
+ADMITTED_TTL_S = 60.0
+# ... and it lists the Deployments again, when asked, once this old: a deletion the watch missed (it was
+# down, and a relist after it shows no DELETED event) would hold its place for good. The resync's period.
+RELIST_S = 300.0
 
 
 class DeploymentLister(Protocol):
@@ -103,26 +109,64 @@ def waiting_message(others: list[str], max_rollouts: int, version: str) -> str:
 @dataclass
 class UpgradeGate:
     """Admits an upgrade's rollout while fewer than ``max_rollouts`` of the operator's other Deployments
-    roll out. One per operator process (only the leader writes). The lock is held while the admitted
-    pass writes its Deployment, so that the next pass's list sees that rollout (its generation moves
-    on the write): two passes cannot both take the last place."""
+    hold a place (``holds_a_place``). One per operator process (only the leader writes).
+
+    It knows which Deployments hold a place as a controller's lister does: a list of the operator's
+    Deployments at its first question (and again after ``RELIST_S``), then the watch's events
+    (``observe``, from the handler the operator already has for its children). A list per question
+    cost a read of every Deployment per waiting fleet: 1,000 reads of 1,000 at a restart.
+
+    A rollout it admits holds its place from the admission (``_admitted``) until the watch shows that
+    write (its generation), so that two passes cannot both take the last place between a write and its
+    event. An admission the watch never confirms (the write failed) lets go after ``ADMITTED_TTL_S``."""
 
     max_rollouts: int = DEFAULT_MAX_ROLLOUTS
     namespaces: tuple[str, ...] = ()  # empty: cluster-wide
     version: str = __version__  # this operator's (``RENDERED_BY``)
     selector: str = "app.kubernetes.io/managed-by=tritonscale"
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _holding: set[str] = field(default_factory=set, repr=False)
+    _admitted: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)  # ref -> (generation, when)
+    _listed_at: float | None = field(default=None, repr=False)
 
-    @contextmanager
-    def admit(self, kube: DeploymentLister, namespace: str, name: str) -> Iterator[list[str]]:
-        """Yields [] to go ahead (write the Deployment inside the block), or the Deployments rolling out
-        that make this one wait."""
-        if self.max_rollouts <= 0:
-            yield []
-            return
+    def observe(self, deployment: Mapping[str, Any], deleted: bool = False) -> bool:
+        """A watch event of one of the operator's Deployments. True when it gave up a place it held
+        (its rollout ended, it was paused, or it went): a waiting fleet may go now."""
+        key = ref(deployment)
+        generation = int((deployment.get("metadata") or {}).get("generation") or 0)
+        holds = not deleted and holds_a_place(deployment, self.version)
         with self._lock:
-            deployments: list[dict[str, Any]] = []
-            for ns in self.namespaces or (None,):
-                deployments += kube.list_deployments(ns, self.selector)
-            others = rolling(deployments, f"{namespace}/{name}", self.version)
-            yield others if len(others) >= self.max_rollouts else []
+            admitted = self._admitted.get(key)
+            if admitted is not None and (deleted or generation >= admitted[0]):
+                del self._admitted[key]  # the watch has caught up with the admitted write
+            else:
+                admitted = None
+            held = key in self._holding or admitted is not None
+            if holds:
+                self._holding.add(key)
+            else:
+                self._holding.discard(key)
+            return held and not holds and key not in self._admitted
+
+    def admit(self, kube: DeploymentLister, namespace: str, name: str, generation: int,
+              now: float | None = None) -> list[str]:
+        """[] to go ahead -- the caller then writes the Deployment, now at ``generation``, and this
+        rollout holds its place from here -- or the Deployments holding the places, to wait."""
+        if self.max_rollouts <= 0:
+            return []
+        now = time.monotonic() if now is None else now
+        me = f"{namespace}/{name}"
+        with self._lock:
+            if self._listed_at is None or now - self._listed_at >= RELIST_S:  # then the watch's events
+                holding: set[str] = set()
+                for ns in self.namespaces or (None,):
+                    holding |= {ref(d) for d in kube.list_deployments(ns, self.selector)
+                                if holds_a_place(d, self.version)}
+                self._holding, self._listed_at = holding, now
+            for key in [k for k, (_, when) in self._admitted.items() if now - when > ADMITTED_TTL_S]:
+                del self._admitted[key]
+            others = sorted((self._holding | set(self._admitted)) - {me})
+            if len(others) >= self.max_rollouts:
+                return others
+            self._admitted[me] = (generation + 1, now)  # a write of the template moves the generation on
+            return []
