@@ -9,17 +9,20 @@ template out of date for specs nobody changed, and rolls them back in one at a t
 
 from __future__ import annotations
 
+import shlex
 import threading
 import time
+from pathlib import Path
 
 import kubernetes
 
-from support.cluster import sample, wait_for
+from support.cluster import run_tool, sample, wait_for
 from tritonscale import __version__
 from tritonscale.api import status as st
 from tritonscale.api.spec import GROUP, PLURAL, RENDERED_BY_ANNOTATION, VERSION
 from tritonscale.kube.client import FIELD_MANAGER
 
+CHART = Path(__file__).resolve().parents[2] / "charts" / "tritonscale"
 NAMES = ("alpha", "beta", "gamma")
 FLAG = "--grpc-max-connection-age="
 
@@ -47,7 +50,15 @@ class RolloutSampler(threading.Thread):
             self.stop_flag.wait(0.05)
 
 
-def test_an_upgrade_rolls_the_fleets_one_at_a_time(api_client, namespace, models_claim, node, start_operator):
+def _notes_command() -> list[str]:
+    """The chart's NOTES command that lists the fleets an upgrade still makes wait."""
+    notes = run_tool("helm", "install", "t", str(CHART), "--dry-run=client").stdout
+    line = next(x.strip() for x in notes.splitlines() if "UpgradePending" in x and x.strip().startswith("kubectl"))
+    return shlex.split(line)
+
+
+def test_an_upgrade_rolls_the_fleets_one_at_a_time(api_client, control_plane, namespace, models_claim, node,
+                                                   start_operator):
     ns = namespace
     apps, custom = kubernetes.client.AppsV1Api(api_client), kubernetes.client.CustomObjectsApi(api_client)
     core = kubernetes.client.CoreV1Api(api_client)
@@ -111,4 +122,9 @@ def test_an_upgrade_rolls_the_fleets_one_at_a_time(api_client, namespace, models
         obj = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
         cond = next(c for c in obj["status"]["conditions"] if c["type"] == st.UPGRADE_PENDING)
         assert (cond["status"], cond["reason"]) == ("False", "RollingOut"), cond
+    # The chart's NOTES command shows it: False for the two that waited, nothing for the first.
+    cmd = _notes_command()
+    table = run_tool(cmd[0], "--kubeconfig", str(control_plane.kubeconfig), *cmd[1:]).stdout
+    rows = {r.split()[1]: r.split()[2] for r in table.splitlines()[1:] if r.split()[0] == ns}
+    assert rows == {n: "False" if n in waited else "<none>" for n in NAMES}, table
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
