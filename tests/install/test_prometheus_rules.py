@@ -22,7 +22,7 @@ from tritonscale.sandbox.prometheus_server import find_prometheus
 RULES = CHART / "files" / "prometheus-rules.yaml"
 TESTS = Path(__file__).with_name("prometheus-rules.test.yaml")
 ALERTS = ["TritonscaleOperatorAbsent", "TritonscaleLatencyAboveTarget", "TritonscaleAtMaxReplicas",
-          "TritonscaleBelowWarmFloor", "TritonscaleMetricsFailing"]
+          "TritonscaleBelowWarmFloor", "TritonscaleMetricsFailing", "TritonscaleUpgradeStalled"]
 
 
 def _promtool() -> str:
@@ -46,7 +46,7 @@ def _file_rules() -> list[dict[str, Any]]:
 
 
 def test_promtool_accepts_the_rules():
-    assert "SUCCESS: 5 rules found" in _run("check", "rules", str(RULES))
+    assert "SUCCESS: 6 rules found" in _run("check", "rules", str(RULES))
 
 
 def test_the_rules_unit_tests_pass():
@@ -87,7 +87,7 @@ def test_the_prometheus_rule_names_the_charts_operator_job(tmp_path):
     assert rules[0]["expr"] == f'absent(tritonscale_leader{{job="{job}"}} == 1)'
     # Prometheus takes the rendered groups as a rule file
     (tmp_path / "rendered.yaml").write_text(yaml.safe_dump(rule["spec"]))
-    assert "SUCCESS: 5 rules found" in _run("check", "rules", str(tmp_path / "rendered.yaml"))
+    assert "SUCCESS: 6 rules found" in _run("check", "rules", str(tmp_path / "rendered.yaml"))
 
 
 def test_the_prometheus_rule_takes_labels_a_job_and_leaves_alerts_out(tmp_path):
@@ -103,7 +103,7 @@ def test_the_prometheus_rule_takes_labels_a_job_and_leaves_alerts_out(tmp_path):
     assert all(r["labels"] == {"team": "ml-platform", "severity": "page"} for r in rules)
     assert rules[0]["expr"] == 'absent(tritonscale_leader{job="ops/tritonscale \\"a\\""} == 1)'  # escaped
     (tmp_path / "rendered.yaml").write_text(yaml.safe_dump(rule["spec"]))
-    assert "SUCCESS: 4 rules found" in _run("check", "rules", str(tmp_path / "rendered.yaml"))
+    assert "SUCCESS: 5 rules found" in _run("check", "rules", str(tmp_path / "rendered.yaml"))
 
 
 def test_an_unknown_alert_to_leave_out_is_refused(tmp_path):
