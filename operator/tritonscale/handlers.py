@@ -186,17 +186,15 @@ _upgrade_lock = threading.Lock()
 
 
 def _wake_upgrade_waiters() -> None:
-    """A pass for the oldest waiting upgrades, until as many have left the waiters as the gate has places
-    (admitted, or no longer an upgrade's): the rest wait for the next rollout to end, or the resync."""
+    """A pass for the oldest waiting upgrades while the gate has a place free: each admitted one takes a
+    place, and one that no longer waits for another reason (its spec was edited) leaves the next its
+    turn. The rest wait for the next place to be given up, or the resync."""
     with _upgrade_lock:
         waiters = list(_upgrade_waiters)
-    gone = 0
     for namespace, name in waiters:
-        _reconcile_owner(namespace, name)
-        with _upgrade_lock:
-            gone += (namespace, name) not in _upgrade_waiters
-        if gone >= max(1, UPGRADES.max_rollouts):
+        if not UPGRADES.has_room():
             return
+        _reconcile_owner(namespace, name)
 
 
 def _reconcile_owner(namespace: str, name: str) -> None:

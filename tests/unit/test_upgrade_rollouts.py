@@ -208,3 +208,11 @@ def test_the_message_names_the_rollouts_and_the_limit():
 def test_the_cli_default_is_the_modules():
     args = build_parser().parse_args(["run"])
     assert args.max_upgrade_rollouts == ur.DEFAULT_MAX_ROLLOUTS
+
+
+def test_has_room_counts_what_the_gate_knows():
+    gate = UpgradeGate(max_rollouts=1)
+    assert gate.has_room()                                        # nothing known held
+    assert gate.admit(FakeLister({}), "a", "z", 1, now=0.0) == []
+    assert not gate.has_room()                                    # z's admission holds the place
+    assert UpgradeGate(max_rollouts=0).has_room()                 # no limit

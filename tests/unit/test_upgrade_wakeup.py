@@ -15,6 +15,11 @@ from tritonscale.reconcile.inference_service import Outcome
 from tritonscale.reconcile.upgrade_rollouts import UpgradeGate
 
 
+class NoList:
+    def list_deployments(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
+        return []
+
+
 def _deployment(name: str, rolling: bool) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "prod", "generation": 2, "resourceVersion": "1",
                          "labels": {handlers.LABEL: name}},
@@ -24,7 +29,8 @@ def _deployment(name: str, rolling: bool) -> dict[str, Any]:
 @pytest.fixture
 def fleet(monkeypatch):
     """Passes by name; ``state.waits`` is the set of names whose pass waits (the gate is full)."""
-    state = SimpleNamespace(passes=[], waits=set())
+    state = SimpleNamespace(passes=[], waits=set(), upgrades=set())
+    gate = UpgradeGate(max_rollouts=1)
 
     class Kube:
         def get_inference_service(self, namespace: str, name: str) -> dict[str, Any]:
@@ -33,12 +39,15 @@ def fleet(monkeypatch):
     def reconcile(_kube: Any, owner: dict[str, Any], _events: Any) -> Outcome:
         name = owner["metadata"]["name"]
         state.passes.append(name)
-        return Outcome(valid=True, upgrade_waits_for=["prod/busy"] if name in state.waits else [])
+        if name in state.waits:
+            return Outcome(valid=True, upgrade_waits_for=["prod/busy"])
+        if name in state.upgrades:  # its upgrade admitted: it takes a place, as the reconciler's pass does
+            assert gate.admit(NoList(), "prod", name, 1) == []
+        return Outcome(valid=True)
 
     monkeypatch.setattr(handlers, "_kube", Kube)
     monkeypatch.setattr(handlers, "_events_for", lambda body: None)
     monkeypatch.setattr(handlers, "reconcile", reconcile)
-    gate = UpgradeGate(max_rollouts=1)
     monkeypatch.setattr(handlers, "UPGRADES", gate)
     for store in (handlers._seen, handlers._passed_once, handlers._upgrade_waiters):
         store.clear()
@@ -60,7 +69,7 @@ def test_the_end_of_a_rollout_wakes_the_oldest_waiter_only(fleet) -> None:
     assert REGISTRY.get_sample_value("tritonscale_upgrade_waiting_fleets") == 3
     _event(_deployment("busy", rolling=True), type_=None)  # listed rolling
     fleet.passes.clear()
-    fleet.waits = {"a", "c"}  # b's next pass is admitted
+    fleet.waits, fleet.upgrades = {"a", "c"}, {"b"}  # b's next pass is admitted
     _event(_deployment("busy", rolling=False))  # its rollout ends
     # busy's own owner gets its pass too (its child changed); of the waiters only b, which took the place
     assert fleet.passes == ["b", "busy"]
@@ -68,18 +77,18 @@ def test_the_end_of_a_rollout_wakes_the_oldest_waiter_only(fleet) -> None:
     assert REGISTRY.get_sample_value("tritonscale_upgrade_waiting_fleets") == 2
 
 
-def test_a_waiter_still_waiting_lets_the_next_one_try(fleet) -> None:
-    """A waiter whose pass still waits (another fleet's spec edit took the place meanwhile) does not use
-    the place up: the next is tried, until one leaves the waiters."""
-    fleet.waits = {"a", "b"}
-    for name in ("a", "b"):
+def test_a_waiter_that_leaves_for_another_reason_gives_the_next_its_turn(fleet) -> None:
+    """a's spec was edited meanwhile: its pass rolls it at once, not through the gate, so the place is
+    still free and b, the next, takes it; c waits for the next place."""
+    fleet.waits = {"a", "b", "c"}
+    for name in ("a", "b", "c"):
         handlers.reconcile_inference_service(body={"metadata": {"name": name, "namespace": "prod", "uid": name}})
     _event(_deployment("busy", rolling=True), type_=None)
     fleet.passes.clear()
-    fleet.waits = {"a"}
+    fleet.waits, fleet.upgrades = {"c"}, {"b"}
     _event(_deployment("busy", rolling=False))
     assert fleet.passes == ["a", "b", "busy"]
-    assert list(handlers._upgrade_waiters) == [("prod", "a")]
+    assert list(handlers._upgrade_waiters) == [("prod", "c")]
 
 
 def test_no_wakeup_without_a_rollout_seen_to_end(fleet) -> None:

@@ -148,6 +148,12 @@ class UpgradeGate:
                 self._holding.discard(key)
             return held and not holds and key not in self._admitted
 
+    def has_room(self) -> bool:
+        """Whether a place is free, by what the gate knows now (no list: before its first question it
+        knows nothing held, and that question lists)."""
+        with self._lock:
+            return self.max_rollouts <= 0 or len(self._holding | set(self._admitted)) < self.max_rollouts
+
     def admit(self, kube: DeploymentLister, namespace: str, name: str, generation: int,
               now: float | None = None) -> list[str]:
         """[] to go ahead -- the caller then writes the Deployment, now at ``generation``, and this
