@@ -388,6 +388,21 @@ def test_tick_writes_the_spec_values_first_then_the_tuners_change() -> None:
         ("BreachRelief", "1970-01-01T00:16:40Z", "tuner")
 
 
+def test_the_tuner_holds_while_an_operator_upgrade_waits_to_roll() -> None:
+    """The fleet's next pod template waits for other fleets' rollouts (UpgradePending): a change now would
+    wait with it, and status.batching would say the pods serve settings they do not."""
+    spec = _spec({"enabled": True})
+    policy = bs.with_settings(Policy(target_p95_ms=TIGHT, max_batch_size=16), Settings(100_000, ()))
+    obs = Observation("ok", p95_ms=140.0, rps=200.0)
+    pending = {"conditions": [{"type": "UpgradePending", "status": "True", "reason": "WaitingForRollouts",
+                               "message": "", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}
+    held = bs.tune_tick(spec, pending, obs, _decision(200.0), policy, 2, DEPLOY_DONE, 1000.0)
+    assert held is not None and not held.changed and held.reason == "Rollout"
+    done = {"conditions": [{**pending["conditions"][0], "status": "False", "reason": "RollingOut"}]}
+    changed = bs.tune_tick(spec, done, obs, _decision(200.0), policy, 2, DEPLOY_DONE, 1000.0)
+    assert changed is not None and changed.changed and changed.reason == "BreachRelief"
+
+
 def test_before_any_change_status_shows_the_spec_values() -> None:
     spec = _spec({"enabled": True})
     obs = Observation("ok", p95_ms=None, rps=0.0)
