@@ -14,7 +14,7 @@ from tritonscale import __version__
 from tritonscale.api.spec import RENDERED_BY_ANNOTATION
 from tritonscale.cli import build_parser
 from tritonscale.reconcile import upgrade_rollouts as ur
-from tritonscale.reconcile.upgrade_rollouts import UpgradeGate, is_upgrade, rolling
+from tritonscale.reconcile.upgrade_rollouts import UpgradeGate, holds_a_place, is_upgrade
 
 
 def _doc() -> dict[str, Any]:
@@ -78,15 +78,18 @@ def _dep(ns: str, name: str, generation: int = 2, observed: int = 2, replicas: i
     return dep
 
 
-def test_rolling_counts_templates_rolling_out_besides_ones_own():
+def _holding(deps: list[dict[str, Any]]) -> list[str]:
+    return [ur.ref(d) for d in deps if holds_a_place(d, __version__)]
+
+
+def test_a_template_rolling_out_holds_a_place():
     deps = [
         _dep("a", "done"),
         _dep("a", "old-pods", replicas=3, updated=1),        # pods of an earlier template remain
         _dep("b", "just-written", generation=3, observed=2),  # the controller has not acted on the write
-        _dep("b", "me", replicas=3, updated=1),
         _dep("b", "scaling-up", replicas=4, updated=4),       # a scale-up makes pods of the current template
     ]
-    assert rolling(deps, "b/me", __version__) == ["a/old-pods", "b/just-written"]
+    assert _holding(deps) == ["a/old-pods", "b/just-written"]
 
 
 def test_a_paused_rollout_and_one_stuck_from_before_the_upgrade_hold_no_place():
@@ -96,7 +99,7 @@ def test_a_paused_rollout_and_one_stuck_from_before_the_upgrade_hold_no_place():
         _dep("a", "broken-by-this-version", replicas=3, updated=1, stuck=True),  # the upgrade stops here
         _dep("a", "rolling-older", replicas=3, updated=1, version="0.1.0"),  # a spec edit under the old one
     ]
-    assert rolling(deps, "a/me", __version__) == ["a/broken-by-this-version", "a/rolling-older"]
+    assert _holding(deps) == ["a/broken-by-this-version", "a/rolling-older"]
 
 
 class FakeLister:

@@ -93,11 +93,6 @@ def holds_a_place(deployment: Mapping[str, Any], version: str) -> bool:
     return rollout.stalled is None or rendered_by(deployment) == version
 
 
-def rolling(deployments: list[dict[str, Any]], besides: str, version: str) -> list[str]:
-    """The Deployments (``namespace/name``) other than ``besides`` that hold a place (``holds_a_place``)."""
-    return sorted(ref(d) for d in deployments if ref(d) != besides and holds_a_place(d, version))
-
-
 def waiting_message(others: list[str], max_rollouts: int, version: str) -> str:
     shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
     return (f"the operator's new version ({version}) renders another pod template for this unchanged spec; it "
