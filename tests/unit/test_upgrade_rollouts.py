@@ -217,5 +217,7 @@ def test_has_room_counts_what_the_gate_knows():
     gate = UpgradeGate(max_rollouts=1)
     assert gate.has_room()                                        # nothing known held
     assert gate.admit(FakeLister({}), "a", "z", 1, now=0.0) == []
-    assert not gate.has_room()                                    # z's admission holds the place
+    assert not gate.has_room(now=1.0)                             # z's admission holds the place
     assert UpgradeGate(max_rollouts=0).has_room()                 # no limit
+    # an admission past its TTL holds no place here either, as in admit (the wake-up asks this first)
+    assert gate.has_room(now=ur.ADMITTED_TTL_S + 1)

@@ -301,8 +301,8 @@ class Kube:
     def list_deployments(self, namespace: str | None, label_selector: str) -> list[dict[str, Any]]:
         """Deployments matching ``label_selector`` in ``namespace`` (None: every namespace), as the API's
         JSON. A consistent list, not the watch cache's: the upgrade gate (``reconcile.upgrade_rollouts``)
-        must see the Deployment its last admitted pass just wrote. Listed only by a pass that would roll a
-        fleet for an operator upgrade."""
+        replaces what it knows with it, at its first question and every few minutes after (its admissions
+        cover the writes a list may predate)."""
         if namespace is None:
             resp = self.apps.list_deployment_for_all_namespaces(label_selector=label_selector, _preload_content=False)
         else:

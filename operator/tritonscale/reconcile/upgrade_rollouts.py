@@ -41,6 +41,7 @@ from tritonscale import __version__
 from tritonscale.api import status as st
 from tritonscale.api.spec import RENDERED_BY_ANNOTATION as RENDERED_BY
 from tritonscale.reconcile.diff import contains
+from tritonscale.render.kubernetes_objects import MANAGED_BY, labels
 
 # One rollout at a time: room for one fleet's surge pods, and a rendering that breaks pods stops at the
 # first fleet it rolls (the module's docstring). 0 lifts the limit: every fleet rolls at once.
@@ -118,7 +119,7 @@ class UpgradeGate:
     max_rollouts: int = DEFAULT_MAX_ROLLOUTS
     namespaces: tuple[str, ...] = ()  # empty: cluster-wide
     version: str = __version__  # this operator's (``RENDERED_BY``)
-    selector: str = "app.kubernetes.io/managed-by=tritonscale"
+    selector: str = f"{MANAGED_BY}={labels('')[MANAGED_BY]}"  # the operator's own Deployments
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _holding: set[str] = field(default_factory=set, repr=False)
     _admitted: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)  # ref -> (generation, when)
@@ -143,11 +144,18 @@ class UpgradeGate:
                 self._holding.discard(key)
             return held and not holds and key not in self._admitted
 
-    def has_room(self) -> bool:
+    def _taken(self, now: float) -> set[str]:
+        """The places held now (under the lock): the watch's, and the admissions not yet past their TTL."""
+        for key in [k for k, (_, when) in self._admitted.items() if now - when > ADMITTED_TTL_S]:
+            del self._admitted[key]
+        return self._holding | set(self._admitted)
+
+    def has_room(self, now: float | None = None) -> bool:
         """Whether a place is free, by what the gate knows now (no list: before its first question it
         knows nothing held, and that question lists)."""
         with self._lock:
-            return self.max_rollouts <= 0 or len(self._holding | set(self._admitted)) < self.max_rollouts
+            taken = self._taken(time.monotonic() if now is None else now)
+            return self.max_rollouts <= 0 or len(taken) < self.max_rollouts
 
     def admit(self, kube: DeploymentLister, namespace: str, name: str, generation: int,
               now: float | None = None) -> list[str]:
@@ -164,9 +172,7 @@ class UpgradeGate:
                     holding |= {ref(d) for d in kube.list_deployments(ns, self.selector)
                                 if holds_a_place(d, self.version)}
                 self._holding, self._listed_at = holding, now
-            for key in [k for k, (_, when) in self._admitted.items() if now - when > ADMITTED_TTL_S]:
-                del self._admitted[key]
-            others = sorted((self._holding | set(self._admitted)) - {me})
+            others = sorted(self._taken(now) - {me})
             if len(others) >= self.max_rollouts:
                 return others
             self._admitted[me] = (generation + 1, now)  # a write of the template moves the generation on

@@ -10,8 +10,8 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
 * rps: ``sum(rate(nv_inference_request_success[60s]))`` -- completions per second.
 * queue_ms: ``sum(rate(queue_duration_us)) / sum(rate(success))`` -- mean queue time of the
   requests completed in the window.
-* pending: ``sum(nv_inference_pending_request_count)`` at the scrape; pending_min, pending_max: its ``min`` and ``max``
-  (the least-queued pod's).
+* pending: ``sum(nv_inference_pending_request_count)`` at the scrape; pending_min, pending_max: its
+  ``min`` and ``max`` (the least- and the most-queued pod's).
 * failed_rps: ``sum(rate(nv_inference_request_failure[60s]))`` -- requests the queue
   policy rejected (they never enter the latency summary, rps or queue time).
 * recent_rps: ``sum(irate(success[60s]) + irate(failure[60s]))`` -- requests out of the
