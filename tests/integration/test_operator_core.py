@@ -582,6 +582,9 @@ def test_an_edit_is_checked_as_a_create_is(api_client, namespace, start_operator
         ("env", [{"name": "OMP_NUM_THREADS", "value": 4}], "spec.runtime.env[0].value"),
         ("tolerations", [{"key": "nvidia.com/gpu", "operator": "Exists", "tolerationSecond": 30}],
          "spec.runtime.tolerations[0].tolerationSecond"),
+        ("topologySpreadConstraints",
+         [{"maxSkew": 0, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}],
+         "spec.runtime.topologySpreadConstraints[0].maxSkew"),
     ]:
         k.patch("linear", {"spec": {"runtime": {key: value}}})
         generation = k.get("linear")["metadata"]["generation"]

@@ -279,6 +279,13 @@ def test_kopfs_retry_lines_are_said_once_a_minute_per_server_and_error() -> None
      "spec.runtime.resources.limits[cpu] (Deployment/x spec.template.spec.containers[0].resources.limits[cpu])"),
     ("spec.template.spec.tolerations[1].operator",
      "spec.runtime.tolerations[1].operator (Deployment/x spec.template.spec.tolerations[1].operator)"),
+    ("spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+     "spec.runtime.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms "
+     "(Deployment/x spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+     "nodeSelectorTerms)"),
+    ("spec.template.spec.topologySpreadConstraints[0].maxSkew", "spec.runtime.topologySpreadConstraints[0].maxSkew "
+                                                               "(Deployment/x spec.template.spec."
+                                                               "topologySpreadConstraints[0].maxSkew)"),
     # the pod template's labels and annotations, as the API server names them (no "metadata")
     ("spec.template.labels", "spec.runtime.podLabels (Deployment/x spec.template.labels)"),
     ("spec.template.annotations", "spec.runtime.podAnnotations (Deployment/x spec.template.annotations)"),

@@ -373,7 +373,29 @@ def test_extra_args_come_last_and_pod_options_apply() -> None:
 
 def test_pod_options_absent_when_unset() -> None:
     pod = children(BASE)["Deployment"]["spec"]["template"]["spec"]
-    assert not {"nodeSelector", "tolerations", "imagePullSecrets", "serviceAccountName"} & set(pod)
+    assert not {"nodeSelector", "tolerations", "imagePullSecrets", "serviceAccountName", "affinity",
+                "topologySpreadConstraints"} & set(pod)
+
+
+ZONES = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
+HOSTS = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"team": "search"}}, "matchLabelKeys": ["pod-template-hash"]}
+ANTI = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+    {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                                        "labelSelector": {"matchLabels": {LABEL: "linear"}}}}]}}
+
+
+def test_affinity_and_spread_constraints_reach_the_pods() -> None:
+    """A constraint without labelSelector spreads this fleet's pods (the scheduler counts only the pods a
+    constraint selects, and none without one); a constraint with its own selector is kept as written."""
+    doc = mutate(BASE, {"spec.runtime.affinity": ANTI, "spec.runtime.topologySpreadConstraints": [ZONES, HOSTS]})
+    dep = children(doc)["Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["affinity"] == ANTI
+    assert pod["topologySpreadConstraints"] == [{**ZONES, "labelSelector": dep["spec"]["selector"]}, HOSTS]
+    assert dep["spec"]["selector"] == {"matchLabels": {LABEL: "linear"}}
+    # the spec is not edited by rendering (the status and the recorded spec keep what the user wrote)
+    assert "labelSelector" not in doc["spec"]["runtime"]["topologySpreadConstraints"][0]
 
 
 # --- Service and PDB ----------------------------------------------------------------------------------

@@ -42,6 +42,15 @@ def _digest(body: dict) -> str:
     (("batching", "maxQueueDelayMicroseconds"), 5000, True),  # the tuner's knob: a batch costs the same
     (("scaling", "maxReplicas"), 8, True),
     (("runtime", "tolerations"), [{"key": "gpu", "operator": "Exists"}], True),
+    # node affinity can choose another GPU, as nodeSelector can; pod (anti-)affinity and spreading only place pods
+    (("runtime", "affinity"), {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-L4"]}]}]}}}, False),
+    (("runtime", "affinity"), {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}]}}, True),
+    (("runtime", "topologySpreadConstraints"),
+     [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}], True),
+    (("runtime", "affinity"), {}, True),  # unset: the field's arrival changed no service's digest
 ])
 def test_the_digest_follows_what_can_change_a_pods_speed(path, value, same) -> None:
     assert (_digest(_edited(path, value)) == _digest(Made().body)) is same

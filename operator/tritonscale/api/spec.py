@@ -444,6 +444,15 @@ class RuntimeSpec(_Model):
         "Annotations added to the Triton pods (e.g. sidecar.istio.io/inject). The InferenceService's own "
         "annotations are not copied. A change rolls the pods.", MAX_ANNOTATION_VALUE, _POD_ANNOTATIONS_RULES)
     tolerations: list[dict[str, Any]] = _free_form("Pod tolerations, e.g. for nvidia.com/gpu taints.", array=True)
+    affinity: dict[str, Any] = _free_form(
+        "Pod affinity (a Kubernetes Affinity: nodeAffinity, podAffinity, podAntiAffinity), e.g. node affinity "
+        "for a GPU product label. A change rolls the pods; a change of nodeAffinity also forgets the learned "
+        "model speed, as one of nodeSelector does.")
+    topology_spread_constraints: list[dict[str, Any]] = _free_form(
+        "Pod topologySpreadConstraints, e.g. {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, "
+        "whenUnsatisfiable: ScheduleAnyway} so the warm floor does not sit in one zone or on one node. A "
+        f"constraint without labelSelector is given the fleet's own ({LABEL}: NAME), so it counts this "
+        "InferenceService's pods. A change rolls the pods.", array=True)
     env: list[dict[str, Any]] = _free_form("Extra container env (Kubernetes EnvVar objects).", array=True)
     extra_args: list[str] = Field(
         default_factory=list, max_length=MAX_EXTRA_ARGS, description="Extra tritonserver flags, appended last. "

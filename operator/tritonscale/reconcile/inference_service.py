@@ -303,6 +303,8 @@ _SPEC_FIELDS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(a), b)
     (r"^spec\.template\.spec\.containers\[0\]\.image$", "spec.runtime.image"),
     (r"^spec\.template\.spec\.tolerations(.*)$", r"spec.runtime.tolerations\1"),
     (r"^spec\.template\.spec\.nodeSelector(.*)$", r"spec.runtime.nodeSelector\1"),
+    (r"^spec\.template\.spec\.affinity(.*)$", r"spec.runtime.affinity\1"),
+    (r"^spec\.template\.spec\.topologySpreadConstraints(.*)$", r"spec.runtime.topologySpreadConstraints\1"),
     (r"^spec\.template\.spec\.imagePullSecrets(.*)$", r"spec.runtime.imagePullSecrets\1"),
     (r"^spec\.template\.spec\.securityContext(.*)$", r"spec.runtime.securityContext\1"),
     # the API server names the template's labels and annotations without "metadata"

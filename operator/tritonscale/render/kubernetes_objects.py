@@ -204,7 +204,7 @@ def config_hash(config_pbtxt: str) -> str:
 # is not recorded (``spec_annotation``); the autoscaler reads it each tick (``decider.forget_model``).
 SERVING_ANNOTATION = "tritonscale.io/serving"
 # Runtime fields with no bearing on how fast a pod serves (scheduling and identity only).
-_NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext")
+_NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext", "topologySpreadConstraints")
 
 
 def serving_digest(spec: InferenceServiceSpec) -> str:
@@ -213,6 +213,11 @@ def serving_digest(spec: InferenceServiceSpec) -> str:
     selector, env, flags). The batcher's settings are left out: the tuner changes them, and a
     batch's cost does not depend on them."""
     runtime = {k: v for k, v in spec.runtime.model_dump(mode="json", by_alias=True).items() if k not in _NOT_SPEED}
+    # Node affinity can choose another GPU, as the node selector can; pod (anti-)affinity only places
+    # replicas. Kept out while unset, so the field's arrival changed no service's digest.
+    node_affinity = runtime.pop("affinity").get("nodeAffinity")
+    if node_affinity:
+        runtime["nodeAffinity"] = node_affinity
     text = json.dumps({"model": spec.model.model_dump(mode="json", by_alias=True), "runtime": runtime},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -375,6 +380,10 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         pod_spec["nodeSelector"] = dict(spec.runtime.node_selector)
     if spec.runtime.tolerations:
         pod_spec["tolerations"] = list(spec.runtime.tolerations)
+    if spec.runtime.affinity:
+        pod_spec["affinity"] = copy.deepcopy(spec.runtime.affinity)
+    if spec.runtime.topology_spread_constraints:
+        pod_spec["topologySpreadConstraints"] = spread_constraints(spec, name)
     if spec.runtime.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": s} for s in spec.runtime.image_pull_secrets]
     if spec.runtime.service_account_name:
@@ -402,6 +411,19 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
             },
         },
     }
+
+
+def spread_constraints(spec: InferenceServiceSpec, name: str) -> list[dict[str, Any]]:
+    """``runtime.topologySpreadConstraints``, each without a ``labelSelector`` given the Deployment's own
+    selector: the scheduler counts only the pods a constraint selects, and one without a selector
+    selects none, so it would spread nothing."""
+    out = []
+    for constraint in spec.runtime.topology_spread_constraints:
+        constraint = copy.deepcopy(constraint)
+        if constraint.get("labelSelector") is None:
+            constraint["labelSelector"] = {"matchLabels": {LABEL: name}}
+        out.append(constraint)
+    return out
 
 
 def build_service(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,70 @@
+"""``runtime.topologySpreadConstraints`` and ``runtime.affinity`` reach the real scheduler: the warm floor is
+spread across nodes as the spec asks, against the real control plane and the real operator process (a
+stand-in kubelet per Node marks the pods Ready; nothing runs).
+
+Each fleet also prefers one node (preferred node affinity, weight 100), which on its own draws every pod
+there: the control case shows it, so the spread case can fail."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import kubernetes
+
+from support.cluster import sample, wait_for
+from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
+
+FLOOR = 3
+SPREAD = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}
+
+
+def _prefer(node: str) -> dict:
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]}}
+
+
+def _fleet(ns: str, name: str, runtime: dict) -> dict:
+    body = sample(ns)
+    body["metadata"]["name"] = name
+    body["spec"]["model"]["name"] = "linear"
+    body["spec"]["scaling"].update({"minReplicas": FLOOR, "maxReplicas": FLOOR})
+    body["spec"]["runtime"].update(runtime)
+    return body
+
+
+def test_the_warm_floor_is_spread_as_the_spec_asks(api_client, namespace, models_claim, node, start_operator):
+    ns = namespace
+    core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    a, b = node().node, node().node
+
+    def placement(name: str) -> Counter:
+        pods = core.list_namespaced_pod(ns, label_selector=f"{LABEL}={name}").items
+        return Counter(p.spec.node_name for p in pods if not p.metadata.deletion_timestamp)
+
+    def ready(name: str) -> bool:
+        d = apps.read_namespaced_deployment(name, ns)
+        return (d.status.ready_replicas or 0) == FLOOR and sum(placement(name).values()) == FLOOR
+
+    start_operator()
+    # The control: the preference alone puts the whole floor on node a.
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _fleet(ns, "packed", {"affinity": _prefer(a)}))
+    wait_for(lambda: ready("packed"), 60, what="the packed fleet's floor ready")
+    assert placement("packed") == Counter({a: FLOOR}), placement("packed")
+
+    # The same preference and a constraint without labelSelector: the operator gives it the fleet's own, so
+    # the scheduler counts the fleet's pods per node and keeps them within one of each other.
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, _fleet(
+        ns, "spread", {"affinity": _prefer(a), "topologySpreadConstraints": [SPREAD]}))
+    wait_for(lambda: ready("spread"), 60, what="the spread fleet's floor ready")
+    assert placement("spread") == Counter({a: 2, b: 1}), placement("spread")
+    pod_spec = apps.read_namespaced_deployment("spread", ns).spec.template.spec
+    assert pod_spec.topology_spread_constraints[0].label_selector.match_labels == {LABEL: "spread"}
+
+    # Taking the constraint out of the spec takes it out of the pod template (and rolls the pods).
+    custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "spread",
+                                          {"spec": {"runtime": {"topologySpreadConstraints": None}}},
+                                          _content_type="application/merge-patch+json")
+    wait_for(lambda: not apps.read_namespaced_deployment("spread", ns).spec.template.spec.topology_spread_constraints,
+             30, what="the pod template without topologySpreadConstraints")
+    assert apps.read_namespaced_deployment("spread", ns).spec.template.spec.affinity.node_affinity is not None
