@@ -123,6 +123,7 @@ RULE_CASES: tuple[Case, ...] = (
     Case("autotune-starts-outside-its-sizes", {"batching.autoTune": {"enabled": True, "preferredBatchSizes": [8, 16]}},
          ("spec.batching.preferredBatchSizes",), ("must be one of batching.autoTune.preferredBatchSizes",)),
     Case("kubernetes-names-valid", {"runtime.serviceAccountName": "triton.reader",
+                                    "runtime.priorityClassName": "serving-high",
                                     "runtime.imagePullSecrets": ["regcred", "ngc.io-key"],
                                     "runtime.nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
                                                              "pool": "", "kubernetes.io/arch": "amd64"},
@@ -263,6 +264,8 @@ TYPE_CASES: tuple[Case, ...] = (
     # Kubernetes' name formats, refused at apply time rather than as a Deployment the API server refuses
     Case("service-account-uppercase", {"runtime.serviceAccountName": "Bad_Name"},
          ("spec.runtime.serviceAccountName",)),
+    Case("priority-class-uppercase", {"runtime.priorityClassName": "Serving_High"},
+         ("spec.runtime.priorityClassName",)),
     Case("pull-secret-bad", {"runtime.imagePullSecrets": ["regcred", "Reg Cred"]}, ("spec.runtime.imagePullSecrets",)),
     Case("node-selector-key-bad", {"runtime.nodeSelector": {"bad key!": "x"}}, ("spec.runtime.nodeSelector",)),
     Case("node-selector-value-bad", {"runtime.nodeSelector": {"nvidia.com/gpu.product": "A100 80GB"}},

@@ -357,6 +357,7 @@ def test_extra_args_come_last_and_pod_options_apply() -> None:
         "spec.runtime.tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
         "spec.runtime.imagePullSecrets": ["ngc"],
         "spec.runtime.serviceAccountName": "triton",
+        "spec.runtime.priorityClassName": "serving-high",
         "spec.runtime.env": [{"name": "AWS_REGION", "value": "eu-west-1"}],
     })
     dep = children(doc)["Deployment"]
@@ -368,13 +369,14 @@ def test_extra_args_come_last_and_pod_options_apply() -> None:
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists"}]
     assert pod["imagePullSecrets"] == [{"name": "ngc"}]
     assert pod["serviceAccountName"] == "triton"
+    assert pod["priorityClassName"] == "serving-high"
     assert c["env"] == fetch(dep)["env"] == [{"name": "AWS_REGION", "value": "eu-west-1"}]
 
 
 def test_pod_options_absent_when_unset() -> None:
     pod = children(BASE)["Deployment"]["spec"]["template"]["spec"]
     assert not {"nodeSelector", "tolerations", "imagePullSecrets", "serviceAccountName", "affinity",
-                "topologySpreadConstraints"} & set(pod)
+                "topologySpreadConstraints", "priorityClassName"} & set(pod)
 
 
 ZONES = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}

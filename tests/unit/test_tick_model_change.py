@@ -50,6 +50,7 @@ def _digest(body: dict) -> str:
         {"weight": 100, "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}]}}, True),
     (("runtime", "topologySpreadConstraints"),
      [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}], True),
+    (("runtime", "priorityClassName"), "serving-high", True),
     (("runtime", "affinity"), {}, True),  # unset: the field's arrival changed no service's digest
 ])
 def test_the_digest_follows_what_can_change_a_pods_speed(path, value, same) -> None:

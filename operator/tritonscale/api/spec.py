@@ -477,6 +477,13 @@ class RuntimeSpec(_Model):
         "Pod securityContext (a Kubernetes PodSecurityContext), over the default seccompProfile RuntimeDefault. "
         "A namespace at the restricted Pod Security level also wants runAsNonRoot: true, and NGC Triton images "
         "start as root: e.g. {runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000} (their triton-server user).")
+    priority_class_name: str | None = Field(
+        default=None, max_length=253, json_schema_extra=_SUBDOMAIN.schema(),
+        description="PriorityClass of the pods. With one above the cluster's batch work, the scheduler preempts "
+        "lower-priority pods for a replica that finds no free GPU, so a burst's scale-up and the warm floor are "
+        "not left Pending behind training jobs. A PriorityClass that does not exist leaves the pods uncreated "
+        "(Ready=False, PodsNotCreated). A change rolls the pods.",
+    )
     response_cache_bytes: int = Field(
         default=256 * 1024 * 1024, ge=1024 * 1024, le=JSON_INT_MAX,
         description="Size of Triton's local response cache, used when model.responseCache is true.",
@@ -509,9 +516,9 @@ class RuntimeSpec(_Model):
             raise ValueError(_IMAGE_SPACE_MESSAGE)
         return v
 
-    @field_validator("service_account_name")
+    @field_validator("service_account_name", "priority_class_name")
     @classmethod
-    def _service_account(cls, v: str | None) -> str | None:
+    def _subdomain(cls, v: str | None) -> str | None:
         return _SUBDOMAIN.check(v)
 
     @field_validator("image_pull_secrets")

@@ -204,7 +204,8 @@ def config_hash(config_pbtxt: str) -> str:
 # is not recorded (``spec_annotation``); the autoscaler reads it each tick (``decider.forget_model``).
 SERVING_ANNOTATION = "tritonscale.io/serving"
 # Runtime fields with no bearing on how fast a pod serves (scheduling and identity only).
-_NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext", "topologySpreadConstraints")
+_NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext", "topologySpreadConstraints",
+              "priorityClassName")
 
 
 def serving_digest(spec: InferenceServiceSpec) -> str:
@@ -388,6 +389,8 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         pod_spec["imagePullSecrets"] = [{"name": s} for s in spec.runtime.image_pull_secrets]
     if spec.runtime.service_account_name:
         pod_spec["serviceAccountName"] = spec.runtime.service_account_name
+    if spec.runtime.priority_class_name:
+        pod_spec["priorityClassName"] = spec.runtime.priority_class_name
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
