@@ -68,3 +68,28 @@ def test_the_warm_floor_is_spread_as_the_spec_asks(api_client, namespace, models
     wait_for(lambda: not apps.read_namespaced_deployment("spread", ns).spec.template.spec.topology_spread_constraints,
              30, what="the pod template without topologySpreadConstraints")
     assert apps.read_namespaced_deployment("spread", ns).spec.template.spec.affinity.node_affinity is not None
+
+
+def test_a_mig_slice_fleet_runs_on_the_slices_the_node_advertises(api_client, namespace, models_claim, node,
+                                                                   start_operator):
+    """runtime.gpuResource: a node that advertises only MIG slices (the device plugin's mixed strategy) takes
+    a fleet that counts them, and the Triton config runs the model on the GPU it sees."""
+    ns = namespace
+    core, custom = kubernetes.client.CoreV1Api(api_client), kubernetes.client.CustomObjectsApi(api_client)
+    mig = "nvidia.com/mig-1g.10gb"
+    sliced = node(capacity={mig: "2"}).node
+    start_operator()
+    body = _fleet(ns, "sliced", {"gpus": 1, "gpuResource": mig})
+    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 2})
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+
+    def pods() -> list:
+        return [p for p in core.list_namespaced_pod(ns, label_selector=f"{LABEL}=sliced").items
+                if not p.metadata.deletion_timestamp]
+
+    wait_for(lambda: len(pods()) == 2 and all(p.spec.node_name == sliced for p in pods()), 60,
+             what="both replicas bound to the node's MIG slices")
+    limits = pods()[0].spec.containers[0].resources.limits
+    assert limits[mig] == "1" and "nvidia.com/gpu" not in limits, limits
+    config = core.list_namespaced_config_map(ns, label_selector=f"{LABEL}=sliced").items[0].data["config.pbtxt"]
+    assert "KIND_GPU" in config, config

@@ -124,6 +124,7 @@ RULE_CASES: tuple[Case, ...] = (
          ("spec.batching.preferredBatchSizes",), ("must be one of batching.autoTune.preferredBatchSizes",)),
     Case("kubernetes-names-valid", {"runtime.serviceAccountName": "triton.reader",
                                     "runtime.priorityClassName": "serving-high",
+                                    "runtime.gpuResource": "nvidia.com/mig-1g.10gb",
                                     "runtime.imagePullSecrets": ["regcred", "ngc.io-key"],
                                     "runtime.nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
                                                              "pool": "", "kubernetes.io/arch": "amd64"},
@@ -264,6 +265,10 @@ TYPE_CASES: tuple[Case, ...] = (
     # Kubernetes' name formats, refused at apply time rather than as a Deployment the API server refuses
     Case("service-account-uppercase", {"runtime.serviceAccountName": "Bad_Name"},
          ("spec.runtime.serviceAccountName",)),
+    Case("gpu-resource-without-domain", {"runtime.gpuResource": "gpu"}, ("spec.runtime.gpuResource",),
+         ("extended resource name",)),
+    Case("gpu-resource-kubernetes-domain", {"runtime.gpuResource": "requests.kubernetes.io/gpu"},
+         ("spec.runtime.gpuResource",), ("kubernetes.io domain",)),
     Case("priority-class-uppercase", {"runtime.priorityClassName": "Serving_High"},
          ("spec.runtime.priorityClassName",)),
     Case("pull-secret-bad", {"runtime.imagePullSecrets": ["regcred", "Reg Cred"]}, ("spec.runtime.imagePullSecrets",)),

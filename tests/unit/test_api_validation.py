@@ -271,12 +271,25 @@ def test_the_autoscalers_pace_survives_any_spec_even_through_kopfs_view(spec) ->
     (0, {"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 1}}, []),  # none rendered: theirs stands
     (2, {"limits": {"nvidia.com/gpu": 2}, "requests": {"nvidia.com/gpu": "2"}}, []),  # agrees: harmless
     (1, {"limits": {"cpu": "4"}}, []),
+    # another of NVIDIA's GPU resources beside the one runtime.gpus sets: a second device
+    (1, {"limits": {"nvidia.com/mig-1g.10gb": 1}}, ["spec.runtime.resources.limits.nvidia.com/mig-1g.10gb"]),
+    (1, {"requests": {"nvidia.com/gpu.shared": 1}}, ["spec.runtime.resources.requests.nvidia.com/gpu.shared"]),
+    (1, {"limits": {"nvidia.com/hostdev": 1, "rdma/hca": 1}}, []),  # NICs for GPUDirect RDMA: not GPUs
+    (0, {"limits": {"nvidia.com/mig-1g.10gb": 1}}, []),  # none rendered: theirs stands
+    # runtime.gpuResource names the resource runtime.gpus counts
+    ((1, "nvidia.com/mig-1g.10gb"), {"limits": {"nvidia.com/mig-1g.10gb": 2}},
+     ["spec.runtime.resources.limits.nvidia.com/mig-1g.10gb"]),
+    ((1, "nvidia.com/mig-1g.10gb"), {"limits": {"nvidia.com/mig-1g.10gb": 1}}, []),
+    ((1, "nvidia.com/mig-1g.10gb"), {"limits": {"nvidia.com/gpu": 1}},
+     ["spec.runtime.resources.limits.nvidia.com/gpu"]),
 ])
 def test_a_gpu_count_in_resources_must_agree_with_runtime_gpus(gpus, resources, fields) -> None:
-    """runtime.gpus renders the nvidia.com/gpu limit: a different count in the free-form resources was
+    """runtime.gpus renders the runtime.gpuResource limit: a different count in the free-form resources was
     silently replaced (limits) or refused by the API server for a limit the user never wrote (requests)."""
     doc = load_sample()
-    doc["spec"]["runtime"] = {**doc["spec"].get("runtime", {}), "gpus": gpus, "resources": resources}
+    gpus, gpu_resource = gpus if isinstance(gpus, tuple) else (gpus, "nvidia.com/gpu")
+    doc["spec"]["runtime"] = {**doc["spec"].get("runtime", {}), "gpus": gpus, "resources": resources,
+                              "gpuResource": gpu_resource}
     _, problems = validate_spec(doc["spec"])
     assert [p.field for p in problems] == fields
     assert all("runtime.gpus" in p.message for p in problems)

@@ -373,6 +373,18 @@ def test_extra_args_come_last_and_pod_options_apply() -> None:
     assert c["env"] == fetch(dep)["env"] == [{"name": "AWS_REGION", "value": "eu-west-1"}]
 
 
+def test_gpus_count_the_gpu_resource_named() -> None:
+    """A MIG profile under the device plugin's mixed strategy: its limit, not nvidia.com/gpu, and Triton runs
+    the model on the GPU it sees (KIND_GPU)."""
+    doc = mutate(BASE, {"spec.runtime.gpus": 2, "spec.runtime.gpuResource": "nvidia.com/mig-1g.10gb"})
+    made = children(doc)
+    limits = triton(made["Deployment"])["resources"]["limits"]
+    assert limits["nvidia.com/mig-1g.10gb"] == "2" and "nvidia.com/gpu" not in limits
+    assert "KIND_GPU" in made["ConfigMap"]["data"]["config.pbtxt"]
+    assert triton(children(mutate(BASE, {"spec.runtime.gpus": 1}))["Deployment"])["resources"]["limits"][
+        "nvidia.com/gpu"] == "1"
+
+
 def test_pod_options_absent_when_unset() -> None:
     pod = children(BASE)["Deployment"]["spec"]["template"]["spec"]
     assert not {"nodeSelector", "tolerations", "imagePullSecrets", "serviceAccountName", "affinity",

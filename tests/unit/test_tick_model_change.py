@@ -7,8 +7,10 @@ scheduling) keep them."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
+import yaml
 from test_tick_invalid_edit import Made
 from test_tick_scale_failed import UID
 
@@ -18,6 +20,7 @@ from tritonscale.scaling import tick
 from tritonscale.scaling.prometheus_source import Snapshot
 
 DOWN = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+SAMPLES_DIR = Path(__file__).resolve().parents[2] / "manifests" / "samples"
 SAMPLES = [[8.0, 36.0, 990.0], [16.0, 52.0, 995.0]]
 
 
@@ -52,9 +55,27 @@ def _digest(body: dict) -> str:
      [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}], True),
     (("runtime", "priorityClassName"), "serving-high", True),
     (("runtime", "affinity"), {}, True),  # unset: the field's arrival changed no service's digest
+    (("runtime", "gpuResource"), "nvidia.com/mig-1g.10gb", False),  # another slice of a GPU
+    (("runtime", "gpuResource"), "nvidia.com/gpu", True),  # the default, said
 ])
 def test_the_digest_follows_what_can_change_a_pods_speed(path, value, same) -> None:
     assert (_digest(_edited(path, value)) == _digest(Made().body)) is same
+
+
+# The samples' digests as the operators of sessions 72-74 recorded them on their Deployments. A new spec field
+# must leave them as they are at its default (render.kubernetes_objects.serving_digest): a digest that
+# changes makes every service forget its learned model speed at the operator's upgrade. (Session 72's
+# grpcMaxConnectionAgeSeconds changed them once, from c7620eb2d8a91c5c for python-cpu; its rollout
+# replaced the pods anyway.)
+PINNED = {"python-cpu": "950dd3a83a2a6079", "onnx-image-classifier": "73c4e85d55ad4ea5",
+          "pytorch-warmup": "668295a320ef9aa9"}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_a_new_field_at_its_default_leaves_the_digest_as_it_was(name: str) -> None:
+    body = yaml.safe_load((SAMPLES_DIR / f"{name}.yaml").read_text())
+    body["spec"]["runtime"].pop("topologySpreadConstraints", None)  # added to a sample with the field
+    assert _digest(body) == PINNED[name]
 
 
 def _state(kube: Made) -> dict:

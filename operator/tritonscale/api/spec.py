@@ -115,6 +115,14 @@ class _Format:
 
 _SUBDOMAIN = _Format(DNS1123_SUBDOMAIN, "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.'; "
                                         "starts and ends with a letter or digit)")
+# An extended resource a device plugin advertises: DOMAIN/NAME, the domain outside Kubernetes' own.
+_EXTENDED_RESOURCE = _Format(
+    re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}"
+               r"[A-Za-z0-9])?$"),
+    "must be an extended resource name, DOMAIN/NAME (e.g. nvidia.com/gpu, nvidia.com/mig-1g.10gb, "
+    "nvidia.com/gpu.shared)",
+    ((re.compile(r"^([-a-z0-9.]*\.)?kubernetes\.io/"), "must not be in the kubernetes.io domain, which names "
+      "Kubernetes' own resources"),))
 _NODE_SELECTOR_MESSAGE = ("keys must be label keys ([PREFIX/]NAME, NAME of letters, digits, '-', '_' and '.', at "
                           "most 63, PREFIX a DNS subdomain of at most 253) and values label values (the NAME's "
                           "format, or empty)")
@@ -422,7 +430,15 @@ class RuntimeSpec(_Model):
     image: str = Field(default=DEFAULT_TRITON_IMAGE, min_length=1, description="Triton server image.",
                        json_schema_extra=_TRIMMED_IMAGE)
     gpus: int = Field(
-        default=1, ge=0, le=16, description="nvidia.com/gpu limit per replica; 0 runs CPU instances (KIND_CPU).",
+        default=1, ge=0, le=16, description="GPUs per replica: the limit of runtime.gpuResource (nvidia.com/gpu); 0 "
+        "runs CPU instances (KIND_CPU).",
+    )
+    gpu_resource: str = Field(
+        default=GPU_RESOURCE, max_length=317, json_schema_extra=_EXTENDED_RESOURCE.schema(),
+        description="The extended resource runtime.gpus counts: nvidia.com/gpu (whole GPUs, or MIG slices under the "
+        "device plugin's single strategy), a MIG profile under its mixed strategy (nvidia.com/mig-1g.10gb), or "
+        "time-sliced GPUs the plugin renamed (nvidia.com/gpu.shared). Triton sees each as a GPU: KIND_GPU. A "
+        "change rolls the pods and forgets the learned model speed.",
     )
     fetch_image: str | None = Field(
         default=None, min_length=1, max_length=1024,
@@ -515,6 +531,11 @@ class RuntimeSpec(_Model):
         if v is not None and v != v.strip(GO_SPACE):
             raise ValueError(_IMAGE_SPACE_MESSAGE)
         return v
+
+    @field_validator("gpu_resource")
+    @classmethod
+    def _gpu_resource(cls, v: str) -> str:
+        return _EXTENDED_RESOURCE.check(v) or v
 
     @field_validator("service_account_name", "priority_class_name")
     @classmethod

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from tritonscale.api.names import DNS1123_LABEL
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES
-from tritonscale.api.spec import GPU_RESOURCE, InferenceServiceSpec, ScalingSpec
+from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec
 
 # Children are named NAME and NAME-config-HASH; Services need a DNS-1035 label (<= 63).
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -41,9 +41,15 @@ def field_path(loc: Sequence[Any], root: str = "spec") -> str:
     return path.lstrip(".")
 
 
+# NVIDIA's device plugin's GPU resources: whole or MIG-single GPUs, renamed time-sliced ones, MIG profiles.
+_NVIDIA_GPU = re.compile(r"^nvidia\.com/(gpu(\..+)?|mig-.+)$")
+
+
 def _gpu_resource_problems(spec: InferenceServiceSpec) -> list[Problem]:
-    """A positive ``runtime.gpus`` renders the container's ``nvidia.com/gpu`` limit; the same
-    resource in the free-form ``runtime.resources`` must then agree with it. Otherwise the rendered
+    """A positive ``runtime.gpus`` renders the container's ``runtime.gpuResource`` limit; the same
+    resource in the free-form ``runtime.resources`` must then agree with it, and another of NVIDIA's
+    GPU resources beside it (a MIG profile under ``nvidia.com/gpu``) is a second device, which is
+    what a user who meant the MIG slice is told to put in ``gpuResource``. Otherwise the rendered
     limit silently replaced the user's, and a request left different was refused by the API server
     (extended resources need request == limit) with a message about a limit the user never wrote.
     With ``gpus: 0`` nothing is rendered and the user's resources stand as written (the sandbox asks
@@ -52,15 +58,22 @@ def _gpu_resource_problems(spec: InferenceServiceSpec) -> list[Problem]:
     out: list[Problem] = []
     if spec.runtime.gpus == 0:
         return out
+    gpu = spec.runtime.gpu_resource
     for kind in ("limits", "requests"):
         block = spec.runtime.resources.get(kind)
-        if not isinstance(block, Mapping) or GPU_RESOURCE not in block:
+        if not isinstance(block, Mapping):
             continue
-        value = str(block[GPU_RESOURCE])
+        for other in sorted(k for k in block if isinstance(k, str) and k != gpu and _NVIDIA_GPU.match(k)):
+            out.append(Problem(f"spec.runtime.resources.{kind}.{other}",
+                               f"a second GPU resource beside runtime.gpuResource ({gpu}), which runtime.gpus "
+                               f"({spec.runtime.gpus}) sets: for {other} alone set runtime.gpuResource: {other}"))
+        if gpu not in block:
+            continue
+        value = str(block[gpu])
         if value != str(spec.runtime.gpus):
-            out.append(Problem(f"spec.runtime.resources.{kind}.{GPU_RESOURCE}",
+            out.append(Problem(f"spec.runtime.resources.{kind}.{gpu}",
                                f"{value} disagrees with runtime.gpus ({spec.runtime.gpus}), which sets the "
-                               f"{GPU_RESOURCE} limit: set the count in runtime.gpus only"))
+                               f"{gpu} limit: set the count in runtime.gpus only"))
     return out
 
 

@@ -219,6 +219,10 @@ def serving_digest(spec: InferenceServiceSpec) -> str:
     node_affinity = runtime.pop("affinity").get("nodeAffinity")
     if node_affinity:
         runtime["nodeAffinity"] = node_affinity
+    # Fields added after the digest was first recorded are left out at their defaults, so an operator upgrade
+    # does not make every service forget its learned speed (tests/unit/test_tick_model_change.py pins it).
+    if runtime.get("gpuResource") == GPU_RESOURCE:
+        del runtime["gpuResource"]
     text = json.dumps({"model": spec.model.model_dump(mode="json", by_alias=True), "runtime": runtime},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -328,7 +332,7 @@ def _resources(spec: InferenceServiceSpec) -> dict[str, Any]:
     res = {k: {q: str(n) for q, n in v.items()} if isinstance(v, dict) else v
            for k, v in spec.runtime.resources.items()}
     if spec.runtime.gpus > 0:
-        res.setdefault("limits", {})[GPU_RESOURCE] = str(spec.runtime.gpus)
+        res.setdefault("limits", {})[spec.runtime.gpu_resource] = str(spec.runtime.gpus)
     return res
 
 
