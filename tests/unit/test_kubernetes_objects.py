@@ -385,6 +385,15 @@ def test_gpus_count_the_gpu_resource_named() -> None:
         "nvidia.com/gpu"] == "1"
 
 
+@pytest.mark.parametrize(("timeout", "checks"), [(None, 120), (1800, 360), (5, 1), (7, 2)])
+def test_the_startup_probe_allows_the_startup_timeout(timeout, checks) -> None:
+    """A model whose load takes longer than the default 10 min is restarted by the kubelet unless the budget is
+    raised; a budget between two checks rounds up (never fewer seconds than asked)."""
+    doc = BASE if timeout is None else mutate(BASE, {"spec.runtime.startupTimeoutSeconds": timeout})
+    probe = triton(children(doc)["Deployment"])["startupProbe"]
+    assert (probe["periodSeconds"], probe["failureThreshold"]) == (5, checks)
+
+
 def test_pod_options_absent_when_unset() -> None:
     pod = children(BASE)["Deployment"]["spec"]["template"]["spec"]
     assert not {"nodeSelector", "tolerations", "imagePullSecrets", "serviceAccountName", "affinity",

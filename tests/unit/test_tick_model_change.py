@@ -57,6 +57,7 @@ def _digest(body: dict) -> str:
     (("runtime", "affinity"), {}, True),  # unset: the field's arrival changed no service's digest
     (("runtime", "gpuResource"), "nvidia.com/mig-1g.10gb", False),  # another slice of a GPU
     (("runtime", "gpuResource"), "nvidia.com/gpu", True),  # the default, said
+    (("runtime", "startupTimeoutSeconds"), 3600, True),  # how long the kubelet waits, not how fast it serves
 ])
 def test_the_digest_follows_what_can_change_a_pods_speed(path, value, same) -> None:
     assert (_digest(_edited(path, value)) == _digest(Made().body)) is same

@@ -86,6 +86,10 @@ Precision = Literal["fp32", "fp16", "int8"]
 
 # The GPU resource: ``runtime.gpus`` renders it as the container's limit.
 GPU_RESOURCE = "nvidia.com/gpu"
+# The startup probe checks the model's ready endpoint every 5 s; the default budget, 10 min (120 checks), is
+# for download-free load and warmup, which for large TensorRT engines takes minutes.
+STARTUP_PROBE_PERIOD_S = 5
+DEFAULT_STARTUP_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -493,6 +497,13 @@ class RuntimeSpec(_Model):
         "Pod securityContext (a Kubernetes PodSecurityContext), over the default seccompProfile RuntimeDefault. "
         "A namespace at the restricted Pod Security level also wants runAsNonRoot: true, and NGC Triton images "
         "start as root: e.g. {runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000} (their triton-server user).")
+    startup_timeout_seconds: int = Field(
+        default=DEFAULT_STARTUP_TIMEOUT_S, ge=STARTUP_PROBE_PERIOD_S, le=86400,
+        description="How long tritonserver may take to load and warm up the model before the kubelet restarts it "
+        f"(the startup probe's budget, checked every {STARTUP_PROBE_PERIOD_S} s). The init container's download "
+        "is not counted. Raise it for a model whose load (a large TensorRT engine) takes longer. A change rolls "
+        "the pods.",
+    )
     priority_class_name: str | None = Field(
         default=None, max_length=253, json_schema_extra=_SUBDOMAIN.schema(),
         description="PriorityClass of the pods. With one above the cluster's batch work, the scheduler preempts "

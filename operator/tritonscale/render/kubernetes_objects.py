@@ -40,6 +40,7 @@ from tritonscale.api.spec import (
     RENDERED_BY_ANNOTATION,
     SPEC_ANNOTATION,
     SPEC_ANNOTATION_MAX_BYTES,
+    STARTUP_PROBE_PERIOD_S,
     TRITON_IMAGE_REPOSITORY,
     VERSION,
     InferenceServiceSpec,
@@ -79,9 +80,6 @@ FETCH_IMAGES = {
 # images start as root by default.)
 _CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
-# Cold start = download + load + warmup. Give the startup probe 10 min
-# (120 x 5 s) before Kubernetes restarts the pod: large TensorRT engines take minutes.
-STARTUP_PERIOD_S, STARTUP_FAILURES = 5, 120
 
 
 def child_names(name: str) -> dict[str, str]:
@@ -205,7 +203,7 @@ def config_hash(config_pbtxt: str) -> str:
 SERVING_ANNOTATION = "tritonscale.io/serving"
 # Runtime fields with no bearing on how fast a pod serves (scheduling and identity only).
 _NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext", "topologySpreadConstraints",
-              "priorityClassName")
+              "priorityClassName", "startupTimeoutSeconds")
 
 
 def serving_digest(spec: InferenceServiceSpec) -> str:
@@ -356,7 +354,9 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         ],
         # The model's ready endpoint turns 200 only after load *and* model_warmup,
         # so a replica counts as ready only once it is warm.
-        "startupProbe": {**ready_probe, "periodSeconds": STARTUP_PERIOD_S, "failureThreshold": STARTUP_FAILURES},
+        # Cold start = download (the init container's) + load + warmup: the probe's budget is load and warmup
+        "startupProbe": {**ready_probe, "periodSeconds": STARTUP_PROBE_PERIOD_S,
+                         "failureThreshold": math.ceil(spec.runtime.startup_timeout_seconds / STARTUP_PROBE_PERIOD_S)},
         "readinessProbe": {**ready_probe, "periodSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"},
                           "periodSeconds": 10, "failureThreshold": 6},
