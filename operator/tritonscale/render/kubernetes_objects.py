@@ -81,7 +81,6 @@ FETCH_IMAGES = {
 _CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-
 def child_names(name: str) -> dict[str, str]:
     """The children's names but the ConfigMap's (``configmap_name``: it follows the config)."""
     return {"Deployment": name, "Service": name, "PodDisruptionBudget": name}
