@@ -7,6 +7,7 @@ there: the control case shows it, so the spread case can fail."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import kubernetes
@@ -93,3 +94,48 @@ def test_a_mig_slice_fleet_runs_on_the_slices_the_node_advertises(api_client, na
     assert limits[mig] == "1" and "nvidia.com/gpu" not in limits, limits
     config = core.list_namespaced_config_map(ns, label_selector=f"{LABEL}=sliced").items[0].data["config.pbtxt"]
     assert "KIND_GPU" in config, config
+
+
+def test_one_pod_per_node_holds_the_floor_and_a_rollout_waits_for_a_free_node(api_client, namespace, models_claim,
+                                                                              node, start_operator):
+    """runtime.affinity with a required anti-affinity of one pod per node: the floor of 2 takes both nodes, a
+    rollout's surge pod has nowhere to go and waits Pending while both old pods keep serving (the README's
+    warning), and a third node lets the rollout finish."""
+    ns = namespace
+    core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    node(), node()
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {LABEL: "apart"}}}]}}
+    start_operator()
+    body = _fleet(ns, "apart", {"affinity": anti})
+    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 2})
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+
+    def pods() -> list:
+        return [p for p in core.list_namespaced_pod(ns, label_selector=f"{LABEL}=apart").items
+                if not p.metadata.deletion_timestamp]
+
+    def ready(p) -> bool:
+        return any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+
+    wait_for(lambda: len(pods()) == 2 and all(map(ready, pods())), 60, what="the floor of 2 ready")
+    assert len({p.spec.node_name for p in pods()}) == 2
+    old = {p.metadata.uid for p in pods()}
+
+    custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "apart",
+                                          {"spec": {"runtime": {"podAnnotations": {"example.com/rev": "2"}}}},
+                                          _content_type="application/merge-patch+json")
+    surge = wait_for(lambda: [p for p in pods() if p.metadata.uid not in old and any(
+        c.type == "PodScheduled" and c.reason == "Unschedulable" for c in p.status.conditions or [])], 30,
+        what="the surge pod Unschedulable")
+    assert len(surge) == 1
+    for _ in range(10):  # the rollout waits, and the old pods keep the floor
+        assert {p.metadata.uid for p in pods() if ready(p)} == old
+        time.sleep(0.5)
+
+    node()
+    wait_for(lambda: len(pods()) == 2 and all(map(ready, pods())) and not old & {p.metadata.uid for p in pods()},
+             90, what="the rollout finished on the third node's room")
+    d = apps.read_namespaced_deployment("apart", ns)
+    assert (d.status.updated_replicas, d.status.ready_replicas) == (2, 2)
