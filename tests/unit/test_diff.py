@@ -306,7 +306,7 @@ def test_defaulted_key_we_never_set_is_not_nulled() -> None:
     live["spec"]["template"]["spec"]["containers"][0]["image"] = "drifted"
     patch = plan_patch(desired, live)
     assert "dnsPolicy" not in patch["spec"]["template"]["spec"]
-    assert "progressDeadlineSeconds" not in patch["spec"]
+    assert "revisionHistoryLimit" not in patch["spec"]
 
 
 def test_object_without_last_applied_gets_one() -> None:

@@ -390,8 +390,11 @@ def test_the_startup_probe_allows_the_startup_timeout(timeout, checks) -> None:
     """A model whose load takes longer than the default 10 min is restarted by the kubelet unless the budget is
     raised; a budget between two checks rounds up (never fewer seconds than asked)."""
     doc = BASE if timeout is None else mutate(BASE, {"spec.runtime.startupTimeoutSeconds": timeout})
-    probe = triton(children(doc)["Deployment"])["startupProbe"]
+    dep = children(doc)["Deployment"]
+    probe = triton(dep)["startupProbe"]
     assert (probe["periodSeconds"], probe["failureThreshold"]) == (5, checks)
+    # the rollout is not called stuck before the kubelet would give up on the load (never below Kubernetes' 600)
+    assert dep["spec"]["progressDeadlineSeconds"] == max(600, timeout or 600)
 
 
 def test_pod_options_absent_when_unset() -> None:

@@ -501,8 +501,9 @@ class RuntimeSpec(_Model):
         default=DEFAULT_STARTUP_TIMEOUT_S, ge=STARTUP_PROBE_PERIOD_S, le=86400,
         description="How long tritonserver may take to load and warm up the model before the kubelet restarts it "
         f"(the startup probe's budget, checked every {STARTUP_PROBE_PERIOD_S} s). The init container's download "
-        "is not counted. Raise it for a model whose load (a large TensorRT engine) takes longer. A change rolls "
-        "the pods.",
+        "is not counted. Raise it for a model whose load (a large TensorRT engine) takes longer. The Deployment's "
+        "progressDeadlineSeconds follows it (never below Kubernetes' 600), so a rollout is not reported stuck "
+        "(RolloutStuck) while its pods are within the budget. A change rolls the pods.",
     )
     priority_class_name: str | None = Field(
         default=None, max_length=253, json_schema_extra=_SUBDOMAIN.schema(),

@@ -59,6 +59,8 @@ MODEL_REPOSITORY = "/models"
 # keep the settings being replaced). On a cluster without free GPUs the extra pods wait
 # Pending and the rollout proceeds as old pods free theirs.
 MAX_SURGE = "25%"
+# The Deployment's progressDeadlineSeconds unless the startup budget is longer: Kubernetes' default.
+PROGRESS_DEADLINE_S = 600
 
 
 def max_surge(replicas: int) -> int:
@@ -402,6 +404,9 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
                                      RENDERED_BY_ANNOTATION: __version__}},
         "spec": {
             "replicas": spec.scaling.floor,
+            # A rollout is reported stuck (ProgressDeadlineExceeded; Ready=False RolloutStuck) no sooner than the
+            # kubelet would give up on a pod's load: a budget raised for a slow engine raises the deadline too.
+            "progressDeadlineSeconds": max(PROGRESS_DEADLINE_S, spec.runtime.startup_timeout_seconds),
             "selector": {"matchLabels": {LABEL: name}},
             # New pods are warm before an old one goes: rollouts never dip below the floor.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": MAX_SURGE}},
