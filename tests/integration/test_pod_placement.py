@@ -2,8 +2,8 @@
 spread across nodes as the spec asks, against the real control plane and the real operator process (a
 stand-in kubelet per Node marks the pods Ready; nothing runs).
 
-Each fleet also prefers one node (preferred node affinity, weight 100), which on its own draws every pod
-there: the control case shows it, so the spread case can fail."""
+Each fleet also prefers one node (preferred node affinity, weight 100; that node is also the larger one), which
+on its own draws every pod there: the control case shows it, so the spread case can fail."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def test_the_warm_floor_is_spread_as_the_spec_asks(api_client, namespace, models
     ns = namespace
     core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
     custom = kubernetes.client.CustomObjectsApi(api_client)
-    a, b = node().node, node().node
+    # a has 4x b's room, so the pull of the scheduler's least-allocated scoring toward the emptier b is small
+    a, b = node(capacity={"cpu": "64", "memory": "256Gi"}).node, node().node
 
     def placement(name: str) -> Counter:
         pods = core.list_namespaced_pod(ns, label_selector=f"{LABEL}={name}").items
