@@ -255,6 +255,11 @@ def conditions_of(status: Mapping[str, Any] | None) -> list[Condition]:
     return [Condition.model_validate(c) for c in (status or {}).get("conditions") or []]
 
 
+def is_true(conditions: Sequence[Condition], type_: str) -> bool:
+    """Whether the condition ``type_`` is among ``conditions`` with status True."""
+    return any(c.type == type_ and c.status == "True" for c in conditions)
+
+
 def set_condition(
     conditions: Sequence[Condition],
     type_: str,

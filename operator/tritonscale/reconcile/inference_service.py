@@ -670,7 +670,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         _delete_unmounted_configmaps(kube, ns, name, meta["uid"], [dep_desired, *([dep_live] if dep_live else [])])
         _announce(outcome, template_written, event, ns, name, spec_unchanged=spec_unchanged)
         new = status_from_children(body, deployment, spec, now(), template_written)
-        if any(c.type == st.UPGRADE_PENDING and c.status == "True" for c in new.conditions or []):
+        if st.is_true(new.conditions or [], st.UPGRADE_PENDING):
             new.conditions = st.set_condition(new.conditions or [], st.UPGRADE_PENDING, False, "RollingOut" if upgrade
                                               else "SpecChanged", f"operator version {__version__}'s pod template "
                                               "is written; the Ready condition follows its rollout", now(),
@@ -687,7 +687,7 @@ def _wait_for_upgrade(kube: Kube, body: dict[str, Any], spec: InferenceServiceSp
     first time, for a pass that writes nothing until other fleets' rollouts finish."""
     meta = body["metadata"]
     message = upgrade_rollouts.waiting_message(waiting, UPGRADES.max_rollouts, __version__)
-    was = any(c.type == st.UPGRADE_PENDING and c.status == "True" for c in st.conditions_of(body.get("status")))
+    was = st.is_true(st.conditions_of(body.get("status")), st.UPGRADE_PENDING)
     new = status_from_children(body, deployment, spec, now)
     new.conditions = st.set_condition(new.conditions or [], st.UPGRADE_PENDING, True, "WaitingForRollouts", message,
                                       now, meta.get("generation"))

@@ -66,13 +66,6 @@ def rollout_in_progress(deployment: Mapping[str, Any]) -> bool:
     return rollout.updating or rollout.updated < want or ready < want
 
 
-def upgrade_pending(status: Mapping[str, Any] | None) -> bool:
-    """An operator upgrade's pod template waits to roll out (the UpgradePending condition,
-    reconcile.upgrade_rollouts): a change of the tuner's now would wait with it, while status.batching
-    said the pods serve it, so the tuner holds as it does for a rollout."""
-    return any(c.type == st.UPGRADE_PENDING and c.status == "True" for c in st.conditions_of(status))
-
-
 def template_updating(deployment: Mapping[str, Any]) -> bool:
     """A new pod template rolling out: the controller has not seen the latest spec, or pods of an earlier
     template remain (``api.status.deployment_rollout``)."""
@@ -158,6 +151,9 @@ def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs:
     settings, _ = in_force(spec, status)
     live = (status or {}).get("batching")
     state = bt.TunerState.from_dict(live.get("tunerState") if isinstance(live, Mapping) else None)
-    tobs = tuner_observation(obs, decision, policy, ready, rollout_in_progress(deployment) or upgrade_pending(status),
-                             template_updating(deployment), rollout_stuck(deployment))
+    # An operator upgrade's pod template waiting to roll out (UpgradePending, reconcile.upgrade_rollouts) is held
+    # as a rollout: a change now would wait with it, while status.batching said the pods serve it.
+    rollout = rollout_in_progress(deployment) or st.is_true(st.conditions_of(status), st.UPGRADE_PENDING)
+    tobs = tuner_observation(obs, decision, policy, ready, rollout, template_updating(deployment),
+                             rollout_stuck(deployment))
     return bt.tune(tobs, settings, bounds(spec), state, now)
