@@ -41,7 +41,7 @@ from tritonscale import __version__
 from tritonscale.api import status as st
 from tritonscale.api.spec import RENDERED_BY_ANNOTATION as RENDERED_BY
 from tritonscale.reconcile.diff import contains
-from tritonscale.render.kubernetes_objects import MANAGED_BY, labels
+from tritonscale.render.kubernetes_objects import MANAGED_BY, MANAGER
 
 # One rollout at a time: room for one fleet's surge pods, and a rendering that breaks pods stops at the
 # first fleet it rolls (the module's docstring). 0 lifts the limit: every fleet rolls at once.
@@ -119,7 +119,7 @@ class UpgradeGate:
     max_rollouts: int = DEFAULT_MAX_ROLLOUTS
     namespaces: tuple[str, ...] = ()  # empty: cluster-wide
     version: str = __version__  # this operator's (``RENDERED_BY``)
-    selector: str = f"{MANAGED_BY}={labels('')[MANAGED_BY]}"  # the operator's own Deployments
+    selector: str = f"{MANAGED_BY}={MANAGER}"  # the operator's own Deployments
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _holding: set[str] = field(default_factory=set, repr=False)
     _admitted: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)  # ref -> (generation, when)

@@ -114,7 +114,7 @@ def mounted_configmap(workload: dict[str, Any]) -> str | None:
     return None
 
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY, MANAGER = "app.kubernetes.io/managed-by", "tritonscale"
 
 
 def labels(name: str) -> dict[str, str]:
@@ -122,7 +122,7 @@ def labels(name: str) -> dict[str, str]:
         LABEL: name,
         "app.kubernetes.io/name": "triton",
         "app.kubernetes.io/instance": name,
-        MANAGED_BY: "tritonscale",
+        MANAGED_BY: MANAGER,
     }
 
 
@@ -205,6 +205,8 @@ SERVING_ANNOTATION = "tritonscale.io/serving"
 # Runtime fields with no bearing on how fast a pod serves (scheduling and identity only).
 _NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext", "topologySpreadConstraints",
               "priorityClassName", "startupTimeoutSeconds")
+# Speed fields added to the runtime after the digest was first recorded, and their defaults (``serving_digest``).
+_ADDED_LATER = {"gpuResource": GPU_RESOURCE}
 
 
 def serving_digest(spec: InferenceServiceSpec) -> str:
@@ -220,8 +222,9 @@ def serving_digest(spec: InferenceServiceSpec) -> str:
         runtime["nodeAffinity"] = node_affinity
     # Fields added after the digest was first recorded are left out at their defaults, so an operator upgrade
     # does not make every service forget its learned speed (tests/unit/test_tick_model_change.py pins it).
-    if runtime.get("gpuResource") == GPU_RESOURCE:
-        del runtime["gpuResource"]
+    for key, default in _ADDED_LATER.items():
+        if runtime.get(key) == default:
+            del runtime[key]
     text = json.dumps({"model": spec.model.model_dump(mode="json", by_alias=True), "runtime": runtime},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
