@@ -12,7 +12,7 @@ from collections import Counter
 
 import kubernetes
 
-from support.cluster import sample, wait_for
+from support.cluster import condition, sample, wait_for
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 
 FLOOR = 3
@@ -135,11 +135,8 @@ def test_one_pod_per_node_holds_the_floor_and_a_rollout_waits_for_a_free_node(ap
         assert {p.metadata.uid for p in pods() if ready(p)} == old
         time.sleep(0.5)
 
-    def schedulable() -> dict:
-        obj = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "apart")
-        return next((c for c in obj.get("status", {}).get("conditions", []) if c["type"] == "Schedulable"), {})
-
-    cond = wait_for(lambda: (c := schedulable()).get("status") == "False" and c, 30, what="Schedulable=False")
+    cond = wait_for(lambda: (c := condition(custom, ns, "apart", "Schedulable")).get("status") == "False" and c, 30,
+                    what="Schedulable=False")
     assert cond["reason"] == "Unschedulable" and "anti-affinity" in cond["message"], cond  # the scheduler's why
 
     node()

@@ -13,13 +13,8 @@ import uuid
 import kubernetes
 from kubernetes.client import ApiException
 
-from support.cluster import sample, wait_for
+from support.cluster import condition, sample, wait_for
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
-
-
-def _condition(custom, ns: str, name: str, type_: str) -> dict:
-    obj = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, name)
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
 
 
 def test_a_serving_priority_preempts_batch_work_for_the_gpu(api_client, namespace, models_claim, node, start_operator):
@@ -46,7 +41,7 @@ def test_a_serving_priority_preempts_batch_work_for_the_gpu(api_client, namespac
         name = body["metadata"]["name"]
 
         # No such PriorityClass yet: Priority admission refuses the ReplicaSet's pods, and Ready says so.
-        ready = wait_for(lambda: (c := _condition(custom, ns, name, "Ready")) and c["reason"] == "PodsNotCreated"
+        ready = wait_for(lambda: (c := condition(custom, ns, name, "Ready")) and c["reason"] == "PodsNotCreated"
                          and c, 30, what="Ready=False PodsNotCreated")
         assert ready["status"] == "False" and serving in ready["message"], ready
 
@@ -66,7 +61,7 @@ def test_a_serving_priority_preempts_batch_work_for_the_gpu(api_client, namespac
             assert victim.metadata.deletion_timestamp, "the batch pod was not preempted"
         except ApiException as exc:
             assert exc.status == 404  # preempted and gone
-        wait_for(lambda: _condition(custom, ns, name, "Ready").get("status") == "True", 30, what="Ready=True")
+        wait_for(lambda: condition(custom, ns, name, "Ready").get("status") == "True", 30, what="Ready=True")
     finally:
         for pc in (batch, serving):
             try:

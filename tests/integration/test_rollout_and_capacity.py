@@ -14,7 +14,7 @@ import time
 
 import kubernetes
 
-from support.cluster import sample, wait_for
+from support.cluster import condition, sample, wait_for
 from support.deployment_watch import needs_prometheus
 from support.triton_exporter import ready_replicas, scraped_exporter
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, LABEL, PLURAL, VERSION
@@ -35,11 +35,6 @@ def _ready(pod) -> bool:
 def _unschedulable(pod) -> bool:
     return any(c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
                for c in pod.status.conditions or [])
-
-
-def _condition(custom, ns: str, type_: str) -> dict:
-    obj = custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME)
-    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
 
 
 class PodSampler(threading.Thread):
@@ -124,7 +119,7 @@ def test_scaling_beyond_the_nodes_gpus_leaves_pods_pending_and_stops_asking(api_
         wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.replicas > 2, 30,
                  what="a scale-up beyond the two GPUs")
 
-        cond = wait_for(lambda: (c := _condition(custom, ns, "Schedulable")).get("status") == "False" and c, 20,
+        cond = wait_for(lambda: (c := condition(custom, ns, NAME, "Schedulable")).get("status") == "False" and c, 20,
                         what="Schedulable=False in status")
         print(f"\nSchedulable condition: {cond}")
         assert cond["reason"] == "Unschedulable"
@@ -149,7 +144,7 @@ def test_scaling_beyond_the_nodes_gpus_leaves_pods_pending_and_stops_asking(api_
             time.sleep(0.2)
         print(f"replicas asked while pods were unschedulable: first {asked}, then {sorted(set(seen))}")
         assert max(seen) <= asked < 8, f"the autoscaler kept asking for more: {asked} -> {max(seen)}"
-        assert _condition(custom, ns, "Schedulable")["status"] == "False"
+        assert condition(custom, ns, NAME, "Schedulable")["status"] == "False"
         assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
     finally:
         prom.stop()
@@ -189,7 +184,7 @@ def test_a_drain_of_the_warm_floor_gets_a_replica_elsewhere_first(api_client, na
     node()  # somewhere to go
     core.patch_node(first.node, {"spec": {"unschedulable": True}})  # kubectl cordon: the drain's first step
     wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.replicas == 2, 15, what="the surge to 2")
-    assert _condition(custom, ns, "Scaling").get("reason") == "DrainSurge", _condition(custom, ns, "Scaling")
+    assert condition(custom, ns, NAME, "Scaling").get("reason") == "DrainSurge", condition(custom, ns, NAME, "Scaling")
     wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 30, what="the replacement ready on the other node")
     wait_for(lambda: _evict(core, ns, pod.metadata.name) == 201, 10, what="the PDB to allow the eviction")
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]

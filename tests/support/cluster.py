@@ -90,6 +90,12 @@ def exists(read: Callable[..., Any], *args: Any) -> bool:
         raise
 
 
+def condition(custom: kubernetes.client.CustomObjectsApi, namespace: str, name: str, type_: str) -> dict[str, Any]:
+    """The InferenceService's condition ``type_`` as the API returns it, or {} while it has none."""
+    obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
+
+
 def sample(namespace: str, name: str = "python-cpu.yaml") -> dict[str, Any]:
     """A sample InferenceService, moved to ``namespace`` (the API server refuses a body
     whose namespace differs from the request's). The python-cpu sample ticks every 2 s over
