@@ -293,7 +293,12 @@ def surprises_for_memory(state: State, interval_s: float) -> int:
 
 
 def burst_hold(state: State, now: float, interval_s: float) -> float:
-    """How long the burst memory holds the peak need after the last surprise (0: no surprise);
+    """How long the burst memory holds the peak need after the last surprise (0: no surprise):
+    SURPRISE_HOLD_COLD_STARTS cold starts, or BURST_HOLD_GAPS x the longest gap between the
+    surprises remembered if longer -- and MAX_BURST_HOLD_S, its longest, once those surprises have
+    spent the window budget (each costs about a horizon of missed time, as in
+    ``surprises_for_memory``): a few short gaps say little about the next one, and where one more
+    surprise would break the objective, capacity held costs less than a guess that ends too soon.
     ``interval_s``: the policy's tick."""
     if len(state.surprises) < surprises_for_memory(state, interval_s):
         return 0.0
@@ -301,6 +306,8 @@ def burst_hold(state: State, now: float, interval_s: float) -> float:
     gaps = [b - a for a, b in zip(state.surprises, state.surprises[1:], strict=False)]
     if gaps:
         hold = max(hold, C.BURST_HOLD_GAPS * max(gaps))
+    if len(state.surprises) * (cold_start(state) + interval_s) >= C.SURPRISE_BUDGET * C.MAX_BURST_HOLD_S:
+        hold = C.MAX_BURST_HOLD_S  # the surprises remembered have spent the window budget
     hold = min(hold, C.MAX_BURST_HOLD_S)
     return hold if now - state.surprises[-1] <= hold else 0.0
 
