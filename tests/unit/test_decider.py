@@ -1052,11 +1052,11 @@ def test_burst_hold_needs_recurring_surprises_and_grows_with_their_gaps():
 
 @pytest.mark.parametrize(("cold_start_s", "surprises", "hold"), [
     # 60 s cold start: each surprise costs ~75 s of misses, the budget is 180 s (10% of 1800 s)
-    (60.0, (540.0, 750.0), 600.0),  # two: 150 s spent, 10 cold starts (2 x the 210 s gap is less)
+    (60.0, (555.0, 780.0), 600.0),  # two: 150 s spent, 10 cold starts (2 x the 225 s gap is less)
     # three spent it (225 s): the next surprise would break the objective, so the memory holds its
-    # longest -- not 2 x the longest gap (600 s), which the next on/off burst, 690 s on, outlasted
-    # (onoff/cold60s/tight/seed6)
-    (60.0, (540.0, 750.0, 1050.0), 1800.0),
+    # longest -- not 10 cold starts (600 s; 2 x the 270 s gap is less), which the next on/off burst,
+    # 740 s on, outlasted (onoff/cold60s/tight/seed6)
+    (60.0, (555.0, 780.0, 1050.0), 1800.0),
     (15.0, (100.0, 200.0, 300.0), 200.0),  # 15 s: three cost ~90 s, within the budget: 2 x the gap
     (15.0, tuple(100.0 * k for k in range(1, 7)), 1800.0),  # six cost ~180 s: spent
 ])

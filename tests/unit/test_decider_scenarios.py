@@ -182,7 +182,8 @@ def test_burst_train_is_held_across_the_gaps():
 
 def _irregular_bursts(p: Plant) -> tuple[int, int]:
     """2-minute bursts of 1,800 rps over 300 rps, starting 4 and 5 minutes apart, then 11.5 (the
-    suite's on/off draws gaps of 2-10 minutes between bursts of 1-4: onoff/cold60s/tight/seed6).
+    suite's on/off draws gaps of 2-10 minutes between bursts of 1-4: onoff/cold60s/tight/seed6's
+    surprises came 225 and 270 s apart, and its next burst 740 s after them).
     Returns the ready replicas and the replicas asked for at the fourth burst's first tick."""
     for _ in range(20):
         p.tick(300.0)
@@ -199,7 +200,8 @@ def test_burst_memory_outlasts_a_longer_gap_once_the_surprises_spent_the_budget(
     """Three surprises at a 60 s cold start cost about 225 s of missed time, more than the 180 s a 90%
     window objective affords in the memory's 30 minutes: the memory then holds for its whole 30
     minutes, and the fourth burst, 690 s after the third, finds the bursts' bare need ready.
-    Twice the longest gap seen (600 s) would have let go of it 90 s before."""
+    Ten cold starts (600 s; twice the longest gap seen is the same) would have let go of it 90 s
+    before."""
     p = Plant(POLICY, replicas=2, cold_start=60.0)
     ready, _ = _irregular_bursts(p)
     assert len(p.state.surprises) >= 3
