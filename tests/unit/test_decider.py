@@ -1094,6 +1094,17 @@ def test_the_burst_memory_holds_its_whole_hold_after_the_second_surprise():
     assert gone.surprises == () and D.burst_hold(gone, 3841.0, POLICY.interval_s) == 0.0
 
 
+@pytest.mark.parametrize(("cold_start_s", "interval_s", "cost"), [
+    (None, 15.0, D.DEFAULT_COLD_START_S + 15.0),  # nothing learned: the default cold start
+    (15.0, 15.0, 30.0),
+    (60.0, 15.0, 75.0),
+    (180.0, 30.0, 210.0),
+])
+def test_a_surprise_costs_a_horizon_against_a_tenth_of_the_memory(cold_start_s, interval_s, cost):
+    st = State() if cold_start_s is None else State(cold_start_s=cold_start_s)
+    assert D.surprise_cost(st, interval_s) == (cost, D.SURPRISE_BUDGET * D.MAX_BURST_HOLD_S)
+
+
 @pytest.mark.parametrize(("cold_start_s", "interval_s", "needed"), [
     (15.0, 15.0, 2),  # a surprise costs ~30 s of misses: a single one may be a one-off
     (60.0, 15.0, 2),  # ~75 s: two fit the budget (10% of 1800 s = 180 s)

@@ -119,6 +119,7 @@ from tritonscale.scaling.decider.steps import (
     settle,
     stabilize,
     sudden_fall,
+    surprise_cost,
     surprises_for_memory,
     tolerate,
 )
@@ -194,5 +195,5 @@ __all__ = [
     "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",
     "plan_horizon", "recommend", "recurring", "replicas_text", "saturation_share", "scale_down_window", "settle",
-    "stabilize", "sudden_fall", "surprise", "surprises_for_memory", "tolerate", "trend", "trend_delivery",
+    "stabilize", "sudden_fall", "surprise", "surprise_cost", "surprises_for_memory", "tolerate", "trend", "trend_delivery",
 ]

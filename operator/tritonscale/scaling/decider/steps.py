@@ -282,13 +282,20 @@ def scale_down_window(policy: Policy, state: State) -> tuple[float, str]:
     return max(C.SCALE_DOWN_HORIZONS * plan_horizon(state, policy), 2 * policy.interval_s), "cold start + tick"
 
 
+def surprise_cost(state: State, interval_s: float) -> tuple[float, float]:
+    """(what one surprise costs, the budget for them), in seconds of missed time: a surprise
+    costs about one horizon (cold start + tick) before the replicas it asks for are ready, and
+    the budget is SURPRISE_BUDGET of the burst memory's span, MAX_BURST_HOLD_S -- the share of
+    it a 90% window objective affords."""
+    return cold_start(state) + interval_s, C.SURPRISE_BUDGET * C.MAX_BURST_HOLD_S
+
+
 def surprises_for_memory(state: State, interval_s: float) -> int:
     """How many surprises engage the burst memory: SURPRISES_FOR_MEMORY (a single one may be a
     one-off), or the first already when one more would take the shortfall past the window budget
-    -- each surprise costs about one horizon (cold start + tick) of missed time, and the budget
-    is SURPRISE_BUDGET of the memory's span (a long cold start spends it in one surprise)."""
-    cost = cold_start(state) + interval_s
-    affordable = int(C.SURPRISE_BUDGET * C.MAX_BURST_HOLD_S // cost)  # surprises within budget
+    (``surprise_cost``; a long cold start spends it in one surprise)."""
+    cost, budget = surprise_cost(state, interval_s)
+    affordable = int(budget // cost)  # surprises within budget
     return max(1, min(int(C.SURPRISES_FOR_MEMORY), affordable))
 
 
@@ -296,9 +303,9 @@ def burst_hold(state: State, now: float, interval_s: float) -> float:
     """How long the burst memory holds the peak need after the last surprise (0: no surprise):
     SURPRISE_HOLD_COLD_STARTS cold starts, or BURST_HOLD_GAPS x the longest gap between the
     surprises remembered if longer -- and MAX_BURST_HOLD_S, its longest, once those surprises have
-    spent the window budget (each costs about a horizon of missed time, as in
-    ``surprises_for_memory``): a few short gaps say little about the next one, and where one more
-    surprise would break the objective, capacity held costs less than a guess that ends too soon.
+    spent the window budget (``surprise_cost``): a few short gaps say little about the next one,
+    and where one more surprise would break the objective, capacity held costs less than a guess
+    that ends too soon.
     ``interval_s``: the policy's tick."""
     if len(state.surprises) < surprises_for_memory(state, interval_s):
         return 0.0
@@ -306,7 +313,8 @@ def burst_hold(state: State, now: float, interval_s: float) -> float:
     gaps = [b - a for a, b in zip(state.surprises, state.surprises[1:], strict=False)]
     if gaps:
         hold = max(hold, C.BURST_HOLD_GAPS * max(gaps))
-    if len(state.surprises) * (cold_start(state) + interval_s) >= C.SURPRISE_BUDGET * C.MAX_BURST_HOLD_S:
+    cost, budget = surprise_cost(state, interval_s)
+    if len(state.surprises) * cost >= budget:
         hold = C.MAX_BURST_HOLD_S  # the surprises remembered have spent the window budget
     hold = min(hold, C.MAX_BURST_HOLD_S)
     return hold if now - state.surprises[-1] <= hold else 0.0
