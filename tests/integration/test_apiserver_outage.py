@@ -228,7 +228,8 @@ def test_standalone_operator_rides_out_an_apiserver_outage(control_plane, api_cl
         print(f"operator log, outage until 5 s after the API server was back: {len(during)} lines; distinct:")
         for msg, n in sorted(_summarize(during).items(), key=lambda kv: -kv[1]):
             print(f"  {n:4d} x {msg}")
-        print(f"stand-in kubelet errors during the outage: {len(marker.errors)}")
+        print(f"stand-in kubelet errors during the outage: {len(marker.errors)}; its Node's Ready condition "
+              f"posted again {marker.ready_reposted} times")
         if "Traceback" in out:
             problems.append("a traceback in the operator's log:\n" + out[out.index("Traceback") - 300:][:3000])
         # Kopf's retry lines, one per failed attempt of each watch at ERROR (42 for this outage), come

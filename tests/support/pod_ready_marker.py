@@ -3,8 +3,9 @@ marks the pods the scheduler binds to it Running and Ready through the pods/stat
 subresource.
 
 Only what the controllers under test read is written: the Node (capacity, a
-Ready condition, and its Lease renewed as a kubelet renews it, so the node
-lifecycle controller keeps it schedulable), Pod status (phase, conditions,
+Ready condition, posted again if the node lifecycle controller marked it Unknown,
+and its Lease renewed as a kubelet renews it, so the node lifecycle controller
+keeps it schedulable), Pod status (phase, conditions,
 containerStatuses), and the final deletion of terminating pods (a kubelet
 deletes a pod with grace period 0 once its containers stopped; here at once).
 The sandbox's real kubelet stand-in, which runs tritonserver, is elsewhere.
@@ -49,6 +50,7 @@ class PodReadyMarker(threading.Thread):
         self.bound_at: dict[str, float] = {}  # pod uid -> when first seen bound here
         self.marked: set[str] = set()
         self.errors: list[str] = []
+        self.ready_reposted = 0  # times the Node's Ready condition was posted again (after an outage)
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -78,6 +80,7 @@ class PodReadyMarker(threading.Thread):
             try:
                 if time.monotonic() - renewed >= LEASE_RENEW_S:
                     self._renew_lease()
+                    self._post_ready_if_lost()
                     renewed = time.monotonic()
                 self._sync_pods()
             except ApiException as exc:  # recorded, and the loop goes on as a kubelet's would
@@ -112,6 +115,22 @@ class PodReadyMarker(threading.Thread):
             if exc.status != 404:
                 raise
             self.leases.create_namespaced_lease("kube-node-lease", body)
+
+    def _post_ready_if_lost(self) -> None:
+        """Post Ready=True again when the Node's Ready condition is not True, as a kubelet's
+        status update does (it posts whenever its status differs from the server's). The node
+        lifecycle controller sets Ready=Unknown, and taints the Node unreachable (NoSchedule),
+        when the Lease went unrenewed past its grace period -- an API server outage longer than
+        the 40 s lease does that -- and only the kubelet's status puts it back."""
+        node = self.core.read_node(self.node)
+        ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
+        if ready is not None and ready.status == "True":
+            return
+        now = _now()
+        condition = {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                     "message": "test stand-in: nothing runs", "lastHeartbeatTime": now, "lastTransitionTime": now}
+        self.core.patch_node_status(self.node, {"status": {"conditions": [condition]}}, _content_type=STRATEGIC)
+        self.ready_reposted += 1
 
     # ---- its pods ----------------------------------------------------------------------
 
