@@ -195,5 +195,6 @@ __all__ = [
     "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",
     "plan_horizon", "recommend", "recurring", "replicas_text", "saturation_share", "scale_down_window", "settle",
-    "stabilize", "sudden_fall", "surprise", "surprise_cost", "surprises_for_memory", "tolerate", "trend", "trend_delivery",
+    "stabilize", "sudden_fall", "surprise", "surprise_cost", "surprises_for_memory", "tolerate", "trend",
+    "trend_delivery",
 ]
