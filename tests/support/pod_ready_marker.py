@@ -91,17 +91,20 @@ class PodReadyMarker(threading.Thread):
 
     # ---- the Node ----------------------------------------------------------------------
 
-    def _register(self) -> None:
+    @staticmethod
+    def _ready_condition() -> dict[str, str]:
         now = _now()
+        return {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "test stand-in: nothing runs",
+                "lastHeartbeatTime": now, "lastTransitionTime": now}
+
+    def _register(self) -> None:
         node = {
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": self.node, "labels": {"kubernetes.io/hostname": self.node,
                                                        "kubernetes.io/os": "linux"}},
             "status": {
                 "capacity": self.capacity, "allocatable": self.capacity,
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "message": "test stand-in: nothing runs", "lastHeartbeatTime": now,
-                                "lastTransitionTime": now}],
+                "conditions": [self._ready_condition()],
             },
         }
         self.core.create_node(node)  # Nodes keep the status they are created with
@@ -126,10 +129,8 @@ class PodReadyMarker(threading.Thread):
         ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
         if ready is not None and ready.status == "True":
             return
-        now = _now()
-        condition = {"type": "Ready", "status": "True", "reason": "KubeletReady",
-                     "message": "test stand-in: nothing runs", "lastHeartbeatTime": now, "lastTransitionTime": now}
-        self.core.patch_node_status(self.node, {"status": {"conditions": [condition]}}, _content_type=STRATEGIC)
+        self.core.patch_node_status(self.node, {"status": {"conditions": [self._ready_condition()]}},
+                                    _content_type=STRATEGIC)
         self.ready_reposted += 1
 
     # ---- its pods ----------------------------------------------------------------------
