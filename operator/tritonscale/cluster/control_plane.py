@@ -17,7 +17,6 @@ and Pod status are whoever registers them.
 
 from __future__ import annotations
 
-import base64
 import os
 import socket
 import ssl
@@ -284,14 +283,15 @@ class ControlPlane:
         return ctx
 
     def _write_kubeconfig(self, path: Path, cert: Path, key: Path, user: str = ADMIN_USER) -> None:
-        def b64(p: Path) -> str:
-            return base64.b64encode(p.read_bytes()).decode()
-
+        """The CA, certificate and key by path (the files stay under the cluster's directory), not
+        embedded: the Python client writes embedded ones to temporary files that it removes only at a
+        clean exit, so every process the tests or the sandbox killed left private keys in /tmp."""
         config = {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
             "clusters": [{"name": "tritonscale", "cluster": {
-                "server": self.server, "certificate-authority-data": b64(self.ca_file)}}],
-            "users": [{"name": user, "user": {"client-certificate-data": b64(cert), "client-key-data": b64(key)}}],
+                "server": self.server, "certificate-authority": str(self.ca_file.resolve())}}],
+            "users": [{"name": user, "user": {"client-certificate": str(cert.resolve()),
+                                              "client-key": str(key.resolve())}}],
             "contexts": [{"name": "tritonscale", "context": {"cluster": "tritonscale", "user": user}}],
             "current-context": "tritonscale",
         }
