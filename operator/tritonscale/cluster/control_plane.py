@@ -285,7 +285,7 @@ class ControlPlane:
     def _write_kubeconfig(self, path: Path, cert: Path, key: Path, user: str = ADMIN_USER) -> None:
         """The CA, certificate and key by path (the files stay under the cluster's directory), not
         embedded: the Python client writes embedded ones to temporary files that it removes only at a
-        clean exit, so every process the tests or the sandbox killed left private keys in /tmp."""
+        clean exit, so every process that was killed left private keys in /tmp."""
         config = {
             "apiVersion": "v1", "kind": "Config", "preferences": {},
             "clusters": [{"name": "tritonscale", "cluster": {
