@@ -112,7 +112,8 @@ BAD_INPUTS: dict[str, Bad] = {
     "not-utf8": Bad(b"\xff\xfe not utf-8\n", (("cannot read",),)),
     # kubectl reads YAML 1.1: a bare y is a boolean, and the API server refuses it as a tensor name
     "bare-y-tensor-name": Bad((REPO / "manifests" / "samples" / "python-cpu.yaml").read_text().replace(
-        '{name: "y",', "{name: y,"), (("linear: spec.model.outputs[0].name:", "valid string"),)),
+        '{name: "y",', "{name: y,"), (("linear: spec.model.outputs[0].name:", "valid string",
+                                        "not the boolean true", "quote it"),)),
     "name-with-final-newline": Bad(_with(metadata={"name": "linear\n"}), (("metadata.name:", "DNS-1035"),)),
 }
 

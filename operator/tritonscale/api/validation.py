@@ -98,6 +98,9 @@ def _pydantic_problems(err: ValidationError) -> list[Problem]:
             msg = "unknown field"
         elif e["type"] == "missing":
             msg = "required field is missing"
+        elif e["type"] == "string_type" and isinstance(e.get("input"), bool):
+            msg = (f"{msg}, not the boolean {str(e['input']).lower()}: YAML reads an unquoted y, n, yes, no, on or "
+                   "off as a boolean, as kubectl does; quote it")
         out.append(Problem(field_path(e["loc"]), msg.removeprefix("Value error, ")))
     return out
 
