@@ -185,13 +185,22 @@ class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
     made Kopf fail every event of the object with a traceback (JSONDecodeError), and spec changes
     reached the children only through the periodic resync. Without a diff-base the next event is
     handled as a resume: reconciled from the spec as it is, and the annotation written afresh.
-    Built small enough for an annotation (``elide_essence``)."""
+    Built small enough for an annotation (``elide_essence``).
+
+    Read as none, too, on an object with no status: the API server drops status when an object is
+    created (status is a subresource), and this operator writes one at its first reconcile, so such
+    an object was never handled here. It is one restored from its own YAML (``kubectl get -o yaml``
+    then ``apply``, ``replace --force``, a GitOps move), which carries the old object's diff-base:
+    equal to its spec, it read as "nothing changed", and the object got no children, no status and
+    no autoscaler, with nothing logged, until its spec was edited or the operator restarted."""
 
     def build(self, *, body: Any, extra_fields: Any = None) -> Any:
         essence = super().build(body=body, extra_fields=extra_fields)
         return elide_essence(dict(essence))
 
     def fetch(self, *, body: Any) -> Any:
+        if not body.get("status"):
+            return None
         try:
             return super().fetch(body=body)
         except ValueError:  # json.JSONDecodeError

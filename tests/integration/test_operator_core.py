@@ -519,6 +519,39 @@ def test_children_orphaned_by_a_deletion_are_adopted_by_the_object_applied_again
     assert "Traceback" not in op.output(), op.output()
 
 
+def test_an_object_restored_from_its_own_yaml_is_reconciled(api_client, namespace, start_operator):
+    """Found by an exploratory audit (session 78): `kubectl get tis -o yaml`, delete, then apply that
+    YAML again (a backup restored, `kubectl replace --force`, a GitOps move). The new object carried
+    the old one's diff-base annotation, equal to its spec, so Kopf saw nothing to do: no children, no
+    status, no autoscaler, nothing logged, until an edit or a restart -- and the garbage collector had
+    already removed the old children. An object with no status was never handled here, whatever its
+    annotations say."""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    k.create(sample(namespace))
+    wait_for(lambda: k.children("linear"), 10, what="the children")
+    wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 5, what="SpecValid=True")
+    backup = k.get("linear")
+    assert "tritonscale.io/last-handled-configuration" in backup["metadata"]["annotations"]
+    k.delete("linear")
+    wait_for(lambda: not exists(k.core.read_namespaced_service, "linear", namespace), 30,
+             what="the old children collected")
+    restored = {"apiVersion": backup["apiVersion"], "kind": backup["kind"], "spec": backup["spec"],
+                "metadata": {"name": "linear", "namespace": namespace,
+                             "annotations": backup["metadata"]["annotations"],
+                             "labels": backup["metadata"].get("labels") or {}}}
+    uid = k.create(restored)["metadata"]["uid"]
+    wait_for(lambda: exists(k.apps.read_namespaced_deployment, "linear", namespace), 15,
+             what="the restored object's Deployment")
+    children = k.children("linear")
+    for kind, child in children.items():
+        assert any(r["uid"] == uid for r in child["metadata"].get("ownerReferences") or []), kind
+    wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 10,
+             what="the restored object's status")
+    assert op.alive()
+    assert "Traceback" not in op.output(), op.output()
+
+
 def test_a_value_the_api_server_cannot_decode_is_named_by_its_spec_field(api_client, namespace, start_operator):
     """Found by an exploratory test: a runAsUser past int64 in runtime.securityContext (free-form) was
     refused with Go's decoder's message and no cause, so the condition named only the Deployment."""

@@ -12,20 +12,25 @@ from tritonscale.operator_main import TolerantDiffBaseStorage
 KEY = "tritonscale.io/last-handled-configuration"
 
 
-def _body(annotation: str | None) -> kopf.Body:
+def _body(annotation: str | None, status: dict | None = None) -> kopf.Body:
     meta = {"name": "svc", "namespace": "ns"}
     if annotation is not None:
         meta["annotations"] = {KEY: annotation}
-    return kopf.Body({"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService", "metadata": meta,
-                      "spec": {}})
+    body = {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService", "metadata": meta, "spec": {}}
+    if status is not None:
+        body["status"] = status
+    return kopf.Body(body)
+
+
+HANDLED = {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]}
 
 
 def test_a_corrupt_diff_base_reads_as_none_and_a_good_one_as_itself() -> None:
     storage = TolerantDiffBaseStorage(prefix="tritonscale.io", key="last-handled-configuration")
     essence = {"spec": {"model": {"backend": "python"}}}
-    assert storage.fetch(body=_body(json.dumps(essence))) == essence
-    assert storage.fetch(body=_body("garbage{")) is None
-    assert storage.fetch(body=_body(None)) is None
+    assert storage.fetch(body=_body(json.dumps(essence), HANDLED)) == essence
+    assert storage.fetch(body=_body("garbage{", HANDLED)) is None
+    assert storage.fetch(body=_body(None, HANDLED)) is None
     plain = kopf.AnnotationsDiffBaseStorage(prefix="tritonscale.io", key="last-handled-configuration")
     with pytest.raises(ValueError):  # what Kopf's own storage does with it: the reason for the class
         plain.fetch(body=_body("garbage{"))
@@ -66,3 +71,17 @@ def test_a_large_spec_is_stored_as_digests_that_still_show_every_change() -> Non
     # ... and a small spec is stored as it is
     small = storage.build(body=_big_body({"a": "b"}), extra_fields=fields)
     assert small["spec"]["model"]["parameters"] == {"a": "b"}
+
+
+def test_an_object_restored_from_its_own_yaml_is_handled_as_new() -> None:
+    """``kubectl get -o yaml`` then ``apply`` (or ``replace --force``) after a delete: the new object
+    carries the old one's diff-base, equal to its spec, but no status (the API server drops it on
+    create). Read as it is, Kopf saw no change, and the object got no children, status or autoscaler;
+    read as none, it is reconciled."""
+    storage = TolerantDiffBaseStorage(prefix="tritonscale.io", key="last-handled-configuration")
+    essence = {"spec": {}}
+    assert storage.fetch(body=_body(json.dumps(essence))) is None
+    assert storage.fetch(body=_body(json.dumps(essence), {})) is None
+    assert storage.fetch(body=_body(json.dumps(essence), HANDLED)) == essence
+    plain = kopf.AnnotationsDiffBaseStorage(prefix="tritonscale.io", key="last-handled-configuration")
+    assert plain.fetch(body=_body(json.dumps(essence))) == essence  # Kopf's own: "nothing changed"
