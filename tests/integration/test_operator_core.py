@@ -531,8 +531,10 @@ def test_an_object_restored_from_its_own_yaml_is_reconciled(api_client, namespac
     k.create(sample(namespace))
     wait_for(lambda: k.children("linear"), 10, what="the children")
     wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 5, what="SpecValid=True")
-    backup = k.get("linear")
-    assert "tritonscale.io/last-handled-configuration" in backup["metadata"]["annotations"]
+    # Kopf writes its diff-base in the patch that ends the handling, which may come after the handler's
+    # own status patch that set SpecValid
+    backup = wait_for(lambda: (b := k.get("linear")) and "tritonscale.io/last-handled-configuration"
+                      in (b["metadata"].get("annotations") or {}) and b, 10, what="the diff-base annotation")
     k.delete("linear")
     wait_for(lambda: not exists(k.core.read_namespaced_service, "linear", namespace), 30,
              what="the old children collected")
