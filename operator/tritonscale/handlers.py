@@ -6,6 +6,7 @@ Nothing here decides anything; see ``reconcile/`` and ``scaling/``.
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import functools
 import logging
@@ -13,6 +14,7 @@ import random
 import threading
 import time
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -48,6 +50,9 @@ API_RETRY_S = 5.0
 # daemon, not as a Kopf timer: Kopf logs every timer run at INFO, and the operator posts INFO
 # records as Events -- one per object every pass.
 RESYNC_S = 300.0
+# How often (s) an autoscaler loop between ticks looks for an edit of spec.scaling in its live body: a
+# comparison of a few fields, and the edit waits at most this long for its tick.
+EDIT_POLL_S = 1.0
 
 # Set by the CLI before Kopf starts (see tritonscale.operator_main).
 KUBE: Kube | None = None
@@ -340,15 +345,36 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             # one still pending when the operator exits is re-raised by Kopf's shutdown, and the
             # process exits 1 on a plain SIGTERM. wait_for cancels and awaits its own inner task.
             # The operator's own stop event ends the wait of a daemon Kopf's killer never stops.
-            try:
-                await asyncio.wait_for(_stop_event().wait(), max(0.5, interval - (time.monotonic() - started)))
-            except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11
-                pass
+            await _until_next_tick(body, started + max(0.5, interval))
     finally:
         if gone or (stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason):
             autoscaler.forget(uid)
             om.forget(namespace, name)
             _source_gone(uid)
+
+
+def _scaling_as_written(body: Any) -> Any:
+    """spec.scaling as the object has it now, valid or not (a copy: what the next event brings is
+    compared with it); the whole spec where it is no mapping."""
+    spec = body.get("spec")
+    return copy.deepcopy(spec.get("scaling") if isinstance(spec, Mapping) else spec)
+
+
+async def _until_next_tick(body: kopf.Body, deadline: float) -> None:
+    """Wait for the next tick: until ``deadline``, the operator stopping, or an edit of spec.scaling
+    (Kopf updates a daemon's ``body`` with each event of its object). An edit is acted on at once:
+    a minReplicas raised is a warm floor the user asks for now, not a tick later (at intervalSeconds 90,
+    it moved the PodDisruptionBudget at once and the Deployment 70 s later), and a maxReplicas lowered
+    is a ceiling on GPUs. The next tick decides by the edited spec if it is valid, as any tick does."""
+    seen = _scaling_as_written(body)
+    while (remaining := deadline - time.monotonic()) > 0:
+        try:
+            await asyncio.wait_for(_stop_event().wait(), min(EDIT_POLL_S, remaining))
+            return
+        except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11
+            pass
+        if _scaling_as_written(body) != seen:
+            return
 
 
 async def _snapshot(spec_url: str | None, url: str | None, window: int, interval: float) -> Snapshot:

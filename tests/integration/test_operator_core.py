@@ -554,6 +554,27 @@ def test_an_object_restored_from_its_own_yaml_is_reconciled(api_client, namespac
     assert "Traceback" not in op.output(), op.output()
 
 
+def test_an_edit_of_the_scaling_bounds_is_acted_on_before_the_next_tick(api_client, namespace, start_operator):
+    """Found by an audit (session 78): at intervalSeconds 90 a minReplicas raised moved the
+    PodDisruptionBudget at once and the Deployment 70 s later, at the next tick. The autoscaler loop
+    now ticks on an edit of spec.scaling; here the interval is 600 s, so only that tick can scale."""
+    op = start_operator("--prometheus-url", "http://127.0.0.1:9")  # nothing there: the floor holds
+    k = Cluster(api_client, namespace)
+    body = sample(namespace)
+    body["spec"]["scaling"].update({"minReplicas": 1, "maxReplicas": 4, "intervalSeconds": 600})
+    k.create(body)
+    wait_for(lambda: (k.get("linear").get("status") or {}).get("lastTickTime"), 15, what="the first tick")
+    assert k.deployment("linear")["spec"]["replicas"] == 1
+    k.patch("linear", {"spec": {"scaling": {"minReplicas": 3}}})
+    wait_for(lambda: k.deployment("linear")["spec"]["replicas"] == 3, 10, what="the raised floor in the Deployment",
+             detail=lambda: str(k.get("linear").get("status")))
+    k.patch("linear", {"spec": {"scaling": {"minReplicas": 1, "maxReplicas": 2}}})
+    wait_for(lambda: k.deployment("linear")["spec"]["replicas"] == 2, 10,
+             what="the lowered ceiling in the Deployment", detail=lambda: str(k.get("linear").get("status")))
+    assert op.alive()
+    assert "Traceback" not in op.output(), op.output()
+
+
 def test_a_value_the_api_server_cannot_decode_is_named_by_its_spec_field(api_client, namespace, start_operator):
     """Found by an exploratory test: a runAsUser past int64 in runtime.securityContext (free-form) was
     refused with Go's decoder's message and no cause, so the condition named only the Deployment."""
