@@ -695,8 +695,10 @@ class ScalingSpec(_Model):
                     "follows it (twice the target, in config.pbtxt), so changing it rolls the pods, each a "
                     "cold start.",
     )
-    interval_seconds: int = Field(default=15, ge=1, le=600, description="Seconds between autoscaler ticks; an edit of spec.scaling is acted on "
-                                  "at once, not at the next tick.")
+    interval_seconds: int = Field(
+        default=15, ge=1, le=600,
+        description="Seconds between autoscaler ticks; an edit of spec.scaling is acted on at once, not at the "
+                    "next tick.")
     window_seconds: int = Field(
         default=60, ge=5, le=3600,
         description="Range of the rate() windows for request rate and queue time; the autoscaler plans from the "

@@ -172,7 +172,8 @@ class InferenceServiceStatus(_Model):
         "one's, is a Warning event OperatorConflict.")
     last_tick_time: str | None = Field(
         default=None, description="When that autoscaler last ticked (written with its status, at least once "
-        "a minute, or each tick where intervalSeconds is longer): an old time means no operator serves this object (its namespace is not watched).")
+        "a minute, or each tick where intervalSeconds is longer): an old time means no operator serves this "
+        "object (its namespace is not watched).")
 
 
 # --- who writes what ----------------------------------------------------------------------------
