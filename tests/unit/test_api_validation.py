@@ -12,10 +12,17 @@ from typing import Any
 
 import pytest
 
-from support.spec_cases import RULE_CASES, SAMPLES, TYPE_CASES, Case, load_sample, mutate
+from support.spec_cases import RULE_CASES, SAMPLES, TYPE_CASES, Case, base_spec, load_sample, mutate
 from tritonscale.api.rules import ALL_RULES, SCALING_RULES, SPEC_RULES, Rule
 from tritonscale.api.spec import DEFAULT_TRITON_IMAGE, InferenceServiceSpec
-from tritonscale.api.validation import NAME_MAX, Problem, validate_body, validate_name, validate_spec
+from tritonscale.api.validation import (
+    NAME_MAX,
+    Problem,
+    unknown_field_message,
+    validate_body,
+    validate_name,
+    validate_spec,
+)
 
 
 def _ids(cases: tuple[Case, ...]) -> list[str]:
@@ -322,3 +329,30 @@ def test_prometheus_url_is_a_base_url(url: str, problem: str | None) -> None:
         assert problems == []
     else:
         assert [p.field for p in problems] == ["spec.scaling.prometheus.url"] and problem in problems[0].message
+
+
+@pytest.mark.parametrize(("change", "field", "message"), [
+    # a typo of a field of that object: the field it most likely misspells
+    ({"model.maxBatchSzie": 8}, "spec.model.maxBatchSzie", "unknown field (did you mean maxBatchSize?)"),
+    ({"scaling.targetP95Ms": 50}, "spec.scaling.targetP95Ms", "unknown field (did you mean targetP95Milliseconds?)"),
+    ({"scaling.MINREPLICAS": 2}, "spec.scaling.MINREPLICAS", "unknown field (did you mean minReplicas?)"),
+    # inside a list's items and a nested block
+    ({"model.inputs": [{"name": "x", "dataType": "FP32", "dims": [4], "datatype": "FP32"}]},
+     "spec.model.inputs[0].datatype", "unknown field (did you mean dataType?)"),
+    ({"scaling.prometheus": {"uri": "http://p:9090"}}, "spec.scaling.prometheus.uri",
+     "unknown field (did you mean url?)"),
+    # nothing close: no guess (Triton's own config says platform where the spec says backend)
+    ({"model.platform": "onnxruntime_onnx"}, "spec.model.platform", "unknown field"),
+    ({"model.inputs": [{"name": "x", "dataType": "FP32", "dims": [4], "shape": [4]}]},
+     "spec.model.inputs[0].shape", "unknown field"),
+])
+def test_an_unknown_field_names_the_field_it_likely_misspells(change: dict[str, Any], field: str, message: str) -> None:
+    spec = mutate(base_spec(), change)
+    assert [(p.field, p.message) for p in validate_spec(spec)[1]] == [(field, message)]
+
+
+def test_an_unknown_field_off_the_models_gets_no_guess() -> None:
+    """A path the models do not reach (a free-form map, a missing parent) says only "unknown field"."""
+    assert unknown_field_message(("runtime", "resources", "limitz")) == "unknown field"
+    assert unknown_field_message(("nosuch", "minReplica")) == "unknown field"
+    assert unknown_field_message(("scaling", "minReplica")) == "unknown field (did you mean minReplicas?)"

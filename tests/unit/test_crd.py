@@ -420,7 +420,7 @@ def test_unknown_field_cases_exist_in_the_table() -> None:
     assert UNKNOWN_FIELD_CASES <= ids and set(SCHEMA_GAPS) <= ids
     assert {"dims-zero", "warmup-size-zero", "preferred-zero"} <= ids
     for case in (c for c in table.TYPE_CASES if c.id in UNKNOWN_FIELD_CASES):
-        assert [p.message for p in validate_spec(case.spec())[1]] == ["unknown field"]
+        assert [p.message.split(" (did you mean")[0] for p in validate_spec(case.spec())[1]] == ["unknown field"]
 
 
 @pytest.mark.parametrize("case", [

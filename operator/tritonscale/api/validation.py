@@ -7,12 +7,14 @@ cross-field constraints. Both report as :class:`Problem` so the operator
 
 from __future__ import annotations
 
+import difflib
 import re
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tritonscale.api.names import DNS1123_LABEL
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES
@@ -90,12 +92,52 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
+def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:
+    """The model whose fields sit at ``loc`` (aliases and list indices) under ``model``; None where
+    ``loc`` leaves the models (a free-form map, a scalar)."""
+    for part in loc:
+        if isinstance(part, int):
+            continue  # the list's item type was taken with the field
+        field = next((f for n, f in model.model_fields.items() if (f.alias or n) == part), None)
+        if field is None:
+            return None
+        found = _nested_model(field.annotation)
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    """The model in a field's type: itself, or inside Optional[...], list[...] or tuple[...]."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def unknown_field_message(loc: Sequence[Any], root: type[BaseModel] = InferenceServiceSpec) -> str:
+    """"unknown field", and the field of that object it most likely misspells, if one is close
+    (``maxBatchSzie``: did you mean maxBatchSize?) -- with the rest of the path right, a typo is the
+    usual cause. Pydantic lists what the model accepts; difflib picks the nearest by similarity."""
+    model = _model_at(root, loc[:-1])
+    if model is None or not isinstance(loc[-1], str):
+        return "unknown field"
+    names = [f.alias or n for n, f in model.model_fields.items()]
+    close = difflib.get_close_matches(loc[-1], names, n=1, cutoff=0.6) or \
+        [n for n in names if n.lower() == loc[-1].lower()]
+    return f"unknown field (did you mean {close[0]}?)" if close else "unknown field"
+
+
 def _pydantic_problems(err: ValidationError) -> list[Problem]:
     out = []
     for e in err.errors(include_url=False):
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
-            msg = "unknown field"
+            msg = unknown_field_message(e["loc"])
         elif e["type"] == "missing":
             msg = "required field is missing"
         elif e["type"] == "string_type" and isinstance(e.get("input"), bool):
