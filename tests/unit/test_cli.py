@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kubernetes.config.kube_config
 import pytest
 import yaml
 
@@ -442,6 +443,29 @@ def test_run_without_credentials_is_one_line(tmp_path: Path, monkeypatch: pytest
     assert cli.main(["run", "--metrics-port", "0", "--liveness-port", "0"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("tritonscale run: no Kubernetes credentials") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"garbage: [\n", "line 2: invalid YAML: expected the node content"),
+    (b"- a\n", "not a kubeconfig"),
+    (b"hello\n", "not a kubeconfig"),
+    (b"contexts: 5\n", "not a kubeconfig"),
+    (b"\xff\xfe", "not text (UTF-8)"),
+])
+def test_run_with_a_malformed_kubeconfig_is_one_line(content: bytes, said: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by an exploratory test: the client lets its YAML parser's error (or a TypeError from
+    indexing a list as the mapping it expects) out, and `run` printed a traceback."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    (tmp_path / "kubeconfig").write_bytes(content)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    # the client reads KUBECONFIG once, when it is imported
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "kubeconfig"))
+    assert cli.main(["run", "--metrics-port", "0", "--liveness-port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"tritonscale run: no Kubernetes credentials (not in a Pod; kubeconfig {tmp_path}")
+    assert said in err and err.count("\n") == 1, err
 
 
 def test_run_on_a_port_in_use_is_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -74,6 +74,15 @@ _GO_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _TAG = "tag:yaml.org,2002:"
 
 
+
+def invalid_yaml(exc: yaml.YAMLError) -> str:
+    """A YAML parser's error on one line, where it is and what: ``line 2: invalid YAML: expected ...``
+    (PyYAML's own text spans several lines, with the context quoted)."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f"line {mark.line + 1}: " if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{where}invalid YAML: {problem}"
+
 def kubectl_tag(value: str) -> str:
     """The tag kubectl gives the plain scalar ``value`` (go-yaml v2's resolve)."""
     if value == "<<":
@@ -127,10 +136,7 @@ def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:
     try:
         docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return [], [f"{label}: {where}invalid YAML: {problem}"]
+        return [], [f"{label}: {invalid_yaml(exc)}"]
     except RecursionError:
         return [], [f"{label}: invalid YAML: nested too deeply"]
     try:

@@ -21,8 +21,10 @@ from typing import Any
 
 import kubernetes
 import urllib3
+import yaml
 from kubernetes.client import ApiException
 
+from tritonscale.api.manifests import invalid_yaml
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 
 MERGE = "application/merge-patch+json"
@@ -85,7 +87,16 @@ def load_credentials() -> None:
     ):
         kubernetes.config.load_incluster_config()
     else:
-        kubernetes.config.load_kube_config()
+        try:
+            kubernetes.config.load_kube_config()
+        except yaml.YAMLError as exc:  # the client parses the file and lets the parser's error out
+            raise kubernetes.config.ConfigException(invalid_yaml(exc)) from exc
+        except UnicodeDecodeError as exc:
+            raise kubernetes.config.ConfigException(f"not text (UTF-8): {exc.reason} at byte {exc.start}") from exc
+        except (TypeError, AttributeError, KeyError, IndexError) as exc:
+            # YAML, but not a kubeconfig's shape: a list, a string, `contexts: 5` (the client indexes into it)
+            raise kubernetes.config.ConfigException(
+                "not a kubeconfig: a mapping with clusters, contexts and users lists was expected") from exc
     # One connection per thread that may talk to the API at once: the reconciler's and the
     # autoscaler's worker threads (Kopf's max_workers, asyncio.to_thread's pool). With the
     # client's default of 4, urllib3 warned "Connection pool is full, discarding connection" at
