@@ -187,8 +187,8 @@ def test_the_operators_api_client_has_a_connection_per_worker_thread(tmp_path, m
                       "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\n"
                       "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    real = kubernetes.config.load_kube_config  # its default file is read from KUBECONFIG at import
-    monkeypatch.setattr(kubernetes.config, "load_kube_config", lambda: real(str(config)))
+    # the client reads KUBECONFIG once, when it is imported
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(config))
     before = kubernetes.client.Configuration.get_default_copy()
     try:
         kc.load_credentials()
@@ -341,8 +341,8 @@ def test_an_insecure_kubeconfig_is_said_once_not_at_every_request(tmp_path, monk
                       "                               insecure-skip-tls-verify: true}}]\n"
                       "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    real = kubernetes.config.load_kube_config
-    monkeypatch.setattr(kubernetes.config, "load_kube_config", lambda: real(str(config)))
+    # the client reads KUBECONFIG once, when it is imported
+    monkeypatch.setattr(kubernetes.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(config))
     before = kubernetes.client.Configuration.get_default_copy()
     try:
         with warnings.catch_warnings(record=True) as seen, caplog.at_level(logging.WARNING, logger="tritonscale"):

@@ -80,6 +80,21 @@ API_ERRORS = (ApiException, urllib3.exceptions.HTTPError)
 API_CONNECTIONS = 32
 
 
+def load_kubeconfig(path: str | None = None, configuration: Any = None) -> None:
+    """``kubernetes.config.load_kube_config`` (KUBECONFIG or ~/.kube/config where ``path`` is None),
+    raising only ConfigException, with a one-line reason: the client lets its YAML parser's error out,
+    and a TypeError where the YAML is not a kubeconfig's shape."""
+    try:
+        kubernetes.config.load_kube_config(path, client_configuration=configuration)
+    except yaml.YAMLError as exc:
+        raise kubernetes.config.ConfigException(invalid_yaml(exc)) from exc
+    except UnicodeDecodeError as exc:
+        raise kubernetes.config.ConfigException(f"not text (UTF-8): {exc.reason} at byte {exc.start}") from exc
+    except (TypeError, AttributeError, KeyError, IndexError) as exc:  # a list, a string, `contexts: 5`
+        raise kubernetes.config.ConfigException(
+            "not a kubeconfig: a mapping with clusters, contexts and users lists was expected") from exc
+
+
 def load_credentials() -> None:
     """In-cluster service account if present, else KUBECONFIG / ~/.kube/config."""
     if os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(
@@ -87,16 +102,7 @@ def load_credentials() -> None:
     ):
         kubernetes.config.load_incluster_config()
     else:
-        try:
-            kubernetes.config.load_kube_config()
-        except yaml.YAMLError as exc:  # the client parses the file and lets the parser's error out
-            raise kubernetes.config.ConfigException(invalid_yaml(exc)) from exc
-        except UnicodeDecodeError as exc:
-            raise kubernetes.config.ConfigException(f"not text (UTF-8): {exc.reason} at byte {exc.start}") from exc
-        except (TypeError, AttributeError, KeyError, IndexError) as exc:
-            # YAML, but not a kubeconfig's shape: a list, a string, `contexts: 5` (the client indexes into it)
-            raise kubernetes.config.ConfigException(
-                "not a kubeconfig: a mapping with clusters, contexts and users lists was expected") from exc
+        load_kubeconfig()
     # One connection per thread that may talk to the API at once: the reconciler's and the
     # autoscaler's worker threads (Kopf's max_workers, asyncio.to_thread's pool). With the
     # client's default of 4, urllib3 warned "Connection pool is full, discarding connection" at

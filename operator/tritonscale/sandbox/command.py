@@ -100,10 +100,11 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
     if args.kubeconfig is not None:
         import kubernetes
 
+        from tritonscale.kube.client import load_kubeconfig
+
         try:  # read now, not after minutes of start-up (a parse error was a traceback)
-            kubernetes.config.load_kube_config(str(args.kubeconfig),
-                                               client_configuration=kubernetes.client.Configuration())
-        except Exception as exc:  # noqa: BLE001 -- ConfigException, YAML errors, missing keys: one line
+            load_kubeconfig(str(args.kubeconfig), kubernetes.client.Configuration())
+        except Exception as exc:  # noqa: BLE001 -- ConfigException, and whatever else the client raises: one line
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ValueError(f"--kubeconfig {args.kubeconfig}: not a usable kubeconfig: {first[:200]}") from None
     if args.kill_at is not None and not 0 <= args.kill_at < args.duration:
