@@ -543,11 +543,14 @@ def test_an_object_restored_from_its_own_yaml_is_reconciled(api_client, namespac
                              "annotations": backup["metadata"]["annotations"],
                              "labels": backup["metadata"].get("labels") or {}}}
     uid = k.create(restored)["metadata"]["uid"]
-    wait_for(lambda: exists(k.apps.read_namespaced_deployment, "linear", namespace), 15,
-             what="the restored object's Deployment")
-    children = k.children("linear")
-    for kind, child in children.items():
-        assert any(r["uid"] == uid for r in child["metadata"].get("ownerReferences") or []), kind
+
+    def owned() -> dict:  # every child made, each owned by the restored object (made one after another)
+        children = k.children("linear")
+        return {kind: any(r["uid"] == uid for r in child["metadata"].get("ownerReferences") or [])
+                for kind, child in children.items()}
+
+    wait_for(lambda: all(owned().values()), 15, what="the restored object's children owned by it",
+             detail=lambda: str(k.remaining_children("linear")))
     wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 10,
              what="the restored object's status")
     assert op.alive()
