@@ -6,7 +6,6 @@ Nothing here decides anything; see ``reconcile/`` and ``scaling/``.
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import functools
 import logging
@@ -50,8 +49,8 @@ API_RETRY_S = 5.0
 # daemon, not as a Kopf timer: Kopf logs every timer run at INFO, and the operator posts INFO
 # records as Events -- one per object every pass.
 RESYNC_S = 300.0
-# How often (s) an autoscaler loop between ticks looks for an edit of spec.scaling in its live body: a
-# comparison of a few fields, and the edit waits at most this long for its tick.
+# How often (s) an autoscaler loop between ticks looks in its live body for a generation the reconciler
+# has handled since the last tick began (``_until_next_tick``): an edit waits at most this long for its tick.
 EDIT_POLL_S = 1.0
 
 # Set by the CLI before Kopf starts (see tritonscale.operator_main).
@@ -309,6 +308,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             window = scaling.window_seconds
             url = scaling.prometheus.url or PROMETHEUS_URL
             started = time.monotonic()
+            handled = handled_generation(body)
             try:
                 snapshot = await _snapshot(scaling.prometheus.url, url, window, interval)
                 _source_checked(uid, shown_url(url) if url else "", snapshot.ok)
@@ -345,7 +345,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             # one still pending when the operator exits is re-raised by Kopf's shutdown, and the
             # process exits 1 on a plain SIGTERM. wait_for cancels and awaits its own inner task.
             # The operator's own stop event ends the wait of a daemon Kopf's killer never stops.
-            await _until_next_tick(body, started + max(0.5, interval))
+            await _until_next_tick(body, started + max(0.5, interval), handled)
     finally:
         if gone or (stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason):
             autoscaler.forget(uid)
@@ -353,27 +353,30 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             _source_gone(uid)
 
 
-def _scaling_as_written(body: Any) -> Any:
-    """spec.scaling as the object has it now, valid or not (a copy: what the next event brings is
-    compared with it); the whole spec where it is no mapping."""
-    spec = body.get("spec")
-    return copy.deepcopy(spec.get("scaling") if isinstance(spec, Mapping) else spec)
+def handled_generation(body: Any) -> Any:
+    """status.observedGeneration: the generation the reconciler last handled (wrote its children for,
+    or refused)."""
+    status = body.get("status")
+    return status.get("observedGeneration") if isinstance(status, Mapping) else None
 
 
-async def _until_next_tick(body: kopf.Body, deadline: float) -> None:
-    """Wait for the next tick: until ``deadline``, the operator stopping, or an edit of spec.scaling
-    (Kopf updates a daemon's ``body`` with each event of its object). An edit is acted on at once:
-    a minReplicas raised is a warm floor the user asks for now, not a tick later (at intervalSeconds 90,
-    it moved the PodDisruptionBudget at once and the Deployment 70 s later), and a maxReplicas lowered
-    is a ceiling on GPUs. The next tick decides by the edited spec if it is valid, as any tick does."""
-    seen = _scaling_as_written(body)
+async def _until_next_tick(body: kopf.Body, deadline: float, handled: Any) -> None:
+    """Wait for the next tick: until ``deadline``, the operator stopping, or the reconciler handling
+    another generation than ``handled`` (read before the tick: Kopf updates a daemon's ``body`` with each
+    event of its object). So an edit is acted on once its children are written, not a tick later: a
+    raised minReplicas is a warm floor asked for now (at intervalSeconds 90 it moved the
+    PodDisruptionBudget at once and the Deployment 70 s later), a lowered maxReplicas a ceiling on GPUs.
+    And a new object's first tick, which may run before the reconciler has made its Deployment and
+    then do nothing, is followed by one as soon as it has (at intervalSeconds 300 the object went five
+    minutes without a tick). A generation the reconciler has not handled (it is retrying) waits for the
+    tick it would have had: the fleet is scaled by a spec once its children are."""
     while (remaining := deadline - time.monotonic()) > 0:
         try:
             await asyncio.wait_for(_stop_event().wait(), min(EDIT_POLL_S, remaining))
             return
         except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11
             pass
-        if _scaling_as_written(body) != seen:
+        if handled_generation(body) != handled:
             return
 
 

@@ -560,7 +560,9 @@ def test_an_object_restored_from_its_own_yaml_is_reconciled(api_client, namespac
 def test_an_edit_of_the_scaling_bounds_is_acted_on_before_the_next_tick(api_client, namespace, start_operator):
     """Found by an audit (session 78): at intervalSeconds 90 a minReplicas raised moved the
     PodDisruptionBudget at once and the Deployment 70 s later, at the next tick. The autoscaler loop
-    now ticks on an edit of spec.scaling; here the interval is 600 s, so only that tick can scale."""
+    now ticks once the reconciler has handled an edit; here the interval is 600 s, so only that tick
+    can scale. And a new object's first tick, if it ran before its Deployment was made, did nothing
+    and waited the whole interval (seen at 300 s): the first tick with the Deployment comes at once."""
     op = start_operator("--prometheus-url", "http://127.0.0.1:9")  # nothing there: the floor holds
     k = Cluster(api_client, namespace)
     body = sample(namespace)
