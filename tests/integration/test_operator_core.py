@@ -7,6 +7,7 @@ garbage collector removes children through their ownerReferences."""
 from __future__ import annotations
 
 import copy
+import json
 import time
 
 import kubernetes
@@ -282,8 +283,6 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
 
 
 def _api_error_fields(exc: kubernetes.client.ApiException) -> list[str]:
-    import json
-
     body = json.loads(exc.body)
     return sorted(c.get("field", "") for c in (body.get("details") or {}).get("causes") or []
                   if c.get("field") != "<nil>")  # "some validation rules were not checked": no field
@@ -316,6 +315,10 @@ def test_invalid_spec_is_refused_or_reported_and_creates_nothing(api_client, nam
         k.create(bad)
     assert refused.value.status == 422
     assert {"spec.scaling.minReplicas", "spec.batching.preferredBatchSizes"} <= set(_api_error_fields(refused.value))
+    # the rule's messageExpression, as the operator and `tritonscale render` say it
+    causes = json.loads(refused.value.body)["details"]["causes"]
+    assert any(c.get("field") == "spec.scaling.minReplicas" and c["message"].endswith(
+        "scaling.minReplicas must be <= scaling.maxReplicas (minReplicas 5, maxReplicas 2)") for c in causes), causes
     assert not exists(k.get, "broken")
 
     # A valid object, then a contradictory update to it: refused, and nothing that
@@ -749,8 +752,6 @@ def test_a_large_spec_applied_with_kubectl_is_handled_without_errors(api_client,
     of the spec (its diff-base annotation) is kept small, so its writes are not refused ("Too long": 256
     KiB for all annotations) -- they were, with two tracebacks at every event of the object -- and an
     edit of an elided part still reaches the children at once."""
-    import json
-
     op = start_operator()
     k = Cluster(api_client, namespace)
     body = sample(namespace)

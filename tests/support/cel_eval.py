@@ -18,10 +18,13 @@ from tritonscale.api.spec import GO_SPACE
 SPEC_SCHEMA = openapi_schema()["properties"]["spec"]
 ENV = celpy.Environment()
 # The functions of the API server's CEL libraries the CRD's rules call that cel-python lacks: trim() of
-# cel-go's strings extension (Go's strings.TrimSpace) and sum() of Kubernetes' list library.
+# cel-go's strings extension (Go's strings.TrimSpace), sum() of Kubernetes' list library and format() of
+# the strings library (%d only).
 FUNCTIONS: dict[str, Any] = {
     "trim": lambda s: celtypes.StringType(str(s).strip(GO_SPACE)),
     "sum": lambda items: celtypes.IntType(sum(int(x) for x in items)),
+    # the strings library's format(), for the %d and %% the messageExpressions use
+    "format": lambda text, args: celtypes.StringType(str(text) % tuple(int(a) for a in args)),
 }
 
 
@@ -57,3 +60,14 @@ def cel_verdict(expr: str, self_value: Any) -> bool:
     result = _PROGRAMS[expr].evaluate({"self": self_value})
     assert isinstance(result, celtypes.BoolType), f"CEL {expr!r} did not yield a bool: {result!r}"
     return bool(result)
+
+
+def cel_message(expr: str, self_value: Any) -> str:
+    """A ``messageExpression``'s string with ``self`` bound to ``self_value``."""
+    if expr not in _PROGRAMS:
+        _PROGRAMS[expr] = ENV.program(ENV.compile(expr), functions=FUNCTIONS)
+    if not isinstance(self_value, celtypes.MapType):
+        self_value = celpy.json_to_cel(self_value)
+    result = _PROGRAMS[expr].evaluate({"self": self_value})
+    assert isinstance(result, str), f"CEL {expr!r} did not yield a string: {result!r}"
+    return str(result)

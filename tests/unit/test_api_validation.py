@@ -79,7 +79,8 @@ def test_problem_messages_are_the_rule_messages(case: Case) -> None:
     parsed = InferenceServiceSpec.model_validate(case.spec())
     failing = [r for r, ok in _rule_verdicts(parsed).items() if not ok]
     _, problems = validate_spec(case.spec())
-    assert problems == [Problem(f"spec.{r.field}", r.message) for r in failing]
+    assert problems == [Problem(f"spec.{r.field}", r.message_with_values(parsed if not r.scope else parsed.scaling))
+                        for r in failing]
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.stem for s in SAMPLES])

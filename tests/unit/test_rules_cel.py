@@ -22,7 +22,7 @@ import celpy
 import pytest
 
 from support import spec_cases as table
-from support.cel_eval import cel_verdict, crd_defaulted
+from support.cel_eval import cel_message, cel_verdict, crd_defaulted
 from tritonscale.api.crd import openapi_schema
 from tritonscale.api.rules import ALL_RULES, Rule
 from tritonscale.api.spec import InferenceServiceSpec
@@ -96,6 +96,33 @@ def test_cel_agrees_with_python(rule: Rule, rendering: str) -> None:
             shown = at_scope(p.plain[rendering], rule.scope)
             disagreements.append(f"{p.case.id}: CEL={got} Python={expected} on {shown!r}")
     assert not disagreements, f"{rule.cel!r}:\n" + "\n".join(disagreements)
+
+
+SHOWING = [r for r in ALL_RULES if r.shown]
+
+
+@pytest.mark.parametrize("rendering", RENDERINGS)
+@pytest.mark.parametrize("rule", SHOWING, ids=[r.field for r in SHOWING])
+def test_the_message_expression_says_what_the_operator_says(rule: Rule, rendering: str) -> None:
+    """Where a rule fails, the API server's message (its messageExpression, under CEL) is the operator's
+    and the CLI's (``message_with_values``), values included."""
+    failing = [p for p in PREPARED if not rule.holds(python_scope(p.model, rule.scope))]
+    assert failing, rule.cel
+    for p in failing:
+        said = cel_message(rule.message_expression(), at_scope(p.cel[rendering], rule.scope))
+        assert said == rule.message_with_values(python_scope(p.model, rule.scope)), p.case.id
+        assert said.startswith(rule.message + " (") and all(f"{f} " in said for f in rule.shown), said
+
+
+def test_the_scaling_rules_show_their_values() -> None:
+    """maxReplicas' default (10) is in the refusal of a minReplicas of 12, where the user never wrote it."""
+    spec = table.mutate(table.base_spec(), {"scaling": {"minReplicas": 12}})
+    model = InferenceServiceSpec.model_validate(spec)
+    rule = next(r for r in SHOWING if r.field == "scaling.minReplicas")
+    assert rule.message_with_values(model.scaling) == \
+        "scaling.minReplicas must be <= scaling.maxReplicas (minReplicas 12, maxReplicas 10)"
+    assert cel_message(rule.message_expression(), crd_defaulted(spec)["scaling"]) == \
+        "scaling.minReplicas must be <= scaling.maxReplicas (minReplicas 12, maxReplicas 10)"
 
 
 @pytest.mark.parametrize("rendering", RENDERINGS)

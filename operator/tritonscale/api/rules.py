@@ -30,6 +30,28 @@ class Rule:
     message: str
     field: str  # field path reported to the user, relative to spec
     holds: Callable[[Any], bool]  # Python twin of `cel`, on the pydantic model at scope
+    # Integer fields at scope (always set where the rule fails: defaulted, or tested with has() by the rule)
+    # whose values the message ends with, "(minReplicas 12, maxReplicas 10)": a value the user did not
+    # write (maxReplicas' default) is otherwise nowhere in the refusal.
+    shown: tuple[str, ...] = ()
+
+    def message_with_values(self, model: Any) -> str:
+        """``message`` and the ``shown`` values, from the pydantic model at scope (as ``message_expression``
+        says it from the object the API server validates)."""
+        if not self.shown:
+            return self.message
+        values = model.model_dump(by_alias=True)
+        return f"{self.message} ({', '.join(f'{f} {values[f]}' for f in self.shown)})"
+
+    def message_expression(self) -> str | None:
+        """The CEL ``messageExpression`` twin of ``message_with_values`` (None without ``shown``); where it
+        fails to evaluate, the API server says ``message``. With the strings library's format(): the API
+        server refuses a CRD whose message concatenates string(int) ("estimated messageExpression cost
+        exceeds budget by factor of more than 100x": the estimate takes the string as unbounded)."""
+        if not self.shown:
+            return None
+        text = f"{self.message.replace('%', '%%')} ({', '.join(f'{f} %d' for f in self.shown)})"
+        return f"'{text}'.format([{', '.join(f'self.{f}' for f in self.shown)}])"
 
 
 def _preferred_within_max(spec: InferenceServiceSpec) -> bool:
@@ -240,6 +262,7 @@ SCALING_RULES: tuple[Rule, ...] = (
         scope="scaling",
         cel="self.minReplicas <= self.maxReplicas",
         message="scaling.minReplicas must be <= scaling.maxReplicas",
+        shown=("minReplicas", "maxReplicas"),
         field="scaling.minReplicas",
         holds=_min_le_max,
     ),
@@ -247,6 +270,7 @@ SCALING_RULES: tuple[Rule, ...] = (
         scope="scaling",
         cel="self.minReplicas > self.maxReplicas || self.minReplicas + self.warmBuffer <= self.maxReplicas",
         message="scaling.minReplicas + scaling.warmBuffer must be <= scaling.maxReplicas",
+        shown=("minReplicas", "warmBuffer", "maxReplicas"),
         field="scaling.warmBuffer",
         holds=_floor_within_max,
     ),
@@ -255,6 +279,7 @@ SCALING_RULES: tuple[Rule, ...] = (
         cel="!has(self.fallbackReplicas) || "
         "(self.fallbackReplicas >= self.minReplicas && self.fallbackReplicas <= self.maxReplicas)",
         message="scaling.fallbackReplicas must lie between minReplicas and maxReplicas",
+        shown=("fallbackReplicas", "minReplicas", "maxReplicas"),
         field="scaling.fallbackReplicas",
         holds=_fallback_within_bounds,
     ),
@@ -265,6 +290,11 @@ ALL_RULES: tuple[Rule, ...] = SPEC_RULES + SCALING_RULES
 
 def cel_block(rules: tuple[Rule, ...]) -> list[dict[str, str]]:
     """The ``x-kubernetes-validations`` list for a schema node."""
-    return [{"rule": r.cel, "message": r.message,
+    out = []
+    for r in rules:
+        v = {"rule": r.cel, "message": r.message,
              "fieldPath": "." + r.field.split(".", 1)[1] if r.scope else "." + r.field}
-            for r in rules]
+        if (expression := r.message_expression()) is not None:
+            v["messageExpression"] = expression
+        out.append(v)
+    return out

@@ -170,9 +170,10 @@ def validate_spec(spec: Mapping[str, Any] | None) -> tuple[InferenceServiceSpec 
         parsed = InferenceServiceSpec.model_validate(as_stored(spec))
     except ValidationError as err:
         return None, _pydantic_problems(err)
-    problems = [Problem(f"spec.{r.field}", r.message) for r in SPEC_RULES if not r.holds(parsed)]
+    problems = [Problem(f"spec.{r.field}", r.message_with_values(parsed)) for r in SPEC_RULES if not r.holds(parsed)]
     problems += _gpu_resource_problems(parsed)
-    problems += [Problem(f"spec.{r.field}", r.message) for r in SCALING_RULES if not r.holds(parsed.scaling)]
+    problems += [Problem(f"spec.{r.field}", r.message_with_values(parsed.scaling))
+                 for r in SCALING_RULES if not r.holds(parsed.scaling)]
     return (None, problems) if problems else (parsed, [])
 
 
