@@ -308,7 +308,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             window = scaling.window_seconds
             url = scaling.prometheus.url or PROMETHEUS_URL
             started = time.monotonic()
-            handled = handled_generation(body)
+            handled = _handled_generation(body)
             try:
                 snapshot = await _snapshot(scaling.prometheus.url, url, window, interval)
                 _source_checked(uid, shown_url(url) if url else "", snapshot.ok)
@@ -353,7 +353,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             _source_gone(uid)
 
 
-def handled_generation(body: Any) -> Any:
+def _handled_generation(body: Any) -> Any:
     """status.observedGeneration: the generation the reconciler last handled (wrote its children for,
     or refused)."""
     status = body.get("status")
@@ -376,7 +376,7 @@ async def _until_next_tick(body: kopf.Body, deadline: float, handled: Any) -> No
             return
         except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11
             pass
-        if handled_generation(body) != handled:
+        if _handled_generation(body) != handled:
             return
 
 

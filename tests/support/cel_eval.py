@@ -51,23 +51,24 @@ def crd_defaulted(spec: dict[str, Any]) -> dict[str, Any]:
 _PROGRAMS: dict[str, Any] = {}
 
 
-def cel_verdict(expr: str, self_value: Any) -> bool:
-    """Evaluate ``expr`` with ``self`` bound to ``self_value`` (plain JSON data or already CEL-typed)."""
+def _evaluate(expr: str, self_value: Any) -> Any:
+    """``expr`` (compiled once) with ``self`` bound to ``self_value`` (plain JSON data or already CEL-typed)."""
     if expr not in _PROGRAMS:
         _PROGRAMS[expr] = ENV.program(ENV.compile(expr), functions=FUNCTIONS)
     if not isinstance(self_value, celtypes.MapType):
         self_value = celpy.json_to_cel(self_value)
-    result = _PROGRAMS[expr].evaluate({"self": self_value})
+    return _PROGRAMS[expr].evaluate({"self": self_value})
+
+
+def cel_verdict(expr: str, self_value: Any) -> bool:
+    """A rule's verdict with ``self`` bound to ``self_value``."""
+    result = _evaluate(expr, self_value)
     assert isinstance(result, celtypes.BoolType), f"CEL {expr!r} did not yield a bool: {result!r}"
     return bool(result)
 
 
 def cel_message(expr: str, self_value: Any) -> str:
     """A ``messageExpression``'s string with ``self`` bound to ``self_value``."""
-    if expr not in _PROGRAMS:
-        _PROGRAMS[expr] = ENV.program(ENV.compile(expr), functions=FUNCTIONS)
-    if not isinstance(self_value, celtypes.MapType):
-        self_value = celpy.json_to_cel(self_value)
-    result = _PROGRAMS[expr].evaluate({"self": self_value})
+    result = _evaluate(expr, self_value)
     assert isinstance(result, str), f"CEL {expr!r} did not yield a string: {result!r}"
     return str(result)

@@ -74,7 +74,6 @@ _GO_FLOAT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _TAG = "tag:yaml.org,2002:"
 
 
-
 def invalid_yaml(exc: yaml.YAMLError) -> str:
     """A YAML parser's error on one line, where it is and what: ``line 2: invalid YAML: expected ...``
     (PyYAML's own text spans several lines, with the context quoted)."""
@@ -82,6 +81,7 @@ def invalid_yaml(exc: yaml.YAMLError) -> str:
     where = f"line {mark.line + 1}: " if mark else ""
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     return f"{where}invalid YAML: {problem}"
+
 
 def kubectl_tag(value: str) -> str:
     """The tag kubectl gives the plain scalar ``value`` (go-yaml v2's resolve)."""
