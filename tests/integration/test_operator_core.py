@@ -560,6 +560,34 @@ def test_an_object_restored_from_its_own_yaml_is_reconciled(api_client, namespac
     assert "Traceback" not in op.output(), op.output()
 
 
+def test_a_configmap_replaced_by_hand_is_replaced_back(api_client, namespace, start_operator):
+    """Left open since session 79: the config ConfigMap is immutable, so one replaced by hand with other
+    data (`kubectl replace --force`, keeping its ownerReference) could not be patched back -- the API
+    server refused the patch, and the object read SpecValid=False ChildRejected until someone deleted
+    the ConfigMap. Now it is deleted and created again with the rendered config, said as drift."""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    k.create(sample(namespace))
+    cm = wait_for(lambda: k.children("linear")["ConfigMap"], 10, what="the children")
+    wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 5, what="SpecValid=True")
+    name, rendered = cm["metadata"]["name"], cm["data"]
+    forged = {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+              "metadata": {k_: cm["metadata"][k_] for k_ in ("name", "namespace", "labels", "ownerReferences")},
+              "data": {"config.pbtxt": 'name: "linear"\nmax_batch_size: 1\n'}}
+    k.core.delete_namespaced_config_map(name, namespace)
+    k.core.create_namespaced_config_map(namespace, forged, field_manager="kubectl-replace")
+    back = wait_for(lambda: (c := k.core.read_namespaced_config_map(name, namespace)).data == rendered and c, 10,
+                    what="the rendered config back", detail=lambda: str(k.get("linear").get("status")))
+    assert back.immutable is True and back.metadata.owner_references[0].uid == k.get("linear")["metadata"]["uid"]
+    assert (k.condition("linear", "SpecValid") or {}).get("status") == "True", k.get("linear").get("status")
+    events = wait_for(lambda: [e for e in k.core.list_namespaced_event(namespace).items
+                               if e.reason == "DriftReverted" and name in (e.message or "")], 5,
+                      what="a DriftReverted event")
+    assert events[0].type == "Warning" and "changed by kubectl-replace" in events[0].message, events[0].message
+    assert op.alive()
+    assert "Traceback" not in op.output(), op.output()
+
+
 def test_an_edit_of_the_scaling_bounds_is_acted_on_before_the_next_tick(api_client, namespace, start_operator):
     """Found by an audit (session 78): at intervalSeconds 90 a minReplicas raised moved the
     PodDisruptionBudget at once and the Deployment 70 s later, at the next tick. The autoscaler loop

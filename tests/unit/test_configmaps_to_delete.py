@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tritonscale.reconcile.inference_service import configmaps_to_delete
+import pytest
+
+from tritonscale.reconcile.inference_service import configmaps_to_delete, holds_other_content
 
 UID = "6f1c9a2e-3b7d-4f55-9e0a-1c2d3e4f5a6b"
 
@@ -103,3 +105,36 @@ def test_an_orphaned_config_no_template_mounts_goes_too() -> None:
     """An orphaned Deployment's earlier configs, once adopted and unmounted, are nobody's to keep."""
     out = configmaps_to_delete([_orphan(OURS), cm("linear-config-aaa")], [workload("linear-config-aaa")], UID)
     assert names(out) == ["linear-config-old"]
+
+
+def config(data: dict[str, str] | None, immutable: bool | None = True, binary: dict[str, str] | None = None,
+           kind: str = "ConfigMap") -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": kind, "metadata": {"name": "linear-config-aaa"}}
+    if data is not None:
+        out["data"] = data
+    if binary is not None:
+        out["binaryData"] = binary
+    if immutable is not None:
+        out["immutable"] = immutable
+    return out
+
+
+@pytest.mark.parametrize(("live", "replaced"), [
+    (None, False),  # not there: created
+    (config({"config.pbtxt": "max_batch_size: 8"}), False),  # as rendered
+    (config({"config.pbtxt": "max_batch_size: 64"}), True),  # replaced by hand: no patch can put it back
+    (config({"config.pbtxt": "max_batch_size: 8", "extra": "x"}), True),  # a key added
+    (config(None), True),  # its data removed
+    (config({"config.pbtxt": "max_batch_size: 8"}, binary={"blob": "AA=="}), True),  # binaryData added
+    (config({"config.pbtxt": "max_batch_size: 64"}, immutable=False), False),  # mutable: a patch puts it back
+    (config({"config.pbtxt": "max_batch_size: 64"}, immutable=None), False),
+])
+def test_an_immutable_configmap_with_other_content_is_replaced(live: dict[str, Any] | None, replaced: bool) -> None:
+    desired = config({"config.pbtxt": "max_batch_size: 8"})
+    assert holds_other_content(desired, live) is replaced
+
+
+def test_only_a_configmap_is_replaced() -> None:
+    """A Service or a Deployment is patched back; only a ConfigMap can be immutable."""
+    live = config({"config.pbtxt": "max_batch_size: 64"}, kind="Service")
+    assert not holds_other_content(config({"config.pbtxt": "max_batch_size: 8"}, kind="Service"), live)

@@ -56,6 +56,8 @@ class Outcome:
     problems: list[Problem] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)  # children whose names something else holds
     adopted: list[str] = field(default_factory=list)  # orphans of this object's taken back (``adoptable``)
+    # immutable ConfigMaps found with other content, deleted and created again (``holds_other_content``)
+    replaced: list[str] = field(default_factory=list)
     # Children patched back (in ``patched``) with the other writers their fields had: kubectl edit, a GitOps
     # tool's server-side apply (``writers``)
     changed_by: dict[str, list[str]] = field(default_factory=dict)
@@ -342,6 +344,15 @@ _MODELS: dict[str, type[pydantic.BaseModel]] = {
 }
 
 
+def holds_other_content(child: dict[str, Any], live: dict[str, Any] | None) -> bool:
+    """Whether ``live`` is an immutable ConfigMap whose content is not ``child``'s: put there by hand
+    (``kubectl replace --force``, or deleted and created again, while the ownerReference stayed). Its name
+    promises the config of its hash (``configmap_name``), and no patch can put the data back: the API
+    server refuses any change to an immutable ConfigMap's data. It is deleted and created again."""
+    return child["kind"] == "ConfigMap" and live is not None and live.get("immutable") is True and any(
+        (live.get(key) or {}) != (child.get(key) or {}) for key in ("data", "binaryData"))
+
+
 def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> tuple[list[Problem], list[Problem]]:
     """Each create or patch, tried as a server-side dry run: the problems of those the API
     server refuses as invalid (400, 422), one per field it names, and the warnings it gives with the
@@ -354,6 +365,14 @@ def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> tuple[l
     warned: list[Problem] = []
     for child, live, patch in writes:
         kind, cname = child["kind"], child["metadata"]["name"]
+        if holds_other_content(child, live):
+            # deleted and created again (``_write_children``): a dry-run create would find the name taken,
+            # so the body is checked as the client checks it; the content is the operator's own rendering
+            try:
+                _MODELS[kind].model_validate(child)
+            except pydantic.ValidationError as exc:
+                problems.extend(client_problems(f"{kind}/{cname}", exc, argument=False))
+            continue
         if live is not None and patch is not None:
             try:
                 _MODELS[kind].model_validate(child)
@@ -493,7 +512,13 @@ def _write_children(kube: Kube, body: dict[str, Any], writes: list[Write], outco
         kind, cname = child["kind"], child["metadata"]["name"]
         before = live
         try:
-            if live is None:
+            if live is not None and holds_other_content(child, live):
+                kube.delete_config_map(ns, cname, live["metadata"]["uid"])
+                outcome.replaced.append(f"{kind}/{cname}")
+                if others := writers(live, {"data": child.get("data"), "binaryData": None}):
+                    outcome.changed_by[f"{kind}/{cname}"] = others
+                live = kube.create(child)
+            elif live is None:
                 live = kube.create(child)
                 outcome.created.append(f"{kind}/{cname}")
             elif patch is not None:
@@ -570,6 +595,13 @@ def _announce(outcome: Outcome, template_written: bool, event: EventFn, ns: str,
                    f"with --cascade=orphan?), and now matches the spec")
         event("Normal", "Adopted", message)
         log.info("%s/%s: %s", ns, name, message)
+    for ref in outcome.replaced:
+        by = f" by {', '.join(outcome.changed_by[ref])}" if ref in outcome.changed_by else ""
+        message = (f"replaced {ref}: its data had been changed{by}, not through this InferenceService, and an "
+                   f"immutable ConfigMap cannot be patched back. Pods that started meanwhile load the changed "
+                   f"config until they restart")
+        event("Warning", "DriftReverted", message)
+        log.warning("%s/%s: %s", ns, name, message)
     for ref in outcome.patched:
         # a new pod template replaces every pod, a cold start each: say so where the edit is seen
         rolls = "; a new pod template: the pods roll" if template_written and ref.startswith("Deployment/") else ""
