@@ -115,6 +115,7 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "poisson", "--slo-ms", "150", "--batching-apply", "reload"], "add --batching-tuner"),
     (["--suite", "quick", "--cold-starts", "15,inf"], "--cold-starts: 'inf' is not a finite number"),
     (["--suite", "quick", "--seeds", "1,1"], "--seeds: 1 given more than once"),
+    (["--suite", "quick", "--seeds", "x"], "--seeds: cannot read 'x': expected a comma list of integers"),
     (["--suite", "quick", "--seeds", "99999999999999999999"], "--seeds: a count of at most 1000"),
     (["--suite", "quick", "--batching-tuner", "--plot", "/tmp/t.png"], "--plot: the tuner's evaluation"),
     (["--shape", "poisson"], "--slo-ms is required"),

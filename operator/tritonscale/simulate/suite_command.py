@@ -68,7 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 MAX_SEED_COUNT = 1000
 
 
-def _list(text: str | None, what: str, conv=str) -> tuple | None:
+def _list(text: str | None, what: str, conv=str, expected: str = "a comma list") -> tuple | None:
+    """A comma list of ``conv`` values; ``expected`` says what one reads, where an item does not."""
     if text is None:
         return None
     try:
@@ -76,7 +77,7 @@ def _list(text: str | None, what: str, conv=str) -> tuple | None:
     except argparse.ArgumentTypeError as exc:  # read, but out of range: say why
         raise ValueError(f"--{what}: {exc}") from None
     except ValueError:
-        raise ValueError(f"--{what}: cannot read {text!r}") from None
+        raise ValueError(f"--{what}: cannot read {text!r}: expected {expected}") from None
     if not items:
         raise ValueError(f"--{what}: empty list")
     twice = sorted({x for x in items if items.count(x) > 1}, key=str)
@@ -147,7 +148,7 @@ def config_from_args(args: argparse.Namespace) -> SuiteConfig:
     if args.decisions and args.batching_tuner:
         raise ValueError("--decisions: the tuner's evaluation (--suite --batching-tuner) writes no ticks; "
                          "leave out one of the two")
-    seeds = _list(args.seeds, "seeds", int)
+    seeds = _list(args.seeds, "seeds", int, "a comma list of integers (0,3,7), or a count N for seeds 0..N-1")
     if seeds is not None and min(seeds) < 0:
         raise ValueError("--seeds: seeds must be >= 0")
     if seeds is not None and len(seeds) == 1 and args.seeds.strip().isdigit() and "," not in args.seeds:
