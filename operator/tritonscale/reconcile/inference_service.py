@@ -152,8 +152,8 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
                                            f"server): see the pods' events")
     # The pods may also wait for a node (a GPU): the Schedulable condition says so, from the pods themselves.
     return False, "ReplicasStarting", (f"{ready}/{need} replica(s) ready (minReplicas {min_replicas}); the pods "
-                                       f"are scheduled, then their models load and warm up before serving (the "
-                                       f"Schedulable condition says if they wait for a node)")
+                                       f"start: each waits for a node (the Schedulable condition says whether one "
+                                       f"fits), then loads and warms its model before serving")
 
 
 def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None, spec: InferenceServiceSpec,
