@@ -775,6 +775,32 @@ def test_a_write_refused_after_its_dry_run_passed_is_reported(api_client, namesp
     assert op.alive()
 
 
+def test_a_child_a_resource_quota_refuses_is_reported(api_client, namespace, start_operator):
+    """Found by an exploratory audit (session 80): a ResourceQuota that refuses a child (here no Service
+    may be made) answers the dry run with 403, not as an invalid spec; the handler retried with Kopf's
+    backoff and nothing else said why -- no status, no event, a blank STATUS column. The Ready condition
+    and a Warning event now quote the quota, and the children come once it allows them."""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-services"},
+             "spec": {"hard": {"services": "0"}}}
+    k.core.create_namespaced_resource_quota(namespace, quota)
+    wait_for(lambda: (k.core.read_namespaced_resource_quota("no-services", namespace).status.hard or {}), 10,
+             what="the quota's status (enforced from then on)")
+    k.create(sample(namespace))
+    cond = wait_for(lambda: (c := k.condition("linear", "Ready")) and c["reason"] == "ChildWriteFailed" and c,
+                    15, what="Ready=False ChildWriteFailed", detail=op.log_tail)
+    assert cond["status"] == "False" and "Service/linear could not be written" in cond["message"], cond
+    assert "exceeded quota: no-services" in cond["message"], cond
+    wait_for(lambda: _warnings(k, "linear", "ChildWriteFailed"), 5, what="a ChildWriteFailed Warning event")
+    k.core.delete_namespaced_resource_quota("no-services", namespace)
+    # the handler retries with a backoff (handlers.API_RETRY_S, doubled at each retry)
+    wait_for(lambda: exists(k.core.read_namespaced_service, "linear", namespace), 60,
+             what="the Service once the quota is gone")
+    assert op.alive()
+    assert "Traceback" not in op.output(), op.output()
+
+
 def test_a_large_spec_applied_with_kubectl_is_handled_without_errors(api_client, namespace, start_operator):
     """~140 KiB of model parameters with kubectl apply's copy of the object beside it: Kopf's own record
     of the spec (its diff-base annotation) is kept small, so its writes are not refused ("Too long": 256

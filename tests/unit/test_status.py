@@ -351,7 +351,7 @@ def test_ready_names_minreplicas_as_what_it_counts_against() -> None:
 
     starting = {"spec": {"replicas": 2}, "status": {"replicas": 2, "readyReplicas": 0}}
     assert ready_condition(1, starting)[1:] == ("ReplicasStarting", "0/1 replica(s) ready (minReplicas 1); the pods "
-                                                "start: each waits for a node (the Schedulable condition says whether one "
-                                                "fits), then loads and warms its model before serving")
+                                                "start: each waits for a node (the Schedulable condition says "
+                                                "whether one fits), then loads and warms its model before serving")
     warm = {"spec": {"replicas": 2}, "status": {"replicas": 2, "readyReplicas": 2, "updatedReplicas": 2}}
     assert ready_condition(1, warm)[1:] == ("ReplicasReady", "2 replica(s) ready and warm (minReplicas 1)")

@@ -353,10 +353,12 @@ def holds_other_content(child: dict[str, Any], live: dict[str, Any] | None) -> b
         (live.get(key) or {}) != (child.get(key) or {}) for key in ("data", "binaryData"))
 
 
-def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> tuple[list[Problem], list[Problem]]:
+def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write],
+                     failed: Callable[[str, BaseException], None] | None = None) -> tuple[list[Problem], list[Problem]]:
     """Each create or patch, tried as a server-side dry run: the problems of those the API
     server refuses as invalid (400, 422), one per field it names, and the warnings it gives with the
-    others (``child_warning``). Other errors propagate.
+    others (``child_warning``). Other errors propagate, after ``failed`` is told which child's dry run
+    met them (a ResourceQuota's or RBAC's 403 is no fault of the spec, and is said as a failed write).
     A patch's whole child is first checked as a create's body is: an edit that put a number in
     ``runtime.env[].value`` was refused by the API server with the Deployment echoed whole and no
     field named (a condition too long to write), and an unknown key (a typo in a toleration) was
@@ -388,6 +390,8 @@ def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write]) -> tuple[l
                 warnings = []
         except ApiException as exc:
             if exc.status not in (400, 422):
+                if failed is not None:
+                    failed(f"{kind}/{cname}", exc)
                 raise
             problems.extend(api_problems(f"{kind}/{cname}", exc))
         except pydantic.ValidationError as exc:  # the client checks a body against the API's schema first
@@ -477,7 +481,9 @@ def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceS
 def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseException, event: EventFn,
                   now: float) -> None:
     """A write failed after the dry run passed (a transient error, an admission policy that lets dry
-    runs through): the Ready condition and a Warning event say so, not only the operator's log. The
+    runs through), or its dry run failed other than as invalid (a ResourceQuota's or RBAC's 403: the
+    handler's retries had said it only in the operator's log): the Ready condition and a Warning event
+    say so, not only the operator's log. The
     children written before it in the pass stay as written (putting a ConfigMap back made a loop: its
     own change event started the next pass, which wrote it again). Best effort: the API server may be
     what failed."""
@@ -673,7 +679,8 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         # The API server validates what the CRD cannot (a Deployment's env entry without a name, a
         # resource quantity that does not parse): every write is tried as a dry run first, so a
         # refusal leaves every child as it was -- not a new ConfigMap beside the old Deployment.
-        refused, warned = dry_run_refusals(kube, ns, writes)
+        refused, warned = dry_run_refusals(kube, ns, writes,
+                                           lambda child, exc: _write_failed(kube, body, child, exc, event, now()))
         if warned:
             _warn(warned, event, ns, name)
         if refused:
