@@ -320,6 +320,10 @@ def test_unsafe_leader_election_timings_fail_to_render(timings, message, tmp_pat
      "prometheus.tls.caConfigMap.name and prometheus.tls.insecureSkipVerify exclude each other"),
     ({"prometheus": {"url": "http://p:9090", "urlSecret": {"name": "prom", "key": "url"}}},
      "prometheus.url and prometheus.urlSecret.name exclude each other"),
+    # the operator would refuse it at start (its queries went to .../api/v1/query/api/v1/query)
+    ({"prometheus": {"url": "http://prom.monitoring:9090/api/v1/query"}},
+     "prometheus.url: give the Prometheus server's base URL, without /api/v1/query: the operator adds the API's "
+     "path (http://prom.monitoring:9090)"),
 ])
 def test_values_that_would_install_something_unsafe_fail_to_render(values, message, tmp_path):
     path = tmp_path / "bad.yaml"

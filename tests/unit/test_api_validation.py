@@ -323,6 +323,11 @@ def test_a_request_above_its_limit_is_refused_as_the_api_server_would() -> None:
     ("http://prom:0", "the port must be 1-65535"),
     ("http://host:9090?x=1", "no query or fragment"),
     ("http://[::1", "must be an http:// or https:// URL"),
+    # the client adds the API's path: given too, it was doubled (POST /api/v1/query/api/v1/query)
+    ("http://prom:9090/api/v1/query", "give the server's base URL, without /api/v1/query: http://prom:9090"),
+    ("https://u:pw@prom/prom/api/v1/", "without /api/v1: https://***@prom/prom"),
+    ("http://prom:9090/api/v1/query_range", "without /api/v1/query_range"),
+    ("http://prom:9090/api/v1x", None),  # a path of its own, only alike
 ])
 def test_prometheus_url_is_a_base_url(url: str, problem: str | None) -> None:
     _, problems = validate_spec(mutate(load_sample()["spec"], {"scaling.prometheus": {"url": url}}))

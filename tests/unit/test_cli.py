@@ -348,6 +348,8 @@ def test_render_names_the_kinds_it_found_when_none_is_an_inferenceservice(tmp_pa
     (["run", "--prometheus-url", "http://prom:9090/?a=b"], "no query or fragment, got 'http://prom:9090/?a=b'"),
     (["run", "--prometheus-url", "http://prom:9090#x"], "no query or fragment"),
     (["run", "--prometheus-url", "http://prom:0"], "argument --prometheus-url: the port must be 1-65535"),
+    (["run", "--prometheus-url", "http://prom:9090/api/v1/query"],
+     "argument --prometheus-url: give the server's base URL, without /api/v1/query: http://prom:9090"),
     (["run", "--namespace", "Team_A"], "argument --namespace/-n: 'Team_A' is not a namespace name"),
     (["run", "--leader-elect", "--leader-elect-resource-name", "a_b"], "'a_b' is not a Lease name"),
 ])

@@ -663,6 +663,11 @@ def prometheus_base_url(url: str) -> str:
         port = -1
     if port is not None and not 1 <= port <= 65535:  # the port's range: beyond what the CRD's rule says
         raise ValueError("the port must be 1-65535")
+    path = urlsplit(url).path.rstrip("/")
+    if (api := path.rfind("/api/v1")) >= 0 and path[api:] in ("/api/v1", "/api/v1/query", "/api/v1/query_range"):
+        # the client adds the API's path: this one doubled, the queries went to .../api/v1/query/api/v1/query
+        base = urlunsplit(urlsplit(url)._replace(path=path[:api], query="", fragment=""))
+        raise ValueError(f"give the server's base URL, without {path[api:]}: {url_without_credentials(base)}")
     return url
 
 

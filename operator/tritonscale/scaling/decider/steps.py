@@ -430,7 +430,7 @@ def clamp(step: Step, replicas: Replicas, policy: Policy) -> Step:
     if replicas.unschedulable > 0 and n > replicas.current:
         return Step(max(replicas.current, policy.floor), "Unschedulable",
                     step.why + f"; {replicas.unschedulable} pod(s) cannot be scheduled "
-                               f"(no node has the resources): not asking for more")
+                               f"(the Schedulable condition says why): not asking for more")
     if n < step.replicas and n < replicas.current:  # maxReplicas lowered below the fleet (a spec edit)
         return Step(n, "AtMaxReplicas", step.why + f"; lowering to maxReplicas={policy.max_replicas}")
     if n == policy.max_replicas and step.replicas >= policy.max_replicas and n > replicas.current - 1 \
