@@ -801,6 +801,29 @@ def test_a_child_a_resource_quota_refuses_is_reported(api_client, namespace, sta
     assert "Traceback" not in op.output(), op.output()
 
 
+def test_pods_are_made_under_a_quota_on_cpu_and_memory(api_client, namespace, start_operator):
+    """A ResourceQuota on requests.cpu and limits.memory (common in shared namespaces) refuses a pod any of
+    whose containers leaves them unset: the ReplicaSet made no pod ("must specify requests.cpu for:
+    model-fetch"), and no spec field reached the init container (an audit, session 80). It now takes the
+    triton container's cpu and memory."""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "compute"},
+             "spec": {"hard": {"requests.cpu": "4", "limits.memory": "8Gi"}}}
+    k.core.create_namespaced_resource_quota(namespace, quota)
+    wait_for(lambda: (k.core.read_namespaced_resource_quota("compute", namespace).status.hard or {}), 10,
+             what="the quota's status (enforced from then on)")
+    body = sample(namespace)
+    body["spec"]["runtime"]["resources"] = {"requests": {"cpu": "500m", "memory": "512Mi"},
+                                            "limits": {"memory": "1Gi"}}
+    k.create(body)
+    pods = wait_for(lambda: k.core.list_namespaced_pod(namespace, label_selector=f"{LABEL}=linear").items, 20,
+                    what="a pod under the quota", detail=lambda: str(k.get("linear").get("status")))
+    (init,) = pods[0].spec.init_containers
+    assert init.resources.requests == {"cpu": "500m", "memory": "512Mi"} and init.resources.limits == {"memory": "1Gi"}
+    assert op.alive()
+
+
 def test_a_large_spec_applied_with_kubectl_is_handled_without_errors(api_client, namespace, start_operator):
     """~140 KiB of model parameters with kubectl apply's copy of the object beside it: Kopf's own record
     of the spec (its diff-base annotation) is kept small, so its writes are not refused ("Too long": 256

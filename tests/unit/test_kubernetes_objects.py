@@ -264,6 +264,28 @@ def test_the_fetch_image_may_be_a_mirror(uri: str) -> None:
     assert fetch(dep)["command"] == fetch(default)["command"]
 
 
+@pytest.mark.parametrize(("resources", "gpus", "expected"), [
+    ({}, 1, None),  # nothing set: nothing for the fetch either (not the GPU)
+    ({"requests": {"cpu": "500m", "memory": "512Mi"}}, 0, {"requests": {"cpu": "500m", "memory": "512Mi"}}),
+    ({"requests": {"cpu": 2, "memory": "8Gi", "ephemeral-storage": "20Gi"},
+      "limits": {"memory": "16Gi", "nvidia.com/gpu": 1, "example.com/fpga": 1, "hugepages-2Mi": "1Gi"}}, 1,
+     {"requests": {"cpu": "2", "memory": "8Gi", "ephemeral-storage": "20Gi"},
+      "limits": {"memory": "16Gi", "hugepages-2Mi": "1Gi"}}),
+    ({"limits": {"nvidia.com/gpu": 1}}, 1, None),  # a GPU alone: the download needs none
+    ({"claims": [{"name": "gpu"}]}, 1, None),
+])
+def test_the_fetch_takes_the_triton_container_s_cpu_and_memory(resources: dict[str, Any], gpus: int,
+                                                               expected: dict[str, Any] | None) -> None:
+    """A namespace's ResourceQuota on requests.cpu refused every pod: "must specify requests.cpu for:
+    model-fetch", and no spec field reached that container (an audit, session 80). Its resources are the
+    triton container's cpu, memory and storage, which adds nothing to what the pod is scheduled with."""
+    dep = children(mutate(BASE, {"spec.runtime.gpus": gpus, "spec.runtime.resources": resources}))["Deployment"]
+    assert fetch(dep).get("resources") == expected
+    if expected:
+        for kind, block in expected.items():
+            assert triton(dep)["resources"][kind].items() >= block.items()
+
+
 def test_fetch_script_quotes_the_uri() -> None:
     dep = children(mutate(BASE, {"spec.model.storageUri": "s3://bucket/a;rm-rf"}))["Deployment"]
     assert "'s3://bucket/a;rm-rf'" in fetch(dep)["command"][-1]

@@ -451,7 +451,9 @@ class RuntimeSpec(_Model):
         "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable and busybox:1.36. Set it to a mirror (an "
         "air-gapped registry, an allow-listed one) or a digest. A change rolls the pods.",
         json_schema_extra=_TRIMMED_IMAGE)
-    resources: dict[str, Any] = _free_form("Container resources (requests/limits), merged with the GPU limit.")
+    resources: dict[str, Any] = _free_form(
+        "Container resources (requests/limits), merged with the GPU limit. The model-fetch init container gets "
+        "the same cpu, memory and ephemeral-storage (a ResourceQuota may require them of every container).")
     node_selector: dict[str, str] = Field(
         default_factory=dict, max_length=MAX_NODE_SELECTOR, description="Pod nodeSelector.",
         json_schema_extra={"maxProperties": MAX_NODE_SELECTOR,

@@ -290,7 +290,25 @@ def _fetch_container(
         "volumeMounts": mounts,
         "securityContext": copy.deepcopy(_CONTAINER_SECURITY),
     }
+    if fetch_resources := _fetch_resources(spec):
+        container["resources"] = fetch_resources
     return container, volumes, serving_mounts
+
+
+# What the init container takes of the triton container's resources: not its GPU or other extended
+# resources (a download needs none), nor its claims.
+_FETCH_RESOURCES = re.compile(r"(cpu|memory|ephemeral-storage|hugepages-.+)$")
+
+
+def _fetch_resources(spec: InferenceServiceSpec) -> dict[str, Any]:
+    """The model-fetch init container's requests and limits: the triton container's cpu, memory and
+    ephemeral storage. A namespace's ResourceQuota on requests.cpu or limits.memory refuses a pod any of
+    whose containers leaves them unset (found by an audit: "must specify requests.cpu for: model-fetch",
+    with no spec field to set them). The pod's own request is the larger of its largest init container's
+    and the sum of its containers', so this adds nothing to what it is scheduled with."""
+    out = {kind: {r: q for r, q in block.items() if _FETCH_RESOURCES.match(r)}
+           for kind, block in _resources(spec).items() if kind in ("requests", "limits") and isinstance(block, dict)}
+    return {kind: block for kind, block in out.items() if block}
 
 
 def _tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
