@@ -54,6 +54,7 @@ def render_documents(docs: Iterable[Any], path: str, require: bool = True) -> tu
     no InferenceService in ``docs`` is a problem (not for one file of a directory: its others may hold them)."""
     from tritonscale.api.spec import GROUP, KIND, VERSION
     from tritonscale.api.validation import validate_body
+    from tritonscale.reconcile.inference_service import children_refusals
     from tritonscale.render.kubernetes_objects import build_children
 
     objects: list[dict[str, Any]] = []
@@ -92,7 +93,13 @@ def render_documents(docs: Iterable[Any], path: str, require: bool = True) -> tu
         has_uid = bool(meta.get("uid"))
         if not has_uid:
             meta["uid"] = "00000000-0000-0000-0000-000000000000"
-        for obj in build_children(spec, owner):
+        children = build_children(spec, owner)
+        # what the operator refuses before its dry runs (the API server's own checks need a cluster)
+        refused = children_refusals(children, doc.get("spec"))
+        if refused:
+            problems += [f"{path}: {label}: {p}" for p in refused]
+            continue
+        for obj in children:
             if not has_uid:  # an ownerReference to a made-up uid would get the child garbage-collected
                 obj["metadata"].pop("ownerReferences")
             objects.append(obj)

@@ -446,6 +446,20 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     assert "Deployment/linear spec.template.spec.containers[0].env[0].name" in cond["message"], cond["message"]
     assert "spec.runtime.env[0].name (Deployment/linear" in cond["message"], cond["message"]
     assert not k.remaining_children("linear")
+    # A config larger than a ConfigMap holds: the API server's refusal named no field ("ConfigMap/x []: Too
+    # long"); the operator names the spec field that makes it so, before any request (an audit, session 80).
+    k.patch("linear", {"spec": {"runtime": {"env": [{"name": "A", "value": "x"}]},
+                                "model": {"parameters": {"vocabulary": "x" * 1_100_000}}}})
+    cond = wait_for(lambda: (c := k.condition("linear", "SpecValid")) and "config.pbtxt" in c["message"] and c, 10,
+                    what="SpecValid=False for the config's size")
+    assert cond["message"].startswith("spec.model.parameters.vocabulary: the rendered config.pbtxt is "), cond
+    assert "more than the 1048576 bytes a ConfigMap holds" in cond["message"], cond
+    assert not k.remaining_children("linear")
+    # back to the refused env (a valid spec now would make the children before the fix below)
+    k.patch("linear", {"spec": {"model": {"parameters": {"vocabulary": None}},
+                                "runtime": {"env": [{"name": "A=B", "value": "x"}]}}})
+    wait_for(lambda: "A=B" in (k.condition("linear", "SpecValid") or {}).get("message", ""), 10,
+             what="SpecValid=False for the env name again")
 
     # Fixed: the children appear. Then a change the API server refuses again, with a ConfigMap
     # change in it: nothing changes, the ConfigMap included.

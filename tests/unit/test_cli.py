@@ -72,6 +72,18 @@ def _second_doc_bad() -> str:
     return yaml_text.dump_all([good, bad])
 
 
+def _with_runtime(**changes: Any) -> str:
+    doc = sample_doc()
+    doc["spec"]["runtime"].update(changes)
+    return yaml_text.dump(doc)
+
+
+def _with_parameter_of(size: int) -> str:
+    doc = sample_doc()
+    doc["spec"]["model"]["parameters"] = {"vocabulary": "x" * size}
+    return yaml_text.dump(doc)
+
+
 def _with(**changes: Any) -> str:
     doc = sample_doc()
     doc.update(changes)
@@ -116,6 +128,17 @@ BAD_INPUTS: dict[str, Bad] = {
         '{name: "y",', "{name: y,"), (("linear: spec.model.outputs[0].name:", "valid string",
                                         "not the boolean true", "quote it"),)),
     "name-with-final-newline": Bad(_with(metadata={"name": "linear\n"}), (("metadata.name:", "DNS-1035"),)),
+    # what the operator refused before its dry runs and render had passed (an audit, session 80): the
+    # kubernetes client's model of the Deployment, once for both containers; a ConfigMap over 1 MiB
+    "env-value-a-number": Bad(_with_runtime(env=[{"name": "THREADS", "value": 4}]), (
+        ("linear: spec.runtime.env[0].value (Deployment/linear spec.template.spec.containers[0].env[0].value)",
+         "Input should be a valid string"),)),
+    "env-without-a-name": Bad(_with_runtime(env=[{"value": "1"}]), (
+        ("linear: spec.runtime.env[0].name (Deployment/linear", "Field required"),)),
+    "affinity-unknown-key": Bad(_with_runtime(affinity={"nodeAffinity": {"bogus": 1}}), (
+        ("linear: spec.runtime.affinity.nodeAffinity.bogus", "Extra inputs are not permitted"),)),
+    "configmap-too-large": Bad(_with_parameter_of(1_100_000), (
+        ("linear: spec.model.parameters.vocabulary: the rendered config.pbtxt is", "more than the 1048576 bytes"),)),
 }
 
 # Run as real processes too: the cases a user meets most (one per kind of failure).

@@ -7,6 +7,7 @@ the I/O they call for, through :class:`tritonscale.kube.client.Kube`.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -344,6 +345,49 @@ _MODELS: dict[str, type[pydantic.BaseModel]] = {
 }
 
 
+# The API server's limit on a ConfigMap's data, its keys and values together (apimachinery's
+# RuntimeObjectSize): one over it was refused as `[]: Too long: may not be more than 1048576 bytes`.
+CONFIGMAP_MAX_BYTES = 1024 * 1024
+
+
+def child_refusals(child: dict[str, Any], spec: Any = None) -> list[Problem]:
+    """What would be refused of a rendered child before any request, named by spec field: the kubernetes
+    client's model of its kind (types, unknown keys: an env value that is a number, an env entry without
+    a name), and a ConfigMap larger than the API server holds, named by the part of ``spec`` (the
+    InferenceService's spec as written) that holds most of it. The one check of `tritonscale render`
+    and the operator's dry run: render had passed what the operator then refused."""
+    kind, cname = child["kind"], child["metadata"]["name"]
+    try:
+        _MODELS[kind].model_validate(child)
+    except pydantic.ValidationError as exc:
+        return client_problems(f"{kind}/{cname}", exc, argument=False)
+    if kind == "ConfigMap":
+        size = sum(len(str(k).encode()) + len(str(v).encode())
+                   for key in ("data", "binaryData") for k, v in (child.get(key) or {}).items())
+        if size > CONFIGMAP_MAX_BYTES:
+            return [Problem(_bulk(spec, "spec"), f"the rendered config.pbtxt is {size} bytes, more than the "
+                            f"{CONFIGMAP_MAX_BYTES} bytes a ConfigMap holds (ConfigMap/{cname})")]
+    return []
+
+
+def children_refusals(children: list[dict[str, Any]], spec: Any = None) -> list[Problem]:
+    """``child_refusals`` of every child, once per spec field and message (runtime.env is in the init
+    container too)."""
+    return _once([p for child in children for p in child_refusals(child, spec)])
+
+
+def _bulk(value: Any, path: str) -> str:
+    """The field of ``value`` (a spec as written) that holds most of its size: down each map's largest
+    field while that holds more than half of its parent."""
+    while isinstance(value, dict) and value:
+        sizes = {k: len(json.dumps(v, default=str)) for k, v in value.items()}
+        key = max(sizes, key=lambda k: sizes[k])
+        if sizes[key] * 2 <= len(json.dumps(value, default=str)):
+            break
+        value, path = value[key], f"{path}.{key}"
+    return path
+
+
 def holds_other_content(child: dict[str, Any], live: dict[str, Any] | None) -> bool:
     """Whether ``live`` is an immutable ConfigMap whose content is not ``child``'s: put there by hand
     (``kubectl replace --force``, or deleted and created again, while the ownerReference stayed). Its name
@@ -354,7 +398,8 @@ def holds_other_content(child: dict[str, Any], live: dict[str, Any] | None) -> b
 
 
 def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write],
-                     failed: Callable[[str, BaseException], None] | None = None) -> tuple[list[Problem], list[Problem]]:
+                     failed: Callable[[str, BaseException], None] | None = None,
+                     spec: Any = None) -> tuple[list[Problem], list[Problem]]:
     """Each create or patch, tried as a server-side dry run: the problems of those the API
     server refuses as invalid (400, 422), one per field it names, and the warnings it gives with the
     others (``child_warning``). Other errors propagate, after ``failed`` is told which child's dry run
@@ -362,25 +407,18 @@ def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write],
     A patch's whole child is first checked as a create's body is: an edit that put a number in
     ``runtime.env[].value`` was refused by the API server with the Deployment echoed whole and no
     field named (a condition too long to write), and an unknown key (a typo in a toleration) was
-    dropped without a word, where the same spec on a new InferenceService was refused, by field."""
+    dropped without a word, where the same spec on a new InferenceService was refused, by field
+    (``child_refusals``; ``spec``, the spec as written, names what makes a ConfigMap too large)."""
     problems: list[Problem] = []
     warned: list[Problem] = []
     for child, live, patch in writes:
         kind, cname = child["kind"], child["metadata"]["name"]
-        if holds_other_content(child, live):
-            # deleted and created again (``_write_children``): a dry-run create would find the name taken,
-            # so the body is checked as the client checks it; the content is the operator's own rendering
-            try:
-                _MODELS[kind].model_validate(child)
-            except pydantic.ValidationError as exc:
-                problems.extend(client_problems(f"{kind}/{cname}", exc, argument=False))
-            continue
-        if live is not None and patch is not None:
-            try:
-                _MODELS[kind].model_validate(child)
-            except pydantic.ValidationError as exc:
-                problems.extend(client_problems(f"{kind}/{cname}", exc, argument=False))
+        if live is None or patch is not None:
+            if refusals := child_refusals(child, spec):
+                problems.extend(refusals)
                 continue
+        if holds_other_content(child, live):
+            continue  # deleted and created again (``_write_children``): a dry-run create would find the name taken
         try:
             if live is None:
                 _, warnings = kube.create_warned(child, dry_run=True)
@@ -680,7 +718,8 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         # resource quantity that does not parse): every write is tried as a dry run first, so a
         # refusal leaves every child as it was -- not a new ConfigMap beside the old Deployment.
         refused, warned = dry_run_refusals(kube, ns, writes,
-                                           lambda child, exc: _write_failed(kube, body, child, exc, event, now()))
+                                           lambda child, exc: _write_failed(kube, body, child, exc, event, now()),
+                                           spec=body.get("spec"))
         if warned:
             _warn(warned, event, ns, name)
         if refused:
