@@ -106,9 +106,12 @@ def test_the_prometheus_rule_takes_labels_a_job_and_leaves_alerts_out(tmp_path):
     assert "SUCCESS: 5 rules found" in _run("check", "rules", str(tmp_path / "rendered.yaml"))
 
 
-def test_an_unknown_alert_to_leave_out_is_refused(tmp_path):
+@pytest.mark.parametrize("enabled", ["prometheusRule", "prometheusScrapeConfig"])
+def test_an_unknown_alert_to_leave_out_is_refused(enabled, tmp_path):
     path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump({"prometheusRule": {"enabled": True, "disabled": ["TritonscaleLatencyTooHigh"]}}))
+    path.write_text(yaml.safe_dump({enabled: {"enabled": True},
+                                    "prometheusRule": {"enabled": enabled == "prometheusRule",
+                                                       "disabled": ["TritonscaleLatencyTooHigh"]}}))
     proc = subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
                           text=True)
     assert proc.returncode != 0, proc.stdout
@@ -120,3 +123,20 @@ def test_the_scrape_config_map_carries_the_rules_for_a_hand_configured_prometheu
     objects = helm_template({"prometheusScrapeConfig": {"enabled": True}}, tmp_path)
     (cm,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("scrape-config")]
     assert yaml.safe_load(cm["data"]["tritonscale-rules.yaml"]) == yaml.safe_load(RULES.read_text())
+
+
+def test_the_scrape_config_map_s_rules_leave_out_the_disabled_alerts(tmp_path):
+    """prometheusRule.disabled left the alerts out of the PrometheusRule only: the ConfigMap's copy for a
+    hand-configured Prometheus kept them (an audit, session 80)."""
+    objects = helm_template({"prometheusScrapeConfig": {"enabled": True},
+                             "prometheusRule": {"disabled": ["TritonscaleOperatorAbsent", "TritonscaleAtMaxReplicas"]}},
+                            tmp_path)
+    (cm,) = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("scrape-config")]
+    text = cm["data"]["tritonscale-rules.yaml"]
+    rules = [r for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
+    assert [r["alert"] for r in rules] == [a for a in ALERTS
+                                           if a not in ("TritonscaleOperatorAbsent", "TritonscaleAtMaxReplicas")]
+    assert rules == [r for r in _file_rules() if r["alert"] in {r["alert"] for r in rules}]  # as the file says them
+    (tmp_path / "rendered.yaml").write_text(text)
+    assert f"SUCCESS: {len(ALERTS) - 2} rules found" in _run("check", "rules", str(tmp_path / "rendered.yaml"))
+

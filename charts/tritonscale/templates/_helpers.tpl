@@ -142,3 +142,16 @@ A Prometheus duration of the schema's form (e.g. 1m30s, 500ms) in milliseconds.
 {{- end -}}
 {{- $ms -}}
 {{- end -}}
+
+{{- /* Fail on a name in prometheusRule.disabled that is none of the chart's alerts: for the PrometheusRule and
+the scrape-config ConfigMap's copy of the rules alike. */}}
+{{- define "tritonscale.checkDisabledAlerts" -}}
+{{- $file := .Files.Get "files/prometheus-rules.yaml" | fromYaml }}
+{{- $known := list }}
+{{- range $file.groups }}{{ range .rules }}{{ $known = append $known .alert }}{{ end }}{{ end }}
+{{- range .Values.prometheusRule.disabled }}
+{{- if not (has . $known) }}
+{{- fail (printf "prometheusRule.disabled: %s is none of the chart's alerts (%s)" . (join ", " $known)) }}
+{{- end }}
+{{- end }}
+{{- end }}
