@@ -333,6 +333,35 @@ def test_values_that_would_install_something_unsafe_fail_to_render(values, messa
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
 
 
+def test_the_chart_knows_every_flag_of_the_operator() -> None:
+    """The chart refuses an extraArgs flag that `tritonscale run` does not have (the operator would exit at
+    start, a crash loop after `helm install` said deployed): its list must be the parser's."""
+    from tritonscale.cli import build_parser
+
+    run = next(a for a in build_parser()._actions if hasattr(a, "choices") and isinstance(a.choices, dict)).choices["run"]
+    flags = {o for a in run._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+    template = (CHART / "templates" / "deployment.yaml").read_text()
+    listed = re.search(r'\$runFlags := list ((?:"[^"]+" ?)+)', template)
+    assert listed, "no $runFlags list in the Deployment template"
+    assert set(re.findall(r'"([^"]+)"', listed.group(1))) == flags
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--bogus"], "extraArgs: --bogus: tritonscale run has no flag --bogus (the operator would exit at start)"),
+    (["--verbos=1"], "extraArgs: --verbos=1: tritonscale run has no flag --verbos"),
+    (["-x"], "extraArgs: -x: tritonscale run has no flag -x (its short flags: -v, -n)"),
+])
+def test_an_extra_arg_the_operator_does_not_take_fails_to_render(args, message, tmp_path):
+    proc = helm_template_raw({"extraArgs": args}, tmp_path)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+def test_the_flags_the_chart_leaves_to_extra_args_render(tmp_path):
+    args = ["--series-label", "team=search", "--allowed-prometheus-url=http://p:9090", "-v"]
+    (c,) = _one(helm_template({"extraArgs": args}, tmp_path), "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert c["args"][-4:] == args
+
+
 def test_image_digest_series_labels_and_extra_args(tmp_path):
     digest = "sha256:" + "ab" * 32
     objects = helm_template({"image": {"digest": digest}, "seriesLabels": {"cluster": "prod"},
