@@ -338,7 +338,8 @@ def test_the_chart_knows_every_flag_of_the_operator() -> None:
     start, a crash loop after `helm install` said deployed): its list must be the parser's."""
     from tritonscale.cli import build_parser
 
-    run = next(a for a in build_parser()._actions if hasattr(a, "choices") and isinstance(a.choices, dict)).choices["run"]
+    commands = next(a for a in build_parser()._actions if isinstance(getattr(a, "choices", None), dict))
+    run = commands.choices["run"]
     flags = {o for a in run._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
     template = (CHART / "templates" / "deployment.yaml").read_text()
     listed = re.search(r'\$runFlags := list ((?:"[^"]+" ?)+)', template)
