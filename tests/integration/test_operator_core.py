@@ -319,6 +319,8 @@ def test_invalid_spec_is_refused_or_reported_and_creates_nothing(api_client, nam
     causes = json.loads(refused.value.body)["details"]["causes"]
     assert any(c.get("field") == "spec.scaling.minReplicas" and c["message"].endswith(
         "scaling.minReplicas must be <= scaling.maxReplicas (minReplicas 5, maxReplicas 2)") for c in causes), causes
+    assert any(c.get("field") == "spec.batching.preferredBatchSizes" and c["message"].endswith(
+        "must be <= model.maxBatchSize (model.maxBatchSize 16)") for c in causes), causes
     assert not exists(k.get, "broken")
 
     # A valid object, then a contradictory update to it: refused, and nothing that

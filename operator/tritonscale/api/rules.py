@@ -30,7 +30,8 @@ class Rule:
     message: str
     field: str  # field path reported to the user, relative to spec
     holds: Callable[[Any], bool]  # Python twin of `cel`, on the pydantic model at scope
-    # Integer fields at scope (always set where the rule fails: defaulted, or tested with has() by the rule)
+    # Integer fields at scope, dotted for a nested one (always set where the rule fails: required,
+    # defaulted, or tested with has() by the rule)
     # whose values the message ends with, "(minReplicas 12, maxReplicas 10)": a value the user did not
     # write (maxReplicas' default) is otherwise nowhere in the refusal.
     shown: tuple[str, ...] = ()
@@ -41,7 +42,14 @@ class Rule:
         if not self.shown:
             return self.message
         values = model.model_dump(by_alias=True)
-        return f"{self.message} ({', '.join(f'{f} {values[f]}' for f in self.shown)})"
+
+        def value(path: str) -> Any:  # a field of a nested object: "model.maxBatchSize"
+            out: Any = values
+            for part in path.split("."):
+                out = out[part]
+            return out
+
+        return f"{self.message} ({', '.join(f'{f} {value(f)}' for f in self.shown)})"
 
     def message_expression(self) -> str | None:
         """The CEL ``messageExpression`` twin of ``message_with_values`` (None without ``shown``); where it
@@ -163,6 +171,7 @@ SPEC_RULES: tuple[Rule, ...] = (
         message="every batching.preferredBatchSizes entry must be <= model.maxBatchSize",
         field="batching.preferredBatchSizes",
         holds=_preferred_within_max,
+        shown=("model.maxBatchSize",),
     ),
     Rule(
         scope="",
@@ -172,6 +181,7 @@ SPEC_RULES: tuple[Rule, ...] = (
         message="every batching.autoTune.preferredBatchSizes entry must be <= model.maxBatchSize",
         field="batching.autoTune.preferredBatchSizes",
         holds=_tuner_preferred_within_max,
+        shown=("model.maxBatchSize",),
     ),
     Rule(
         scope="",
@@ -238,6 +248,7 @@ SPEC_RULES: tuple[Rule, ...] = (
         message="every model.warmup.batchSizes entry must be <= model.maxBatchSize (or 1 without batching)",
         field="model.warmup.batchSizes",
         holds=_warmup_within_max,
+        shown=("model.maxBatchSize",),
     ),
     Rule(
         scope="",
