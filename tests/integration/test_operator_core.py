@@ -394,6 +394,7 @@ def test_a_name_another_object_holds_is_reported_and_never_taken_over(api_client
     assert cond["status"] == "False" and "Service/linear" in cond["message"], cond
     assert "Deployment/linear" in cond["message"], cond
     assert (k.condition("linear", "SpecValid") or {}).get("status") == "True"
+    assert k.get("linear")["status"].get("model") == "linear"  # the MODEL column of a valid spec (an audit)
     time.sleep(1.0)  # give a wrong implementation time to write something
     service = k.core.read_namespaced_service("linear", ns)
     assert service.spec.selector == {"app": "web"} and not service.metadata.owner_references

@@ -492,13 +492,16 @@ def _without_echo(message: str) -> str:
     return _ECHO.sub("{...}", message)
 
 
-def status_for_conflict(body: dict[str, Any], message: str, now: float) -> st.InferenceServiceStatus:
-    """The reconciler's fields while a child's name is taken: the spec is valid, nothing is ready."""
+def status_for_conflict(body: dict[str, Any], message: str, now: float,
+                        spec: InferenceServiceSpec | None = None) -> st.InferenceServiceStatus:
+    """The reconciler's fields while a child's name is taken: the spec is valid (its model is named, as the
+    MODEL column shows it), nothing is ready."""
     gen = body["metadata"].get("generation")
     conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid",
                              now, gen)
     conds = st.set_condition(conds, st.READY, False, "NameConflict", message, now, gen)
-    return st.InferenceServiceStatus(observed_generation=gen, conditions=conds)
+    model = model_name(spec, body["metadata"]["name"]) if spec is not None else None
+    return st.InferenceServiceStatus(observed_generation=gen, conditions=conds, model=model)
 
 
 def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceStatus, event: EventFn,
@@ -706,7 +709,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         if taken:
             message = conflict_message(taken)
             outcome.conflicts = taken
-            _patch_status(kube, body, status_for_conflict(body, message, now()), event, "NameConflict", message)
+            _patch_status(kube, body, status_for_conflict(body, message, now(), spec), event, "NameConflict", message)
             return outcome
         dep_desired, dep_live = next((c, live) for c, live in zip(desired, lives, strict=True)
                                      if c["kind"] == "Deployment")
