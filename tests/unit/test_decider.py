@@ -49,6 +49,10 @@ def test_guard(obs, current, policy, state, replicas, reason, metrics_ok):
 def test_guard_says_what_it_does_while_metrics_fail(current, words):
     step, _, _ = D.guard(FAILED, Replicas(current, current), POLICY, State())
     assert step.why.startswith(words), step.why
+    # ... and the decision says the count once: "holding 4 replicas: ... -> 4 replicas" read twice (an audit)
+    d = D.decide(FAILED, Replicas(current, current), POLICY, State(), 1000.0)
+    assert d.message.startswith(words) and (" -> " in d.message) == words.startswith(("raising", "lowering")), \
+        d.message
 
 
 # --- step: demand ------------------------------------------------------------------------------

@@ -138,7 +138,10 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
             step = replace(step, why=f"{step.why}; bounded by {bound}")
         if n != current:  # ``source``: the capacity this tick planned with (None: it planned with none)
             st = replace(st, last_scale_time=now, raised_on_guess=n > current and source == GUESSED)
-        return Decision(n, step.reason, f"{step.why} -> {replicas_text(n)}", st, ok, details)
+        # "holding 2 replicas: ... -> 2 replicas" said the count twice (an audit): a message that opens
+        # with the count it holds ends without the arrow
+        said = n == current and step.why.startswith(f"holding {replicas_text(n)}")
+        return Decision(n, step.reason, step.why if said else f"{step.why} -> {replicas_text(n)}", st, ok, details)
 
     state = learn_cold_start(forget_model(state.until(now + policy.interval_s), replicas, now, policy.window_s),
                              replicas)
