@@ -522,12 +522,11 @@ def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceS
 def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseException, event: EventFn,
                   now: float) -> None:
     """A write failed after the dry run passed (a transient error, an admission policy that lets dry
-    runs through), or its dry run failed other than as invalid (a ResourceQuota's or RBAC's 403: the
-    handler's retries had said it only in the operator's log): the Ready condition and a Warning event
-    say so, not only the operator's log. The
-    children written before it in the pass stay as written (putting a ConfigMap back made a loop: its
-    own change event started the next pass, which wrote it again). Best effort: the API server may be
-    what failed."""
+    runs through), or its dry run failed other than as invalid (a ResourceQuota's or RBAC's 403, which
+    the handler's retries had said only in the operator's log): the Ready condition and a Warning event
+    say so. The children written before it in the pass stay as written (putting a ConfigMap back made a
+    loop: its own change event started the next pass, which wrote it again). Best effort: the API
+    server may be what failed."""
     message = f"{child} could not be written: {_without_echo(describe_api_error(exc))}; the operator tries again"
     gen = body["metadata"].get("generation")
     conds = st.set_condition(st.conditions_of(body.get("status")), st.READY, False, "ChildWriteFailed", message,
