@@ -1,0 +1,46 @@
+"""The operator's version names its rendering: an upgrade's rollouts go through the gate
+(``upgrade_rollouts``, --max-upgrade-rollouts) only when the Deployment was rendered by another
+version. A change of the pod template under the same version would roll every fleet it touches at
+once on an upgrade, as a spec edit does. So each sample's pod template is recorded here with the
+version that renders it: a change fails this test until the version is raised and the new digests
+recorded (session 80 changed the model-fetch container's resources under 0.2.0, and raised it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from support.rendered import children
+from tritonscale import __version__
+
+SAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "samples"
+
+# version -> sample -> sha256 of its pod template (the version itself masked)
+RENDERINGS: dict[str, dict[str, str]] = {
+    "0.3.0": {
+        "onnx-image-classifier": "b3b66cf00bff037032aae54e4a480332bd4f162a7bfecde65f8bb774ff718c22",
+        "python-cpu": "cbc28685b4efc88652d223110cf51dd251a863a1fbc8db4ba08e46772b5db70f",
+        "pytorch-warmup": "aa70ec8932f33230da4820a9eb2bf4767fec2f44a82aa3f4b26e7910c104baa6",
+    },
+}
+
+
+def template_digest(stem: str) -> str:
+    doc = yaml.safe_load((SAMPLES / f"{stem}.yaml").read_text())
+    template = children(doc)["Deployment"]["spec"]["template"]
+    text = json.dumps(template, sort_keys=True).replace(__version__, "VERSION")
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("stem", sorted(p.stem for p in SAMPLES.glob("*.yaml")))
+def test_the_pod_template_changes_only_with_the_version(stem: str) -> None:
+    recorded = RENDERINGS.get(__version__)
+    assert recorded is not None, f"version {__version__} has no record: add its digests to RENDERINGS"
+    assert template_digest(stem) == recorded.get(stem), (
+        f"{stem}'s pod template is not the one version {__version__} recorded: raise the version "
+        f"(operator/tritonscale/__init__.py, pyproject.toml, the chart) so that an upgrade's rollouts go "
+        f"through the gate, and record the new digest ({template_digest(stem)})")
