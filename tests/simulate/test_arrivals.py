@@ -142,6 +142,19 @@ def test_bad_traces_name_the_line(text: str, message: str) -> None:
         parse_trace_text(text, "t.txt")
 
 
+def test_a_unit_told_for_a_trace_of_dates_is_refused(tmp_path) -> None:
+    """`--trace-unit ms` on the Azure trace (dates, no plain number) was dropped without a word, where the
+    simulator refuses a flag the run does not read (found by a documentation audit, session 80)."""
+    path = tmp_path / "azure.csv"
+    path.write_text("TIMESTAMP\n2023-11-16 18:15:46.6805900\n2023-11-16 18:15:47.1805900\n")
+    assert len(load_trace(str(path))) == 2
+    with pytest.raises(TraceError, match=r"its timestamps are dates \(ISO 8601\), not numbers: --trace-unit ms"):
+        load_trace(str(path), "ms")
+    numbers = tmp_path / "numbers.txt"
+    numbers.write_text("0\n1500\n")
+    assert list(load_trace(str(numbers), "ms")) == [0.0, 1.5]  # a unit for plain numbers: read in it
+
+
 def test_load_trace_missing_file(tmp_path) -> None:
     with pytest.raises(TraceError, match="cannot read"):
         load_trace(str(tmp_path / "nope.csv"))

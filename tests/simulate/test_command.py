@@ -244,6 +244,14 @@ def test_plain_numbers_say_their_unit_and_trace_unit_changes_it(capsys, tmp_path
                      "1,501 requests over 300 s (mean 5 rps, busiest minute 5 rps)")
 
 
+def test_a_run_shorter_than_a_minute_names_no_busiest_minute(capsys) -> None:
+    """10 s of 200 rps read "busiest minute 33.9 rps": its count over 60 s (a documentation audit)."""
+    assert main_simulate(["--shape", "poisson", "--slo-ms", "104", "--duration", "10", "--policy", "static:2",
+                          "--no-oracle", "--jobs", "1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.endswith("requests over 10 s (mean 203 rps)"), first
+
+
 def test_json_lines_in_seconds_are_refused_as_shorter_than_a_window(capsys, tmp_path) -> None:
     """Mooncake's unit is ms: a file in seconds replayed 1,465 requests in 0.3 s."""
     trace = tmp_path / "s.jsonl"

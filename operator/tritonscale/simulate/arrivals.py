@@ -407,7 +407,11 @@ def read_trace(path: str, unit: str | None = None) -> Trace:
     except UnicodeDecodeError as exc:  # UTF-16 or Latin-1 text too: say which encoding is read
         raise TraceError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start:exc.start + 1]!r}); "
                          "a trace is read as UTF-8") from None
-    return parse_trace(text, path, unit)
+    trace = parse_trace(text, path, unit)
+    if unit is not None and not trace.unit:  # a unit told for numbers the file does not have: not dropped silently
+        raise TraceError(f"{path}: its timestamps are dates (ISO 8601), not numbers: --trace-unit {unit} says what "
+                         "a plain number is; leave it out")
+    return trace
 
 
 # -- rate profiles and Poisson draws ----------------------------------------------------------

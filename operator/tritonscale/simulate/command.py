@@ -301,9 +301,11 @@ def describe(b: Benchmark, what: str, arrivals: np.ndarray) -> str:
     o, cal, c = b.options, b.calibration, b.options.cluster
     bt = c.batcher
     peak = np.bincount((arrivals // 60).astype(int)).max() / 60.0
+    # a run shorter than a minute has no whole minute: its count over 60 s read as a "busiest minute"
+    busiest = f", busiest minute {figure(peak)} rps" if b.horizon >= 60 else ""
     lines = [
         f"arrivals: {what}: {b.arrivals:,} requests over {figure(b.horizon)} s "
-        f"(mean {figure(b.arrivals / b.horizon)} rps, busiest minute {figure(peak)} rps)",
+        f"(mean {figure(b.arrivals / b.horizon)} rps{busiest})",
         f"replica: {bt.base_ms:g} ms + {bt.per_item_ms:g} ms/item, max batch {bt.max_batch}, queue delay "
         f"{bt.max_queue_delay_ms * 1000:g} us, preferred {list(bt.preferred)}, queue timeout "
         f"{'none' if bt.queue_timeout_ms is None else f'{bt.queue_timeout_ms * 1000:g} us'}; "
