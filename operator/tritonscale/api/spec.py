@@ -654,23 +654,29 @@ def url_without_credentials(url: str) -> str:
         return "***"
 
 
+# The Prometheus API's own path at the end of a URL (the chart's Deployment template refuses the same)
+_API_PATH = re.compile(r"/api/v1(/query|/query_range)?/?$")
+
+
 def prometheus_base_url(url: str) -> str:
     """``url`` if it is a Prometheus base URL (``_HTTP_URL``, a port within 1-65535), else ValueError
     with the reason: the one check for ``spec.scaling.prometheus.url`` and ``tritonscale run
     --prometheus-url``."""
     _HTTP_URL.check(url)
+    parts = urlsplit(url)
     try:
-        port = urlsplit(url).port
+        port = parts.port
     except ValueError:
         port = -1
     if port is not None and not 1 <= port <= 65535:  # the port's range: beyond what the CRD's rule says
         raise ValueError("the port must be 1-65535")
-    path = urlsplit(url).path.rstrip("/")
-    if (api := path.rfind("/api/v1")) >= 0 and path[api:] in ("/api/v1", "/api/v1/query", "/api/v1/query_range"):
+    if api := _API_PATH.search(parts.path):
         # the client adds the API's path: this one doubled, the queries went to .../api/v1/query/api/v1/query
-        base = urlunsplit(urlsplit(url)._replace(path=path[:api], query="", fragment=""))
-        raise ValueError(f"give the server's base URL, without {path[api:]}: {url_without_credentials(base)}")
+        base = urlunsplit(parts._replace(path=parts.path[:api.start()]))
+        raise ValueError(f"give the server's base URL, without {api.group().rstrip('/')}: "
+                         f"{url_without_credentials(base)}")
     return url
+
 
 
 class PrometheusSpec(_Model):

@@ -360,7 +360,7 @@ def child_refusals(child: dict[str, Any], spec: Any = None) -> list[Problem]:
     try:
         _MODELS[kind].model_validate(child)
     except pydantic.ValidationError as exc:
-        return client_problems(f"{kind}/{cname}", exc, argument=False)
+        return client_problems(f"{kind}/{cname}", exc)
     if kind == "ConfigMap":
         size = sum(len(str(k).encode()) + len(str(v).encode())
                    for key in ("data", "binaryData") for k, v in (child.get(key) or {}).items())
@@ -432,8 +432,6 @@ def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write],
                     failed(f"{kind}/{cname}", exc)
                 raise
             problems.extend(api_problems(f"{kind}/{cname}", exc))
-        except pydantic.ValidationError as exc:  # the client checks a body against the API's schema first
-            problems.extend(client_problems(f"{kind}/{cname}", exc))
         else:
             warned.extend(child_warning(f"{kind}/{cname}", w) for w in warnings)
     return _once(problems), _once(warned)
@@ -448,14 +446,12 @@ def child_warning(ref: str, text: str) -> Problem:
     return Problem(ref, text)
 
 
-def client_problems(ref: str, exc: pydantic.ValidationError, argument: bool = True) -> list[Problem]:
-    """The kubernetes client's own refusal of a body (its models validate the API's schema before
-    sending): one problem per error, its location as a field path of the object. ``argument``: the
-    refusal of a call, whose locations start with the argument (the body's position or name)."""
+def client_problems(ref: str, exc: pydantic.ValidationError) -> list[Problem]:
+    """A body's refusal by the kubernetes client's model of its kind (the one its calls check a create's
+    body with): one problem per error, its location as a field path of the object."""
     out = []
     for err in exc.errors():
-        loc = list(err.get("loc", ()))[1 if argument else 0:]
-        out.append(child_problem(ref, field_path(loc, root=""), str(err.get("msg") or "invalid")))
+        out.append(child_problem(ref, field_path(list(err.get("loc", ())), root=""), str(err.get("msg") or "invalid")))
     return out or [Problem(ref, str(exc))]
 
 
