@@ -79,16 +79,7 @@ def test_helm_lint_is_clean(config, tmp_path):
     ({"replicaCount": 0}, "/replicaCount"),
     ({"leaderElection": {"leaseDurationSeconds": 15, "renewDeadlineSeconds": 10, "retryPeriodSeconds": 0.5}},
      "/leaderElection/retryPeriodSeconds"),
-    ({"prometheus": {"url": "prometheus:9090"}}, "/prometheus/url"),
     ({"image": {"repository": "x", "pullPolicy": "Sometimes"}}, "/image/pullPolicy"),
-    # URLs the operator's --prometheus-url refuses (the pods would crash-loop after a clean install)
-    ({"prometheus": {"url": "http://prom:abc"}}, "/prometheus/url"),
-    ({"prometheus": {"url": "http://x:99999"}}, "/prometheus/url"),
-    ({"prometheus": {"url": "http://:9090"}}, "/prometheus/url"),
-    ({"prometheus": {"url": "http://prom:9090/a\\b"}}, "/prometheus/url"),  # a backslash: refused by the operator
-    ({"prometheus": {"allowedUrls": ["http://prom:9090/a\\b"]}}, "/prometheus/allowedUrls/0"),
-    ({"prometheus": {"url": "http://prom:9090/?a=b"}}, "/prometheus/url"),  # the query would precede /api/v1/query
-    ({"prometheus": {"url": "http://prom:9090/#x"}}, "/prometheus/url"),
     ({"fullnameOverride": "9lives"}, "/fullnameOverride"),  # its Service's name must start with a letter
     ({"replicaCount": 3_000_000_000}, "/replicaCount"),  # beyond int32: rendered as -1294967296
     ({"image": {"repository": "x", "tag": "a b"}}, "/image/tag"),
@@ -324,6 +315,22 @@ def test_unsafe_leader_election_timings_fail_to_render(timings, message, tmp_pat
     ({"prometheus": {"url": "http://prom.monitoring:9090/api/v1/query"}},
      "prometheus.url: give the Prometheus server's base URL, without /api/v1/query: the operator adds the API's "
      "path (http://prom.monitoring:9090)"),
+    # URLs the operator's --prometheus-url refuses (the pods would crash-loop after a clean install): the message
+    # says what is wrong (the schema's pattern printed only its regex)
+    ({"prometheus": {"url": "prometheus:9090"}}, 'prometheus.url: "prometheus:9090" must start with http:// or https://'),
+    ({"prometheus": {"url": "http://prom:abc"}}, 'prometheus.url: "http://prom:abc" must be http(s)://HOST[:PORT][/PATH]'),
+    ({"prometheus": {"url": "http://x:99999"}}, 'prometheus.url: "http://x:99999": the port must be 1-65535'),
+    ({"prometheus": {"url": "http://x:0"}}, 'prometheus.url: "http://x:0": the port must be 1-65535'),
+    ({"prometheus": {"url": "http://:9090"}}, 'prometheus.url: "http://:9090" must be http(s)://HOST[:PORT][/PATH]'),
+    ({"prometheus": {"url": "http://prom:9090/a\\b"}}, "must have no space or backslash"),  # refused by the operator
+    ({"prometheus": {"allowedUrls": ["http://p:9090", "http://prom:9090/a\\b"]}},
+     'prometheus.allowedUrls[1]: "http://prom:9090/a\\\\b" must have no space or backslash'),
+    ({"prometheus": {"url": "http://prom:9090/?a=b"}}, "must have no query or fragment: the operator appends /api/v1/query"),
+    ({"prometheus": {"url": "http://prom:9090/#x"}}, 'prometheus.url: "http://prom:9090/#x" must have no query or fragment'),
+    # credentials would show in the Deployment's args; the message does not repeat them
+    ({"prometheus": {"url": "http://admin:s3cret@prom:9090"}},
+     "prometheus.url: a URL with credentials would show in the operator's arguments; give it through "
+     "prometheus.urlSecret"),
 ])
 def test_values_that_would_install_something_unsafe_fail_to_render(values, message, tmp_path):
     path = tmp_path / "bad.yaml"
@@ -331,6 +338,29 @@ def test_values_that_would_install_something_unsafe_fail_to_render(values, messa
     proc = subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
                           text=True)
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    assert "s3cret" not in proc.stderr
+
+
+@pytest.mark.parametrize("url", [
+    "http://prometheus.monitoring:9090", "https://prom.example.com/prefix/", "http://10.0.0.7:9090",
+    "http://[fd00::7]:9090/p", "http://prom:65535", "http://prom:65536", "http://prom:00080", "http://prom.:9090",
+    "http://-prom:9090", "https://prom:9090/a%20b", "ftp://prom:9090", "http://prom:9090/api/v1",
+])
+def test_the_chart_accepts_the_prometheus_urls_the_operator_accepts(url, tmp_path):
+    """prometheus.url renders exactly when `tritonscale run --prometheus-url` would accept it (a URL the chart
+    passes and the operator refuses is a crash loop after a clean install)."""
+    from tritonscale.api.spec import prometheus_base_url
+
+    try:
+        prometheus_base_url(url)
+        operator_accepts = True
+    except ValueError:
+        operator_accepts = False
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump({"prometheus": {"url": url}}))
+    proc = subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
+                          text=True)
+    assert (proc.returncode == 0) == operator_accepts, proc.stderr
 
 
 def test_the_chart_knows_every_flag_of_the_operator() -> None:
@@ -345,12 +375,24 @@ def test_the_chart_knows_every_flag_of_the_operator() -> None:
     listed = re.search(r'\$runFlags := list ((?:"[^"]+" ?)+)', template)
     assert listed, "no $runFlags list in the Deployment template"
     assert set(re.findall(r'"([^"]+)"', listed.group(1))) == flags
+    # and the flags that take no value ("--verbose=1": "ignored explicit argument"), short ones too
+    no_value = {o for a in run._actions if a.nargs == 0 for o in a.option_strings if o not in ("-h", "--help")}
+    listed = re.search(r'\$noValueFlags := list ((?:"[^"]+" ?)+)', template)
+    assert listed, "no $noValueFlags list in the Deployment template"
+    assert set(re.findall(r'"([^"]+)"', listed.group(1))) == no_value
+    listed = re.search(r'\$valueFlags := list ((?:"[^"]+" ?)+)', template)
+    assert listed and set(re.findall(r'"([^"]+)"', listed.group(1))) <= flags - no_value
 
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--bogus"], "extraArgs: --bogus: tritonscale run has no flag --bogus (the operator would exit at start)"),
     (["--verbos=1"], "extraArgs: --verbos=1: tritonscale run has no flag --verbos"),
     (["-x"], "extraArgs: -x: tritonscale run has no flag -x (its short flags: -v, -n)"),
+    # argparse: "ignored explicit argument '1'" and "expected one argument"
+    (["--verbose=1"], "extraArgs: --verbose=1: --verbose takes no value (the operator would exit at start)"),
+    (["-v=true"], "extraArgs: -v=true: -v takes no value"),
+    (["-v", "--series-label"], "extraArgs: --series-label needs a value after it (the operator would exit at start)"),
+    (["--allowed-prometheus-url"], "extraArgs: --allowed-prometheus-url needs a value after it"),
 ])
 def test_an_extra_arg_the_operator_does_not_take_fails_to_render(args, message, tmp_path):
     proc = helm_template_raw({"extraArgs": args}, tmp_path)

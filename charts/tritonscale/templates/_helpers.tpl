@@ -155,3 +155,33 @@ the scrape-config ConfigMap's copy of the rules alike. */}}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{- /* Fail on a prometheus.url or prometheus.allowedUrls entry that `tritonscale run` would refuse at start (a
+crash loop after a clean install), saying what is wrong: the schema's pattern alone printed only the regex.
+Called by every template that reads the URLs, so whichever renders first gives this message. */}}
+{{- define "tritonscale.checkPrometheusUrls" -}}
+{{- $urls := list }}
+{{- with .Values.prometheus.url }}{{ $urls = append $urls (list "prometheus.url" .) }}{{ end }}
+{{- range $i, $u := .Values.prometheus.allowedUrls }}{{ $urls = append $urls (list (printf "prometheus.allowedUrls[%d]" $i) $u) }}{{ end }}
+{{- range $urls }}
+{{- $name := index . 0 }}
+{{- $u := index . 1 }}
+{{- $rest := regexReplaceAll `^[A-Za-z][A-Za-z0-9+.-]*://` $u "" }}
+{{- if not (regexMatch `^https?://` $u) }}
+{{- fail (printf "%s: %q must start with http:// or https:// (e.g. http://prometheus.monitoring:9090)" $name $u) }}
+{{- else if regexMatch `^[^/?#]*@` $rest }}
+{{- fail (printf "%s: a URL with credentials would show in the operator's arguments; give it through prometheus.urlSecret (a Secret's key)" $name) }}
+{{- else if regexMatch `[?#]` $u }}
+{{- fail (printf "%s: %q must have no query or fragment: the operator appends /api/v1/query to it" $name $u) }}
+{{- else if regexMatch `[\s\\]` $u }}
+{{- fail (printf "%s: %q must have no space or backslash" $name $u) }}
+{{- else if not (regexMatch `^https?://([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]+)?(/.*)?$` $u) }}
+{{- fail (printf "%s: %q must be http(s)://HOST[:PORT][/PATH], HOST a DNS name or IP address ([...] for IPv6) and PORT digits" $name $u) }}
+{{- else }}
+{{- $port := regexReplaceAll "/.*$" $rest "" | regexFind ":[0-9]+$" | trimPrefix ":" }}
+{{- if and $port (or (gt (len $port) 5) (lt (atoi $port) 1) (gt (atoi $port) 65535)) }}
+{{- fail (printf "%s: %q: the port must be 1-65535" $name $u) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
