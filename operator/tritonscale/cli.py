@@ -321,6 +321,11 @@ def _label_pair(text: str) -> tuple[str, str]:
     if not is_label_name(name):  # it reached SeriesSelector and ended the operator in a traceback
         raise argparse.ArgumentTypeError(f"{name!r} is not a Prometheus label name (letters, digits and '_', "
                                          "not starting with a digit)")
+    try:  # argv bytes that are not UTF-8 arrive as surrogates; every query's request would fail to encode
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError(f"the value of {name} is not valid UTF-8 (Prometheus label values are "
+                                         "UTF-8)") from None
     return name, value
 
 

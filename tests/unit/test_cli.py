@@ -522,6 +522,17 @@ def test_a_series_label_that_is_no_label_name_is_one_line(capsys: pytest.Capture
                            "Prometheus label name")
 
 
+def test_a_series_label_value_that_is_not_utf8_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """argv's byte 0xff arrives as a surrogate (os.fsdecode): it passed, then every tick's query failed to
+    encode and was reported as Prometheus's answer (with fallbackReplicas set, the fleet moved to it)."""
+    value = os.fsdecode(b"job=\xff")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", "--series-label", value, "--metrics-port", "0", "--liveness-port", "0"])
+    assert exc.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("tritonscale run: error: argument --series-label: the value of job is not valid UTF-8")
+
+
 def test_a_series_label_given_twice_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """The later value replaced the earlier, silently."""
     argv = ["run", "--series-label", "job=x", "--series-label", "job=y", "--metrics-port", "0", "--liveness-port", "0"]

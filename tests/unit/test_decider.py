@@ -1160,6 +1160,19 @@ def test_stabilize_holds_the_window_maximum_and_the_burst_memory():
     assert step.replicas == 9  # scale-up at once (window 0)
 
 
+def test_a_hold_above_the_count_found_keeps_that_count_and_says_so():
+    """As the HPA's scale-down window: a hold keeps replicas and adds none. A count another writer cut below
+    the burst memory (kubectl scale to 3 while 8 was held) stays at 3, and the reason says it: it read
+    "holding the peak need of 8 ... -> 3 replicas"."""
+    burst = State(cold_start_s=60.0, recommendations=((50.0, 8, 8),), surprises=(5.0, 10.0))
+    step, _ = D.stabilize(Step(2, "LoadDecreased", ""), burst, POLICY, 3, 100.0, remember=2, bare=2)
+    assert (step.replicas, step.reason) == (3, "BurstMemory")
+    assert "holding the peak need of 8" in step.why and "(held at the 3 there are: a hold keeps replicas, " \
+        "it adds none)" in step.why
+    step, _ = D.stabilize(Step(2, "LoadDecreased", ""), burst, POLICY, 8, 100.0, remember=2, bare=2)
+    assert step.replicas == 8 and "held at the" not in step.why  # the hold within the count: said as before
+
+
 def test_empty_memory_seeds_the_window_with_the_current_size():
     step, st = D.stabilize(Step(2, "LoadDecreased", ""), State(), POLICY, 6, 1000.0, remember=2, bare=2)
     assert step.replicas == 6 and st.recommendations[0][1] == 6

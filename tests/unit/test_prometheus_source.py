@@ -138,6 +138,12 @@ def test_an_answer_that_is_no_instant_vector_fails_the_round_naming_prometheus(m
         snap = source.fetch(60)
         assert not snap.ok and snap.error.startswith("Prometheus at http://127.0.0.1:1: query for ")
         assert "no instant vector" in snap.error
+    # a range vector (a Prometheus, or a proxy before it, answering another query type) was read as no
+    # series at all: NoData, "Prometheus has no scrape target labelled ..."
+    matrix = [{"metric": {"namespace": "ns"}, "values": [[1.7e9, "1"], [1.7e9 + 15, "2"]]}]
+    monkeypatch.setattr(source._prom, "custom_query", lambda q: matrix)
+    snap = source.fetch(60)
+    assert not snap.ok and "its answer is a range vector (a matrix), not an instant vector" in snap.error
 
 
 def test_no_series_names_the_series_label_matchers_too(monkeypatch):
@@ -362,6 +368,32 @@ async def test_a_slow_prometheus_serves_its_last_round_instead_of_failing_every_
     assert len(rounds) >= 3  # new rounds kept starting: the data is at most four intervals old
 
 
+async def test_rounds_longer_than_four_ticks_that_complete_fail_no_tick():
+    """A Prometheus whose every round completes, but takes more than four ticks (rounds of 2.6 s at a
+    0.5 s interval, under the 4 s round limit; the audit's case was 9.6 s rounds at a 3 s tick, under
+    10 s): the last good round serves while the running one is within the limit. On the four-tick
+    rule alone three ticks in four failed, and MetricsAvailable flapped."""
+    import time
+
+    class Slow:
+        def fetch(self, window_s: int) -> Snapshot:
+            started = time.time()
+            time.sleep(2.6)
+            return Snapshot(taken_at=started, ok=True)
+
+    cache = SnapshotCache(lambda url: Slow(), round_limit_s=4.0)
+    assert not (await cache.get("http://p", 60, max_age_s=0.45)).ok  # nothing to fall back on yet
+    while cache._inflight:
+        await asyncio.sleep(0.01)
+    seen = []
+    deadline = time.monotonic() + 7.0  # two more rounds and more
+    while time.monotonic() < deadline:
+        started = time.monotonic()
+        seen.append((await cache.get("http://p", 60, max_age_s=0.45)).ok)
+        await asyncio.sleep(max(0.0, 0.5 - (time.monotonic() - started)))
+    assert len(seen) >= 6 and all(seen), seen
+
+
 async def test_a_hung_prometheus_fails_once_its_last_round_is_too_old():
     """The last good round serves only while it started within SLOW_ROUND_TICKS waits: a Prometheus that
     hangs is then counted as failing (fallbackReplicas), not served stale data for ever."""
@@ -380,13 +412,13 @@ async def test_a_hung_prometheus_fails_once_its_last_round_is_too_old():
                 release.wait(5.0)
             return Snapshot(taken_at=now[0], ok=True)
 
-    cache = SnapshotCache(lambda url: HangsAfterOne(), clock=lambda: now[0])
+    cache = SnapshotCache(lambda url: HangsAfterOne(), clock=lambda: now[0], round_limit_s=0.3)
     try:
         assert (await cache.get("http://p", 60, max_age_s=0.2)).ok  # the one good round, at t = 1000
         now[0] += 0.2 * (sc.SLOW_ROUND_TICKS - 1)
         assert (await cache.get("http://p", 60, max_age_s=0.2)).ok  # its round hangs: the last one serves
         now[0] += 0.2 * 2
-        late = await cache.get("http://p", 60, max_age_s=0.2)  # past SLOW_ROUND_TICKS waits
+        late = await cache.get("http://p", 60, max_age_s=0.2)  # past SLOW_ROUND_TICKS waits and the round limit
         assert not late.ok and "no complete answer within 1 s" in late.error
     finally:
         release.set()

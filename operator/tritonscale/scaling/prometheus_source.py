@@ -318,6 +318,8 @@ def _parse_vector(result: Any, sel: SeriesSelector) -> dict[Key, float]:
     for sample in result:
         if not isinstance(sample, dict) or not isinstance(sample.get("metric", {}), dict):
             raise ValueError("its answer is no instant vector (a sample is not an object)")
+        if "values" in sample and "value" not in sample:  # read as no series: "has no scrape target ..."
+            raise ValueError("its answer is a range vector (a matrix), not an instant vector")
         metric = sample.get("metric", {})
         key = (metric.get(sel.namespace_label, ""), metric.get(sel.service_label, ""),
                metric.get(sel.model_label, ""))
@@ -442,11 +444,17 @@ def _deadline_session() -> Any:
     return DeadlineSession()
 
 
+# How long one round of queries may take before it stops as a failed snapshot (``PrometheusSource``),
+# short of the default 15 s tick. The snapshot cache reads it too: a round still running within it is a
+# slow Prometheus's, not a hung one's.
+ROUND_TIMEOUT_S = 10.0
+
+
 class PrometheusSource:
     """Queries one Prometheus with prometheus-api-client (sync; the operator calls it in a thread)."""
 
     def __init__(self, url: str, selector: SeriesSelector | None = None, timeout_s: float = 5.0,
-                 round_timeout_s: float = 10.0, verify: bool | str = True) -> None:
+                 round_timeout_s: float = ROUND_TIMEOUT_S, verify: bool | str = True) -> None:
         """``verify``: how an https Prometheus's certificate is checked -- True against the system's
         CAs (or the bundle in REQUESTS_CA_BUNDLE), a path against that PEM bundle, False not at all
         (``tritonscale run --prometheus-ca-file`` / ``--prometheus-insecure-skip-tls-verify``)."""

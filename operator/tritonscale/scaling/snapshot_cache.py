@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from tritonscale.scaling.prometheus_source import MetricSource, Snapshot, redacted, shown_url
+from tritonscale.scaling.prometheus_source import ROUND_TIMEOUT_S, MetricSource, Snapshot, redacted, shown_url
 
 SourceFactory = Callable[[str], MetricSource]
 # Rounds in flight at once per Prometheus URL, one per window: each URL has threads of its own, so a
@@ -23,11 +23,16 @@ SourceFactory = Callable[[str], MetricSource]
 FETCH_THREADS = 4
 # A tick waits at least this long (s) for a round, however short its interval.
 MIN_WAIT_S = 1.0
-# A tick whose round is still running after its wait decides on the last good round if that started
-# within this many times ``max_age_s`` (0.9 of its interval; the decider reads how old the data is:
-# ``data_age``); older, or none, and the tick fails (holds, and counts towards failureThreshold). That
-# round is as old as a round takes plus up to two ticks: four serve rounds of up to about two
-# intervals. A Prometheus that refuses or errs fails at once, as before.
+# A tick whose round is still running after its wait decides on the last good round (the decider reads
+# how old the data is: ``data_age``) in either of two cases; otherwise, or with no good round, the tick
+# fails (holds, and counts towards failureThreshold). A Prometheus that refuses or errs fails at once.
+# - The last good round started within this many times ``max_age_s`` (0.9 of the interval). That round
+#   is as old as a round takes plus up to two ticks: four serve rounds of up to about two intervals.
+# - The last round to finish was good and the one running is within the source's round limit
+#   (``round_limit_s``, PrometheusSource's ROUND_TIMEOUT_S), by which it ends, good or failed. This is a
+#   slow Prometheus whose every round completes. At a short interval (3 s) rounds of 9.6 s failed three
+#   ticks in four on the first rule alone, and MetricsAvailable flapped; a hung one fails once its round
+#   is cut off at the limit.
 SLOW_ROUND_TICKS = 4
 # A URL no tick asked for in this long (s), and in FORGET_TICKS of the longest interval that asked for
 # it, is forgotten: its source, threads and cached rounds go (each spec.scaling.prometheus.url ever
@@ -38,9 +43,11 @@ FORGET_TICKS = 4
 
 class SnapshotCache:
     def __init__(self, factory: SourceFactory, clock: Callable[[], float] = time.time,
-                 on_forget: Callable[[str], None] | None = None) -> None:
+                 on_forget: Callable[[str], None] | None = None, round_limit_s: float = ROUND_TIMEOUT_S) -> None:
         self._factory = factory
         self._clock = clock
+        self._round_limit_s = round_limit_s
+        self._round_started: dict[tuple[str, int], float] = {}  # the round in flight's start, per (url, window)
         self._on_forget = on_forget or (lambda url: None)
         self._sources: dict[str, MetricSource] = {}
         self._cache: dict[tuple[str, int], Snapshot] = {}
@@ -70,14 +77,17 @@ class SnapshotCache:
                 del self._cache[key]
             for key in [k for k in self._failures if k[0] == url]:
                 del self._failures[key]
+            for key in [k for k in self._round_started if k[0] == url]:
+                del self._round_started[key]
             self._on_forget(url)
 
     async def get(self, url: str, window_s: int, max_age_s: float) -> Snapshot:
         """The snapshot for ``url`` and ``window_s``: the cached one if younger than ``max_age_s``,
         else the round in flight or a new one -- waited on for at most ``max_age_s`` (about one
         tick). A round still running then serves the last good round if that started within
-        ``SLOW_ROUND_TICKS`` x ``max_age_s``, else a failed snapshot for this tick (it holds and
-        counts the failure); the round goes on for the next."""
+        ``SLOW_ROUND_TICKS`` x ``max_age_s``, or if the last round to finish was good and the running
+        one is within the round limit; else a failed snapshot for this tick (it holds and counts the
+        failure). The round goes on for the next."""
         now = self._clock()
         self._forget_unused(now)
         self._asked[url] = (now, max(max_age_s, self._asked.get(url, (now, 0.0))[1]))
@@ -90,15 +100,21 @@ class SnapshotCache:
             task = asyncio.get_running_loop().create_task(self._fetch(key, url, window_s),
                                                           name=f"Prometheus queries {shown_url(url)} {window_s}s")
             self._inflight[key] = task
+            self._round_started[key] = now
         # The fetch is a task of its own, not the first caller's: a caller cancelled while it waits
         # (its InferenceService deleted, its daemon stopped) must not cancel the others' fetch.
         try:
             return await asyncio.wait_for(asyncio.shield(task), timeout=max(max_age_s, MIN_WAIT_S))
         except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11; its own class on 3.10
-            if cached is not None and self._clock() - cached.taken_at < SLOW_ROUND_TICKS * max_age_s:
+            waited = self._clock()
+            if cached is not None and (
+                    waited - cached.taken_at < SLOW_ROUND_TICKS * max_age_s
+                    or (key not in self._failures
+                        and waited - self._round_started.get(key, waited) < self._round_limit_s)):
                 # A slow Prometheus, not a dead one: its rounds take longer than a tick, and the last
-                # one is still recent. Failing this tick made every other tick fail and the next
-                # succeed on the round it had waited for -- MetricsAvailable flapping each tick.
+                # one is still recent, or every round so far completed. Failing this tick made every
+                # other tick fail and the next succeed on the round it had waited for --
+                # MetricsAvailable flapping each tick.
                 return cached
             # While a hung Prometheus's rounds keep failing, the message stays that of the last round to
             # finish ("no answer within 5 s", the request's timeout) while the next one waits. Each tick
@@ -129,6 +145,7 @@ class SnapshotCache:
                             error=f"Prometheus at {shown_url(url)}: {type(exc).__name__}: {redacted(str(exc), url)}")
         finally:
             del self._inflight[key]
+            self._round_started.pop(key, None)
         if snap.ok:  # a failed round (Prometheus down, a query refused) is tried again by the next tick
             self._cache[key] = snap
             self._failures.pop(key, None)

@@ -390,6 +390,11 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
             else:
                 reason = "StabilizingScaleDown"
                 why += f"; highest recommendation in the last {window:.0f}s ({source}) is {held}"
+            if max(held, burst) > current:
+                # As the HPA's scale-down window: a hold keeps replicas and adds none, so a count another
+                # writer cut below it (kubectl scale, an HPA), or a scale-up the step limit cut short, stays.
+                # It read "holding the peak need of 8 ... -> 3 replicas".
+                why += f" (held at the {current} there are: a hold keeps replicas, it adds none)"
     return Step(desired, reason, why), state
 
 
