@@ -325,8 +325,10 @@ def test_unsafe_leader_election_timings_fail_to_render(timings, message, tmp_pat
     ({"prometheus": {"url": "http://prom:9090/a\\b"}}, "must have no space or backslash"),  # refused by the operator
     ({"prometheus": {"allowedUrls": ["http://p:9090", "http://prom:9090/a\\b"]}},
      'prometheus.allowedUrls[1]: "http://prom:9090/a\\\\b" must have no space or backslash'),
-    ({"prometheus": {"url": "http://prom:9090/?a=b"}}, "must have no query or fragment: the operator appends /api/v1/query"),
-    ({"prometheus": {"url": "http://prom:9090/#x"}}, 'prometheus.url: "http://prom:9090/#x" must have no query or fragment'),
+    ({"prometheus": {"url": "http://prom:9090/?a=b"}},
+     "must have no query or fragment: the operator appends /api/v1/query"),
+    ({"prometheus": {"url": "http://prom:9090/#x"}},
+     'prometheus.url: "http://prom:9090/#x" must have no query or fragment'),
     # credentials would show in the Deployment's args; the message does not repeat them
     ({"prometheus": {"url": "http://admin:s3cret@prom:9090"}},
      "prometheus.url: a URL with credentials would show in the operator's arguments; give it through "
