@@ -291,6 +291,23 @@ async def _operator_stopping(**_: Any) -> None:
     _stop_event().set()
 
 
+# InferenceServices (by uid) whose autoscaler loop runs, and those of them the watch said were deleted. With
+# no finalizer, Kopf stops no daemon at a deletion (it stops them while a deletion is ongoing, which a
+# finalizer would make last): the loop ends at the API server's 404 for its object. But deleting a namespace
+# the operator watches through a Role (the chart's watchNamespaces) takes the Role with it, and every read
+# there is a 403: the loop ran on, failing, and exported the gone service's metrics (TritonscaleBelowWarmFloor
+# fired) until the operator restarted.
+_looping: set[str] = set()
+_deleted: set[str] = set()
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def note_deletion(event: Mapping[str, Any], body: kopf.Body, **_: Any) -> None:
+    uid = (body.get("metadata") or {}).get("uid")
+    if event.get("type") == "DELETED" and uid in _looping:
+        _deleted.add(uid)
+
+
 @kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10.0)
 async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: str, uid: str, body: kopf.Body,
                     logger: kopf.Logger, **_: Any) -> None:
@@ -301,8 +318,12 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
     resynced = time.monotonic() - RESYNC_S * random.uniform(0.0, 0.5)
     gone = False
     failed: str | None = None  # the failure of the last tick, if it failed: said once, not at every tick
+    _looping.add(uid)
     try:
         while not stopped and not _stop_event().is_set():
+            if uid in _deleted:  # the watch saw it go (note_deletion)
+                gone = True
+                return
             scaling = autoscaler.scaling_in_force(uid, body)
             interval = float(scaling.interval_seconds)
             window = scaling.window_seconds
@@ -345,8 +366,10 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             # one still pending when the operator exits is re-raised by Kopf's shutdown, and the
             # process exits 1 on a plain SIGTERM. wait_for cancels and awaits its own inner task.
             # The operator's own stop event ends the wait of a daemon Kopf's killer never stops.
-            await _until_next_tick(body, started + max(0.5, interval), handled)
+            await _until_next_tick(body, started + max(0.5, interval), handled, uid)
     finally:
+        _looping.discard(uid)
+        _deleted.discard(uid)
         if gone or (stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason):
             autoscaler.forget(uid)
             om.forget(namespace, name)
@@ -360,7 +383,7 @@ def _handled_generation(body: Any) -> Any:
     return status.get("observedGeneration") if isinstance(status, Mapping) else None
 
 
-async def _until_next_tick(body: kopf.Body, deadline: float, handled: Any) -> None:
+async def _until_next_tick(body: kopf.Body, deadline: float, handled: Any, uid: str) -> None:
     """Wait for the next tick: until ``deadline``, the operator stopping, or the reconciler handling
     another generation than ``handled`` (read before the tick: Kopf updates a daemon's ``body`` with each
     event of its object). So an edit is acted on once its children are written, not a tick later: a
@@ -376,7 +399,7 @@ async def _until_next_tick(body: kopf.Body, deadline: float, handled: Any) -> No
             return
         except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11
             pass
-        if _handled_generation(body) != handled:
+        if _handled_generation(body) != handled or uid in _deleted:  # an edit, or its object gone
             return
 
 

@@ -67,3 +67,31 @@ def test_a_watched_namespace_it_may_not_read_stops_only_that_namespace(control_p
     finally:
         for ns in (team_a, team_x):
             delete_namespace(api_client, ns)
+
+
+def test_deleting_a_watched_namespace_ends_its_services_autoscaler(control_plane, api_client, start_operator,
+                                                                   tmp_path):
+    """Deleting a namespace watched through a Role (watchNamespaces) takes the Role with it, so the operator's
+    reads there are refused (403), not the 404 that ends an autoscaler loop: the loop of each service in it
+    ran on, failing every tick, and exported the gone service's metrics until a restart (an exploratory
+    audit). The watch's DELETED event ends it."""
+    team = create_namespace(api_client, "gone")
+    core = kubernetes.client.CoreV1Api(api_client)
+    try:
+        install = install_chart(control_plane.kubeconfig, tmp_path, "tritonscale-gone", {"watchNamespaces": [team]})
+        op = start_operator("--namespace", team, "--verbose", install=install)  # a failing tick repeated is DEBUG
+        custom = kubernetes.client.CustomObjectsApi(api_client)
+        apps = kubernetes.client.AppsV1Api(api_client)
+        custom.create_namespaced_custom_object(GROUP, VERSION, team, PLURAL, sample(team))  # ticks every 2 s
+        wait_for(lambda: exists(apps.read_namespaced_deployment, "linear", team), 15, what="children")
+        time.sleep(3.0)  # a tick or two
+        core.delete_namespace(team)  # as a tenant would: the InferenceService and the Role go together
+        wait_for(lambda: not exists(core.read_namespace, team), 60, what="the namespace to be gone")
+        since = len(op.output())
+        time.sleep(8.0)  # four ticks of 2 s
+        after = op.output()[since:]
+        assert "autoscaler tick failed" not in after and "resync failed" not in after, after[-3000:]
+        assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
+    finally:
+        if exists(core.read_namespace, team):
+            delete_namespace(api_client, team)

@@ -150,6 +150,46 @@ def test_the_daemon_ends_and_forgets_its_object_once_it_is_gone(monkeypatch) -> 
     assert forgotten == ["u1", "metrics ns/svc"]
 
 
+def test_the_daemon_ends_when_the_watch_sees_its_object_deleted_though_reads_are_refused(monkeypatch) -> None:
+    """Deleting a namespace watched through a Role (watchNamespaces) takes the Role too: every read there is a
+    403, not the 404 that ends the loop, so it ran on, failing each tick and exporting the gone service's
+    metrics (TritonscaleBelowWarmFloor fired) until a restart. The watch's DELETED event ends it."""
+    from kubernetes.client.exceptions import ApiException
+
+    calls: list[tuple] = []
+    forgotten: list[str] = []
+
+    def refused(*args: Any) -> bool:
+        calls.append(args)
+        raise ApiException(status=403, reason="Forbidden")
+
+    monkeypatch.setattr(handlers.autoscaler, "run_tick", refused)
+    monkeypatch.setattr(handlers.autoscaler, "forget", forgotten.append)
+    monkeypatch.setattr(handlers.om, "forget", lambda ns, name: forgotten.append(f"metrics {ns}/{name}"))
+    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
+    monkeypatch.setattr(handlers, "KUBE", object())
+
+    async def scenario() -> tuple[bool, int]:
+        task, _ = await _start({"scaling": {"intervalSeconds": 30}})
+        while not calls:
+            await asyncio.sleep(0.01)
+        await asyncio.wait([task], timeout=1.5)
+        assert not task.done()  # a refused tick is a failure to hold on, not an end
+        handlers.note_deletion(event={"type": "MODIFIED"}, body={"metadata": {"uid": "u1"}})
+        await asyncio.wait([task], timeout=1.5)
+        assert not task.done()
+        handlers.note_deletion(event={"type": "DELETED"}, body={"metadata": {"uid": "u1"}})
+        await asyncio.wait([task], timeout=handlers.EDIT_POLL_S + 1.0)  # within the wait, not at the next tick
+        return task.done(), len(calls)
+
+    done, ticked = _run(scenario())
+    assert done and ticked == 1
+    assert forgotten == ["u1", "metrics ns/svc"]
+    assert not handlers._looping and not handlers._deleted  # nothing kept of it
+    handlers.note_deletion(event={"type": "DELETED"}, body={"metadata": {"uid": "u2"}})  # no loop of its own
+    assert not handlers._deleted
+
+
 def test_the_daemon_holds_no_finalizer_on_its_objects() -> None:
     """Kopf's daemons require a finalizer, fixed; the operator's is replaced in the registry so that
     none is put on an InferenceService (the real control plane's check: test_operator_core)."""
