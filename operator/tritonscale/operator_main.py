@@ -215,7 +215,8 @@ class NamespaceWatchRetries:
     Kopf fails as a whole when one watch's backoffs run out: a namespace the operator may not read (a
     tenant deleted and recreated it, and the chart's Role in it went too) stopped it for every
     namespace, and Kopf 1.45 could then hang in its own cancellation with the Lease still renewed. Now
-    that namespace's watch says so at each retry (an ERROR line), and the others are served. Every
+    that namespace's watch fails at each retry (said as ApiRetryDigest says Kopf's retries: a WARNING at most
+    every 60 s), and the others are served. Every
     other request keeps Kopf's bounded backoffs: its fallbacks for a namespace list or a CRD watch it may
     not make (it falls back to the --namespace list) need them to run out, and a cluster-wide watch
     that may not list InferenceServices serves nothing -- it still fails, and the process exits 1.

@@ -1221,14 +1221,37 @@ def test_drain_surge(rec, rep, replicas, reason):
 def test_a_drain_surges_through_a_held_decision_too():
     """A Prometheus outage holds the count; a drain still gets its surge (applied to every decision)."""
     d = D.decide(FAILED, Replicas(1, 1, draining=1), POLICY, State(), 0.0)
-    assert (d.replicas, d.reason) == (2, "DrainSurge")
-    assert D.decide(FAILED, Replicas(2, 2), POLICY, State(), 15.0).replicas == 2  # drained: MetricsUnavailable holds
+    assert (d.replicas, d.reason, d.state.drain_surge) == (2, "DrainSurge", 1)
+    # drained: the hold keeps the count without the surge, which goes (it stayed for good)
+    after = D.decide(FAILED, Replicas(2, 2), POLICY, d.state, 15.0)
+    assert (after.replicas, after.reason, after.state.drain_surge) == (1, "MetricsUnavailable", 0)
+    assert after.message.startswith("holding 1 replica: metric source failed"), after.message
+    assert D.decide(FAILED, Replicas(2, 2), POLICY, State(), 15.0).replicas == 2  # no memory of a surge: held
+
+
+@pytest.mark.parametrize("obs", [FAILED, Observation(status="no_data", message="no series")])
+def test_a_held_fleet_surges_once_per_drain_and_comes_back_when_it_ends(obs):
+    """While the metrics fail (or no series), each tick of a drain added its pods again on top of the last
+    surge, up to maxReplicas, and when the drain ended the hold kept them all (an exploratory audit: floor 3,
+    a node of 3 cordoned, 6 held for good after the uncordon)."""
+    policy = replace(POLICY, min_replicas=3, max_replicas=12)
+    d = D.decide(obs, Replicas(3, 3, draining=3), policy, State(), 0.0)
+    assert (d.replicas, d.reason, d.state.drain_surge) == (6, "DrainSurge", 3)
+    for t in (15.0, 30.0, 45.0):  # the drain goes on: 6, not 9 and 12
+        d = D.decide(obs, Replicas(6, 6, draining=3), policy, d.state, t)
+        assert (d.replicas, d.state.drain_surge) == (6, 3)
+    d = D.decide(obs, Replicas(6, 6, draining=1), policy, d.state, 60.0)  # two of its pods evicted
+    assert (d.replicas, d.state.drain_surge) == (4, 1)
+    d = D.decide(obs, Replicas(4, 4), policy, d.state, 75.0)  # the drain is over
+    assert (d.replicas, d.state.drain_surge) == (3, 0)
+    d = D.decide(obs, Replicas(3, 3), policy, d.state, 90.0)
+    assert d.replicas == 3
 
 
 def test_state_roundtrips_through_status_dict():
     st = State(recommendations=((1.0, 3, 2),), failures=2, capacity_rps=12.5, batch_samples=((4.0, 28.0, 1.0),),
                last_scale_time=5.0, rates=((1.0, 10.0, 12.0),), cold_start_s=42.0, surprises=(3.0,),
-               last_pending=PendingReading(1.0, 7.0, 2.0), last_batch_size=4.0, raised_on_guess=True)
+               last_pending=PendingReading(1.0, 7.0, 2.0), last_batch_size=4.0, raised_on_guess=True, drain_surge=2)
     assert State.from_dict(st.to_dict()) == st
     # only a JSON true is the flag: a hand-edited "true" or 1, or a memory written before it, is not
     for edited in ({"raisedOnGuess": "true"}, {"raisedOnGuess": 1}, {}):

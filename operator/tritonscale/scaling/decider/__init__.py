@@ -131,8 +131,10 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
                                "max": policy.max_replicas}
 
     def done(step: Step, st: State, ok: bool, source: str | None = None) -> Decision:
+        before = _clamp(step.replicas, policy.floor, policy.max_replicas)
         step = drain_surge(step, replicas, policy)
         n = _clamp(step.replicas, policy.floor, policy.max_replicas)
+        st = replace(st, drain_surge=max(0, n - before))
         if n != step.replicas:  # a step that held or asked past the bounds: say which bound decided
             bound = f"maxReplicas={policy.max_replicas}" if n < step.replicas else f"the warm floor of {policy.floor}"
             step = replace(step, why=f"{step.why}; bounded by {bound}")
@@ -145,7 +147,10 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
 
     state = learn_cold_start(forget_model(state.until(now + policy.interval_s), replicas, now, policy.window_s),
                              replicas)
-    held, state, ok = guard(obs, replicas, policy, state)
+    # A hold (metrics failing, no series) keeps the count without the replicas a drain added (State.drain_surge):
+    # done() adds those again while the drain lasts, and they go when it ends.
+    base = replace(replicas, current=max(1, current - state.drain_surge)) if state.drain_surge else replicas
+    held, state, ok = guard(obs, base, policy, state)
     if held is not None:
         if held.reason in ("FallbackAfterFailures", "NoTarget"):  # a recommendation like any other, as
             # KEDA's fallback is to the HPA: through the windows and steps, so a source that fails off and on

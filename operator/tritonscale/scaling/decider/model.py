@@ -175,6 +175,10 @@ class State:
     # the replica count was last raised on a capacity guessed from one batch size (capacity.GUESSED):
     # once the capacity is known, the dead band does not hold that count (steps.tolerate)
     raised_on_guess: bool = False
+    # replicas the last decision added for pods on a node being drained (steps.drain_surge): a hold while the
+    # metrics fail keeps the count without them, so they go when the drain ends (they stayed for good, and
+    # each tick of a drain added its pods again on top of the last surge, up to maxReplicas)
+    drain_surge: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -193,6 +197,7 @@ class State:
             "serving": self.serving,
             "rolledOutAt": _r(self.rolled_out_at, 1),
             "raisedOnGuess": self.raised_on_guess,
+            "drainSurge": self.drain_surge,
         }
 
     @classmethod
@@ -223,6 +228,7 @@ class State:
                 serving=None if d.get("serving") is None else str(d["serving"]),
                 rolled_out_at=None if d.get("rolledOutAt") is None else _finite(d["rolledOutAt"]),
                 raised_on_guess=d.get("raisedOnGuess") is True,  # anything else (absent, "true", 1): not
+                drain_surge=max(0, int(d.get("drainSurge") or 0)),
             )
         except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError):
             # corrupt or hand-edited memory (a list of maps, a number as a string, 1e400 read as infinity
