@@ -207,6 +207,45 @@ class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
             return None
 
 
+class EditsCutRetryDelays(kopf.AnnotationsProgressStorage):
+    """Kopf's annotation progress storage, except that a spec edit ends a handler's retry delay. A handler
+    that raised ``kopf.TemporaryError`` (an API refusal: RBAC, a ResourceQuota, a webhook; ChildWriteFailed in
+    status) is retried after its delay, doubled at each retry up to 5 minutes, and Kopf ran no handler for
+    an edit made meanwhile: an edit that fixed the cause (resources lowered under the quota), or followed a
+    fix of it, waited for the retry (32 s in an exploratory audit; up to 5 minutes). Here a record stored
+    with a delay at one generation is read without it once the object has another: the edit is handled
+    at once, and a failure again is delayed from then on. In this process's memory only: after a restart
+    the delay stands, as before."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._delayed_at: dict[tuple[str, str], Any] = {}  # (uid, handler) -> generation a delay was set at
+
+    @staticmethod
+    def _ids(key: Any, body: Any) -> tuple[tuple[str, str], Any]:
+        meta = body.get("metadata") or {}
+        return (str(meta.get("uid")), str(key)), meta.get("generation")
+
+    def store(self, *, key: Any, record: Any, body: Any, patch: Any) -> None:
+        ids, generation = self._ids(key, body)
+        if record.get("delayed"):
+            self._delayed_at[ids] = generation
+        else:
+            self._delayed_at.pop(ids, None)
+        super().store(key=key, record=record, body=body, patch=patch)
+
+    def fetch(self, *, key: Any, body: Any) -> Any:
+        record = super().fetch(key=key, body=body)
+        ids, generation = self._ids(key, body)
+        if record and record.get("delayed") and ids in self._delayed_at and self._delayed_at[ids] != generation:
+            record = {**record, "delayed": None}
+        return record
+
+    def purge(self, *, key: Any, body: Any, patch: Any) -> None:
+        self._delayed_at.pop(self._ids(key, body)[0], None)
+        super().purge(key=key, body=body, patch=patch)
+
+
 class NamespaceWatchRetries:
     """Kopf's backoffs for its own API requests: its default ones (1, 1, 2, 3, 5, 8, 13, 21 s), and,
     for its watches in one namespace of several (``--namespace``: the InferenceServices' and their
@@ -244,7 +283,7 @@ class NamespaceWatchRetries:
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     # Keep Kopf's bookkeeping in our own annotation namespace and out of status.
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="tritonscale.io")
+    settings.persistence.progress_storage = EditsCutRetryDelays(prefix="tritonscale.io")
     settings.persistence.diffbase_storage = TolerantDiffBaseStorage(
         prefix="tritonscale.io", key="last-handled-configuration"
     )
