@@ -4,6 +4,7 @@ four lines of HTTP headers; the reconcile handler turns it into Kopf's retry."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import kopf
 import pytest
@@ -322,6 +323,30 @@ def test_the_object_handler_in_a_namespace_being_deleted_ends_without_a_retry(mo
     _reconcile_raises(monkeypatch, lambda: ApiException(status=403, reason="Forbidden"))
     with pytest.raises(kopf.TemporaryError):
         handlers.reconcile_inference_service(body=body)
+
+
+def test_a_write_refused_in_a_namespace_being_deleted_sets_no_condition_and_posts_no_event() -> None:
+    """The handler ends quietly there; before it, the failed write's report set Ready=False ChildWriteFailed
+    "... the operator tries again" (it does not) and posted a Warning event, whose create the namespace
+    refused too (an exploratory audit). Another refusal is still reported."""
+    from tritonscale.reconcile.inference_service import _write_failed
+
+    class Kube:
+        patched: list[Any] = []
+
+        def patch_status(self, *args: Any, **kwargs: Any) -> None:
+            Kube.patched.append(args)
+
+        def __getattr__(self, name: str) -> Any:
+            return lambda *args, **kwargs: Kube.patched.append((name, args))
+
+    events: list[tuple] = []
+    body = {"metadata": {"namespace": "term-x", "name": "linear", "generation": 2, "uid": "u"}, "status": {}}
+    _write_failed(Kube(), body, "ConfigMap/new", _terminating(), lambda *a: events.append(a), 0.0)
+    assert Kube.patched == [] and events == []
+    _write_failed(Kube(), body, "ConfigMap/new", ApiException(status=403, reason="Forbidden"),
+                  lambda *a: events.append(a), 0.0)
+    assert Kube.patched and events
 
 
 def test_an_insecure_kubeconfig_is_said_once_not_at_every_request(tmp_path, monkeypatch, caplog) -> None:

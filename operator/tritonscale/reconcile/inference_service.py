@@ -28,7 +28,14 @@ from tritonscale import __version__
 from tritonscale.api import status as st
 from tritonscale.api.spec import LABEL, RENDERED_BY_ANNOTATION, InferenceServiceSpec, model_name
 from tritonscale.api.validation import Problem, field_path, validate_body
-from tritonscale.kube.client import API_ERRORS, OWN_MANAGERS, Kube, api_status, describe_api_error
+from tritonscale.kube.client import (
+    API_ERRORS,
+    OWN_MANAGERS,
+    Kube,
+    api_status,
+    describe_api_error,
+    namespace_terminating,
+)
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.reconcile import upgrade_rollouts
 from tritonscale.reconcile.diff import LAST_APPLIED, plan_patch, with_last_applied
@@ -522,7 +529,11 @@ def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseExcepti
     the handler's retries had said only in the operator's log): the Ready condition and a Warning event
     say so. The children written before it in the pass stay as written (putting a ConfigMap back made a
     loop: its own change event started the next pass, which wrote it again). Best effort: the API
-    server may be what failed."""
+    server may be what failed. Nothing while the namespace is being deleted (NamespaceTerminating): the
+    handler then stops quietly, and a condition and event saying "the operator tries again" were wrong, and
+    the event's own create was refused there too."""
+    if isinstance(exc, ApiException) and namespace_terminating(exc):
+        return
     message = f"{child} could not be written: {_without_echo(describe_api_error(exc))}; the operator tries again"
     gen = body["metadata"].get("generation")
     conds = st.set_condition(st.conditions_of(body.get("status")), st.READY, False, "ChildWriteFailed", message,
