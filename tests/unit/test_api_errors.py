@@ -349,6 +349,29 @@ def test_a_write_refused_in_a_namespace_being_deleted_sets_no_condition_and_post
     assert Kube.patched and events
 
 
+def test_a_failed_write_marks_the_spec_valid_at_its_generation_as_ready() -> None:
+    """The checks passed (the refusal is not the spec's): SpecValid stayed at the previous generation beside
+    a Ready of this one (an exploratory audit)."""
+    from tritonscale.reconcile.inference_service import _write_failed
+
+    patched: list[Any] = []
+
+    class Kube:
+        def __getattr__(self, name: str) -> Any:
+            return lambda *args, **kwargs: patched.append(args)
+
+    valid = {"type": "SpecValid", "status": "True", "reason": "Valid", "message": "spec is valid",
+             "observedGeneration": 1, "lastTransitionTime": "2026-12-01T00:00:00Z"}
+    body = {"metadata": {"namespace": "ns", "name": "linear", "generation": 2, "uid": "u"},
+            "status": {"conditions": [valid]}}
+    _write_failed(Kube(), body, "Service/linear", ApiException(status=403, reason="Forbidden"), lambda *a: None, 0.0)
+    ((_, _, status),) = patched
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert conds["SpecValid"]["observedGeneration"] == conds["Ready"]["observedGeneration"] == 2
+    assert conds["SpecValid"]["status"] == "True" and conds["Ready"]["reason"] == "ChildWriteFailed"
+    assert conds["SpecValid"]["lastTransitionTime"] == valid["lastTransitionTime"]  # no transition
+
+
 def test_an_insecure_kubeconfig_is_said_once_not_at_every_request(tmp_path, monkeypatch, caplog) -> None:
     """insecure-skip-tls-verify in the kubeconfig: urllib3 warned InsecureRequestWarning at every API
     request (4,302 warnings in an operator's first 40 s with 54 services, an exploratory review); the

@@ -536,8 +536,11 @@ def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseExcepti
         return
     message = f"{child} could not be written: {_without_echo(describe_api_error(exc))}; the operator tries again"
     gen = body["metadata"].get("generation")
-    conds = st.set_condition(st.conditions_of(body.get("status")), st.READY, False, "ChildWriteFailed", message,
+    # its checks passed (the refusal is not the spec's): SpecValid of this generation too, as Ready is -- it
+    # stayed at the previous generation beside a Ready of this one
+    conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid",
                              now, gen)
+    conds = st.set_condition(conds, st.READY, False, "ChildWriteFailed", message, now, gen)
     try:
         _patch_status(kube, body, st.InferenceServiceStatus(conditions=conds), event, "ChildWriteFailed", message)
     except API_ERRORS:  # the API server may be what failed: the handler's retry says it again
