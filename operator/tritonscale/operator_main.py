@@ -49,9 +49,11 @@ class QuietChildEvents(logging.Filter):
     """Drops Kopf's INFO line for each child event handled (``Handler 'child_changed' succeeded.``):
     one per change of every child of every InferenceService -- a Deployment's status moves at each
     pod's start and readiness -- so at scale most of the operator's log, for nothing done. What the
-    handler does (a correction, a failure) it logs itself. ``tritonscale run --verbose`` keeps them."""
+    handler does (a correction, a failure) it logs itself. Likewise for each event of an InferenceService
+    (``note_deletion``, which notes deletions for the autoscaler's loop). ``tritonscale run --verbose``
+    keeps them."""
 
-    SUCCEEDED = "Handler 'child_changed' succeeded."
+    SUCCEEDED = ("Handler 'child_changed' succeeded.", "Handler 'note_deletion' succeeded.")
     # Kopf stops the autoscaler's daemons by cancelling them (the daemon's loop is written for it:
     # handlers.autoscale), and says so at WARNING for each InferenceService at every stop of the
     # operator -- a thousand warnings per rollout for the designed way out.
@@ -59,7 +61,7 @@ class QuietChildEvents(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not ((record.levelno == logging.INFO and message == self.SUCCEEDED)
+        return not ((record.levelno == logging.INFO and message in self.SUCCEEDED)
                     or (record.levelno == logging.WARNING and message == self.CANCELLED))
 
 

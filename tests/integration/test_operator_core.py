@@ -539,6 +539,40 @@ def test_children_orphaned_by_a_deletion_are_adopted_by_the_object_applied_again
     assert "Traceback" not in op.output(), op.output()
 
 
+def test_an_earlier_configs_orphaned_configmap_is_adopted_and_goes_with_the_object(api_client, namespace,
+                                                                                   start_operator):
+    """An exploratory audit: after a config change the Deployment's previous ReplicaSet still mounts the
+    earlier config's ConfigMap. `kubectl delete tis --cascade=orphan` and the object applied again adopted
+    only the children it renders, so that ConfigMap had no owner and outlived the object's deletion."""
+    op = start_operator()
+    k = Cluster(api_client, namespace)
+    body = sample(namespace)
+    k.create(body)
+    wait_for(lambda: k.children("linear"), 10, what="the children")
+    k.patch("linear", {"spec": {"batching": {"maxQueueDelayMicroseconds": 4321}}})
+    configmaps = wait_for(lambda: (c := k.core.list_namespaced_config_map(
+        namespace, label_selector=f"{LABEL}=linear").items) and len(c) == 2 and c, 15,
+        what="two configs: the new one and the one the previous ReplicaSet mounts")
+    k.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "linear",
+                                             propagation_policy="Orphan")
+    wait_for(lambda: not exists(k.custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, "linear"),
+             10, what="the InferenceService gone")
+    applied = copy.deepcopy(body)
+    applied["spec"].setdefault("batching", {})["maxQueueDelayMicroseconds"] = 4321
+    uid = k.create(applied)["metadata"]["uid"]
+    names = {c.metadata.name for c in configmaps}
+    wait_for(lambda: all(any(r.uid == uid for r in c.metadata.owner_references or [])
+                         for c in k.core.list_namespaced_config_map(namespace, label_selector=f"{LABEL}=linear").items
+                         if c.metadata.name in names), 15, what="both ConfigMaps owned by the new object",
+             detail=op.log_tail)
+    assert {c.metadata.name for c in k.core.list_namespaced_config_map(
+        namespace, label_selector=f"{LABEL}=linear").items} == names
+    k.delete("linear")
+    wait_for(lambda: not k.core.list_namespaced_config_map(namespace, label_selector=f"{LABEL}=linear").items, 60,
+             what="both ConfigMaps collected with the object")
+    assert "Traceback" not in op.output(), op.output()
+
+
 def test_an_object_restored_from_its_own_yaml_is_reconciled(api_client, namespace, start_operator):
     """Found by an exploratory audit (session 78): `kubectl get tis -o yaml`, delete, then apply that
     YAML again (a backup restored, `kubectl replace --force`, a GitOps move). The new object carried

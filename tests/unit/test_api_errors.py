@@ -219,6 +219,7 @@ def test_the_operator_log_leaves_out_kopfs_routine_lines_only() -> None:
         return QuietChildEvents().filter(logging.LogRecord("kopf.objects", level, "", 0, message, None, None))
 
     assert not kept(logging.INFO, "Handler 'child_changed' succeeded.")
+    assert not kept(logging.INFO, "Handler 'note_deletion' succeeded.")  # one per InferenceService event
     assert not kept(logging.WARNING, "Daemon 'autoscale' is cancelled. Will escalate.")
     assert kept(logging.INFO, "Handler 'reconcile_inference_service' succeeded.")
     assert kept(logging.ERROR, "Daemon 'autoscale' is cancelled. Will escalate.")

@@ -46,6 +46,7 @@ from tritonscale.render.kubernetes_objects import (
     labels,
     mounted_configmap,
     owned_by,
+    owner_reference,
 )
 
 EventFn = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
@@ -235,17 +236,31 @@ def configmaps_to_delete(configmaps: list[dict[str, Any]], workloads: list[dict[
             and cm["metadata"]["name"] not in mounted]
 
 
-def _delete_unmounted_configmaps(kube: Kube, ns: str, name: str, uid: str,
-                                 deployments: list[dict[str, Any]]) -> None:
+def _delete_unmounted_configmaps(kube: Kube, body: dict[str, Any], deployments: list[dict[str, Any]],
+                                 outcome: Outcome) -> None:
     """Best effort, after a pass whose writes all went through: a failure leaves a ConfigMap for the
-    next. The ReplicaSets are listed only when a ConfigMap besides the Deployment's own is there."""
+    next. The ReplicaSets are listed only when a ConfigMap besides the Deployment's own is there. An
+    orphan still mounted (an earlier config's, by a ReplicaSet the adopted Deployment keeps as history) is
+    adopted: with no owner it outlived the InferenceService's deletion (an exploratory audit)."""
+    meta = body["metadata"]
+    ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
     selector = f"{LABEL}={name}"
     try:
         # the orphans too (an orphaned Deployment's earlier configs): once unmounted, they are nobody's
         owned = [cm for cm in kube.list_config_maps(ns, selector) if owned_by(cm, uid) or adoptable(cm, name)]
+        deleted: set[str] = set()
         if configmaps_to_delete(owned, deployments, uid):
             for cm in configmaps_to_delete(owned, [*deployments, *kube.list_replica_sets(ns, selector)], uid):
                 kube.delete_config_map(ns, cm["metadata"]["name"], cm["metadata"]["uid"])
+                deleted.add(cm["metadata"]["name"])
+        orphans = [cm for cm in owned if not owned_by(cm, uid) and cm["metadata"]["name"] not in deleted]
+        if orphans and _may_adopt(kube, ns, name, uid):
+            for cm in orphans:
+                cmeta = cm["metadata"]
+                refs = [*(cmeta.get("ownerReferences") or []), owner_reference(body)]  # others stay
+                kube.patch("ConfigMap", ns, cmeta["name"], {"metadata": {
+                    "ownerReferences": refs, "resourceVersion": cmeta.get("resourceVersion")}})
+                outcome.adopted.append(f"ConfigMap/{cmeta['name']}")
     except API_ERRORS as exc:  # e.g. 403 with an older chart's RBAC
         # Once per service and failure, not at every pass (a pass runs at each child event).
         text = describe_api_error(exc)
@@ -757,7 +772,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             return outcome
         deployment, template_written = _write_children(kube, body, writes, outcome, event, now)
         # The Deployment as written and as it was before (two edits in a row: see configmaps_to_delete).
-        _delete_unmounted_configmaps(kube, ns, name, meta["uid"], [dep_desired, *([dep_live] if dep_live else [])])
+        _delete_unmounted_configmaps(kube, body, [dep_desired, *([dep_live] if dep_live else [])], outcome)
         _announce(outcome, template_written, event, ns, name, spec_unchanged=spec_unchanged)
         new = status_from_children(body, deployment, spec, now(), template_written)
         if st.is_true(new.conditions or [], st.UPGRADE_PENDING):
