@@ -296,13 +296,13 @@ async def _operator_stopping(**_: Any) -> None:
 # finalizer would make last): the loop ends at the API server's 404 for its object. But deleting a namespace
 # the operator watches through a Role (the chart's watchNamespaces) takes the Role with it, and every read
 # there is a 403: the loop ran on, failing, and exported the gone service's metrics (TritonscaleBelowWarmFloor
-# fired) until the operator restarted.
+# fired) until the operator restarted. note_deletion is async: no thread for each event.
 _looping: set[str] = set()
 _deleted: set[str] = set()
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def note_deletion(event: Mapping[str, Any], body: kopf.Body, **_: Any) -> None:
+async def note_deletion(event: Mapping[str, Any], body: kopf.Body, **_: Any) -> None:
     uid = (body.get("metadata") or {}).get("uid")
     if event.get("type") == "DELETED" and uid in _looping:
         _deleted.add(uid)

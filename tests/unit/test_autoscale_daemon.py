@@ -175,10 +175,10 @@ def test_the_daemon_ends_when_the_watch_sees_its_object_deleted_though_reads_are
             await asyncio.sleep(0.01)
         await asyncio.wait([task], timeout=1.5)
         assert not task.done()  # a refused tick is a failure to hold on, not an end
-        handlers.note_deletion(event={"type": "MODIFIED"}, body={"metadata": {"uid": "u1"}})
+        await handlers.note_deletion(event={"type": "MODIFIED"}, body={"metadata": {"uid": "u1"}})
         await asyncio.wait([task], timeout=1.5)
         assert not task.done()
-        handlers.note_deletion(event={"type": "DELETED"}, body={"metadata": {"uid": "u1"}})
+        await handlers.note_deletion(event={"type": "DELETED"}, body={"metadata": {"uid": "u1"}})
         await asyncio.wait([task], timeout=handlers.EDIT_POLL_S + 1.0)  # within the wait, not at the next tick
         return task.done(), len(calls)
 
@@ -186,7 +186,7 @@ def test_the_daemon_ends_when_the_watch_sees_its_object_deleted_though_reads_are
     assert done and ticked == 1
     assert forgotten == ["u1", "metrics ns/svc"]
     assert not handlers._looping and not handlers._deleted  # nothing kept of it
-    handlers.note_deletion(event={"type": "DELETED"}, body={"metadata": {"uid": "u2"}})  # no loop of its own
+    _run(handlers.note_deletion(event={"type": "DELETED"}, body={"metadata": {"uid": "u2"}}))  # no loop of its own
     assert not handlers._deleted
 
 
