@@ -253,6 +253,27 @@ def test_a_deleted_lease_is_free_only_once_its_holders_lease_would_have_expired(
     assert eb.try_acquire_or_renew() and store.holder() == "b"
 
 
+def test_a_lease_whose_holder_is_emptied_by_hand_is_free_only_once_its_holders_lease_would_have_expired():
+    """`kubectl patch lease ... holderIdentity: ""` (an exploratory audit): the standby took it at once, as a
+    released Lease, and led beside the leader for up to a retry period (63 and 245 ms seen on a real API
+    server). A release writes a 1 s lease; a hand edit leaves the holder's, and waits as a deleted Lease does."""
+    store, clock = LeaseStore(), FakeClock()
+    a = FencedLeaseLock("tritonscale", "ops", "a", store, clock=clock)
+    b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=clock)
+    ea, eb = _election(a, lease_s=15), _election(b, lease_s=15)
+    assert ea.try_acquire_or_renew()
+    assert eb.try_acquire_or_renew() is False  # b sees a's Lease at t = 1000
+    store.leases["tritonscale"].spec.holder_identity = ""  # the hand edit; leaseDurationSeconds stays 15
+    clock.t += 1.0
+    assert eb.try_acquire_or_renew() is False and store.holder() == ""  # a might still lead
+    assert ea.try_acquire_or_renew() and store.holder() == "a"  # the leader takes it back at its renewal
+    store.leases["tritonscale"].spec.holder_identity = ""
+    clock.t += 1.0
+    assert eb.try_acquire_or_renew() is False  # b last saw a holder at t = 1000 (a), 15 s before it may take it
+    clock.t += 13.5  # a gone for good: free once its lease would have expired
+    assert eb.try_acquire_or_renew() and store.holder() == "b"
+
+
 def test_a_standby_waits_the_lease_duration_the_holder_recorded(monkeypatch):
     """client-go measures an expiry against the Lease's own leaseDurationSeconds; the port against the
     candidate's setting. A standby with a 5 s lease (a `helm upgrade` of leaderElection, mid-rollout)
