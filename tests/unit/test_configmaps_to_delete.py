@@ -73,7 +73,8 @@ def test_a_clean_up_refused_at_every_pass_is_one_warning(caplog) -> None:
     isvc._cleanup_failed.clear()
     with caplog.at_level("WARNING", logger="tritonscale"):
         for _ in range(5):
-            isvc._delete_unmounted_configmaps(Kube(), "ns", "linear", UID, [workload("linear-config-new")])  # type: ignore[arg-type]
+            isvc._delete_unmounted_configmaps(Kube(), {"metadata": {"namespace": "ns", "name": "linear", "uid": UID}},  # type: ignore[arg-type]
+                                              [workload("linear-config-new")], isvc.Outcome(valid=True))
     assert [r.getMessage() for r in caplog.records] == [
         "ns/linear: removing ConfigMaps no pod mounts failed (they stay): 403 Forbidden"]
     isvc._cleanup_failed.clear()
