@@ -174,12 +174,20 @@ class FencedLeaseLock(LeaseLock):
             self._report("read", f"cannot read Lease {namespace}/{name}: {why}")
         return found, record
 
+    def _last_holder_may_lead(self) -> bool:
+        """Whether the other holder we last saw may still lead: the lease it recorded has not run out
+        since we saw it (a deleted Lease, or one whose holder was emptied by hand, is free only then)."""
+        if self._other_seen is None:
+            return False
+        seen, held_s = self._other_seen
+        if self.clock() - seen < held_s:
+            return True
+        self._other_seen = None
+        return False
+
     def create(self, name: str, namespace: str, election_record: Any) -> bool:
-        if self._other_seen is not None:
-            seen, held_s = self._other_seen
-            if self.clock() - seen < held_s:
-                return False  # gone since we saw it held: free once that lease would have expired
-            self._other_seen = None
+        if self._last_holder_may_lead():
+            return False  # gone since we saw it held: free once that lease would have expired
 
         def create() -> None:
             spec = self.get_lease_spec(election_record)
@@ -225,10 +233,7 @@ class FencedLeaseLock(LeaseLock):
             # once the lease of the holder we last saw would have expired. Taken at once, the standby led
             # beside a leader that had not yet seen the edit (63 and 245 ms in an exploratory audit).
             released = spec is not None and (spec.lease_duration_seconds or 0) <= 1
-            if released or self._other_seen is None:
-                return False
-            seen, held_s = self._other_seen
-            return self.clock() - seen < held_s
+            return not released and self._last_holder_may_lead()
         if self._other_record is None or self._other_record[0] != holder:
             return False
         return self.clock() - self._other_changed_at < self._other_lease_s

@@ -826,6 +826,15 @@ def test_a_write_refused_after_its_dry_run_passed_is_reported(api_client, namesp
     assert op.alive()
 
 
+def _no_services_quota(k: Cluster) -> None:
+    """A ResourceQuota "no-services" that allows no Service in ``k``'s namespace, enforced once this returns."""
+    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-services"},
+             "spec": {"hard": {"services": "0"}}}
+    k.core.create_namespaced_resource_quota(k.ns, quota)
+    wait_for(lambda: (k.core.read_namespaced_resource_quota("no-services", k.ns).status.hard or {}), 10,
+             what="the quota's status (enforced from then on)")
+
+
 def test_a_child_a_resource_quota_refuses_is_reported(api_client, namespace, start_operator):
     """Found by an exploratory audit (session 80): a ResourceQuota that refuses a child (here no Service
     may be made) answers the dry run with 403, not as an invalid spec; the handler retried with Kopf's
@@ -833,11 +842,7 @@ def test_a_child_a_resource_quota_refuses_is_reported(api_client, namespace, sta
     and a Warning event now quote the quota, and the children come once it allows them."""
     op = start_operator()
     k = Cluster(api_client, namespace)
-    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-services"},
-             "spec": {"hard": {"services": "0"}}}
-    k.core.create_namespaced_resource_quota(namespace, quota)
-    wait_for(lambda: (k.core.read_namespaced_resource_quota("no-services", namespace).status.hard or {}), 10,
-             what="the quota's status (enforced from then on)")
+    _no_services_quota(k)
     k.create(sample(namespace))
     cond = wait_for(lambda: (c := k.condition("linear", "Ready")) and c["reason"] == "ChildWriteFailed" and c,
                     15, what="Ready=False ChildWriteFailed", detail=op.log_tail)
@@ -860,11 +865,7 @@ def test_an_edit_is_handled_at_once_while_a_refused_write_waits_for_its_retry(ap
     ends the delay (operator_main.EditsCutRetryDelays)."""
     op = start_operator()
     k = Cluster(api_client, namespace)
-    quota = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-services"},
-             "spec": {"hard": {"services": "0"}}}
-    k.core.create_namespaced_resource_quota(namespace, quota)
-    wait_for(lambda: (k.core.read_namespaced_resource_quota("no-services", namespace).status.hard or {}), 10,
-             what="the quota's status (enforced from then on)")
+    _no_services_quota(k)
     k.create(sample(namespace))
     wait_for(lambda: (c := k.condition("linear", "Ready")) and c["reason"] == "ChildWriteFailed", 15,
              what="Ready=False ChildWriteFailed", detail=op.log_tail)

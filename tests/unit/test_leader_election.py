@@ -229,15 +229,21 @@ def test_release_leaves_someone_elses_lease_alone():
 
 
 
-def test_a_deleted_lease_is_free_only_once_its_holders_lease_would_have_expired():
-    """`kubectl delete lease`: the port creates the Lease at the first 404, so a standby that raced
-    the leader's next renewal led beside it (1.5-1.7 s with three replicas on a real API server)."""
+def _a_leads_b_waits() -> tuple[LeaseStore, FakeClock, leaderelection.LeaderElection, leaderelection.LeaderElection]:
+    """Two candidates on one clock (15 s leases): a holds the Lease, and b has seen it held at t = 1000."""
     store, clock = LeaseStore(), FakeClock()
     a = FencedLeaseLock("tritonscale", "ops", "a", store, clock=clock)
     b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=clock)
     ea, eb = _election(a, lease_s=15), _election(b, lease_s=15)
     assert ea.try_acquire_or_renew()
-    assert eb.try_acquire_or_renew() is False  # b sees a's Lease at t = 1000
+    assert eb.try_acquire_or_renew() is False
+    return store, clock, ea, eb
+
+
+def test_a_deleted_lease_is_free_only_once_its_holders_lease_would_have_expired():
+    """`kubectl delete lease`: the port creates the Lease at the first 404, so a standby that raced
+    the leader's next renewal led beside it (1.5-1.7 s with three replicas on a real API server)."""
+    store, clock, ea, eb = _a_leads_b_waits()
     del store.leases["tritonscale"]
     clock.t += 2.0
     assert eb.try_acquire_or_renew() is False and store.holder() is None  # a might still lead
@@ -257,12 +263,7 @@ def test_a_lease_whose_holder_is_emptied_by_hand_is_free_only_once_its_holders_l
     """`kubectl patch lease ... holderIdentity: ""` (an exploratory audit): the standby took it at once, as a
     released Lease, and led beside the leader for up to a retry period (63 and 245 ms seen on a real API
     server). A release writes a 1 s lease; a hand edit leaves the holder's, and waits as a deleted Lease does."""
-    store, clock = LeaseStore(), FakeClock()
-    a = FencedLeaseLock("tritonscale", "ops", "a", store, clock=clock)
-    b = FencedLeaseLock("tritonscale", "ops", "b", store, clock=clock)
-    ea, eb = _election(a, lease_s=15), _election(b, lease_s=15)
-    assert ea.try_acquire_or_renew()
-    assert eb.try_acquire_or_renew() is False  # b sees a's Lease at t = 1000
+    store, clock, ea, eb = _a_leads_b_waits()
     store.leases["tritonscale"].spec.holder_identity = ""  # the hand edit; leaseDurationSeconds stays 15
     clock.t += 1.0
     assert eb.try_acquire_or_renew() is False and store.holder() == ""  # a might still lead

@@ -165,14 +165,19 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
                                        f"fits), then loads and warms its model before serving")
 
 
+def _spec_valid(body: dict[str, Any], now: float, gen: int | None) -> list[st.Condition]:
+    """The object's conditions with SpecValid=True at generation ``gen``."""
+    return st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid", now,
+                            gen)
+
+
 def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None, spec: InferenceServiceSpec,
                          now: float, template_written: bool = False) -> st.InferenceServiceStatus:
     """The reconciler's fields (``st.FIELD_OWNERS``) for a valid spec: they follow the Deployment."""
     gen = body["metadata"].get("generation")
     had = any(c.type == st.READY for c in st.conditions_of(body.get("status")))
     found = ready_condition(spec.scaling.min_replicas, deployment, gen, template_written, stale_ok=not had)
-    conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid",
-                             now, gen)
+    conds = _spec_valid(body, now, gen)
     if found is not None:  # None: the Deployment's controller has not reported yet; Ready stays as it was
         ok, reason, message = found
         conds = st.set_condition(conds, st.READY, ok, reason, message, now, gen)
@@ -515,8 +520,7 @@ def status_for_conflict(body: dict[str, Any], message: str, now: float,
     """The reconciler's fields while a child's name is taken: the spec is valid (its model is named, as the
     MODEL column shows it), nothing is ready."""
     gen = body["metadata"].get("generation")
-    conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid",
-                             now, gen)
+    conds = _spec_valid(body, now, gen)
     conds = st.set_condition(conds, st.READY, False, "NameConflict", message, now, gen)
     model = model_name(spec, body["metadata"]["name"]) if spec is not None else None
     return st.InferenceServiceStatus(observed_generation=gen, conditions=conds, model=model)
@@ -553,8 +557,7 @@ def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseExcepti
     gen = body["metadata"].get("generation")
     # its checks passed (the refusal is not the spec's): SpecValid of this generation too, as Ready is -- it
     # stayed at the previous generation beside a Ready of this one
-    conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid",
-                             now, gen)
+    conds = _spec_valid(body, now, gen)
     conds = st.set_condition(conds, st.READY, False, "ChildWriteFailed", message, now, gen)
     try:
         _patch_status(kube, body, st.InferenceServiceStatus(conditions=conds), event, "ChildWriteFailed", message)

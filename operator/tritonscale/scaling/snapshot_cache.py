@@ -47,11 +47,11 @@ class SnapshotCache:
         self._factory = factory
         self._clock = clock
         self._round_limit_s = round_limit_s
-        self._round_started: dict[tuple[str, int], float] = {}  # the round in flight's start, per (url, window)
         self._on_forget = on_forget or (lambda url: None)
         self._sources: dict[str, MetricSource] = {}
         self._cache: dict[tuple[str, int], Snapshot] = {}
-        self._inflight: dict[tuple[str, int], asyncio.Task[Snapshot]] = {}
+        # the round in flight per (url, window), and when it started
+        self._inflight: dict[tuple[str, int], tuple[asyncio.Task[Snapshot], float]] = {}
         # The last finished round's error, per (url, window), until a round succeeds: what a tick whose
         # wait runs out reports while the next round is still waiting (see get).
         self._failures: dict[tuple[str, int], str] = {}
@@ -77,8 +77,6 @@ class SnapshotCache:
                 del self._cache[key]
             for key in [k for k in self._failures if k[0] == url]:
                 del self._failures[key]
-            for key in [k for k in self._round_started if k[0] == url]:
-                del self._round_started[key]
             self._on_forget(url)
 
     async def get(self, url: str, window_s: int, max_age_s: float) -> Snapshot:
@@ -95,12 +93,10 @@ class SnapshotCache:
         cached = self._cache.get(key)
         if cached is not None and now - cached.taken_at < max_age_s:
             return cached
-        task = self._inflight.get(key)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._fetch(key, url, window_s),
-                                                          name=f"Prometheus queries {shown_url(url)} {window_s}s")
-            self._inflight[key] = task
-            self._round_started[key] = now
+        if key not in self._inflight:
+            self._inflight[key] = (asyncio.get_running_loop().create_task(
+                self._fetch(key, url, window_s), name=f"Prometheus queries {shown_url(url)} {window_s}s"), now)
+        task, round_started = self._inflight[key]
         # The fetch is a task of its own, not the first caller's: a caller cancelled while it waits
         # (its InferenceService deleted, its daemon stopped) must not cancel the others' fetch.
         try:
@@ -110,7 +106,7 @@ class SnapshotCache:
             if cached is not None and (
                     waited - cached.taken_at < SLOW_ROUND_TICKS * max_age_s
                     or (key not in self._failures
-                        and waited - self._round_started.get(key, waited) < self._round_limit_s)):
+                        and waited - round_started < self._round_limit_s)):
                 # A slow Prometheus, not a dead one: its rounds take longer than a tick, and the last
                 # one is still recent, or every round so far completed. Failing this tick made every
                 # other tick fail and the next succeed on the round it had waited for --
@@ -145,7 +141,6 @@ class SnapshotCache:
                             error=f"Prometheus at {shown_url(url)}: {type(exc).__name__}: {redacted(str(exc), url)}")
         finally:
             del self._inflight[key]
-            self._round_started.pop(key, None)
         if snap.ok:  # a failed round (Prometheus down, a query refused) is tried again by the next tick
             self._cache[key] = snap
             self._failures.pop(key, None)
