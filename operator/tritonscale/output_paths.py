@@ -52,18 +52,25 @@ def ensure_parent(flag: str, path: Path | str | None) -> None:
         raise ValueError(f"{flag}: cannot write {path}")
 
 
-def ensure_image(flag: str, path: Path | str | None) -> None:
-    """An output image: ``ensure_parent``, and a file name whose extension matplotlib writes (it
-    picks the format by it: 'x.json' fails only after the run, and 'x' silently becomes 'x.png')."""
-    ensure_parent(flag, path)
+def check_image_name(flag: str, path: Path | str | None) -> None:
+    """An output image's name has an extension matplotlib writes (it picks the format by it: 'x.json'
+    fails only after the run, and 'x' silently becomes 'x.png'). Checks the name only; makes nothing."""
     if path is None:
         return
+    if Path(path).is_dir():
+        raise ValueError(f"{flag}: {path} is a folder, not a file")
     from matplotlib.figure import Figure
 
     formats = Figure().canvas.get_supported_filetypes()
     suffix = Path(path).suffix.lstrip(".").lower()
     if suffix not in formats:
         raise ValueError(f"{flag}: {path}: name the image .png (or one of .{', .'.join(sorted(formats))})")
+
+
+def ensure_image(flag: str, path: Path | str | None) -> None:
+    """An output image: ``check_image_name``, then ``ensure_parent`` (a refused name makes no folder)."""
+    check_image_name(flag, path)
+    ensure_parent(flag, path)
 
 
 def replacing(path: Path | str, write: Callable[[Path], object]) -> Path:

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from support.chart_render import CHART, NAMESPACE, NON_DEFAULT_VALUES, REPO, helm, helm_binary, helm_template
+from support.spec_cases import PROMETHEUS_URLS
 
 # The oldest Kubernetes the chart supports (Chart.yaml kubeVersion; the CRD's
 # x-kubernetes-validations use fieldPath, new in 1.28) and the bundled kubectl's.
@@ -343,11 +344,7 @@ def test_values_that_would_install_something_unsafe_fail_to_render(values, messa
     assert "s3cret" not in proc.stderr
 
 
-@pytest.mark.parametrize("url", [
-    "http://prometheus.monitoring:9090", "https://prom.example.com/prefix/", "http://10.0.0.7:9090",
-    "http://[fd00::7]:9090/p", "http://prom:65535", "http://prom:65536", "http://prom:00080", "http://prom.:9090",
-    "http://-prom:9090", "https://prom:9090/a%20b", "ftp://prom:9090", "http://prom:9090/api/v1",
-])
+@pytest.mark.parametrize("url", PROMETHEUS_URLS)
 def test_the_chart_accepts_the_prometheus_urls_the_operator_accepts(url, tmp_path):
     """prometheus.url renders exactly when `tritonscale run --prometheus-url` would accept it (a URL the chart
     passes and the operator refuses is a crash loop after a clean install)."""

@@ -79,6 +79,28 @@ def test_strict_field_validation_refuses_unknown_fields(api_client, module_names
     assert f'unknown field "{problem}"' in json.loads(refused.body)["message"]
 
 
+@pytest.mark.parametrize("url", table.PROMETHEUS_URLS)
+def test_the_api_server_takes_the_prometheus_urls_the_operator_takes(api_client, module_namespace, url):
+    """`kubectl apply` took port 0 or 99999 and a URL ending in /api/v1, which the operator then refused in
+    status (SpecValid=False): now the API server refuses exactly what the operator refuses, in its words."""
+    from tritonscale.api.spec import prometheus_base_url
+
+    try:
+        prometheus_base_url(url)
+        operator_problem = None
+    except ValueError as exc:
+        operator_problem = str(exc)
+    refused = _dry_run_create(api_client, module_namespace,
+                              table.mutate(table.base_spec(), {"scaling.prometheus": {"url": url}}))
+    if operator_problem is None:
+        assert refused is None, refused.body
+        return
+    assert refused is not None and refused.status == 422 and _fields(refused) == ["spec.scaling.prometheus.url"]
+    # the same words, but for the base URL to give, which only the operator names
+    words = operator_problem.split(": ")[0].split(", without")[0]
+    assert words in json.loads(refused.body)["message"], (operator_problem, refused.body)
+
+
 @pytest.mark.parametrize("path", table.SAMPLES, ids=[s.stem for s in table.SAMPLES])
 def test_samples_are_admitted(api_client, module_namespace, path):
     body = table.load_sample(path)

@@ -98,7 +98,7 @@ def test_bad_options_are_one_line_errors(capsys, tmp_path):
         (("--workdir", str(used)), f"--workdir {used} holds a previous sandbox's cluster"),
         (("--kubeconfig", str(tmp_path / "nope")), f"--kubeconfig {tmp_path / 'nope'}: no such file"),
         (("--kubeconfig", str(tmp_path)), f"--kubeconfig {tmp_path}: a folder, not a file"),
-        (("--kill-at", "150"), "--kill-at must be within 0..--duration (150 s)"),
+        (("--kill-at", "150"), "--kill-at must be at least 0 and less than --duration (150 s)"),
         (("--workdir", str(under_file / "w")), f"--workdir: cannot create {under_file / 'w'}: Not a directory"),
         (("--summary", str(under_file / "s.json")), f"--summary: {under_file} is a file, not a folder"),
         (("--summary", str(tmp_path)), f"--summary: {tmp_path} is a folder, not a file"),
@@ -252,8 +252,59 @@ def test_the_report_says_when_the_operator_exited_during_the_load():
 @pytest.mark.parametrize("load", ["step", "burst"])
 def test_a_load_too_large_to_draw_names_the_flag(load):
     """--rate-scale 1e6 asked numpy for 12.5 GiB of arrival times (1e30: numpy's 'lam value too large')."""
-    with pytest.raises(ValueError, match=r"^--rate-scale: about .* requests in the run; the sandbox's load generator"):
+    with pytest.raises(ValueError, match=r"^--rate-scale and --duration: about .* requests in the run; the sandbox's "
+                                         r"load generator"):
         build_load(Scenario(load=load, rate_scale=1e6))
+    with pytest.raises(ValueError, match=r"^--rate-scale and --duration: about"):  # a long run at the usual rate
+        build_load(Scenario(load=load, duration_s=1e12))
+
+
+def test_a_trace_scaled_past_the_duration_is_refused_before_anything_starts(tmp_path, capsys):
+    """--rate-scale 1e9 replayed the whole trace in under a second, and the cluster then ran with no load."""
+    trace = tmp_path / "t.txt"
+    trace.write_text("".join(f"{i * 0.5}\n" for i in range(201)))  # 100 s of arrivals at 2 rps
+    shape = build_load(Scenario(load=f"trace:{trace}", rate_scale=1.0, duration_s=100))
+    assert len(shape.arrivals) == 200  # the arrival at 100 s is past the run
+    assert len(build_load(Scenario(load=f"trace:{trace}", rate_scale=2.0, duration_s=50)).arrivals) == 200
+    with pytest.raises(ValueError, match=(r"^--rate-scale 4: the trace t.txt replays in 25 s at that scale, less "
+                                          r"than --duration 50 s, and the rest of the run would have no load: give "
+                                          r"--duration 25 or less, or a --rate-scale of 2 or less$")):
+        build_load(Scenario(load=f"trace:{trace}", rate_scale=4.0, duration_s=50))
+    assert command.run(_args("--load", f"trace:{trace}", "--rate-scale", "1e9", "--workdir",
+                             str(tmp_path / "w"))) == 1
+    assert "the rest of the run would have no load" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()  # refused before any folder is made
+
+
+def test_an_output_may_not_replace_a_file_the_run_reads(tmp_path, capsys):
+    """--summary svc.yaml replaced the --service manifest with the JSON summary after the run."""
+    service = tmp_path / "svc.yaml"
+    service.write_text(SAMPLE.read_text())
+    trace = tmp_path / "t.txt"
+    trace.write_text("".join(f"{i * 0.5}\n" for i in range(601)))
+    for argv, message in [
+        (("--service", str(service), "--summary", str(service)),
+         f"--summary: {service} is the --service file this run reads; writing it would replace it"),
+        (("--load", f"trace:{trace}", "--summary", str(trace)),
+         f"--summary: {trace} is the --load trace file this run reads; writing it would replace it"),
+    ]:
+        before = service.read_bytes(), trace.read_bytes()
+        assert command.run(_args(*argv)) == 1
+        assert capsys.readouterr().err.strip() == f"tritonscale sandbox: {message}"
+        assert (service.read_bytes(), trace.read_bytes()) == before
+
+
+def test_a_refused_run_makes_no_folder(tmp_path, capsys):
+    """The --workdir and --summary folders were made before the --gpus and --service checks."""
+    invalid = tmp_path / "inv.yaml"
+    doc = yaml.safe_load(SAMPLE.read_text())
+    doc["spec"]["scaling"] = {"minReplicas": 12, "maxReplicas": 4}
+    invalid.write_text(yaml_text.dump_all([doc]))
+    for argv in [("--gpus", "0"), ("--service", str(invalid)), ("--plot", str(tmp_path / "new" / "p.json"))]:
+        assert command.run(_args(*argv, "--workdir", str(tmp_path / "w"), "--summary",
+                                 str(tmp_path / "new" / "s.json"))) == 1
+        assert capsys.readouterr().err.startswith("tritonscale sandbox: ")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["inv.yaml"], argv
 
 
 def test_a_first_ready_timeout_names_the_schedulers_reason():

@@ -134,7 +134,9 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "poisson", "--slo-ms", "150", "--policy", "all", "--static-replicas", "0"],
      "--static-replicas: '0': must be >= 1"),
     (["--shape", "poisson", "--slo-ms", "150", "--policy", "all", "--static-replicas", "30"],
-     "--static-replicas must be within --min-replicas..--max-replicas"),
+     "--static-replicas: 30 must be within --min-replicas..--max-replicas (1..20)"),
+    (["--shape", "poisson", "--slo-ms", "150", "--initial-replicas", "50"],
+     "--initial-replicas: 50 must be within --min-replicas..--max-replicas (1..20)"),
     (["--shape", "poisson", "--slo-ms", "150", "--min-replicas", "0"], "--min-replicas: '0': must be >= 1"),
     (["--shape", "poisson", "--slo-ms", "150", "--seed", "-1"], "--seed: '-1': must be within 0..4294967295"),
     (["--shape", "poisson", "--slo-ms", "150", "--headroom", "2"], "--headroom: '2': must be in (0, 1]"),
@@ -244,12 +246,16 @@ def test_plain_numbers_say_their_unit_and_trace_unit_changes_it(capsys, tmp_path
                      "1,501 requests over 300 s (mean 5 rps, busiest minute 5 rps)")
 
 
-def test_a_run_shorter_than_a_minute_names_no_busiest_minute(capsys) -> None:
-    """10 s of 200 rps read "busiest minute 33.9 rps": its count over 60 s (a documentation audit)."""
-    assert main_simulate(["--shape", "poisson", "--slo-ms", "104", "--duration", "10", "--policy", "static:2",
-                          "--no-oracle", "--jobs", "1"]) == 0
+def test_a_shape_shorter_than_a_window_is_refused(capsys) -> None:
+    """A 30 s shape scored "100.0% (1/1)" windows, where a trace that short is refused (auditA, session 82)."""
+    base = ["--shape", "poisson", "--slo-ms", "104", "--policy", "static:2", "--no-oracle", "--jobs", "1"]
+    assert main_simulate([*base, "--duration", "30"]) == 1
+    assert capsys.readouterr().err == (
+        "tritonscale simulate: --duration: 30 s, less than one 60 s window (p95 is scored per 60 s, rate() over "
+        "--window-s 60): nothing to scale on or score\n")
+    assert main_simulate([*base, "--duration", "60"]) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first.endswith("requests over 10 s (mean 203 rps)"), first
+    assert first.endswith("requests over 60 s (mean 203 rps, busiest minute 203 rps)"), first
 
 
 def test_json_lines_in_seconds_are_refused_as_shorter_than_a_window(capsys, tmp_path) -> None:

@@ -67,6 +67,20 @@ class Case:
         return mutate(base_spec(), self.changes)
 
 
+# Prometheus base URLs, some good and some not: the CRD's rules (tests/unit/test_crd.py, the real API server in
+# tests/integration/test_crd_admission.py) and the chart (tests/install/test_chart.py) must each take exactly
+# the ones `prometheus_base_url` takes (a URL one of them passes and the operator refuses is found only later:
+# an object refused in status, a crash loop after a clean install).
+PROMETHEUS_URLS = (
+    "http://prometheus.monitoring:9090", "https://prom.example.com/prefix/", "http://10.0.0.7:9090",
+    "http://[fd00::7]:9090/p", "http://prom:65535", "http://prom:65536", "http://prom:00080", "http://prom.:9090",
+    "http://-prom:9090", "https://prom:9090/a%20b", "ftp://prom:9090", "http://prom:9090/api/v1",
+    "http://prom:0", "http://prom:00000", "http://prom:99999", "http://[::1]:0/", "http://u:0@prom:9090",
+    "http://u:p@prom:0", "http://prom:9090/a:0", "http://prom:9090/api/v1/query/", "http://prom/api/v1/query_range",
+    "http://prom:9090/api/v1x", "http://prom:9090/api/v1/series",
+)
+
+
 def _annotations_of_bytes(total: int) -> dict[str, str]:
     """Annotations whose keys and values add up to ``total`` bytes, each value within its bound."""
     out = {f"k{i}": "x" * 8000 for i in range(total // 8100)}
@@ -331,6 +345,8 @@ TYPE_CASES: tuple[Case, ...] = (
     Case("prometheus-url-percent-host", {"scaling.prometheus": {"url": "http://%zz"}},
          ("spec.scaling.prometheus.url",)),
     Case("prometheus-url-query", {"scaling.prometheus": {"url": "http://prom:9090?x=1"}},
+         ("spec.scaling.prometheus.url",)),
+    Case("prometheus-url-too-long", {"scaling.prometheus": {"url": "http://prom:9090/" + "a" * 2048}},
          ("spec.scaling.prometheus.url",)),
     Case("storage-uri-final-newline", {"model.storageUri": "s3://bucket/m\n"}, ("spec.model.storageUri",)),
     Case("max-replicas-zero", {"scaling.maxReplicas": 0}, ("spec.scaling.maxReplicas",)),

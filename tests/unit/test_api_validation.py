@@ -230,6 +230,10 @@ def test_validate_body_with_metadata_not_a_mapping() -> None:
     ({"limits": {"cpu": "lots"}}, "limits.cpu: 'lots' is not a Kubernetes quantity"),
     ({"requests": {"memory": "1.5 Gi"}}, "requests.memory: '1.5 Gi' is not a Kubernetes quantity"),
     ({"requests": ["cpu"]}, "requests must be a map of resource name to quantity"),
+    # `render` passed these, and the API server then refused the Deployment
+    ({"requests": {"cpu": "-1"}}, "requests.cpu: '-1' must be at least 0"),
+    ({"limits": {"memory": -5}}, "limits.memory: -5 must be at least 0"),
+    ({"limits": {"cpu": "-0.5m"}}, "limits.cpu: '-0.5m' must be at least 0"),
 ])
 def test_resource_quantities_are_checked_by_the_operator(resources: dict[str, Any], message: str) -> None:
     """runtime.resources is free-form in the CRD (Kubernetes' own ResourceRequirements): the operator
@@ -242,7 +246,7 @@ def test_resource_quantities_are_checked_by_the_operator(resources: dict[str, An
 
 def test_resource_quantities_in_any_valid_form_pass() -> None:
     spec = mutate(load_sample()["spec"], {"runtime.gpus": 1, "runtime.resources": {
-        "limits": {"cpu": "1500m", "memory": "1.5Gi", "nvidia.com/gpu": 1}, "requests": {"cpu": 0.5}}})
+        "limits": {"cpu": "1500m", "memory": "1.5Gi", "nvidia.com/gpu": 1}, "requests": {"cpu": 0.5, "memory": "0"}}})
     parsed, problems = validate_spec(spec)
     assert problems == [] and parsed is not None
 

@@ -168,6 +168,30 @@ def test_a_breach_the_settings_cannot_help_changes_nothing() -> None:
     assert not out.changed and out.reason == "Optimal"
 
 
+@pytest.mark.parametrize("current", [Settings(1000, ()), Settings(50_000, (2, 4))])
+def test_a_breach_the_settings_do_not_cause_rolls_nothing(current: Settings) -> None:
+    """The sandbox's step (auditB, session 82): p95 473 ms against 200 right after the scale-up, from the
+    backlog and the 60 s summary. The settings in force were predicted at 118 and 124 ms there, the pick at
+    118 and 116: BreachRelief rolled every replica during the high phase, and with no GPU for the surge pod
+    the rollout stayed half made for 4 minutes. That breach is the decider's to answer, with replicas."""
+    obs = _obs(rate=24.0, target=200.0, cost=(25.4, 13.95), p95_ms=473.0, tolerance=0.1)
+    out = tune(obs, current, Bounds(4), TunerState(), 1000.0)
+    assert (out.reason, out.changed, out.settings) == ("Breach", False, current), out.message
+    assert "predicted within the target at this rate: replicas, not the batcher, answer it" in out.message
+    # without the breach the same gain is within the hysteresis, as before
+    calm = tune(replace(obs, p95_ms=150.0), current, Bounds(4), TunerState(), 1000.0)
+    assert calm.reason in ("WithinHysteresis", "Optimal") and not calm.changed
+
+
+def test_confirming_says_when_the_spacing_holds_a_change_longer() -> None:
+    """It said "applied after 60s" where the 600 s spacing after the last change then held it (TooSoon)."""
+    soon = tune(_obs(), OVERSIZED, B16, TunerState(last_change=900.0), 1000.0)
+    assert soon.reason == "Confirming" and "applied after 60s, and not before 600s after the last change (500s " \
+        "from now)" in soon.message, soon.message
+    late = tune(_obs(), OVERSIZED, B16, TunerState(last_change=300.0), 1000.0)
+    assert late.reason == "Confirming" and "applied after 60s (" in late.message, late.message
+
+
 def test_a_stuck_rollout_of_a_change_goes_back_to_what_the_running_pods_serve() -> None:
     """A change whose new pods cannot be placed (no GPU for the surge pod): status.batching said the new
     settings were in force while the only serving pod ran the old ones, and the rollout never ended (found
@@ -442,9 +466,9 @@ def test_tuned_settings_the_spec_no_longer_admits_are_said_to_be_dropped() -> No
     """maxBatchSize lowered below a tuned preferred size: the spec's values came back (right), but status
     said SpecValues, "the tuner has not changed them", and nothing said the tuner's settings went."""
     spec = _spec({"enabled": True})
-    live = {"batching": {"maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [8], "source": "tuner",
+    live = {"batching": {"maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [4, 8], "source": "tuner",
                          "lastChangeTime": "1970-01-01T00:16:40Z", "reason": "MoreCapacity", "message": "m"}}
-    assert bs.in_force(spec, live) == (Settings(500, (8,)), "tuner")
+    assert bs.in_force(spec, live) == (Settings(500, (4, 8)), "tuner")
     narrowed = _spec({"enabled": True}, preferredBatchSizes=[2, 4])
     narrowed = narrowed.model_copy(update={"model": narrowed.model.model_copy(update={"max_batch_size": 4})})
     assert bs.in_force(narrowed, live) == (Settings(100_000, (2, 4)), "spec")
@@ -453,7 +477,8 @@ def test_tuned_settings_the_spec_no_longer_admits_are_said_to_be_dropped() -> No
     new = bs.batching_status(narrowed, live, tuning, 1015.0)
     assert new is not None and (new.source, new.max_queue_delay_microseconds, new.reason) == \
         ("spec", 100_000, "SpecNarrowed")
-    assert new.message.startswith("the tuner's settings (queue delay 500 us, preferred sizes [8]) no longer fit")
+    # the sizes written as every other message writes them ([4, 8] was Python's repr)
+    assert new.message.startswith("the tuner's settings (queue delay 500 us, preferred sizes [4,8]) no longer fit")
     assert new.last_change_time == "1970-01-01T00:16:55Z"  # the settings in force (and the pods) changed then
     # ... and it stays said, with when, until the tuner changes them again: it read SpecValues, "the tuner
     # has not changed them", from the next tick on (found by an exploratory review)

@@ -444,6 +444,21 @@ def test_api_server_reports_the_operators_cross_field_problems(case: Any) -> Non
     assert api_server_errors(case.spec()) == sorted(case.problems)
 
 
+@pytest.mark.parametrize("url", table.PROMETHEUS_URLS)
+def test_the_crd_takes_the_prometheus_urls_the_operator_takes(url: str) -> None:
+    """`kubectl apply` took port 0 or 99999 and a URL ending in /api/v1, which the operator then refused in
+    status: the CRD's rules now refuse what `prometheus_base_url` refuses, and nothing else."""
+    from tritonscale.api.spec import prometheus_base_url
+
+    try:
+        prometheus_base_url(url)
+        operator_takes = True
+    except ValueError:
+        operator_takes = False
+    errors = api_server_errors(table.mutate(table.base_spec(), {"scaling.prometheus": {"url": url}}))
+    assert errors == ([] if operator_takes else ["spec.scaling.prometheus.url"])
+
+
 @pytest.mark.parametrize("sample", table.SAMPLES, ids=[s.stem for s in table.SAMPLES])
 def test_api_server_accepts_samples(sample: Path) -> None:
     spec = table.load_sample(sample)["spec"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tritonscale.api import manifests
 from tritonscale.api.manifests import MAX_DEPTH, MAX_VALUES, expanded_size, read_documents
 
 
@@ -48,6 +49,21 @@ def test_missing_file_names_the_flag(tmp_path: Path) -> None:
         f"--service: {tmp_path / 'none.yaml'}: cannot read: No such file or directory"]
     assert read_documents(str(tmp_path), "--service")[1] == [  # a directory
         f"--service: {tmp_path}: is a directory: give one YAML file (each of several in turn)"]
+
+
+def test_an_endless_input_is_read_only_so_far(monkeypatch, tmp_path: Path) -> None:
+    """/dev/zero (or `yes | tritonscale render -f -`) grew to 5.9 GB in 10 s: reading stops past the cap."""
+    if Path("/dev/zero").exists():
+        assert read_documents("/dev/zero")[1] == [
+            f"/dev/zero: more than {manifests.MAX_INPUT_BYTES // 2**20} MiB, far more than any manifest (an object "
+            "holds at most 3 MiB): not read further"]
+    monkeypatch.setattr(manifests, "MAX_INPUT_BYTES", 2**20)
+    under = write(tmp_path, "a: " + "x" * (2**20 - 4) + "\n")  # exactly the cap: read
+    assert read_documents(under) == ([{"a": "x" * (2**20 - 4)}], [])
+    over = write(tmp_path, "a: " + "x" * (2**20 - 3) + "\n")
+    assert read_documents(over, "--service")[1] == [
+        f"--service: {over}: more than 1 MiB, far more than any manifest (an object holds at most 3 MiB): "
+        "not read further"]
 
 
 def test_expanded_size_counts_shared_values_each_time() -> None:

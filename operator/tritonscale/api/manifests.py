@@ -23,6 +23,11 @@ MAX_VALUES = 1_500_000
 # No Kubernetes object nests deeper than a few dozen levels (a Deployment's deepest field is about
 # 15 down); far deeper documents are refused rather than written out (the YAML writer recurses).
 MAX_DEPTH = 100
+# The most bytes one input is read for. The stream's values are capped at MAX_VALUES, so what a larger
+# input could add is only long strings, and an object holds at most 3 MiB: 64 MiB is far past any set of
+# manifests (`kubectl get tis -A -o yaml` of thousands of services). Read without it, /dev/zero or an
+# endless pipe grew to 5.9 GB in 10 s with no word.
+MAX_INPUT_BYTES = 64 * 2**20
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -125,7 +130,14 @@ def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:
     ``--service``) prefixes each problem."""
     label = f"{flag}: {path}" if flag else path
     try:
-        raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
+        if path == "-":
+            raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with open(path, "rb") as stream:
+                raw = stream.read(MAX_INPUT_BYTES + 1)
+        if len(raw) > MAX_INPUT_BYTES:
+            return [], [f"{label}: more than {MAX_INPUT_BYTES // 2**20} MiB, far more than any manifest (an object "
+                        "holds at most 3 MiB): not read further"]
         text = raw.decode("utf-8")
     except IsADirectoryError:  # one YAML stream (``tritonscale render`` expands a directory before this)
         return [], [f"{label}: is a directory: give one YAML file (each of several in turn)"]

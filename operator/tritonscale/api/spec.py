@@ -186,7 +186,19 @@ _MODEL_NAME = _Format(re.compile(r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$
 # host as prom and requests (urllib3) as evil -- a URL checked as one host and queried at another.
 _HTTP_URL = _Format(re.compile(r"^https?://([^/?#@\s\\]+@)?([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
                                r"(:[0-9]{1,5})?(/[^?#\s\\]*)?$"),
-                    "must be an http:// or https:// URL: [USER:PASSWORD@]HOST[:PORT][/PATH], no query or fragment")
+                    "must be an http:// or https:// URL: [USER:PASSWORD@]HOST[:PORT][/PATH], no query or fragment",
+                    forbidden=(
+                        # In the CRD too, not only in the operator: `kubectl apply` took port 0 or 99999, and the
+                        # object was then refused in status. Five digits at most (above): 0s, or 65536-99999.
+                        (re.compile(r"^https?://([^/?#@\s\\]+@)?([-A-Za-z0-9.]*|\[[0-9A-Fa-f:.]+\]):(0+|6553[6-9]|"
+                                    r"655[4-9][0-9]|65[6-9][0-9]{2}|6[6-9][0-9]{3}|[7-9][0-9]{4})(/|$)"),
+                         "the port must be 1-65535"),
+                        # the client adds the API's path: this one doubled, the queries went to
+                        # .../api/v1/query/api/v1/query
+                        (re.compile(r"/api/v1(/query|/query_range)?/?$"),
+                         "give the server's base URL, without /api/v1, /api/v1/query or /api/v1/query_range: the "
+                         "client adds the API's path"),
+                    ))
 # Where each ModelSpec field's format is checked (``ModelSpec._formats``).
 _MODEL_FORMATS = {"name": _MODEL_NAME, "storage_uri": _STORAGE_URI}
 
@@ -610,6 +622,8 @@ class RuntimeSpec(_Model):
                 except (ValueError, TypeError):
                     raise ValueError(f"{kind}.{resource}: {quantity!r} is not a Kubernetes quantity "
                                      "(e.g. 500m, 2, 1536Mi)") from None
+                if parse_quantity(quantity) < 0:  # the API server refuses the Deployment's pod template
+                    raise ValueError(f"{kind}.{resource}: {quantity!r} must be at least 0")
         requests, limits = v.get("requests") or {}, v.get("limits") or {}
         for resource in sorted(set(requests) & set(limits)):  # as the API server checks a container
             if parse_quantity(requests[resource]) > parse_quantity(limits[resource]):
@@ -655,33 +669,26 @@ def url_without_credentials(url: str) -> str:
 
 
 # The Prometheus API's own path at the end of a URL (the chart's Deployment template refuses the same)
-_API_PATH = re.compile(r"/api/v1(/query|/query_range)?/?$")
+_API_PATH = _HTTP_URL.forbidden[1][0]
 
 
 def prometheus_base_url(url: str) -> str:
-    """``url`` if it is a Prometheus base URL (``_HTTP_URL``, a port within 1-65535), else ValueError
-    with the reason: the one check for ``spec.scaling.prometheus.url`` and ``tritonscale run
-    --prometheus-url``."""
-    _HTTP_URL.check(url)
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = -1
-    if port is not None and not 1 <= port <= 65535:  # the port's range: beyond what the CRD's rule says
-        raise ValueError("the port must be 1-65535")
-    if api := _API_PATH.search(parts.path):
-        # the client adds the API's path: this one doubled, the queries went to .../api/v1/query/api/v1/query
-        base = urlunsplit(parts._replace(path=parts.path[:api.start()]))
+    """``url`` if it is a Prometheus base URL (``_HTTP_URL``: a port within 1-65535, no API path), else
+    ValueError with the reason: the one check for ``spec.scaling.prometheus.url`` and ``tritonscale run
+    --prometheus-url``. The CRD's rules say the same, but for the base URL to give, which only this
+    names."""
+    if _HTTP_URL.pattern.fullmatch(url) and (api := _API_PATH.search(urlsplit(url).path)):
+        base = urlunsplit(urlsplit(url)._replace(path=urlsplit(url).path[:api.start()]))
         raise ValueError(f"give the server's base URL, without {api.group().rstrip('/')}: "
                          f"{url_without_credentials(base)}")
+    _HTTP_URL.check(url)
     return url
-
 
 
 class PrometheusSpec(_Model):
     url: str | None = Field(
-        default=None, json_schema_extra=_HTTP_URL.schema(),
+        # a bound for the API server's estimate of its rules' cost (a URL's length is otherwise the request's)
+        default=None, max_length=2048, json_schema_extra=_HTTP_URL.schema(),
         description="Per-object Prometheus URL, overriding the operator's --prometheus-url.",
     )
 

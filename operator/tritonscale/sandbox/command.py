@@ -23,11 +23,20 @@ import asyncio
 import functools
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from tritonscale.cli_numbers import int_in, non_negative_float, positive_float
 from tritonscale.kube.client import API_ERRORS, describe_api_error
-from tritonscale.output_paths import ensure_distinct, ensure_folder, ensure_image, ensure_parent, path_arg, replacing
+from tritonscale.output_paths import (
+    check_image_name,
+    ensure_distinct,
+    ensure_folder,
+    ensure_image,
+    ensure_parent,
+    path_arg,
+    replacing,
+)
 from tritonscale.sandbox.live_view import LiveView
 from tritonscale.sandbox.pod_network import MAX_NODES
 from tritonscale.sandbox.preflight import format_missing, preflight
@@ -38,6 +47,7 @@ from tritonscale.sandbox.scenario import (
     build_load,
     describe_config,
     load_service,
+    trace_file,
 )
 from tritonscale.sandbox.summary import write_plot, write_summary
 
@@ -108,7 +118,7 @@ def scenario_from(args: argparse.Namespace) -> Scenario:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ValueError(f"--kubeconfig {args.kubeconfig}: not a usable kubeconfig: {first[:200]}") from None
     if args.kill_at is not None and not 0 <= args.kill_at < args.duration:
-        raise ValueError(f"--kill-at must be within 0..--duration ({args.duration:g} s)")
+        raise ValueError(f"--kill-at must be at least 0 and less than --duration ({args.duration:g} s)")
     return Scenario(duration_s=args.duration, load=args.load, rate_scale=args.rate_scale, seed=args.seed,
                     service_file=args.service, kill_at_s=args.kill_at, workdir=args.workdir,
                     kubeconfig=args.kubeconfig, nodes=args.nodes, gpus_per_node=args.gpus,
@@ -135,7 +145,7 @@ def report(summary: dict[str, Any], out: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         scenario = scenario_from(args)
-        _check_writable(args)
+        _check_outputs(args, scenario)
     except ValueError as exc:
         print(f"tritonscale sandbox: {exc}", file=sys.stderr)
         return 1
@@ -148,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
         service = load_service(scenario)
         build_load(scenario)
         _check_gpus(scenario, service)
+        _make_folders(args)  # last: a refusal above leaves no empty folder behind
     except (SandboxError, ValueError, OSError) as exc:
         print(f"tritonscale sandbox: {exc}", file=sys.stderr)
         return 1
@@ -181,8 +192,22 @@ def _check_gpus(scenario: Scenario, service: dict[str, Any]) -> None:
                          f"of {per_replica} GPU(s), below the service's warm floor of {spec.scaling.floor}")
 
 
-def _check_writable(args: argparse.Namespace) -> None:
-    """Before minutes of running: the work directory and the folders of --summary and --plot."""
+def _check_outputs(args: argparse.Namespace, scenario: Scenario) -> None:
+    """Before anything starts, and before any folder is made: --summary and --plot name neither each
+    other nor a file this run reads (the --service manifest, the --load trace), and none is a folder."""
+    for flag, path in (("--summary", args.summary), ("--plot", args.plot)):
+        if path is not None and Path(path).is_dir():
+            raise ValueError(f"{flag}: {path} is a folder, not a file")
+    if args.workdir is not None and Path(args.workdir).exists() and not Path(args.workdir).is_dir():
+        raise ValueError(f"--workdir: {args.workdir} is a file, not a folder")
+    check_image_name("--plot", args.plot)
+    ensure_distinct({"--summary": args.summary, "--plot": args.plot},
+                    {"--service": scenario.service_file, "--load trace": trace_file(scenario)})
+
+
+def _make_folders(args: argparse.Namespace) -> None:
+    """Once every other check has passed: the work directory and the folders of --summary and --plot
+    (made if missing, and writable)."""
     if args.workdir is not None:
         ensure_folder("--workdir", args.workdir)
         # a previous run's cluster there: its objects would clash with the new run's (409)
@@ -191,7 +216,6 @@ def _check_writable(args: argparse.Namespace) -> None:
                              "control-plane): give a new or empty folder, or remove that one")
     ensure_parent("--summary", args.summary)
     ensure_image("--plot", args.plot)
-    ensure_distinct({"--summary": args.summary, "--plot": args.plot})
 
 
 async def _main(scenario: Scenario, args: argparse.Namespace) -> int:

@@ -108,8 +108,16 @@ MAX_ARRIVALS = 10_000_000
 
 def _check_arrivals(expected: float) -> None:
     if expected > MAX_ARRIVALS:
-        raise ValueError(f"--rate-scale: about {expected:.3g} requests in the run; the sandbox's load generator "
-                         f"sends at most {MAX_ARRIVALS:.0e} (lower --rate-scale or --duration)")
+        raise ValueError(f"--rate-scale and --duration: about {expected:.3g} requests in the run; the sandbox's "
+                         f"load generator sends at most {MAX_ARRIVALS:.0e} (lower --rate-scale or --duration)")
+
+
+def trace_file(scenario: Scenario) -> Path | None:
+    """The trace file a ``--load trace[:FILE]`` run reads (None for step and burst)."""
+    kind, _, arg = scenario.load.partition(":")
+    if kind != "trace":
+        return None
+    return Path(arg) if arg else DEFAULT_TRACE
 
 
 def build_load(scenario: Scenario) -> LoadShape:
@@ -146,7 +154,16 @@ def build_load(scenario: Scenario) -> LoadShape:
     if kind == "trace":
         path = Path(arg) if arg else DEFAULT_TRACE
         scale = scenario.rate_scale or TRACE_RATE_SCALE
-        arrivals = loadgen.trace_schedule(path, rate_scale=scale, duration_s=d)
+        whole = loadgen.trace_schedule(path, rate_scale=scale)
+        span = float(whole[-1])
+        if span < d:
+            # The load would stop at span and the rest of the run idle: a --rate-scale of 1e9 replayed the
+            # whole trace in under a second. Said now, not after the cluster has started.
+            raise ValueError(
+                f"--rate-scale {scale:g}: the trace {path.name} replays in {span:.3g} s at that scale, less than "
+                f"--duration {d:g} s, and the rest of the run would have no load: give --duration {span:.3g} or "
+                f"less, or a --rate-scale of {scale * span / d:.3g} or less")
+        arrivals = whole[whole < d]
         thirds = [(0.0, d / 3), (d / 3, 2 * d / 3), (2 * d / 3, d)]
         phases = [Phase(f"{a:.0f}-{b:.0f}s", a, b) for a, b in thirds]
         return LoadShape(arrivals, phases, f"trace {path.name} x{scale:g} ({len(arrivals) / d:.1f} rps mean)")

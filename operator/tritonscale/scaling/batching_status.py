@@ -125,9 +125,12 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
     changed_at = None
     if live is not None and live.get("source") == "tuner":
         # Tuned settings that the spec no longer admits (api.status.tuned_batcher): say they went, and why.
+        prefs = live.get("preferredBatchSizes")
+        shown = ("[" + ",".join(str(p) for p in prefs) + "]" if isinstance(prefs, list) and prefs
+                 else str(prefs or "none"))
         reason, message = "SpecNarrowed", (
             f"the tuner's settings (queue delay {live.get('maxQueueDelayMicroseconds')} us, preferred sizes "
-            f"{live.get('preferredBatchSizes') or 'none'}) no longer fit the spec (model.maxBatchSize, "
+            f"{shown}) no longer fit the spec (model.maxBatchSize, "
             "batching.autoTune's bounds or the REJECT queue timeout): spec.batching's values are in force, "
             "and the tuner starts again from them")
         changed_at = st.rfc3339(now)

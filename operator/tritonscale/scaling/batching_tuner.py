@@ -24,9 +24,13 @@ When it may change (reasons in CamelCase, for status.batching.reason):
 
 * never while a rollout runs (``rollout``: pods not all updated and ready) -- Rollout;
 * never without the cost fit, the target or a rate -- LearningCost / NoTarget / Idle;
-* out-of-bounds settings (the spec's bounds narrowed) are brought within them at once -- Bounds;
+* out-of-bounds settings are brought within them at once -- Bounds (the operator never passes
+  any: tuned settings a narrowed spec no longer admits are dropped before, and the spec's values
+  put back, ``api.status.tuned_batcher``, status.batching SpecNarrowed);
 * while p95 breaches the target (above target x (1 + spec.scaling.tolerance), as for the decider)
-  only to settings predicted to lower p95 at the rate now, and then at once -- BreachRelief;
+  only when the settings in force are predicted to miss the target at the rate now, to settings
+  predicted to lower p95 there by more than P95_TIE, and then at once -- BreachRelief (otherwise
+  Breach: the decider answers a breach the settings do not cause with replicas);
 * otherwise only for at least MIN_CAPACITY_GAIN more capacity or MIN_HEADROOM_GAIN x target
   less predicted p95 (hysteresis: smaller gains are within the fit's error), proposed by the
   same candidate for CONFIRM_S, and no sooner than MIN_CHANGE_INTERVAL_S after the last change
@@ -322,10 +326,16 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return hold("Optimal", f"the settings in force are the best predicted ({numbers})",
                     replace(state, candidate=None, candidate_since=None))
     if breaching and obs.p95_ms is not None:
-        if theirs.p95_now_ms < mine.p95_now_ms:
+        # Only when the settings in force are predicted to miss the target at the rate each replica sees,
+        # and the pick to do better by more than the model's noise. A breach the settings do not cause (a
+        # load step, the backlog of a burst, the 60 s summary's memory of one) is the decider's to answer
+        # with replicas: a change then rolled every replica, a cold start each, for a predicted 118 -> 118 ms
+        # (auditB, session 82), and with no room for the surge pod the rollout stuck half made.
+        if mine.p95_now_ms > target and theirs.p95_now_ms < mine.p95_now_ms * (1.0 - P95_TIE):
             return change(pick, "BreachRelief", f"p95 {ms_text(obs.p95_ms)} ms > target; {numbers}")
-        return hold("Breach",
-                    f"p95 {ms_text(obs.p95_ms)} ms > target and no change is predicted to lower it ({numbers})",
+        why = ("the settings in force are predicted within the target at this rate: replicas, not the batcher, "
+               "answer it" if mine.p95_now_ms <= target else "no change is predicted to lower it")
+        return hold("Breach", f"p95 {ms_text(obs.p95_ms)} ms > target and {why} ({numbers})",
                     replace(state, candidate=None, candidate_since=None))
     # No capacity either way (a target below what any setting serves): no gain, whatever 0 >= 0 says
     gain = theirs.capacity_rps > 0 and theirs.capacity_rps >= mine.capacity_rps * (1.0 + MIN_CAPACITY_GAIN)
@@ -337,8 +347,12 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     since = state.candidate_since if state.candidate == pick and state.candidate_since is not None else now
     proposing = replace(state, candidate=pick, candidate_since=since)
     if now - since < CONFIRM_S:
+        # the spacing after the last change may hold it longer (it said "applied after 60s", then TooSoon)
+        spaced = None if state.last_change is None else state.last_change + MIN_CHANGE_INTERVAL_S
+        spacing = "" if spaced is None or spaced <= since + CONFIRM_S else (
+            f", and not before {MIN_CHANGE_INTERVAL_S:.0f}s after the last change ({spaced - now:.0f}s from now)")
         return hold("Confirming", f"{pick.describe()} proposed {now - since:.0f}s ago, applied after "
-                                  f"{CONFIRM_S:.0f}s ({numbers})", proposing)
+                                  f"{CONFIRM_S:.0f}s{spacing} ({numbers})", proposing)
     if state.last_change is not None and now - state.last_change < MIN_CHANGE_INTERVAL_S:
         return hold("TooSoon", f"last change {now - state.last_change:.0f}s ago (at least "
                                f"{MIN_CHANGE_INTERVAL_S:.0f}s apart); proposing {pick.describe()} ({numbers})",

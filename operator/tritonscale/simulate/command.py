@@ -178,11 +178,13 @@ def options_from_args(args: argparse.Namespace) -> Options:
                             routing=args.routing, routing_seed=args.seed, connections=args.connections,
                             connection_age_s=args.connection_age)
     if args.initial_replicas is not None and not args.min_replicas <= args.initial_replicas <= args.max_replicas:
-        raise ValueError("--initial-replicas must be within --min-replicas..--max-replicas")
+        raise ValueError(f"--initial-replicas: {args.initial_replicas} must be within --min-replicas..--max-replicas "
+                         f"({args.min_replicas}..{args.max_replicas})")
     if args.jobs < 1:
         raise ValueError("--jobs must be >= 1")
     if args.static_replicas is not None and not args.min_replicas <= args.static_replicas <= args.max_replicas:
-        raise ValueError("--static-replicas must be within --min-replicas..--max-replicas")
+        raise ValueError(f"--static-replicas: {args.static_replicas} must be within --min-replicas..--max-replicas "
+                         f"({args.min_replicas}..{args.max_replicas})")
     if args.interval_s is not None and (args.interval_s != round(args.interval_s)
                                         or not INTERVAL_S[0] <= args.interval_s <= INTERVAL_S[1]):
         raise ValueError(f"--interval-s: {args.interval_s:g}: the CRD's intervalSeconds is whole seconds, "
@@ -225,6 +227,13 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
         raise ValueError(f"--rate: {args.rate * args.rate_scale:g} rps for {args.duration:g} s is {requests:.3g} "
                          f"requests; a replay holds at most {MAX_REQUESTS:.0e} (lower --rate, --rate-scale or "
                          "--duration)")
+    # Shorter than one window, a replay has nothing to score or scale on: its p95 is scored per 60 s
+    # window and the autoscalers' rate() spans --window-s (a 30 s shape scored "100.0% (1/1)" windows)
+    least = max(args.window_s, ATTAINMENT_WINDOW_S)
+    if args.shape and args.duration < least:
+        raise ValueError(f"--duration: {args.duration:g} s, less than one {least:g} s window (p95 is scored per "
+                         f"{ATTAINMENT_WINDOW_S:g} s, rate() over --window-s {args.window_s:g}): nothing to scale on "
+                         "or score")
     if args.trace:
         trace = arrivals_mod.read_trace(args.trace, args.trace_unit)
         raw = trace.times
@@ -237,10 +246,8 @@ def load_arrivals(args: argparse.Namespace) -> tuple[np.ndarray, float, str]:
             raise ValueError(f"{args.trace}: its arrivals span {raw[-1] / 86400:.3g} days; a replay takes at most "
                              f"{MAX_REPLAY_SPAN_S / 86400:g} (cut the trace, or run --suite, which replays its first "
                              f"--duration s)" + _refusal_hint(trace, args.trace_unit, "ms"))
-        # Shorter than one window, a replay has nothing to score or scale on: its p95 is scored per 60 s
-        # window and the autoscalers' rate() spans --window-s (a Mooncake file in seconds, read as its
-        # milliseconds, replayed 1,465 requests in 0.3 s)
-        least = max(args.window_s, ATTAINMENT_WINDOW_S)
+        # the same for a trace (a Mooncake file in seconds, read as its milliseconds, replayed 1,465 requests
+        # in 0.3 s)
         if float(raw[-1]) < least:
             raise ValueError(f"{args.trace}: its arrivals span {figure(float(raw[-1]))} s, less than one {least:g} s "
                              f"window (p95 is scored per {ATTAINMENT_WINDOW_S:g} s, rate() over --window-s "
