@@ -347,6 +347,19 @@ def _spec(auto: dict[str, Any] | None, **batching: Any) -> InferenceServiceSpec:
         "scaling": {"targetP95Milliseconds": TIGHT}})
 
 
+@pytest.mark.parametrize(("ready", "decided", "per_replica"), [
+    (2, 1, 14.0),  # a scale-down: the one left takes the rate (auditB: it scored at 7 rps per replica)
+    (2, 2, 7.0),
+    (2, 4, 7.0),  # a scale-up: its replicas serve only after a cold start
+    (1, 3, 14.0),
+])
+def test_the_tuner_scores_at_the_rate_each_replica_serves_after_the_decision(ready, decided, per_replica) -> None:
+    decision = Decision(decided, "LoadDecreased", "m", State(), True, {"rate": 14.0})
+    tobs = bs.tuner_observation(Observation(status="ok", p95_ms=50.0), decision, Policy(target_p95_ms=TIGHT), ready,
+                                rollout=False)
+    assert tobs.rate_per_replica == per_replica
+
+
 def _decision(rate: float) -> Decision:
     samples = ((1.0, 22.0, 0.0), (16.0, 52.0, 0.0))
     return Decision(2, "Steady", "m", State(batch_samples=samples), True, {"rate": rate})

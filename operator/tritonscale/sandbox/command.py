@@ -63,10 +63,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "trace[:FILE] (arrival timestamps; default the Azure LLM trace "
                         "../shared/data/azure-llm-conv-2023.csv) (default step)")
     p.add_argument("--rate-scale", type=positive_float, metavar="X",
-                   help=f"multiply the offered rate (default 1; trace: {TRACE_RATE_SCALE:g}, about 50 rps)")
+                   help=f"multiply the offered rate (default 1; trace: {TRACE_RATE_SCALE:g}, about 50 rps; a trace "
+                        "must still last --duration at that rate)")
     p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0,
                    help="random seed of the Poisson arrivals (default 0)")
-    p.add_argument("--summary", metavar="FILE.json", help="write the JSON summary here")
+    p.add_argument("--summary", metavar="FILE.json",
+                   help="write the JSON summary here (not over the --service or trace file the run reads)")
     p.add_argument("--plot", metavar="FILE.png", help="draw offered load, p95 vs target and replicas here")
     p.add_argument("--kill-at", type=non_negative_float, metavar="SECONDS",
                    help="SIGKILL one ready tritonserver this many seconds into the load (its kubelet restarts it)")

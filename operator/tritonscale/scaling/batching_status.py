@@ -81,9 +81,12 @@ def rollout_stuck(deployment: Mapping[str, Any]) -> bool:
 
 def tuner_observation(obs: Observation, decision: Decision, policy: Policy, ready: int,
                       rollout: bool, updating: bool = False, stuck: bool = False) -> bt.TunerObservation:
-    """What the decider learned this tick, per replica: the cost fit and the arrival rate."""
+    """What the decider learned this tick, per replica: the cost fit and the arrival rate, over the ready
+    replicas that serve it once this tick's decision is made (a scale-down's leave now: a tick that went
+    2 -> 1 scored the settings at 7 rps per replica, and the one left took 14; a scale-up's start later)."""
     rate = decision.details.get("rate")
-    per = float(rate) / ready if isinstance(rate, (int, float)) and ready > 0 else None
+    serving = min(ready, decision.replicas)
+    per = float(rate) / serving if isinstance(rate, (int, float)) and serving > 0 else None
     cost = learned_cost(decision.state.batch_samples, policy.max_batch_size)  # as the decider's capacity reads it
     return bt.TunerObservation(cost, per, policy.target_p95_ms, obs.p95_ms, rollout, updating, stuck,
                                policy.tolerance)
