@@ -68,16 +68,17 @@ def render_documents(docs: Iterable[Any], path: str, require: bool = True) -> tu
                 other_kinds.append(doc["kind"])
             continue
         found += 1
-        if doc.get("apiVersion") != f"{GROUP}/{VERSION}":
-            problems.append(f"{path}: document {i}: apiVersion: must be {GROUP}/{VERSION}")
-            continue
         if not isinstance(doc.get("metadata") or {}, dict):
             problems.append(f"{path}: document {i}: metadata: must be a mapping")
             continue
         meta = dict(doc.get("metadata") or {})
         name = meta.get("name")
-        # a name that is no plain line (a final newline, a number) is quoted, so each problem stays one line
+        # a name that is no plain line (a final newline, a number) is quoted, so each problem stays one line;
+        # named first: a List's items are counted as documents, which the file does not number
         label = (name if isinstance(name, str) and name.isprintable() else repr(name)) if name else f"document {i}"
+        if doc.get("apiVersion") != f"{GROUP}/{VERSION}":
+            problems.append(f"{path}: {label}: apiVersion: must be {GROUP}/{VERSION}")
+            continue
         spec, errs = validate_body(doc)
         if errs or spec is None:  # no spec comes back without a problem
             problems += [f"{path}: {label}: {e}" for e in errs]

@@ -326,6 +326,20 @@ def test_render_refuses_an_object_defined_twice(tmp_path: Path, capsys: pytest.C
     assert capsys.readouterr().out.count("kind: Deployment") == 2
 
 
+def test_a_wrong_api_version_in_a_list_is_named_by_the_objects_name(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A List's second item with a wrong apiVersion read "document 2" in a file of one document (auditA)."""
+    good, bad, unnamed = sample_doc(), sample_doc(), sample_doc()
+    bad["metadata"]["name"], bad["apiVersion"] = "other", "tritonscale.io/v1"
+    del unnamed["metadata"]["name"]
+    unnamed["apiVersion"] = "v1"
+    path = tmp_path / "list.yaml"
+    path.write_text(yaml_text.dump_all([{"apiVersion": "v1", "kind": "List", "items": [good, bad, unnamed]}]))
+    assert cli.main(["render", "-f", str(path)]) == 1
+    assert capsys.readouterr().err == (f"{path}: other: apiVersion: must be tritonscale.io/v1alpha1\n"
+                                       f"{path}: document 3: apiVersion: must be tritonscale.io/v1alpha1\n")
+
+
 def test_render_takes_several_files_as_kubectl_apply_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """-f A -f B rendered B alone, and a missing or invalid A passed with exit 0 (an exploratory
     review's finding); -f A B (a shell glob) was refused as unrecognized arguments."""
