@@ -20,6 +20,20 @@ def path_arg(text: str) -> Path:
     return Path(text)
 
 
+def input_file_arg(text: str) -> str:
+    """An argparse type for a file the command reads that is not read from a stream: ``-`` was taken
+    for a file of that name ("-: cannot read: No such file or directory")."""
+    if text == "-":
+        raise argparse.ArgumentTypeError("- (standard input) is not read here: give a file name (./- for one "
+                                         "named -)")
+    return str(path_arg(text))
+
+
+def input_path_arg(text: str) -> Path:
+    """``input_file_arg``, as a Path."""
+    return Path(input_file_arg(text))
+
+
 def ensure_folder(flag: str, folder: Path | str) -> Path:
     if str(folder) == "":
         raise ValueError(f"{flag}: an empty path")

@@ -115,6 +115,8 @@ def test_bad_options_are_one_line_errors(capsys, tmp_path):
     (("--rate-scale", "inf"), "argument --rate-scale: 'inf' is not a finite number"),
     (("--kill-at", "-1"), "argument --kill-at: '-1': must be >= 0"),
     (("--workdir", ""), "argument --workdir: an empty path"),
+    # it looked for a file named - ("missing: InferenceService file -")
+    (("--service", "-"), "argument --service: - (standard input) is not read here: give a file name"),
     (("--seed", "-1"), "argument --seed: '-1': must be within 0..4294967295"),
 ])
 def test_numbers_and_paths_argparse_refuses(capsys, argv, message):

@@ -159,6 +159,9 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "poisson", "--slo-ms", "150", "--rate", "1e12", "--duration", "0.001"], "--rate: 1e+12 rps for"),
     # each message names its flag (they said "HPA utilisation target", "lam value too large", ...)
     (["--shape", "poisson", "--slo-ms", "150", "--hpa-target", "5"], "argument --hpa-target: '5': must be in (0, 1]"),
+    # a file named - was looked for ("-: cannot read: No such file or directory")
+    (["--trace", "-", "--slo-ms", "150"], "argument --trace: - (standard input) is not read here: give a file name"),
+    (["--suite", "quick", "--trace", "-"], "argument --trace: - (standard input) is not read here"),
     (["--shape", "poisson", "--slo-ms", "150", "--min-replicas", "5", "--max-replicas", "3"],
      "--min-replicas 5 is above --max-replicas 3"),
     (["--shape", "poisson", "--slo-ms", "150", "--batch-base-ms", "0", "--batch-item-ms", "0"],

@@ -34,6 +34,7 @@ from tritonscale.output_paths import (
     ensure_folder,
     ensure_image,
     ensure_parent,
+    input_path_arg,
     path_arg,
     replacing,
 )
@@ -72,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="FILE.png", help="draw offered load, p95 vs target and replicas here")
     p.add_argument("--kill-at", type=non_negative_float, metavar="SECONDS",
                    help="SIGKILL one ready tritonserver this many seconds into the load (its kubelet restarts it)")
-    p.add_argument("--service", type=path_arg, metavar="FILE",
+    p.add_argument("--service", type=input_path_arg, metavar="FILE",
                    help="InferenceService to run instead of the sized python-cpu sample (python backend, gpus 0, "
                         "storageUri pvc://CLAIM/PATH)")
     p.add_argument("--kubeconfig", type=path_arg, metavar="FILE",

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from tritonscale.api.spec import ModelSpec, ScaleDownPolicy, ScalingSpec, default_queue_timeout_us, field_bounds
 from tritonscale.cli_numbers import at_least, int_in, non_negative_float, positive_float, share
 from tritonscale.given_flags import record_given, was_given
-from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, write_output
+from tritonscale.output_paths import ensure_distinct, ensure_image, ensure_parent, input_file_arg, write_output
 from tritonscale.simulate import arrivals as arrivals_mod
 from tritonscale.simulate import suite_command
 from tritonscale.simulate.arrivals import MAX_REPLAY_SPAN_S
@@ -58,7 +58,7 @@ from tritonscale.simulate.suite_command import preferred_sizes
 def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_argument_group("arrivals")
     one = src.add_mutually_exclusive_group()
-    one.add_argument("--trace", metavar="FILE",
+    one.add_argument("--trace", metavar="FILE", type=input_file_arg,
                      help="Azure CSV (TIMESTAMP column), one arrival per line (seconds or ISO time) "
                           "or Mooncake JSON Lines (timestamp in ms; a JSON array of those objects too)")
     src.add_argument("--trace-unit", choices=tuple(arrivals_mod.UNITS),
