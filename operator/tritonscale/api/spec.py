@@ -677,8 +677,9 @@ def prometheus_base_url(url: str) -> str:
     ValueError with the reason: the one check for ``spec.scaling.prometheus.url`` and ``tritonscale run
     --prometheus-url``. The CRD's rules say the same, but for the base URL to give, which only this
     names."""
-    if _HTTP_URL.pattern.fullmatch(url) and (api := _API_PATH.search(urlsplit(url).path)):
-        base = urlunsplit(urlsplit(url)._replace(path=urlsplit(url).path[:api.start()]))
+    parts = urlsplit(url) if _HTTP_URL.pattern.fullmatch(url) else None  # (urlsplit raises on some others)
+    if parts is not None and (api := _API_PATH.search(parts.path)):
+        base = urlunsplit(parts._replace(path=parts.path[:api.start()]))
         raise ValueError(f"give the server's base URL, without {api.group().rstrip('/')}: "
                          f"{url_without_credentials(base)}")
     _HTTP_URL.check(url)

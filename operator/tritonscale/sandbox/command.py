@@ -198,12 +198,9 @@ def _check_gpus(scenario: Scenario, service: dict[str, Any]) -> None:
 def _check_outputs(args: argparse.Namespace, scenario: Scenario) -> None:
     """Before anything starts, and before any folder is made: --summary and --plot name neither each
     other nor a file this run reads (the --service manifest, the --load trace), and none is a folder."""
-    for flag, path in (("--summary", args.summary), ("--plot", args.plot)):
-        if path is not None and Path(path).is_dir():
-            raise ValueError(f"{flag}: {path} is a folder, not a file")
-    if args.workdir is not None and Path(args.workdir).exists() and not Path(args.workdir).is_dir():
-        raise ValueError(f"--workdir: {args.workdir} is a file, not a folder")
-    check_image_name("--plot", args.plot)
+    if args.summary is not None and Path(args.summary).is_dir():
+        raise ValueError(f"--summary: {args.summary} is a folder, not a file")
+    check_image_name("--plot", args.plot)  # a folder given is refused there
     ensure_distinct({"--summary": args.summary, "--plot": args.plot},
                     {"--service": scenario.service_file, "--load trace": trace_file(scenario)})
 
