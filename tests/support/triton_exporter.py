@@ -6,7 +6,8 @@ It speaks exactly the series the autoscaler queries -- counters
 gauge ``nv_inference_pending_request_count`` and the summary
 ``nv_inference_request_summary_us`` -- with Triton's labels (model, version).
 Counters advance at the configured request rate between scrapes, so
-Prometheus' rate() sees that rate.
+Prometheus' rate() sees that rate -- except that, split over pods, one pod serves at most full
+batches back to back and rejects the rest of its share (see ``TritonExporter``).
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ class TritonExporter:
     labelled ``replica``, sharing the rates and the queue the test sets -- so the count of pods that
     export series (the decider's ``PartialData`` check) is the service's, not one. ``pods`` is read
     at every scrape (e.g. the Deployment's ready replicas); a pod added starts its counters at zero
-    and a pod removed takes its series with it, as pods do."""
+    and a pod removed takes its series with it, as pods do. A pod's share of the rate above its
+    saturation rate (``batch_size`` requests per ``batch_ms``) is counted as rejected
+    (``nv_inference_request_failure``), not served: a pod cannot serve more than that."""
 
     def __init__(self, models: list[str], pods: Callable[[], int] | None = None) -> None:
         now = time.monotonic()
@@ -129,11 +132,22 @@ class TritonExporter:
             pods = self._replicas[m]
             del pods[n:]
             pods += [ModelSeries(last=now) for _ in range(n - len(pods))]
+            # A pod serves at most full batches back to back (its saturation rate); what its share of
+            # the rate exceeds that by, its queue policy rejects. Without the cap, a test's rate set for
+            # three pods was "served" by the one left ready in a rollout (1500 rps for 307), and the
+            # decider learned a batch time of a fifth of the real one from it (the served rate per
+            # ready pod bounds the time between batches: decider.signals.learn).
+            saturation = 1000.0 * total.batch_size / total.batch_ms if total.batch_ms > 0 else math.inf
             for k, pod in enumerate(pods):  # the rates and the queue split evenly; latencies as set
                 for attr in ("p95_ms", "queue_ms", "batch_size", "batch_ms"):
                     setattr(pod, attr, getattr(total, attr))
-                pod.rps, pod.pending = total.rps / n, total.pending / n
-                pod.failed_rps = None if total.failed_rps is None else total.failed_rps / n
+                share = total.rps / n
+                pod.rps, pod.pending = min(share, saturation), total.pending / n
+                failed = None if total.failed_rps is None else total.failed_rps / n
+                if share > pod.rps:
+                    failed = (failed or 0.0) + share - pod.rps
+                # a failure counter, once exported, stays (at 0 while nothing fails), as Triton's does
+                pod.failed_rps = failed if failed is not None or pod.failure == 0 else 0.0
                 out[(m, f'model="{m}",version="1",replica="{k}"')] = pod
         return out
 

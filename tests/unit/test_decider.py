@@ -207,6 +207,29 @@ def test_learn_bounds_the_request_weighted_batch_time_by_the_time_between_batche
     assert s.batch_samples[0][1] == 26.0
 
 
+@pytest.mark.parametrize(("pods", "ms"), [
+    (None, 1000.0 * 16 / 900),  # a source that does not say: the ready replica served it all (17.8 ms)
+    (1.0, 1000.0 * 16 / 900),
+    (3.0, 52.0),  # three pods served 900 rps; the bound (53.3 ms) is looser than the time measured
+])
+def test_the_time_between_batches_counts_every_pod_that_served_the_rate(pods, ms):
+    """One replica ready of three (the others draining, or marked NotReady by the node controller while
+    their clients keep their connections): the served rate is the three pods', and over the ready one
+    it read as a batch of 16 every 18 ms -- three times the capacity there is."""
+    served = replace(ok(900, pending=1.0), batch_size=16.0, batch_ms=52.0, recent_served_rps=900.0, pods=pods)
+    state = D.learn(State(), served, Replicas(3, 1), POLICY, 0.0, 900.0)
+    s = D.learn(replace(state, batch_samples=()), served, Replicas(3, 1), POLICY, 15.0, 900.0)
+    assert s.batch_samples[0][1] == pytest.approx(ms)
+
+
+def test_the_saturation_sample_counts_every_pod_that_served_the_rate():
+    # a full batch queued on each of 3 scraped pods, 1 of them ready: 923 rps is three pods' saturation
+    last = PendingReading(0.0, 200.0, 1.0, 0.0, 16.0)
+    s = D.learn(State(last_pending=last), replace(SATURATED, pending_min=16.0, pods=3.0), Replicas(3, 1), POLICY,
+                15.0, 923.0)
+    assert [e[1] for e in s.batch_samples if e[0] == 16.0] == [pytest.approx(52.0, rel=1e-3)]
+
+
 def test_learn_skips_batch_samples_of_a_load_change():
     s = D.learn(State(), ok(100, batch=4.0), Replicas(2, 2), POLICY, 0.0, 100.0)
     assert len(s.batch_samples) == 1  # the first sample is taken

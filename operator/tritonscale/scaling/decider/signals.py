@@ -66,6 +66,17 @@ def sampled_at(obs: Observation, now: float) -> float:
     return obs.pending_at if obs.pending_at is not None else now
 
 
+def serving_pods(obs: Observation, ready: int) -> float:
+    """The pods whose service the served rate sums: the ready replicas, or the pods Prometheus has
+    series of now where they are more. A pod the Deployment does not count ready may still serve --
+    one draining its queue as it terminates, or one the node controller marked NotReady after missed
+    kubelet heartbeats (an API server outage) whose clients keep their connections -- and the
+    served rate over the ready count alone then reads as more than a pod serves: three pods' 900 rps
+    over one ready pod made a batch of 16 take 18 ms where it takes 52, and the capacity three times
+    the real one."""
+    return max(float(ready), obs.pods or 0.0)
+
+
 def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, now: float, rate: float,
           growth: float = 0.0) -> State:
     """Update the memory: batch samples, p95 capacity (fallback), the queueing of a model that does not
@@ -80,10 +91,11 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
         # 4 + 3n ms model). A replica runs at most one batch at a time, so the mean batch time is also
         # at most the time between batches, ready * n / served rate -- tight exactly when replicas are
         # busy, where the variance is largest. The tighter of the two, while the ready count held
-        # (replicas that came or went within the interval would be counted wrongly).
+        # (replicas that came or went within the interval would be counted wrongly). Over the pods
+        # that served the rate (``serving_pods``), not only the ready ones.
         batch_ms = obs.batch_ms
         if obs.recent_served_rps and ready > 0 and ready_held(state, ready):
-            batch_ms = min(batch_ms, 1000.0 * obs.batch_size * ready / obs.recent_served_rps)
+            batch_ms = min(batch_ms, 1000.0 * obs.batch_size * serving_pods(obs, ready) / obs.recent_served_rps)
         prev = state.last_batch_size
         steady = prev is not None and abs(obs.batch_size - prev) <= C.BATCH_STEADY_CHANGE * prev
         full = obs.batch_size >= 0.9 * policy.max_batch_size  # full batches barely vary: no bias
@@ -112,7 +124,7 @@ def learn(state: State, obs: Observation, replicas: Replicas, policy: Policy, no
         # replica that just became ready only new requests while the others drain their backlogs,
         # and a sample from such a tick (trace/cold60s/loose/seed6: 69 ms for a full batch of 52)
         # stays the lowest of its bin for BATCH_SAMPLE_TTL_S, 15% off the capacity.
-        full_ms = 1000.0 * policy.max_batch_size * ready / obs.recent_served_rps
+        full_ms = 1000.0 * policy.max_batch_size * serving_pods(obs, ready) / obs.recent_served_rps
         state = replace(state, batch_samples=add_batch_sample(state.batch_samples, full_batch, full_ms, now))
     rates = tuple(e for e in state.rates if now - e[0] <= rate_memory(state, policy))
     if rates and now - rates[-1][0] < 0.5 * policy.interval_s:
