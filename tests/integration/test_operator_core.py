@@ -180,8 +180,9 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
         reverted = wait_for(lambda: [e for e in on_linear() if e.reason == "DriftReverted"], 5,
                             what="a DriftReverted event")
     except AssertionError as exc:
-        # Once in a clean-clone CI run (session 61) the drift was put back but no DriftReverted came: say
-        # what came instead and what the operator logged, so that a next failure shows why.
+        # In clean-clone CI runs of sessions 61 and 83 the drift was put back but no DriftReverted came: a
+        # pass on Kopf's older body had put the last spec back (test_reconcile_freshest_spec.py). Say what
+        # came instead and what the operator logged, so that a next failure shows why.
         said = [(e.type, e.reason, e.message) for e in on_linear()]
         raise AssertionError(f"{exc}; the object's events: {said}; the operator's log:\n{op.log_tail()}") from None
     assert reverted[0].type == "Warning" and "Deployment/linear" in reverted[0].message

@@ -705,19 +705,25 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
     nothing changed makes no write."""
     meta = body["metadata"]
     ns, name = meta["namespace"], meta["name"]
-    spec, problems = validate_body(body)
     with object_lock(ns, name):
-        # Merge conditions into the freshest status: Kopf's body may predate the
+        # Conditions merge into the freshest status (below): Kopf's body may predate the
         # autoscaler's last write, and a merge patch replaces the whole list.
         fresh = still_there(kube, ns, name, meta.get("uid"))
-        if fresh is None:
-            return Outcome(valid=spec is not None, problems=problems)  # deleted meanwhile
-        if fresh["metadata"].get("deletionTimestamp"):
-            # Being deleted: nothing is written. With --cascade=orphan the garbage collector takes the
-            # owner references off the children first, and a pass then would adopt them back
-            # (``adoptable``) -- for the collector to delete with the object, the opposite of orphan.
+        if fresh is None or fresh["metadata"].get("deletionTimestamp"):
+            # Deleted meanwhile, or being deleted: nothing is written. With --cascade=orphan the garbage
+            # collector takes the owner references off the children first, and a pass then would adopt
+            # them back (``adoptable``) -- for the collector to delete with the object, the opposite of
+            # orphan.
+            spec, problems = validate_body(body)
             return Outcome(valid=spec is not None, problems=problems)
-        body = {**body, "status": fresh.get("status") or {}}
+        # The object as it is now, not the body handed in: Kopf's is the snapshot of the event that
+        # started its handler, and a pass for a child's event (which reads the owner afresh) may have
+        # applied a newer generation since. A pass on the older body put the children back to the
+        # spec before it, wrote that generation as observedGeneration, and the next pass put them
+        # forward again: two rollouts, and a kubectl edit between them reverted as "updated to match
+        # the spec" rather than said as drift (tests/integration/test_reconcile_freshest_spec.py).
+        body, meta = fresh, fresh["metadata"]
+        spec, problems = validate_body(body)
         if spec is None:
             _patch_status(kube, body, status_for_invalid(body, problems, now()), event, "InvalidSpec",
                           "; ".join(str(p) for p in problems),
