@@ -1,10 +1,10 @@
-"""A reconcile pass acts on the InferenceService as the API server has it now, not on the body it
-was handed: Kopf's body is the snapshot of the event that started its handler, and a pass for a
-child's event (which reads the owner afresh) may have applied a newer generation meanwhile. In one
-clean-clone CI run (session 83, and once in session 61) a pass on an older body put the Deployment's
-template and the PodDisruptionBudget back to the previous spec and wrote that generation as
-observedGeneration; the next pass put them forward again, and a kubectl edit made in between was
-reverted as "updated to match the spec", not said as drift.
+"""A reconcile pass acts on the InferenceService as the API server has it when the pass holds the
+object's lock, not on the body it was handed. A pass for a child's event read its owner, then waited
+for the lock while Kopf's pass of an edit made meanwhile applied the newer generation; on the older
+body it put the Deployment's template and the PodDisruptionBudget back to the spec before the edit and
+wrote that generation as observedGeneration, and the next pass put them forward again. A kubectl edit
+made in between was reverted as "updated to match the spec", not said as drift (the DriftReverted
+check of test_operator_core failed so in clean-clone CI runs of sessions 61 and 83).
 
 The passes here run in the test's process (``reconcile`` with a real Kube over HTTP), against the
 real API server, so the order of the two bodies is the test's, not a race's."""

@@ -716,12 +716,14 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             # orphan.
             spec, problems = validate_body(body)
             return Outcome(valid=spec is not None, problems=problems)
-        # The object as it is now, not the body handed in: Kopf's is the snapshot of the event that
-        # started its handler, and a pass for a child's event (which reads the owner afresh) may have
-        # applied a newer generation since. A pass on the older body put the children back to the
-        # spec before it, wrote that generation as observedGeneration, and the next pass put them
-        # forward again: two rollouts, and a kubectl edit between them reverted as "updated to match
-        # the spec" rather than said as drift (tests/integration/test_reconcile_freshest_spec.py).
+        # The object as it is now, not the body handed in, which was read before this pass had the
+        # lock: a pass for a child's event (handlers._reconcile_owner) read its owner, then waited
+        # while Kopf's pass of an edit made meanwhile held the lock and applied the newer generation.
+        # On the older body it put the children back to the spec before the edit and wrote that
+        # generation as observedGeneration; the next pass put them forward again -- two rollouts, and
+        # a kubectl edit between them reverted as "updated to match the spec", not said as drift (a
+        # clean-clone CI failure, sessions 61 and 83; tests/integration/test_reconcile_freshest_spec.py).
+        # Kopf's own body is an event's snapshot too.
         body, meta = fresh, fresh["metadata"]
         spec, problems = validate_body(body)
         if spec is None:
