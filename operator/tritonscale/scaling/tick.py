@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any, get_args
 
@@ -113,7 +114,9 @@ def _cordoned(kube: Kube, names: frozenset[str], now: float) -> frozenset[str]:
             _nodes[name] = seen
         if seen[1]:
             out.add(name)
-    for name in [n for n, (t, _) in _nodes.items() if now - t > 60 * NODE_TTL_S]:
+    # list() copies the items in one step: other services' ticks (threads) add and drop nodes meanwhile,
+    # and a comprehension over the dict itself failed with "dictionary changed size during iteration"
+    for name in [n for n, (t, _) in list(_nodes.items()) if now - t > 60 * NODE_TTL_S]:
         _nodes.pop(name, None)  # nodes no pod of ours is on any more
     return frozenset(out)
 
@@ -174,8 +177,8 @@ def scaling_in_force(uid: str, body: Mapping[str, Any]) -> ScalingSpec:
 
 def forget(uid: str) -> None:
     _stamped.discard(uid)
-    for key in [k for k in _conflicts if k[0] == uid]:
-        del _conflicts[key]
+    for key in [k for k in list(_conflicts) if k[0] == uid]:  # ticks (threads) write it meanwhile
+        _conflicts.pop(key, None)
     _memory.pop(uid, None)
     _pods_seen.pop(uid, None)
     _valid_specs.pop(uid, None)
@@ -385,16 +388,20 @@ _outages_said: dict[tuple[str, str], float] = {}
 SAME_OUTAGE_S = 300.0
 
 
+_outages_lock = threading.Lock()  # every service's tick thread reads and writes _outages_said
+
+
 def _transition_level(said: tuple[str, str, str], now: float) -> int:
     if said[0] != "Warning":
         return logging.INFO
-    for key in [k for k, t in _outages_said.items() if now - t >= SAME_OUTAGE_S]:
-        del _outages_said[key]
-    key = (said[1], said[2])
-    if key in _outages_said:
-        return logging.INFO
-    _outages_said[key] = now
-    return logging.WARNING
+    with _outages_lock:
+        for key in [k for k, t in _outages_said.items() if now - t >= SAME_OUTAGE_S]:
+            del _outages_said[key]
+        key = (said[1], said[2])
+        if key in _outages_said:
+            return logging.INFO
+        _outages_said[key] = now
+        return logging.WARNING
 
 
 def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs: Observation,
