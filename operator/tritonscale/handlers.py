@@ -318,6 +318,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
     resynced = time.monotonic() - RESYNC_S * random.uniform(0.0, 0.5)
     gone = False
     failed: str | None = None  # the failure of the last tick, if it failed: said once, not at every tick
+    tick: asyncio.Task[Any] | None = None  # the last tick's thread, as a task
     _looping.add(uid)
     try:
         while not stopped and not _stop_event().is_set():
@@ -333,8 +334,11 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             try:
                 snapshot = await _snapshot(scaling.prometheus.url, url, window, interval)
                 _source_checked(uid, shown_url(url) if url else "", snapshot.ok)
-                alive = await asyncio.to_thread(autoscaler.run_tick, _kube(), namespace, name, snapshot,
-                                                time.time(), _post_event, uid)
+                # Shielded: Kopf cancels this daemon at a foreground deletion, and cancelling the await
+                # does not stop the thread -- the ``finally`` below must know whether it still runs.
+                tick = asyncio.ensure_future(asyncio.to_thread(autoscaler.run_tick, _kube(), namespace, name,
+                                                               snapshot, time.time(), _post_event, uid))
+                alive = await asyncio.shield(tick)
                 if not alive:  # deleted (no finalizer holds it for us: _without_finalizer) or replaced
                     gone = True
                     return
@@ -370,10 +374,26 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
     finally:
         _looping.discard(uid)
         _deleted.discard(uid)
-        if gone or (stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason):
-            autoscaler.forget(uid)
-            om.forget(namespace, name)
-            _source_gone(uid)
+        deleted = gone or (stopped.reason is not None and kopf.DaemonStoppingReason.RESOURCE_DELETED in stopped.reason)
+        if tick is not None and not tick.done():
+            if deleted:
+                # The tick's thread runs on, and would publish the gone object's metrics again after they
+                # were forgotten -- for good (TritonscaleBelowWarmFloor for a service that no longer
+                # exists; session 83's audit): forget them once it is done.
+                tick.add_done_callback(lambda t: _forget_object(t, uid, namespace, name))
+            else:
+                tick.cancel()  # the operator stops: as an unshielded await would have
+        elif deleted:
+            _forget_object(None, uid, namespace, name)
+
+
+def _forget_object(tick: asyncio.Task[Any] | None, uid: str, namespace: str, name: str) -> None:
+    """Forget a deleted object's autoscaler memory and metrics (after its last tick, if one still ran)."""
+    if tick is not None and not tick.cancelled():
+        tick.exception()  # its outcome no longer matters, but is taken (no "exception never retrieved")
+    autoscaler.forget(uid)
+    om.forget(namespace, name)
+    _source_gone(uid)
 
 
 def _handled_generation(body: Any) -> Any:

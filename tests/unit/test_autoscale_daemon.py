@@ -283,3 +283,53 @@ def test_a_pass_whose_object_was_deleted_meanwhile_ends_quietly(monkeypatch, fou
     else:
         with pytest.raises(kopf.TemporaryError):
             handlers.reconcile_inference_service(body)
+
+
+@pytest.mark.parametrize("reason", [kopf.DaemonStoppingReason.RESOURCE_DELETED,
+                                    kopf.DaemonStoppingReason.OPERATOR_EXITING])
+def test_a_daemon_kopf_cancels_mid_tick_forgets_its_object_after_that_tick(monkeypatch, reason) -> None:
+    """Kopf cancels the daemon of an object whose deletion is under way (a foreground deletion, Argo CD's
+    prune, another finalizer) while its tick's thread may be running, and a thread cannot be stopped:
+    the tick went on and published the gone object's metrics again after the daemon had forgotten them,
+    for good (session 83's audit). At a deletion they are forgotten once that tick is done; when the
+    operator stops, nothing is forgotten."""
+    import threading
+
+    in_tick, release = threading.Event(), threading.Event()
+    done: list[str] = []
+    forgotten: list[str] = []
+
+    def run_tick(*args: Any) -> bool:
+        in_tick.set()
+        release.wait(5)
+        done.append("published")  # what the real tick does last: om.publish
+        return True
+
+    monkeypatch.setattr(handlers.autoscaler, "run_tick", run_tick)
+    monkeypatch.setattr(handlers.autoscaler, "forget", forgotten.append)
+    monkeypatch.setattr(handlers.om, "forget", lambda ns, name: forgotten.append(f"metrics after {done}"))
+    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
+    monkeypatch.setattr(handlers, "KUBE", object())
+
+    async def scenario() -> None:
+        task, setter = await _start({"scaling": {"intervalSeconds": 1}})
+        while not in_tick.is_set():
+            await asyncio.sleep(0.01)
+        setter.set(reason=reason)  # Kopf's stop_daemons: the reason, then the cancellation
+        task.cancel()
+        await asyncio.wait([task], timeout=1)
+        assert task.done()
+        assert forgotten == []  # not while the tick runs on
+        release.set()
+        for _ in range(100):
+            if done and (forgotten or reason is not kopf.DaemonStoppingReason.RESOURCE_DELETED):
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)
+
+    _run(scenario())
+    assert done == ["published"]
+    if reason is kopf.DaemonStoppingReason.RESOURCE_DELETED:
+        assert forgotten == ["u1", "metrics after ['published']"]
+    else:
+        assert forgotten == []
