@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +25,11 @@ import yaml
 from kubernetes.client import ApiException
 
 from tritonscale.api.manifests import invalid_yaml
+from tritonscale.api.merge_patch import status_json_patch
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
 
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 # The operator's writes name it in the objects' managedFields (the client's default is its user
 # agent, "OpenAPI-Generator"): the autoscaler tells its own spec.replicas writes from another
 # scaler's by it, and `kubectl get -o yaml --show-managed-fields` says who wrote what.
@@ -336,9 +338,29 @@ class Kube:
                 if exc.status != 404:
                     raise
 
-    def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any],
+                                       uid: str | None = None, current: Mapping[str, Any] | None = None) -> None:
+        """Merge ``status`` into the object's status. With ``uid`` (and ``current``, the status the patch
+        was worked out against): only while the object of that name is the one of ``uid``
+        (``merge_patch.status_json_patch``); once it is another (deleted and created again meanwhile)
+        or gone, an ApiException 404, as for a write to an object that is gone."""
         with _writing():
-            self.custom.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE,
-                field_manager=FIELD_MANAGER,
-            )
+            if uid is None:
+                self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE,
+                    field_manager=FIELD_MANAGER,
+                )
+                return
+            try:
+                self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, namespace, PLURAL, name, status_json_patch(uid, current, status),
+                    _content_type=JSON_PATCH, field_manager=FIELD_MANAGER,
+                )
+            except ApiException as exc:
+                if exc.status != 422:
+                    raise
+                now = self.get_inference_service(namespace, name)
+                if now is not None and now["metadata"].get("uid") == uid:
+                    raise  # refused for another reason (a field removed meanwhile)
+                raise ApiException(status=404, reason=f"InferenceService {namespace}/{name} of uid {uid} is gone"
+                                   + (" (another of its name was created)" if now is not None else "")) from None

@@ -535,7 +535,8 @@ def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceS
     patch = st.status_patch(body.get("status"), status)
     counted = st.status_patch(body.get("status"), counts) if counts is not None else None
     if patch is not None or counted is not None:
-        kube.patch_inference_service_status(meta["namespace"], meta["name"], {**(counted or {}), **(patch or {})})
+        kube.patch_inference_service_status(meta["namespace"], meta["name"], {**(counted or {}), **(patch or {})},
+                                            uid=meta["uid"], current=body.get("status"))
     if patch is not None:
         event("Warning", reason, message[:1000])
         log.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], reason, message[:1000])
@@ -793,7 +794,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
                                               meta.get("generation"))
         patch = st.status_patch(body.get("status"), new)
         if patch is not None:
-            kube.patch_inference_service_status(ns, name, patch)
+            kube.patch_inference_service_status(ns, name, patch, uid=meta["uid"], current=body.get("status"))
         return outcome
 
 
@@ -809,7 +810,8 @@ def _wait_for_upgrade(kube: Kube, body: dict[str, Any], spec: InferenceServiceSp
                                       now, meta.get("generation"))
     patch = st.status_patch(body.get("status"), new)
     if patch is not None:
-        kube.patch_inference_service_status(meta["namespace"], meta["name"], patch)
+        kube.patch_inference_service_status(meta["namespace"], meta["name"], patch, uid=meta["uid"],
+                                            current=body.get("status"))
     if not was:
         event("Normal", "UpgradeWaiting", message[:1000])
         log.info("%s/%s: %s", meta["namespace"], meta["name"], message)

@@ -23,6 +23,7 @@ from typing import Any, get_args
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
+from tritonscale.api.merge_patch import merge_patch
 from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec, model_name
 from tritonscale.api.validation import scaling_spec, validate_body, validate_spec
 from tritonscale.kube.client import API_ERRORS, OWN_MANAGERS, Kube, describe_api_error
@@ -477,7 +478,7 @@ def _scale_failed(kube: Kube, body: dict[str, Any], last: st.Condition | None, w
     # the tick's own condition (MetricsUnavailable, say) in place of ScaleFailed every other tick
     patch = st.status_patch(written, new_status.model_copy(update={"conditions": conds}))
     if patch is not None:
-        kube.patch_inference_service_status(namespace, name, patch)
+        kube.patch_inference_service_status(namespace, name, patch, uid=meta["uid"], current=written)
 
 
 def _decision_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any], current: int,
@@ -493,7 +494,8 @@ def _decision_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any]
                              meta.get("generation"))
     patch = st.status_patch(status, st.InferenceServiceStatus(conditions=conds))
     if patch is not None:
-        kube.patch_inference_service_status(meta["namespace"], meta["name"], patch)
+        kube.patch_inference_service_status(meta["namespace"], meta["name"], patch, uid=meta["uid"],
+                                            current=status)
 
 
 def _tune(spec: InferenceServiceSpec, status: Mapping[str, Any], obs: Observation, decision: Decision,
@@ -568,7 +570,7 @@ def _write_status(kube: Kube, body: dict[str, Any], status: dict[str, Any], new_
     patch = st.status_patch(status, new_status)
     if _stamp_due(status, patch is not None, now):
         patch = {**(patch or {}), "operator": OPERATOR_ID, "lastTickTime": st.rfc3339(now)}
-        kube.patch_inference_service_status(namespace, name, patch)
+        kube.patch_inference_service_status(namespace, name, patch, uid=body["metadata"]["uid"], current=status)
         _stamped.add(str(body["metadata"].get("uid")))
     said = prometheus_transition(status, new_status)
     if said is not None:
@@ -577,7 +579,8 @@ def _write_status(kube: Kube, body: dict[str, Any], status: dict[str, Any], new_
     if tuning is not None and tuning.changed:
         event(body, "Normal", "BatchingTuned", f"{tuning.reason}: {tuning.message}"[:1000])
         log.info("%s/%s: batching tuned: %s: %s", namespace, name, tuning.reason, tuning.message)
-    return {**status, **(patch or {})}
+    written: dict[str, Any] = merge_patch(status, patch or {})
+    return written
 
 
 def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: float, event: EventFn,
