@@ -188,10 +188,18 @@ class ClusterReader:
         obj = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name)
         p95 = (obj.get("status") or {}).get("p95Milliseconds")
         items = json.loads(self.core.list_namespaced_event(self.namespace, _preload_content=False).data)["items"]
-        scaled = [(e["metadata"]["uid"], e["reason"], e.get("message") or "") for e in items
-                  if e.get("reason") in ("Scaled", "BatchingTuned")
-                  and (e.get("involvedObject") or {}).get("name") == self.name]
-        return desired, ready, p95, scaled
+        return desired, ready, p95, own_events(items, obj)
+
+
+def own_events(events: list[dict[str, Any]], obj: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The Scaled and BatchingTuned Events of this very InferenceService, as (uid, reason, message): by
+    its uid, not its name alone -- on a cluster given with --kubeconfig, an earlier object of the name
+    (deleted, its Events kept for an hour) had its scale counted as this run's."""
+    meta = obj.get("metadata") or {}
+    return [(e["metadata"]["uid"], e["reason"], e.get("message") or "") for e in events
+            if e.get("reason") in ("Scaled", "BatchingTuned")
+            and (e.get("involvedObject") or {}).get("name") == meta.get("name")
+            and (e.get("involvedObject") or {}).get("uid") == meta.get("uid")]
 
 
 class _Run:
