@@ -86,7 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: 2 per core of the Node's share)")
     p.add_argument("--batching-tuner-from", type=int, metavar="DELAY_US",
                    help="turn the batching tuner on (batching.autoTune) and start it from this queue delay "
-                        "with no preferred sizes; its changes roll the pods (kubectl get tis -o wide: QueueDelay)")
+                        "with no preferred sizes; its changes roll the pods (kubectl get tis -o wide: QUEUEDELAY(US))")
     p.add_argument("--workdir", type=path_arg, metavar="DIR",
                    help="keep logs, the control plane, model repositories and Prometheus data here (default: a "
                         "temporary directory, removed after a clean run); not one that holds a previous run's")
