@@ -41,6 +41,17 @@ async def _start(spec: dict[str, Any]) -> tuple[asyncio.Task[None], FlagSetter[A
     return task, setter
 
 
+def _stub_ticks(monkeypatch: pytest.MonkeyPatch, run_tick: Any, forgotten: list[str],
+                metrics: Any = lambda ns, name: f"metrics {ns}/{name}") -> None:
+    """``run_tick`` for the autoscaler's tick; what the daemon forgets goes to ``forgotten``: the uid, and
+    ``metrics(ns, name)`` when the metrics are (read when they are)."""
+    monkeypatch.setattr(handlers.autoscaler, "run_tick", run_tick)
+    monkeypatch.setattr(handlers.autoscaler, "forget", forgotten.append)
+    monkeypatch.setattr(handlers.om, "forget", lambda ns, name: forgotten.append(metrics(ns, name)))
+    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
+    monkeypatch.setattr(handlers, "KUBE", object())
+
+
 def test_the_daemon_leaves_no_failing_task_for_kopfs_shutdown(ticks: list[float]) -> None:
     async def scenario() -> list[str]:
         task, setter = await _start({"scaling": {"intervalSeconds": 1}})
@@ -134,11 +145,7 @@ def test_the_daemon_ends_and_forgets_its_object_once_it_is_gone(monkeypatch) -> 
     of its name, and the loop ends with the object's memory and metrics dropped."""
     calls: list[tuple] = []
     forgotten: list[str] = []
-    monkeypatch.setattr(handlers.autoscaler, "run_tick", lambda *args: calls.append(args) or len(calls) < 2)
-    monkeypatch.setattr(handlers.autoscaler, "forget", forgotten.append)
-    monkeypatch.setattr(handlers.om, "forget", lambda ns, name: forgotten.append(f"metrics {ns}/{name}"))
-    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
-    monkeypatch.setattr(handlers, "KUBE", object())
+    _stub_ticks(monkeypatch, lambda *args: calls.append(args) or len(calls) < 2, forgotten)
 
     async def scenario() -> bool:
         task, _ = await _start({"scaling": {"intervalSeconds": 1}})
@@ -163,11 +170,7 @@ def test_the_daemon_ends_when_the_watch_sees_its_object_deleted_though_reads_are
         calls.append(args)
         raise ApiException(status=403, reason="Forbidden")
 
-    monkeypatch.setattr(handlers.autoscaler, "run_tick", refused)
-    monkeypatch.setattr(handlers.autoscaler, "forget", forgotten.append)
-    monkeypatch.setattr(handlers.om, "forget", lambda ns, name: forgotten.append(f"metrics {ns}/{name}"))
-    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
-    monkeypatch.setattr(handlers, "KUBE", object())
+    _stub_ticks(monkeypatch, refused, forgotten)
 
     async def scenario() -> tuple[bool, int]:
         task, _ = await _start({"scaling": {"intervalSeconds": 30}})
@@ -305,11 +308,7 @@ def test_a_daemon_kopf_cancels_mid_tick_forgets_its_object_after_that_tick(monke
         done.append("published")  # what the real tick does last: om.publish
         return True
 
-    monkeypatch.setattr(handlers.autoscaler, "run_tick", run_tick)
-    monkeypatch.setattr(handlers.autoscaler, "forget", forgotten.append)
-    monkeypatch.setattr(handlers.om, "forget", lambda ns, name: forgotten.append(f"metrics after {done}"))
-    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
-    monkeypatch.setattr(handlers, "KUBE", object())
+    _stub_ticks(monkeypatch, run_tick, forgotten, lambda ns, name: f"metrics after {done}")
 
     async def scenario() -> None:
         task, setter = await _start({"scaling": {"intervalSeconds": 1}})
