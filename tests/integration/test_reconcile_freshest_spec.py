@@ -61,8 +61,8 @@ class RecreatedBeforeTheStatusWrite(Kube):
         super().__init__(api_client)
         self.cluster, self.recreated = cluster, None
 
-    def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any], uid: str | None = None,
-                                       current: Any = None) -> None:
+    def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any], uid: str,
+                                       current: Any) -> None:
         if self.recreated is None:
             self.cluster.delete(name)
             self.recreated = wait_for(lambda: _create_again(self.cluster), 10, what="the object created again")

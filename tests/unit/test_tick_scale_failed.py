@@ -45,8 +45,8 @@ class Kube:
     def list_pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         return []
 
-    def patch_inference_service_status(self, namespace: str, name: str, patch: dict[str, Any], uid: str | None = None,
-                                       current: Any = None) -> None:
+    def patch_inference_service_status(self, namespace: str, name: str, patch: dict[str, Any], uid: str,
+                                       current: Any) -> None:
         assert uid == self.body["metadata"]["uid"]  # every status write is of the object the tick read
         self.status_patches.append(patch)
         self.body["status"] = {**(self.body.get("status") or {}), **patch}  # st.status_patch: status's fields

@@ -338,19 +338,13 @@ class Kube:
                 if exc.status != 404:
                     raise
 
-    def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any],
-                                       uid: str | None = None, current: Mapping[str, Any] | None = None) -> None:
-        """Merge ``status`` into the object's status. With ``uid`` (and ``current``, the status the patch
-        was worked out against): only while the object of that name is the one of ``uid``
+    def patch_inference_service_status(self, namespace: str, name: str, status: dict[str, Any], uid: str,
+                                       current: Mapping[str, Any] | None) -> None:
+        """Merge ``status`` into the object's status (``current``: the status the patch was worked out
+        against), only while the object of that name is the one of ``uid``
         (``merge_patch.status_json_patch``); once it is another (deleted and created again meanwhile)
         or gone, an ApiException 404, as for a write to an object that is gone."""
         with _writing():
-            if uid is None:
-                self.custom.patch_namespaced_custom_object_status(
-                    GROUP, VERSION, namespace, PLURAL, name, {"status": status}, _content_type=MERGE,
-                    field_manager=FIELD_MANAGER,
-                )
-                return
             try:
                 self.custom.patch_namespaced_custom_object_status(
                     GROUP, VERSION, namespace, PLURAL, name, status_json_patch(uid, current, status),
