@@ -330,3 +330,26 @@ def test_a_first_ready_timeout_names_the_schedulers_reason():
     assert unscheduled(Core([pod("linear-0", True), pending]), "ns", "linear") == (
         "pod linear-1 is not scheduled: Unschedulable: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
     assert unscheduled(Core([pod("linear-0", True)]), "ns", "linear") is None
+
+
+def test_a_run_refused_before_anything_started_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    """A run that failed keeps its temporary folder for its logs; one refused before anything wrote there
+    (a name already taken on --kubeconfig's cluster) has none to keep, and left an empty folder."""
+    import asyncio
+    import tempfile
+
+    from tritonscale.sandbox.orchestrator import _Run
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def failed_run(*files: str) -> _Run:
+        run = _Run(Scenario(), asyncio.Event(), None)
+        for name in files:
+            (run.workdir / name).write_text("log")
+        run.failed = True
+        asyncio.run(run.tear_down())
+        return run
+
+    assert not failed_run().workdir.exists()
+    kept = failed_run("operator.log")
+    assert (kept.workdir / "operator.log").read_text() == "log"

@@ -128,6 +128,21 @@ def test_the_reconciler_writes_only_its_own_fields() -> None:
     _owned_only(st.RECONCILER, LIVE, counts)
 
 
+def test_a_refused_spec_names_its_model_only_when_it_parsed() -> None:
+    """MODEL (``status.model``) for a spec the API server refused as rendered (ChildRejected) is the spec's
+    model, as for a NameConflict; for a spec that did not parse the field is left as a valid generation
+    wrote it (its children keep serving that model), never removed."""
+    body = _body({**copy.deepcopy(LIVE), "model": "earlier"})
+    spec = InferenceServiceSpec.model_validate(body["spec"])
+    rejected = status_for_invalid(body, [Problem("spec.runtime.env[0].name", "Required")], T0,
+                                  reason="ChildRejected", spec=spec)
+    assert rejected.model == "linear"
+    assert (st.status_patch(body["status"], rejected) or {}).get("model") == "linear"
+    unparsed = status_for_invalid(body, [Problem("spec.x", "bad")], T0)
+    assert "model" not in unparsed.model_dump(by_alias=True, exclude_unset=True)
+    assert "model" not in (st.status_patch(body["status"], unparsed) or {})
+
+
 def test_the_autoscaler_writes_only_its_own_fields() -> None:
     decision = Decision(4, "LoadIncreased", "more", State(failures=0, last_scale_time=T0), metrics_ok=True)
     obs = Observation(status="ok", p95_ms=123.456, rps=12.345)

@@ -193,9 +193,11 @@ def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None
 
 
 def status_for_invalid(body: dict[str, Any], problems: list[Problem], now: float,
-                       reason: str = "InvalidSpec") -> st.InferenceServiceStatus:
+                       reason: str = "InvalidSpec", spec: InferenceServiceSpec | None = None
+                       ) -> st.InferenceServiceStatus:
     """The reconciler's fields for a spec it refuses (or the API server refused as rendered:
-    ``ChildRejected``): SpecValid=False names every problem."""
+    ``ChildRejected``): SpecValid=False names every problem. ``spec``, when it parsed (the API server
+    refused its children), names the model, as the MODEL column shows it for a NameConflict too."""
     gen = body["metadata"].get("generation")
     message = "; ".join(str(p) for p in problems)
     conds = st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, False, reason, message,
@@ -204,7 +206,14 @@ def status_for_invalid(body: dict[str, Any], problems: list[Problem], now: float
     # new generation was not rolled out.
     conds = st.set_condition(conds, st.READY, False, reason,
                              "spec rejected; nothing was created or changed: " + message, now, gen)
-    return st.InferenceServiceStatus(observed_generation=gen, conditions=conds)
+    return st.InferenceServiceStatus(observed_generation=gen, conditions=conds, **_named_model(body, spec))
+
+
+def _named_model(body: dict[str, Any], spec: InferenceServiceSpec | None) -> dict[str, str]:
+    """``status.model`` for a spec that parsed; nothing (the field left as it is) for one that did not:
+    None would remove the model a valid generation wrote (``st.status_patch``), whose children keep
+    serving it."""
+    return {} if spec is None else {"model": model_name(spec, body["metadata"]["name"])}
 
 
 def counts_from(deployment: dict[str, Any] | None, uid: str) -> st.InferenceServiceStatus | None:
@@ -516,14 +525,13 @@ def _without_echo(message: str) -> str:
 
 
 def status_for_conflict(body: dict[str, Any], message: str, now: float,
-                        spec: InferenceServiceSpec | None = None) -> st.InferenceServiceStatus:
+                        spec: InferenceServiceSpec) -> st.InferenceServiceStatus:
     """The reconciler's fields while a child's name is taken: the spec is valid (its model is named, as the
     MODEL column shows it), nothing is ready."""
     gen = body["metadata"].get("generation")
     conds = _spec_valid(body, now, gen)
     conds = st.set_condition(conds, st.READY, False, "NameConflict", message, now, gen)
-    model = model_name(spec, body["metadata"]["name"]) if spec is not None else None
-    return st.InferenceServiceStatus(observed_generation=gen, conditions=conds, model=model)
+    return st.InferenceServiceStatus(observed_generation=gen, conditions=conds, **_named_model(body, spec))
 
 
 def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceStatus, event: EventFn,
@@ -763,7 +771,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             _warn(warned, event, ns, name)
         if refused:
             outcome.valid, outcome.problems = False, refused
-            _patch_status(kube, body, status_for_invalid(body, refused, now(), reason=st.CHILD_REJECTED),
+            _patch_status(kube, body, status_for_invalid(body, refused, now(), reason=st.CHILD_REJECTED, spec=spec),
                           event, st.CHILD_REJECTED, "; ".join(str(p) for p in refused),
                           counts=counts_from(dep_live, meta["uid"]))
             return outcome

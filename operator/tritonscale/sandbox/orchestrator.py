@@ -495,6 +495,9 @@ class _Run:
         if (self.temp_workdir and not self.failed and not self.leftovers and not self.interrupted
                 and self.operator_exited_at is None):
             shutil.rmtree(self.workdir, ignore_errors=True)
+        elif self.temp_workdir and self.workdir.is_dir() and not any(self.workdir.iterdir()):
+            # Refused before anything started (a name taken on --kubeconfig's cluster): no log to keep.
+            self.workdir.rmdir()
 
     def result(self) -> SandboxResult:
         scenario, config, kubelets = self.scenario, self.config, self.kubelets
