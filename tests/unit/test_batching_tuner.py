@@ -475,33 +475,65 @@ def test_without_a_target_status_says_the_tuner_cannot_tune() -> None:
     assert new is not None and (new.source, new.reason) == ("spec", "NoTarget")
 
 
-def test_tuned_settings_the_spec_no_longer_admits_are_said_to_be_dropped() -> None:
-    """maxBatchSize lowered below a tuned preferred size: the spec's values came back (right), but status
-    said SpecValues, "the tuner has not changed them", and nothing said the tuner's settings went."""
+def test_tuned_settings_a_narrowed_spec_no_longer_admits_are_brought_within_it_and_said_so() -> None:
+    """maxBatchSize lowered below a tuned preferred size: the spec's values came back whole (a poor start the
+    tuner could not leave for up to ten minutes, an exploratory review of session 82), and before that
+    status said SpecValues, "the tuner has not changed them". Now the tuned settings are brought within the
+    spec (``api.status.within_spec``), and status says so, with when, until the tuner changes them again."""
     spec = _spec({"enabled": True})
     live = {"batching": {"maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [4, 8], "source": "tuner",
-                         "lastChangeTime": "1970-01-01T00:16:40Z", "reason": "MoreCapacity", "message": "m"}}
+                         "lastChangeTime": "1970-01-01T00:16:40Z", "reason": "MoreCapacity", "message": "m",
+                         "tunerState": {"changeReason": "MoreCapacity", "changeMessage": "m"}}}
     assert bs.in_force(spec, live) == (Settings(500, (4, 8)), "tuner")
     narrowed = _spec({"enabled": True}, preferredBatchSizes=[2, 4])
     narrowed = narrowed.model_copy(update={"model": narrowed.model.model_copy(update={"max_batch_size": 4})})
-    assert bs.in_force(narrowed, live) == (Settings(100_000, (2, 4)), "spec")
+    assert bs.in_force(narrowed, live) == (Settings(500, (4,)), "tuner")
     obs = Observation("ok", p95_ms=None, rps=0.0)
     tuning = bs.tune_tick(narrowed, live, obs, _decision(0.0), Policy(target_p95_ms=TIGHT), 2, DEPLOY_DONE, 0.0)
+    assert tuning is not None and not tuning.changed
     new = bs.batching_status(narrowed, live, tuning, 1015.0)
-    assert new is not None and (new.source, new.max_queue_delay_microseconds, new.reason) == \
-        ("spec", 100_000, "SpecNarrowed")
-    # the sizes written as every other message writes them ([4, 8] was Python's repr)
-    assert new.message.startswith("the tuner's settings (queue delay 500 us, preferred sizes [4,8]) no longer fit")
+    assert new is not None and (new.source, new.max_queue_delay_microseconds, new.preferred_batch_sizes,
+                                new.reason) == ("tuner", 500, [4], "SpecNarrowed")
+    assert new.message == ("the tuner's settings (queue delay 500 us, preferred sizes [4,8]) no longer fit the "
+                           "spec (model.maxBatchSize or batching.autoTune's bounds): brought within it, queue delay "
+                           "500 us, preferred sizes [4]")
     assert new.last_change_time == "1970-01-01T00:16:55Z"  # the settings in force (and the pods) changed then
-    # ... and it stays said, with when, until the tuner changes them again: it read SpecValues, "the tuner
-    # has not changed them", from the next tick on (found by an exploratory review)
+    assert new.tuner_state is not None and new.tuner_state["changeReason"] == "SpecNarrowed"
+    # ... and it stays said, with when, until the tuner changes them again
     after = {"batching": new.model_dump(by_alias=True, exclude_none=True)}
     for t in (1030.0, 1045.0):
         tick = bs.tune_tick(narrowed, after, obs, _decision(0.0), Policy(target_p95_ms=TIGHT), 2, DEPLOY_DONE, t)
         kept = bs.batching_status(narrowed, after, tick, t)
-        assert kept is not None and (kept.reason, kept.last_change_time, kept.message) == \
-            ("SpecNarrowed", "1970-01-01T00:16:55Z", new.message)
+        assert kept is not None and (kept.source, kept.preferred_batch_sizes, kept.reason, kept.last_change_time,
+                                     kept.message) == ("tuner", [4], "SpecNarrowed", "1970-01-01T00:16:55Z",
+                                                       new.message)
         after = {"batching": kept.model_dump(by_alias=True, exclude_none=True)}
+    # autoTune's delay bound lowered below the tuned delay: capped at it
+    capped = _spec({"enabled": True, "maxQueueDelayMicroseconds": 300}, maxQueueDelayMicroseconds=200)
+    assert bs.in_force(capped, live) == (Settings(300, (4, 8)), "tuner")
+
+
+def test_tuned_settings_no_cap_can_fit_give_way_to_the_specs_values() -> None:
+    """A REJECT queue timeout lowered below the tuned delay, with no autoTune delay bound to cap it at: the
+    spec's own values (which admission holds within the timeout) are in force, and status says why."""
+    live = {"batching": {"maxQueueDelayMicroseconds": 200_000, "preferredBatchSizes": [4, 8], "source": "tuner",
+                         "lastChangeTime": "1970-01-01T00:16:40Z", "reason": "MoreCapacity", "message": "m"}}
+    spec = _spec({"enabled": True}, queueTimeoutMicroseconds=150_000, timeoutAction="REJECT")
+    assert bs.in_force(spec, live) == (Settings(100_000, ()), "spec")
+    obs = Observation("ok", p95_ms=None, rps=0.0)
+    tuning = bs.tune_tick(spec, live, obs, _decision(0.0), Policy(target_p95_ms=TIGHT), 2, DEPLOY_DONE, 0.0)
+    new = bs.batching_status(spec, live, tuning, 1015.0)
+    assert new is not None and (new.source, new.max_queue_delay_microseconds, new.reason) == \
+        ("spec", 100_000, "SpecNarrowed")
+    # the sizes written as every other message writes them ([4, 8] was Python's repr)
+    assert new.message.startswith("the tuner's settings (queue delay 200000 us, preferred sizes [4,8]) no longer fit")
+    assert "the REJECT queue timeout" in new.message and "the tuner starts again from them" in new.message
+    assert new.last_change_time == "1970-01-01T00:16:55Z"
+    after = {"batching": new.model_dump(by_alias=True, exclude_none=True)}
+    tick = bs.tune_tick(spec, after, obs, _decision(0.0), Policy(target_p95_ms=TIGHT), 2, DEPLOY_DONE, 1030.0)
+    kept = bs.batching_status(spec, after, tick, 1030.0)
+    assert kept is not None and (kept.reason, kept.last_change_time, kept.message) == \
+        ("SpecNarrowed", "1970-01-01T00:16:55Z", new.message)
 
 
 def test_the_reason_of_the_last_change_comes_back_with_the_target() -> None:

@@ -12,6 +12,7 @@ import yaml
 from support.rendered import children
 from tritonscale.api.spec import HASH_ANNOTATION, InferenceServiceSpec
 from tritonscale.api.status import BatcherInForce
+from tritonscale.api.validation import validate_spec
 from tritonscale.render.kubernetes_objects import batcher_in_force, config_hash
 from tritonscale.render.triton_config import render_config_pbtxt
 
@@ -102,25 +103,34 @@ def test_renderer_and_autoscaler_read_status_batching_alike() -> None:
                             owner({"enabled": True}, IN_FORCE)) == BatcherInForce(500, (16,))
 
 
-def test_tuned_settings_outside_the_edited_spec_give_way_to_the_spec() -> None:
-    """A spec edited after the tuner chose its settings (a smaller maxBatchSize, tighter autoTune
-    bounds) renders the spec's own values: Triton refuses a preferred size above max_batch_size,
-    and a new pod with that config would never load the model."""
-    cases: list[tuple[dict[str, Any], dict[str, Any]]] = [
-        ({"enabled": True}, {"model": {"maxBatchSize": 8}}),  # preferred 16 > maxBatchSize 8
-        ({"enabled": True, "maxQueueDelayMicroseconds": 400}, {}),  # delay 500 > the tuner's bound
-        ({"enabled": True, "preferredBatchSizes": [4, 8]}, {}),  # 16 no longer among the allowed sizes
+def test_tuned_settings_outside_the_edited_spec_are_brought_within_it() -> None:
+    """A spec edited after the tuner chose its settings (a smaller maxBatchSize, tighter autoTune bounds):
+    Triton refuses a preferred size above max_batch_size, and a new pod with that config would never load
+    the model. The settings are brought within the new bounds, as close to the tuner's choice as they
+    allow; the spec's own values came back instead, a poor start the tuner could not leave for up to ten
+    minutes (an exploratory review, session 82)."""
+    cases: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any], BatcherInForce, str]] = [
+        # preferred 16 > maxBatchSize 8: dropped, the delay kept
+        ({"enabled": True}, {"model": {"maxBatchSize": 8, "warmup": {"batchSizes": [1, 8]}}}, IN_FORCE,
+         BatcherInForce(500, ()),
+         "  max_queue_delay_microseconds: 500"),
+        # delay 500 > the tuner's bound: capped at it
+        ({"enabled": True, "maxQueueDelayMicroseconds": 400}, {}, IN_FORCE, BatcherInForce(400, (16,)),
+         "  preferred_batch_size: [ 16 ]\n  max_queue_delay_microseconds: 400"),
+        # 16 no longer among the allowed sizes; 8 still is
+        ({"enabled": True, "preferredBatchSizes": [4, 8]}, {}, {**IN_FORCE, "preferredBatchSizes": [8, 16]},
+         BatcherInForce(500, (8,)), "  preferred_batch_size: [ 8 ]\n  max_queue_delay_microseconds: 500"),
     ]
-    for auto_tune, edit in cases:
-        doc = owner(auto_tune, IN_FORCE)
+    for auto_tune, edit, tuned, within, block in cases:
+        doc = owner(auto_tune, tuned)
         for key, value in edit.items():
             doc["spec"][key].update(value)
-        doc["spec"]["batching"]["preferredBatchSizes"] = [4, 8]
-        spec = InferenceServiceSpec.model_validate(doc["spec"])
-        assert batcher_in_force(spec, doc) is None, (auto_tune, edit)
-        assert batching_block(children(doc)["ConfigMap"]["data"]["config.pbtxt"]) == (
-            "  preferred_batch_size: [ 4, 8 ]\n  max_queue_delay_microseconds: 2000")
-    # Within the bounds, the tuner's settings stay in force.
+        doc["spec"]["batching"].update(preferredBatchSizes=[4, 8], maxQueueDelayMicroseconds=300)
+        spec, problems = validate_spec(doc["spec"])
+        assert spec is not None and not problems, (auto_tune, edit, problems)  # an edit admission lets through
+        assert batcher_in_force(spec, doc) == within, (auto_tune, edit)
+        assert batching_block(children(doc)["ConfigMap"]["data"]["config.pbtxt"]) == block, (auto_tune, edit)
+    # Within the bounds, the tuner's settings stay in force as they are.
     doc = owner({"enabled": True, "maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [8, 16]}, IN_FORCE)
     spec = InferenceServiceSpec.model_validate(doc["spec"])
     assert batcher_in_force(spec, doc) == BatcherInForce(500, (16,))

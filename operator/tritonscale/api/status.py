@@ -110,9 +110,10 @@ class BatcherInForce:
 
 def tuned_batcher(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) -> BatcherInForce | None:
     """The queue delay and preferred sizes the tuner chose, from ``status.batching``, while
-    ``batching.autoTune`` is enabled and the tuner has chosen them (``source: tuner``); else None:
-    the spec's own values are in force. The one reading of status.batching: the reconciler renders
-    config.pbtxt from it and the autoscaler tick plans capacity from it, so the two cannot disagree."""
+    ``batching.autoTune`` is enabled and the tuner has chosen them (``source: tuner``), brought within
+    a spec edited since (``within_spec``); else None: the spec's own values are in force. The one
+    reading of status.batching: the reconciler renders config.pbtxt from it and the autoscaler tick
+    plans capacity from it, so the two cannot disagree."""
     live = (status or {}).get("batching")
     if not auto_tune_enabled(spec) or not isinstance(live, Mapping) or live.get("source") != "tuner":
         return None
@@ -121,27 +122,32 @@ def tuned_batcher(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) 
                                tuple(int(p) for p in live.get("preferredBatchSizes") or ()))
     except (KeyError, TypeError, ValueError):
         return None  # hand-edited or corrupt: the spec's values, and the tuner starts again from them
-    return tuned if _within_bounds(spec, tuned) else None
+    return within_spec(spec, tuned)
 
 
-def _within_bounds(spec: InferenceServiceSpec, tuned: BatcherInForce) -> bool:
-    """The tuner's settings still fit the spec: a spec edited since they were chosen (a smaller
-    model.maxBatchSize, tighter autoTune bounds) puts the spec's own values back in force, and the
-    tuner starts again from them. Rendering stale ones would give Triton a config it refuses
-    ("preferred batch size must be <= max batch size"): new pods would never load the model."""
+def within_spec(spec: InferenceServiceSpec, tuned: BatcherInForce) -> BatcherInForce | None:
+    """The tuner's settings within a spec edited since they were chosen: the delay capped at a lowered
+    autoTune.maxQueueDelayMicroseconds, preferred sizes above a smaller model.maxBatchSize or outside
+    autoTune.preferredBatchSizes dropped -- the bounds the tuner may not cross, kept as close to its
+    choice as they allow (the tuner's own ``Bounds.within``). Rendering them as they were would give
+    Triton a config it refuses ("preferred batch size must be <= max batch size"): new pods would never
+    load the model. None where no cap fits: a delay out of range, or one a REJECT queue timeout lowered
+    since no longer outlasts with no autoTune delay bound to cap it at -- the spec's own values then."""
     b = spec.batching
     tune = b.auto_tune if b is not None else None
     limit = tune.max_queue_delay_microseconds if tune is not None else None
-    if tuned.max_queue_delay_microseconds < 0 or tuned.max_queue_delay_microseconds > MAX_QUEUE_DELAY_US \
-            or (limit is not None and tuned.max_queue_delay_microseconds > limit):
-        return False
+    delay = tuned.max_queue_delay_microseconds
+    if limit is not None:
+        delay = min(delay, limit)
+    if delay < 0 or delay > MAX_QUEUE_DELAY_US:
+        return None
     # A REJECT queue timeout lowered since: one the tuned delay outlasts would reject every request the
-    # batcher holds -- all of them at light load.
-    if not timeout_outlasts(b, tuned.max_queue_delay_microseconds):
-        return False
+    # batcher holds -- all of them at light load. (Admission holds autoTune's delay bound within it.)
+    if not timeout_outlasts(b, delay):
+        return None
     allowed = set(tune.preferred_batch_sizes) if tune is not None and tune.preferred_batch_sizes else None
-    return all(1 <= p <= spec.model.max_batch_size and (allowed is None or p in allowed)
-               for p in tuned.preferred_batch_sizes)
+    return BatcherInForce(delay, tuple(p for p in tuned.preferred_batch_sizes
+                                       if 1 <= p <= spec.model.max_batch_size and (allowed is None or p in allowed)))
 
 
 class InferenceServiceStatus(_Model):

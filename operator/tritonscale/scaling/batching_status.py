@@ -115,27 +115,35 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
     no_target = ("NoTarget", "held: the tuner tunes against scaling.targetP95Milliseconds, which the spec does not set")
     if source == "tuner" and live is not None:
         reason, message = str(live.get("reason") or ""), str(live.get("message") or "")
-        if tuning.reason == "NoTarget":
-            reason, message = no_target
-        elif reason == "NoTarget":  # the target is back: why the settings in force are what they are
+        changed_at = live.get("lastChangeTime")
+        was = (live.get("maxQueueDelayMicroseconds"), live.get("preferredBatchSizes") or [])
+        if was != (settings.delay_us, list(settings.preferred)):
+            # A spec edited since brought them within its bounds (api.status.within_spec): the settings in
+            # force, and the pods' config, changed now.
+            reason, message = "SpecNarrowed", (
+                f"the tuner's settings (queue delay {was[0]} us, preferred sizes {_sizes(was[1])}) no longer "
+                f"fit the spec (model.maxBatchSize or batching.autoTune's bounds): brought within it, queue "
+                f"delay {settings.delay_us} us, preferred sizes {_sizes(settings.preferred)}")
+            changed_at = st.rfc3339(now)
+            state.update({CHANGE_REASON: reason, CHANGE_MESSAGE: message})
+        elif tuning.reason != "NoTarget" and reason == "NoTarget":
+            # the target is back: why the settings in force are what they are
             reason, message = last.get(CHANGE_REASON) or "Tuned", last.get(CHANGE_MESSAGE) or (
                 f"the tuner's settings, in force since {live.get('lastChangeTime') or 'an earlier change'}")
+        if tuning.reason == "NoTarget":
+            reason, message = no_target
         return st.BatchingStatus(
             max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
-            source="tuner", last_change_time=live.get("lastChangeTime"), reason=reason, message=message,
-            tuner_state=state)
+            source="tuner", last_change_time=changed_at, reason=reason, message=message, tuner_state=state)
     reason, message = "SpecValues", "spec.batching's values; the tuner has not changed them"
     changed_at = None
     if live is not None and live.get("source") == "tuner":
         # Tuned settings that the spec no longer admits (api.status.tuned_batcher): say they went, and why.
-        prefs = live.get("preferredBatchSizes")
-        shown = ("[" + ",".join(str(p) for p in prefs) + "]" if isinstance(prefs, list) and prefs
-                 else str(prefs or "none"))
         reason, message = "SpecNarrowed", (
             f"the tuner's settings (queue delay {live.get('maxQueueDelayMicroseconds')} us, preferred sizes "
-            f"{shown}) no longer fit the spec (model.maxBatchSize, "
-            "batching.autoTune's bounds or the REJECT queue timeout): spec.batching's values are in force, "
-            "and the tuner starts again from them")
+            f"{_sizes(live.get('preferredBatchSizes'))}) no longer fit the spec (the REJECT queue timeout, "
+            "or a delay out of range): spec.batching's values are in force, and the tuner starts again "
+            "from them")
         changed_at = st.rfc3339(now)
         state.update({CHANGE_REASON: reason, CHANGE_MESSAGE: message})
     elif live is not None and last.get(CHANGE_REASON) == "SpecNarrowed":
@@ -147,6 +155,13 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
     return st.BatchingStatus(
         max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
         source="spec", last_change_time=changed_at, reason=reason, message=message, tuner_state=state)
+
+
+def _sizes(prefs: Any) -> str:
+    """Preferred sizes as the tuner's messages write them: [4,8], or none."""
+    if isinstance(prefs, (list, tuple)) and prefs:
+        return "[" + ",".join(str(p) for p in prefs) + "]"
+    return str(prefs or "none")
 
 
 def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs: Observation, decision: Decision,

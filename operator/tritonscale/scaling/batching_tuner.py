@@ -25,8 +25,8 @@ When it may change (reasons in CamelCase, for status.batching.reason):
 * never while a rollout runs (``rollout``: pods not all updated and ready) -- Rollout;
 * never without the cost fit, the target or a rate -- LearningCost / NoTarget / Idle;
 * out-of-bounds settings are brought within them at once -- Bounds (the operator never passes
-  any: tuned settings a narrowed spec no longer admits are dropped before, and the spec's values
-  put back, ``api.status.tuned_batcher``, status.batching SpecNarrowed);
+  any: tuned settings a narrowed spec no longer admits are brought within it as they are read,
+  ``api.status.within_spec``, status.batching SpecNarrowed, by the same rule as ``Bounds.within``);
 * while p95 breaches the target (above target x (1 + spec.scaling.tolerance), as for the decider)
   only when the settings in force are predicted to miss the target at the rate now, to settings
   predicted to lower p95 there by more than P95_TIE, and then at once -- BreachRelief (otherwise
