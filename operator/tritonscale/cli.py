@@ -227,16 +227,14 @@ def _port_problem(flag: str, port: int) -> str | None:
     """Why the operator could not serve on ``port`` (all interfaces, as its /metrics and /healthz
     servers bind), or None: checked before anything starts, so a port in use is one line naming the
     flag, not a traceback from the server's thread (or Kopf's health reporter) once it runs."""
-    import socket
+    from tritonscale.http_listener import listening_socket
 
     if not port:
         return None
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers: TIME_WAIT is no conflict
-        try:
-            sock.bind(("0.0.0.0", port))
-        except OSError as exc:
-            return f"{flag} {port}: {(exc.strerror or str(exc)).lower()} (0 disables)"
+    try:
+        listening_socket(port).close()
+    except OSError as exc:
+        return f"{flag} {port}: {(exc.strerror or str(exc)).lower()} (0 disables)"
     return None
 
 

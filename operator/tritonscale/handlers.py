@@ -512,6 +512,9 @@ def configure(options: Any) -> None:
         log.warning("Prometheus's TLS certificates are not checked (--prometheus-insecure-skip-tls-verify)")
         warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
     if options.metrics_port:
-        from prometheus_client import start_http_server
+        from prometheus_client import REGISTRY
+        from prometheus_client.exposition import MetricsHandler
 
-        start_http_server(options.metrics_port)
+        from tritonscale import http_listener
+
+        http_listener.serve(options.metrics_port, MetricsHandler.factory(REGISTRY), "metrics")

@@ -22,6 +22,7 @@ from typing import Any
 import kopf
 from kubernetes.config import ConfigException
 
+from tritonscale import http_listener
 from tritonscale.leader_election import ElectionSettings
 from tritonscale.process_exit import flush_and_exit
 from tritonscale.reconcile.upgrade_rollouts import DEFAULT_MAX_ROLLOUTS
@@ -560,6 +561,4 @@ def _serve_health(port: int, check: Callable[[], tuple[int, dict[str, Any]]]) ->
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("0.0.0.0", port), Handler)
-    threading.Thread(target=server.serve_forever, name="healthz", daemon=True).start()
-    return server
+    return http_listener.serve(port, Handler, "healthz")

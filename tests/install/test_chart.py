@@ -266,7 +266,9 @@ def test_replica_count_2_renders_leader_election_pdb_and_anti_affinity(tmp_path)
             "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": selector}}}]}}
     pdb = _one(objects, "PodDisruptionBudget")
     assert pdb["metadata"]["namespace"] == NAMESPACE
-    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    # a pod that is not Ready may go (it acts on nothing): with both crash-looping, drains hung (auditE, session 84)
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector},
+                           "unhealthyPodEvictionPolicy": "AlwaysAllow"}
     # The Lease only, in the release namespace, with the verbs the election uses: get and
     # update limited to the Lease's name; create cannot be limited by name.
     role = _one(objects, "Role", "tritonscale-leader-election")
@@ -387,7 +389,11 @@ def test_the_chart_knows_every_flag_of_the_operator() -> None:
 @pytest.mark.parametrize(("args", "message"), [
     (["--bogus"], "extraArgs: --bogus: tritonscale run has no flag --bogus (the operator would exit at start)"),
     (["--verbos=1"], "extraArgs: --verbos=1: tritonscale run has no flag --verbos"),
-    (["-x"], "extraArgs: -x: tritonscale run has no flag -x (its short flags: -v, -n)"),
+    (["-x"], "extraArgs: -x: tritonscale run takes no -x (its short flags: -v, repeatable, and -n NAMESPACE"),
+    (["-vx"], "extraArgs: -vx: tritonscale run takes no -vx"),  # argparse: "ignored explicit argument 'x'"
+    # "'1a' is not a Prometheus label name", and "expected NAME=VALUE"
+    (["--series-label=1a=b"], "extraArgs: --series-label=1a=b: --series-label takes NAME=VALUE, NAME a Prometheus"),
+    (["--series-label", "team"], "extraArgs: team: --series-label takes NAME=VALUE"),
     # argparse: "ignored explicit argument '1'" and "expected one argument"
     (["--verbose=1"], "extraArgs: --verbose=1: --verbose takes no value (the operator would exit at start)"),
     (["-v=true"], "extraArgs: -v=true: -v takes no value"),
@@ -898,3 +904,71 @@ def test_network_policy_without_a_prometheus_port_it_can_read_is_a_one_line_erro
     proc = subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode != 0 and "/networkPolicy/prometheus/ports/0" in proc.stderr, proc.stderr
+
+
+def test_names_yaml_would_read_as_bool_number_or_null_render_as_strings(tmp_path):
+    """A release, namespace or name such as `on`, `2024`, `y` or `null` (each a valid Kubernetes name) went into
+    the objects unquoted: YAML read a bool, a number or null, and the install failed ("cannot unmarshal number into
+    ... metadata.namespace"), or a Role for the namespace `null` had no namespace and landed in the release's
+    (auditE, session 84). Every kind the chart renders, with every optional one on."""
+    values = {"nameOverride": "y", "serviceAccount": {"name": "no"}, "priorityClassName": "yes",
+              "watchNamespaces": ["null", "on", "2024"], "podMonitor": {"enabled": True, "namespace": "true"},
+              "prometheusRule": {"enabled": True, "namespace": "off"}, "prometheusScrapeConfig": {"enabled": True},
+              "grafanaDashboard": {"enabled": True, "namespace": "1e3"}, "networkPolicy": {"enabled": True},
+              "prometheus": {"url": "http://prom.monitoring:9090"},
+              "replicaCount": 2}
+    path = tmp_path / "values.json"  # JSON: PyYAML writes y unquoted, which Helm reads as true
+    path.write_text(json.dumps(values))
+    out = subprocess.run([helm_binary(), "template", "on", str(CHART), "--namespace", "2024", "--values", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert len({d["kind"] for d in docs}) >= 10, sorted({d["kind"] for d in docs})
+
+    def strings(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("name", "namespace", "serviceAccountName", "priorityClassName") or key.startswith(
+                        "app.kubernetes.io/"):
+                    assert isinstance(value, (str, dict, list)), f"{where}.{key}: {value!r}"
+                strings(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                strings(item, f"{where}[{i}]")
+
+    for doc in docs:
+        strings(doc, f"{doc['kind']}/{doc['metadata']['name']}")
+    roles = {(d["metadata"]["namespace"]) for d in docs if d["kind"] == "Role"}
+    assert {"null", "on", "2024"} <= roles, roles
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert dep["metadata"]["namespace"] == "2024" and dep["metadata"]["labels"]["app.kubernetes.io/instance"] == "on"
+    assert dep["spec"]["template"]["spec"]["priorityClassName"] == "yes"
+
+
+def test_alerts_on_the_operator_need_a_scrape_of_it(tmp_path):
+    """prometheusRule.enabled alone named the job of a PodMonitor the chart did not render: no series had it, and
+    TritonscaleOperatorAbsent (critical, absent(...)) fired for good (auditE, session 84)."""
+    proc = helm_template_raw({"prometheusRule": {"enabled": True}}, tmp_path)
+    assert proc.returncode != 0 and "prometheusRule.enabled: the alerts read the operator's own metrics" in proc.stderr
+    for values, job in [({"podMonitor": {"enabled": True}}, f"{NAMESPACE}/tritonscale-operator"),
+                        ({"prometheusScrapeConfig": {"enabled": True}}, "tritonscale-operator"),
+                        ({"operatorJob": "ops/operator"}, "ops/operator")]:
+        rule_values = {"enabled": True, **({"operatorJob": values.pop("operatorJob")} if "operatorJob" in values
+                                           else {})}
+        (rule,) = [d for d in helm_template({**values, "prometheusRule": rule_values}, tmp_path)
+                   if d["kind"] == "PrometheusRule"]
+        exprs = [r["expr"] for g in rule["spec"]["groups"] for r in g["rules"] if r["alert"] ==
+                 "TritonscaleOperatorAbsent"]
+        assert exprs == [f'absent(tritonscale_leader{{job="{job}"}} == 1)'], (values, exprs)
+
+
+def test_the_operator_pods_do_not_hold_their_nodes_for_the_cluster_autoscaler(tmp_path):
+    """The /tmp emptyDir holds nothing to keep: without the annotation cluster-autoscaler's default
+    --skip-nodes-with-local-storage never scaled the operator's nodes down. podAnnotations may say otherwise."""
+    key = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+
+    def annotations(values: dict[str, Any]) -> dict[str, str]:
+        (dep,) = [d for d in helm_template(values, tmp_path) if d["kind"] == "Deployment"]
+        return dep["spec"]["template"]["metadata"]["annotations"]
+
+    assert annotations({}) == {key: "tmp"}
+    assert annotations({"podAnnotations": {"a": "b", key: ""}}) == {"a": "b", key: ""}

@@ -67,6 +67,29 @@ def test_crd_is_accepted_by_a_fresh_api_server(fresh_plane):
     assert "No resources found" in out
 
 
+def test_helm_install_of_a_namespace_it_creates_and_watches(fresh_plane):
+    """A team's own operator in its own namespace, watching only it, with the README's `--create-namespace`: the
+    chart's check that each watched namespace exists ran at render, before Helm made the namespace, and refused
+    every such install (auditE, session 84). Runs on the fresh plane before install.yaml's operator is there (a
+    release beside it would be refused as overlapping: a cluster-wide operator watches this namespace too)."""
+    kubeconfig = str(fresh_plane.kubeconfig)
+    ns = "team-own"
+    base = ("helm", "--kubeconfig", kubeconfig, "--namespace", ns)
+    proc = run_tool(*base, "install", "team", str(REPO / "charts" / "tritonscale"), "--create-namespace",
+                    "--skip-crds", "--set-json", f'watchNamespaces=["{ns}"]', "--set", "replicaCount=1")
+    try:
+        assert "STATUS: deployed" in proc.stdout, proc.stdout
+        rbac = kubernetes.client.RbacAuthorizationV1Api(client_for(kubeconfig))
+        assert rbac.read_namespaced_role("team-tritonscale", ns).metadata.namespace == ns
+    finally:
+        run_tool(*base, "uninstall", "team", "--wait")
+    # Another namespace that does not exist is still refused at render, naming it
+    missing = subprocess.run([str(BIN / "helm"), *base[1:], "install", "team", str(REPO / "charts" / "tritonscale"),
+                              "--skip-crds", "--set-json", 'watchNamespaces=["team-own", "team-nowhere"]'],
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode != 0 and 'watchNamespaces: namespace "team-nowhere" does not exist' in missing.stderr
+
+
 def _walk(node: dict) -> list[dict]:
     found = list(node.get("x-kubernetes-validations") or [])
     for sub in (node.get("properties") or {}).values():

@@ -78,6 +78,9 @@ PROMETHEUS_URLS = (
     "http://prom:0", "http://prom:00000", "http://prom:99999", "http://[::1]:0/", "http://u:0@prom:9090",
     "http://u:p@prom:0", "http://prom:9090/a:0", "http://prom:9090/api/v1/query/", "http://prom/api/v1/query_range",
     "http://prom:9090/api/v1x", "http://prom:9090/api/v1/series",
+    # hosts in brackets: IPv6 only (auditE, session 84: the chart took an IPv4 one and ":::")
+    "http://[1.2.3.4]:9090", "http://[:::]:1", "http://[1::2::3]:1", "http://[2001:db8::ffff:1.2.3.4]:9090",
+    "http://[::]:9090", "http://[1:2:3:4:5:6:7:8:9]:1",
 )
 
 

@@ -31,8 +31,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* Also what the operator PodMonitor and scrape job select on. */}}
 {{- define "tritonscale.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "tritonscale.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/name: {{ include "tritonscale.name" . | toYaml }}
+app.kubernetes.io/instance: {{ .Release.Name | toYaml }}
 {{- end }}
 
 {{- define "tritonscale.serviceAccountName" -}}
@@ -177,6 +177,10 @@ Called by every template that reads the URLs, so whichever renders first gives t
 {{- fail (printf "%s: %q must have no space or backslash" $name $u) }}
 {{- else if not (regexMatch `^https?://([A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(:[0-9]+)?(/.*)?$` $u) }}
 {{- fail (printf "%s: %q must be http(s)://HOST[:PORT][/PATH], HOST a DNS name or IP address ([...] for IPv6) and PORT digits" $name $u) }}
+{{- else if and (hasPrefix "[" $rest) (not (regexMatch `^\[([0-9A-Fa-f]{0,4}:){2,7}([0-9A-Fa-f]{0,4}|[0-9]+(\.[0-9]+){3})\]` $rest)) }}
+{{- fail (printf "%s: %q: the host in brackets must be an IPv6 address (an IPv4 one goes without brackets)" $name $u) }}
+{{- else if regexMatch `^\[[^\]]*(:::|::.*::)` $rest }}
+{{- fail (printf "%s: %q: the host in brackets must be an IPv6 address (\"::\" at most once)" $name $u) }}
 {{- else }}
 {{- $port := regexReplaceAll "/.*$" $rest "" | regexFind ":[0-9]+$" | trimPrefix ":" }}
 {{- if and $port (or (gt (len $port) 5) (lt (atoi $port) 1) (gt (atoi $port) 65535)) }}

@@ -184,7 +184,10 @@ _MODEL_NAME = _Format(re.compile(r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$
 # port and path; no query or fragment (the client appends /api/v1/query to it).
 # No backslash anywhere: with one before the @ (http://evil<backslash>@prom:9090), urllib's urlsplit reads the
 # host as prom and requests (urllib3) as evil -- a URL checked as one host and queried at another.
-_HTTP_URL = _Format(re.compile(r"^https?://([^/?#@\s\\]+@)?([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+# A host in brackets is an IPv6 address (Python's urlsplit refuses an IPv4 one there, and ":::"): 2-7 groups
+# and a colon, then a last group or an IPv4 address; "::" at most once (forbidden, below).
+_HTTP_URL = _Format(re.compile(r"^https?://([^/?#@\s\\]+@)?([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?|"
+                               r"\[([0-9A-Fa-f]{0,4}:){2,7}([0-9A-Fa-f]{0,4}|[0-9]{1,3}(\.[0-9]{1,3}){3})\])"
                                r"(:[0-9]{1,5})?(/[^?#\s\\]*)?$"),
                     "must be an http:// or https:// URL: [USER:PASSWORD@]HOST[:PORT][/PATH], no query or fragment",
                     forbidden=(
@@ -198,6 +201,8 @@ _HTTP_URL = _Format(re.compile(r"^https?://([^/?#@\s\\]+@)?([A-Za-z0-9]([-A-Za-z
                         (re.compile(r"/api/v1(/query|/query_range)?/?$"),
                          "give the server's base URL, without /api/v1, /api/v1/query or /api/v1/query_range: the "
                          "client adds the API's path"),
+                        (re.compile(r"^https?://([^/?#@\s\\]+@)?\[[^\]]*(:::|::.*::)"),
+                         "an IPv6 address has \"::\" at most once"),
                     ))
 # Where each ModelSpec field's format is checked (``ModelSpec._formats``).
 _MODEL_FORMATS = {"name": _MODEL_NAME, "storage_uri": _STORAGE_URI}
