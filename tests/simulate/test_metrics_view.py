@@ -243,3 +243,35 @@ def test_rate_pods_counts_the_series_with_a_rate_over_the_window_as_the_operator
     gone.removed = 112.0
     obs = observe([old], 125.0, CFG, retired=[gone])
     assert (obs.pods, obs.rate_pods) == (1.0, 2.0)
+
+
+def test_keda_reads_the_requests_that_arrive_rejected_ones_included() -> None:
+    """Every policy's replicas run a queue timeout: the served rate alone caps at what a saturated fleet
+    serves, and hid the demand it rejects from KEDA (auditF, session 84)."""
+    rng = np.random.default_rng(5)
+    r = Replica(0, 0.0, 0.0, BatcherConfig(queue_timeout_ms=200.0))  # saturates near 500 rps (16 per 32 ms)
+    r.add(np.sort(rng.uniform(0, 180, 180 * 800)))  # 800 rps
+    r.advance(180.0, 180.0)
+    r.sync()
+    from tritonscale.simulate.metrics_view import window_rates
+
+    rates = window_rates([r], 180.0, CFG)
+    assert rates.failure > 100.0 and rates.success < 600.0, rates
+    assert request_rate([r], 180.0, CFG) == pytest.approx(rates.success + rates.failure)
+    assert request_rate([r], 180.0, CFG) == pytest.approx(800.0, rel=0.05)
+
+
+def test_the_kpas_window_keeps_the_in_flight_requests_of_pods_removed_within_it() -> None:
+    """Knative averages the fleet-wide totals it recorded at each scrape. Read over the ready pods alone, a
+    scale-down took the removed pods' share of the last minute out of the 60 s window at once: the next
+    tick read half, halved again, and the fleet went 11 -> 5 -> 2 -> 1 under a steady load (auditF)."""
+    from tritonscale.simulate.engine import View
+
+    rng = np.random.default_rng(7)
+    stay = pod(np.sort(rng.uniform(0, 400, 400 * 100)))  # 100 rps
+    gone = pod(np.sort(rng.uniform(0, 200, 200 * 100)))  # 100 rps until it is removed at 200 s
+    gone.removed = 200.0
+    before = mean_concurrency([stay, gone], 150.0, 210.0)
+    view = View(now=210.0, current=1, ready=1, pods=[stay], prom=CFG, retired=[gone])
+    assert view.concurrency(60.0) == pytest.approx(before)
+    assert view.concurrency(60.0) > 1.5 * mean_concurrency([stay], 150.0, 210.0)

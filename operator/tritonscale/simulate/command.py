@@ -324,7 +324,8 @@ def describe(b: Benchmark, what: str, arrivals: np.ndarray) -> str:
         f"metrics: scrape {c.prom.scrape_s:g} s, window {c.prom.window_s:g} s; "
         f"tritonscale tick {scaling_spec(o).interval_seconds} s; "
         f"replicas {c.min_replicas}..{c.max_replicas}, start with {o.initial_replicas or fair_start(b.needs, o)} warm",
-        f"baselines at {o.headroom:.0%} of capacity: keda {cal.target_rps:.0f} rps/replica every 30 s, "
+        f"baselines at {o.headroom:.0%} of capacity: keda {cal.target_rps:.0f} rps/replica (served + rejected) "
+        "every 15 s, "
         f"kpa {cal.concurrency_at_headroom:.1f} in flight/replica, hpa GPU duty cycle {o.hpa_target:.0%} "
         f"(measured duty cycle at that load: {cal.busy_at_headroom:.0%})",
     ]

@@ -203,7 +203,12 @@ class View:
         return metrics_view.pool_quantile_ms(self.pods, self.now, self.prom, q, window_s, self.retired)
 
     def concurrency(self, window_s: float) -> float:
-        return metrics_view.mean_concurrency(self.pods, max(0.0, self.now - window_s), self.now)
+        """The fleet's requests in flight averaged over the window, removed pods' included while they
+        served: Knative's autoscaler averages the fleet-wide totals it recorded at each scrape and never
+        rescales them when pods go. Over the ready pods alone a scale-down took its pods' share of the last
+        minute out of the window at once, and the KPA halved again into overload every tick (auditF,
+        session 84)."""
+        return metrics_view.mean_concurrency([*self.pods, *self.retired], max(0.0, self.now - window_s), self.now)
 
 
 class Autoscaler(Protocol):

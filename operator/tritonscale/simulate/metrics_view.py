@@ -285,9 +285,10 @@ def pod_utilisation(pods: Sequence[Replica], now: float, cfg: PromConfig) -> lis
 
 
 def request_rate(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Sequence[Replica] = ()) -> float | None:
-    """``sum(rate(nv_inference_request_success[window]))``; None when no series has a rate yet."""
+    """``sum(rate(nv_inference_request_success[window])) + sum(rate(nv_inference_request_failure[window]))``:
+    the requests that arrived, served or rejected; None when no series has a rate yet."""
     rates = window_rates([*pods, *retired], now, cfg)
-    return rates.success if rates.series else None
+    return rates.success + rates.failure if rates.series else None
 
 
 @njit(cache=True)

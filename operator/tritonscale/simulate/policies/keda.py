@@ -1,11 +1,14 @@
 """KEDA ScaledObject with a Prometheus trigger on request rate (metricType AverageValue).
 
-Query: ``sum(rate(nv_inference_request_success[1m]))``, polled every 30 s
-(``pollingInterval``). KEDA hands the value to an HPA as an External metric with
-an average-value target (``threshold``), so the arithmetic is the HPA's
-(``GetExternalPerPodMetricReplicas``): ratio = rps / (threshold x current); within
-+-0.1 hold, else desired = ceil(rps / threshold); then the HPA's default 300 s
-scale-down stabilisation and scale-up rate limit.
+Query: ``sum(rate(nv_inference_request_success[1m])) + sum(rate(nv_inference_request_failure[1m]))``,
+the requests that arrive, served or rejected: every policy's replicas run the operator's default
+queue timeout, and the served rate alone hid the demand a saturated fleet rejects (auditF, session 84).
+KEDA hands the value to an HPA as an External metric with an average-value target (``threshold``),
+so the arithmetic is the HPA's (``GetExternalPerPodMetricReplicas``): ratio = rps / (threshold x
+current); within +-0.1 hold, else desired = ceil(rps / threshold); then the HPA's default 300 s
+scale-down stabilisation and scale-up rate limit. It acts at the HPA's 15 s sync: KEDA's metrics
+server evaluates the trigger on each of the HPA's reads (``pollingInterval``, 30 s, paces only
+KEDA's own operator, its activation from and to zero; kedacore/keda#2282).
 
 Threshold: the baselines' shared headroom (default 80%) of the measured per-replica
 capacity at the SLO: 0.8 x 290 ~= 232 rps with the defaults.
@@ -21,7 +24,7 @@ from tritonscale.simulate.engine import View
 from tritonscale.simulate.policies.hpa import SCALE_DOWN_STABILIZATION_S, TOLERANCE, limit_rate, stabilize
 from tritonscale.simulate.policies.periodic import Periodic
 
-POLLING_INTERVAL_S = 30.0
+SYNC_PERIOD_S = 15.0  # the HPA's --horizontal-pod-autoscaler-sync-period
 
 
 def average_value_replicas(value: float, current: int, threshold: float,
@@ -34,7 +37,7 @@ def average_value_replicas(value: float, current: int, threshold: float,
 
 @dataclass
 class KedaPolicy(Periodic):
-    period_s: ClassVar[float] = POLLING_INTERVAL_S
+    period_s: ClassVar[float] = SYNC_PERIOD_S
     threshold_rps: float
     name: str = "keda"
     recs: tuple[tuple[float, int], ...] = field(default=())
