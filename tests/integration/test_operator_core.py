@@ -459,6 +459,15 @@ def test_what_the_api_server_refuses_is_reported_and_changes_no_child(api_client
     assert cond["message"].startswith("spec.model.parameters.vocabulary: the rendered config.pbtxt is "), cond
     assert "more than the 1048576 bytes a ConfigMap holds" in cond["message"], cond
     assert not k.remaining_children("linear")
+    # A Deployment larger than etcd stores (0.9 MB of env, held twice): every dry run passed (none reaches etcd),
+    # the ConfigMap was written, and the Deployment's write failed on every pass (auditG, session 84).
+    k.patch("linear", {"spec": {"model": {"parameters": {"vocabulary": None}},
+                                "runtime": {"env": [{"name": f"V{i}", "value": "x" * 1000} for i in range(900)]}}})
+    cond = wait_for(lambda: (c := k.condition("linear", "SpecValid")) and "etcd" in c["message"] and c, 10,
+                    what="SpecValid=False for the Deployment's size")
+    assert cond["reason"] == "ChildRejected" and cond["message"].startswith(
+        "spec.runtime.env: the rendered Deployment/linear is "), cond
+    assert not k.remaining_children("linear")
     # back to the refused env (a valid spec now would make the children before the fix below)
     k.patch("linear", {"spec": {"model": {"parameters": {"vocabulary": None}},
                                 "runtime": {"env": [{"name": "A=B", "value": "x"}]}}})

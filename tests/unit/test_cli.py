@@ -29,6 +29,7 @@ from tritonscale.render.kubernetes_objects import (
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))
+SAMPLE_TEXT = (REPO / "manifests" / "samples" / "python-cpu.yaml").read_text()
 BIN = str(Path(sys.executable).parent / "tritonscale")
 KINDS = ["ConfigMap", "Deployment", "Service", "PodDisruptionBudget"]
 
@@ -139,6 +140,17 @@ BAD_INPUTS: dict[str, Bad] = {
         ("linear: spec.runtime.affinity.nodeAffinity.bogus", "Extra inputs are not permitted"),)),
     "configmap-too-large": Bad(_with_parameter_of(1_100_000), (
         ("linear: spec.model.parameters.vocabulary: the rendered config.pbtxt is", "more than the 1048576 bytes"),)),
+    # 0.9 MB of env, which the Deployment holds twice (the init container's too): every dry run passed, and the
+    # write failed in etcd ("request is too large") after the ConfigMap was written, on every pass (auditG,
+    # session 84)
+    # what kubectl refuses as "invalid Unicode character escape code", and a key it cannot send (JSON keys are text):
+    # both ended render in a traceback (auditG, session 84)
+    "lone-surrogate": Bad(SAMPLE_TEXT.replace('cost_per_item_ms: "2"', 'cost_per_item_ms: "\\ud800"'), (
+        ("document 1: spec.model.parameters.cost_per_item_ms: invalid Unicode: '\\ud800'",),)),
+    "null-key": Bad(SAMPLE_TEXT.replace("requests: {cpu: 500m", "requests: {null: 1, cpu: 500m"), (
+        ("document 1: spec.runtime.resources.requests key YAML reads as null", "quote it"),)),
+    "deployment-too-large": Bad(_with_runtime(env=[{"name": f"VAR_{i}", "value": "x" * 1000} for i in range(900)]), (
+        ("linear: spec.runtime.env: the rendered Deployment/linear is", "more than the 1572864 bytes etcd stores"),)),
 }
 
 # Run as real processes too: the cases a user meets most (one per kind of failure).
@@ -655,3 +667,17 @@ def test_output_that_cannot_be_written_is_one_line(argv: list[str]) -> None:
                               text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO / "operator")})
     assert proc.returncode == 1
     assert proc.stderr == f"tritonscale {argv[0]}: standard output: No space left on device\n", proc.stderr
+
+
+def test_render_sends_int_and_boolean_keys_as_their_text_as_kubectl_does(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """kubectl (sigs.k8s.io/yaml) writes a key YAML reads as 1 or true as "1" or "true"; render sorted and matched
+    the keys as they were and ended in a traceback on mixed ones (auditG, session 84)."""
+    path = tmp_path / "keys.yaml"
+    path.write_text(SAMPLE_TEXT.replace("requests: {cpu: 500m", "requests: {1: '1', cpu: 500m").replace(
+        "  runtime:\n", "  runtime:\n    nodeSelector: {true: a, b: c}\n", 1))
+    assert cli.main(["render", "-f", str(path)]) == 0, capsys.readouterr().err
+    (dep,) = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d["kind"] == "Deployment"]
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"true": "a", "b": "c"}
+    assert pod["containers"][0]["resources"]["requests"]["1"] == "1"

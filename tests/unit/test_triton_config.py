@@ -368,6 +368,8 @@ def _timeout_of(batching: dict | None, target: float | None) -> int:
     ({"queueTimeoutMicroseconds": 5_000}, 100.0, 5_000),  # explicit value wins
     (None, 100.0, 0),  # no dynamic batching block: no queue policy
     ({"enabled": False}, 100.0, 0),
+    # always past the queue delay (2000 us here): a target under half a microsecond rounded away (auditG)
+    ({"maxQueueDelayMicroseconds": 2000}, 0.0004, 2001),
 ])
 def test_default_queue_timeout_is_twice_the_target(batching, target, timeout_us) -> None:
     assert _timeout_of(batching, target) == timeout_us

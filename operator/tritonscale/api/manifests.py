@@ -158,7 +158,51 @@ def read_documents(path: str, flag: str = "") -> tuple[list[Any], list[str]]:
     if values > MAX_VALUES:
         return [], [f"{label}: its aliases expand to more than {MAX_VALUES:,} values, more than any object "
                     "the API server accepts (3 MiB per request)"]
+    converted = []
+    for number, doc in enumerate(docs, 1):
+        try:
+            converted.append(as_json(doc, ""))
+        except ValueError as exc:
+            return [], [f"{label}: document {number}: {exc}"]
+    docs = converted
     return unlisted(docs), []
+
+
+def as_json(node: Any, where: str) -> Any:
+    """``node`` as kubectl sends it, JSON: a map key YAML read as an int or a bool is its text (kubectl's
+    sigs.k8s.io/yaml writes ``1:`` as "1", ``true:`` as "true"); ValueError naming the place for a key that
+    is null or a float, and for a string no UTF-8 holds (a lone surrogate escape, ``"\\ud800"``, which kubectl
+    refuses as "invalid Unicode character escape code"). Both had ended `render` in a traceback. Recursive
+    to MAX_DEPTH (``expanded_size`` has checked it)."""
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if isinstance(key, bool):
+                text = "true" if key else "false"
+            elif isinstance(key, int):
+                text = str(key)
+            elif isinstance(key, str):
+                text = _utf8(key, f"{where or 'a'} key")
+            else:
+                what = "null" if key is None else f"the number {key!r}"
+                raise ValueError(f"{where or 'a'} key YAML reads as {what}: kubectl sends only text keys "
+                                 "(and ints and booleans as their text); quote it")
+            out[text] = as_json(value, f"{where}.{text}" if where else text)
+        return out
+    if isinstance(node, list):
+        return [as_json(item, f"{where}[{i}]") for i, item in enumerate(node)]
+    if isinstance(node, str):
+        return _utf8(node, where)
+    return node
+
+
+def _utf8(text: str, where: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{where or 'the document'}: invalid Unicode: {text[exc.start]!r} (a lone surrogate "
+                         "escape) is no character UTF-8 holds, and the API server takes only UTF-8") from None
+    return text
 
 
 def unlisted(docs: list[Any]) -> list[Any]:

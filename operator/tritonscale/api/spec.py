@@ -8,6 +8,7 @@ Field names are camelCase on the wire (``maxBatchSize``) and snake_case in Pytho
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -792,8 +793,9 @@ def default_queue_timeout_us(target_ms: float, delay_us: float, targets: float =
     the queue delay and one target more. Triton holds a lone request for the whole delay, so a timeout within
     it would reject every request at light load (a 500 ms delay against a 100 ms target did: every
     request 503 "Request timeout expired" on a real tritonserver); such a delay misses the target
-    anyway, but slowly is better than never."""
-    return max(round(targets * target_ms * 1000), round(delay_us + target_ms * 1000))
+    anyway, but slowly is better than never. Always past the delay: a target under half a microsecond rounded
+    away, and the timeout equalled the delay (auditG, session 84)."""
+    return max(round(targets * target_ms * 1000), round(delay_us + target_ms * 1000), math.floor(delay_us) + 1)
 
 
 def effective_queue_timeout_us(spec: InferenceServiceSpec, delay_us: int | None = None) -> int:

@@ -384,14 +384,20 @@ _MODELS: dict[str, type[pydantic.BaseModel]] = {
 # The API server's limit on a ConfigMap's data, its keys and values together (apimachinery's
 # RuntimeObjectSize): one over it was refused as `[]: Too long: may not be more than 1048576 bytes`.
 CONFIGMAP_MAX_BYTES = 1024 * 1024
+# What etcd stores in one request by default (--max-request-bytes, 1.5 MiB; managed clusters keep it): a
+# Deployment over it passed every dry run (a dry run never reaches etcd), and its write failed with a 500,
+# "etcdserver: request is too large", after the ConfigMap was written -- on every pass, while SpecValid said
+# True (a runtime.env of 0.9 MB, which the Deployment holds twice: auditG, session 84). Measured as compact
+# JSON, a little larger than the protobuf etcd keeps, so a child within a few percent of it is refused too.
+OBJECT_MAX_BYTES = 1536 * 1024
 
 
 def child_refusals(child: dict[str, Any], spec: Any = None) -> list[Problem]:
     """What would be refused of a rendered child before any request, named by spec field: the kubernetes
     client's model of its kind (types, unknown keys: an env value that is a number, an env entry without
-    a name), and a ConfigMap larger than the API server holds, named by the part of ``spec`` (the
-    InferenceService's spec as written) that holds most of it. The one check of `tritonscale render`
-    and the operator's dry run: render had passed what the operator then refused."""
+    a name), a ConfigMap larger than the API server holds and any child larger than etcd stores, named by
+    the part of ``spec`` (the InferenceService's spec as written) that holds most of it. The one check of
+    `tritonscale render` and the operator's dry run: render had passed what the operator then refused."""
     kind, cname = child["kind"], child["metadata"]["name"]
     try:
         _MODELS[kind].model_validate(child)
@@ -403,6 +409,10 @@ def child_refusals(child: dict[str, Any], spec: Any = None) -> list[Problem]:
         if size > CONFIGMAP_MAX_BYTES:
             return [Problem(_bulk(spec, "spec"), f"the rendered config.pbtxt is {size} bytes, more than the "
                             f"{CONFIGMAP_MAX_BYTES} bytes a ConfigMap holds (ConfigMap/{cname})")]
+    size = len(json.dumps(child, separators=(",", ":"), default=str).encode())
+    if size > OBJECT_MAX_BYTES:
+        return [Problem(_bulk(spec, "spec"), f"the rendered {kind}/{cname} is {size} bytes, more than the "
+                        f"{OBJECT_MAX_BYTES} bytes etcd stores in one object by default (--max-request-bytes)")]
     return []
 
 
