@@ -683,7 +683,11 @@ def prometheus_base_url(url: str) -> str:
     ValueError with the reason: the one check for ``spec.scaling.prometheus.url`` and ``tritonscale run
     --prometheus-url``. The CRD's rules say the same, but for the base URL to give, which only this
     names."""
-    parts = urlsplit(url) if _HTTP_URL.pattern.fullmatch(url) else None  # (urlsplit raises on some others)
+    try:
+        parts = urlsplit(url) if _HTTP_URL.pattern.fullmatch(url) else None  # (urlsplit raises on some others)
+    except ValueError:
+        _HTTP_URL.check(url)  # the CRD's words for it ("::" twice), where it has them
+        raise
     if parts is not None and (api := _API_PATH.search(parts.path)):
         base = urlunsplit(parts._replace(path=parts.path[:api.start()]))
         raise ValueError(f"give the server's base URL, without {api.group().rstrip('/')}: "
