@@ -9,6 +9,7 @@ preferred sizes none, [4,8,16], [16]); see ``tritonscale.simulate.tuner_suite``.
 ~25 runs per scenario: ~8 min for the default matrix on 2 cores).
 
     .venv/bin/python e2e/bench_batching_tuner.py [--seeds 0,1] [--cold-start 60] [--trace FILE] [--json out.json]
+    .venv/bin/python e2e/bench_batching_tuner.py --from-json out.json   # a stored run's verdicts, counted again
 """
 
 from __future__ import annotations
@@ -39,7 +40,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write every run as JSON")
     p.add_argument("--trace", type=Path,
                    help="the trace class's real trace (default ../shared/data/azure-llm-conv-2023.csv)")
+    p.add_argument("--from-json", metavar="FILE", type=Path,
+                   help="judge a run stored with --json again, with the verdicts as they are counted now (no "
+                        "simulation)")
     args = p.parse_args(argv)
+    if args.from_json is not None:
+        try:
+            results = tuner_suite.from_dict(json.loads(args.from_json.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"bench_batching_tuner: --from-json {args.from_json}: not a stored run ({exc!r})", file=sys.stderr)
+            return 1
+        print(tuner_suite.text(results))
+        return 0
     classes = tuple(c for c in args.classes.split(",") if c)
     try:
         trace, kept = benchmark_trace(classes, args.trace, REPO)

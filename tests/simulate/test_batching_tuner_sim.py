@@ -259,3 +259,29 @@ def test_a_single_run_starts_the_tuner_from_a_delay_as_long_as_the_target(capsys
     assert "at a queue delay of 0 us, where the batching tuner can go: this start meets no p95 of 104 ms" in text
     assert "its simulated schedule meets the SLO in every window" in text  # the oracle, at the tuner's reach
     assert "BreachRelief: delay 0 us" in text
+
+
+def test_the_verdicts_are_also_counted_on_every_window_and_against_the_start_without_the_tuner() -> None:
+    """The settled verdict leaves out the first 300 s, where the tuner's first rollout falls; and from a start
+    the tuner judges optimal it changes nothing, so a pass there is the decider's. Both are counted beside it
+    (an audit of the tuner's benchmark, session 84)."""
+    def run(label: str, every: float, settled: float, rh: float) -> tuner_suite.Run:
+        return tuner_suite.Run(label, 0.0, (), label.endswith("+tuner"), every, settled, rh, 0)
+
+    res = tuner_suite.TunerScenario(Scenario("diurnal", 60.0, "tight", 1), 104.0, [
+        run("no-delay", 1.0, 1.0, 5.0), run("no-delay+tuner", 1.0, 1.0, 5.0),  # nothing to tune: passes either way
+        run("oversized", 0.0, 0.0, 6.0), run("oversized+tuner", 0.933, 1.0, 5.1),  # its rollout missed 4 windows
+        run("static 0ms []", 1.0, 1.0, 5.0), run("static 100ms []", 0.0, 0.0, 6.0),
+    ])
+    assert [ok for _, ok, _ in res.verdicts()] == [True, True]
+    assert [ok for _, ok, _ in res.verdicts(settled=False)] == [True, False]
+    assert [ok for _, ok, _ in res.verdicts(tuner=False)] == [True, False]
+    assert res.tuner_made() == [False, True]
+    text = tuner_suite.text([res])
+    assert "done-when holds in 2/2" in text
+    assert "judged on every window instead (the tuner's first rollout included, the best static chosen the same " \
+           "way): 1/2" in text
+    assert "pairs where it holds with the tuner and not without it: 1/2" in text
+    (doc,) = tuner_suite.to_dict([res])["scenarios"]
+    assert [(v["holds"], v["holds_on_every_window"], v["holds_without_tuner"]) for v in doc["verdicts"]] == [
+        (True, True, True), (True, False, False)]

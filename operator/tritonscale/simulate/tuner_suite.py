@@ -13,7 +13,9 @@ at the CRD defaults runs:
 Done-when (issue 13): from each poor start the tuner reaches at least the best static config's
 attainment, or 99% if that is lower, within 1.1x its replica-hours. "Reaches" is judged on the
 windows after ``SETTLE_S`` -- the first windows belong to the poor start itself (a target-long
-delay misses every window until the first tick can act) -- and both figures are reported.
+delay misses every window until the first tick can act) -- and both figures are reported, with the
+verdict count on every window (which charges the tuner's first rollout: it falls mostly within
+``SETTLE_S``) and the count of pairs that hold with the tuner and not without it.
 """
 
 from __future__ import annotations
@@ -73,10 +75,10 @@ class TunerScenario:
     def run(self, label: str) -> Run:
         return next(r for r in self.runs if r.label == label)
 
-    def best_static(self) -> Run:
+    def best_static(self, settled: bool = True) -> Run:
         grid = [r for r in self.runs if r.label.startswith("static")]
-        bar = min(ATTAINMENT_FLOOR, max(r.settled_attainment for r in grid))
-        return min((r for r in grid if r.settled_attainment >= bar), key=lambda r: (r.replica_hours, r.delay_ms))
+        bar = min(ATTAINMENT_FLOOR, max(_attained(r, settled) for r in grid))
+        return min((r for r in grid if _attained(r, settled) >= bar), key=lambda r: (r.replica_hours, r.delay_ms))
 
     def dominators(self, start: str) -> list[Run]:
         """Static grid configs better than the tuner from ``start`` on one axis and no worse on the
@@ -88,18 +90,29 @@ class TunerScenario:
                 and r.settled_attainment >= me.settled_attainment and r.replica_hours <= me.replica_hours
                 and (r.settled_attainment, -r.replica_hours) != (me.settled_attainment, -me.replica_hours)]
 
-    def verdicts(self) -> list[tuple[str, bool, str]]:
-        """(start, holds, why) per poor start, with the tuner on."""
-        best = self.best_static()
-        bar = min(ATTAINMENT_FLOOR, best.settled_attainment)
+    def verdicts(self, settled: bool = True, tuner: bool = True) -> list[tuple[str, bool, str]]:
+        """(start, holds, why) per poor start, with the tuner on (``tuner`` False: the same start without it),
+        judged on the windows after SETTLE_S (``settled``) or on every window."""
+        best = self.best_static(settled)
+        bar = min(ATTAINMENT_FLOOR, _attained(best, settled))
         out = []
         for name, *_ in POOR_STARTS:
-            r = self.run(f"{name}+tuner")
+            r = self.run(f"{name}+tuner" if tuner else name)
             cost = r.replica_hours / best.replica_hours if best.replica_hours else math.inf
-            ok = r.settled_attainment >= bar and cost <= COST_LIMIT
-            out.append((name, ok, f"attainment {r.settled_attainment:.1%} (bar {bar:.1%}), "
+            ok = _attained(r, settled) >= bar and cost <= COST_LIMIT
+            out.append((name, ok, f"attainment {_attained(r, settled):.1%} (bar {bar:.1%}), "
                                   f"{cost:.2f}x the best static's replica-hours"))
         return out
+
+    def tuner_made(self) -> list[bool]:
+        """Per poor start: the done-when (settled) holds with the tuner and not without it -- the pairs the
+        tuner, not the decider alone, is responsible for (an audit, session 84: from no delay the tuner
+        changes nothing where that start is already the best, and a pass there is the decider's)."""
+        return [on[1] and not off[1] for on, off in zip(self.verdicts(), self.verdicts(tuner=False), strict=True)]
+
+
+def _attained(r: Run, settled: bool) -> float:
+    return r.settled_attainment if settled else r.attainment
 
 
 def _label(delay_ms: float, prefs: tuple[int, ...]) -> str:
@@ -161,8 +174,10 @@ def text(results: Sequence[TunerScenario], per_scenario: bool = True) -> str:
     lines = ["Batching tuner: tritonscale's replica-hours and window attainment (all windows / after "
              f"{SETTLE_S:g} s), from poor starts with and without the tuner, and the best static batcher config "
              "of the grid (cheapest with attainment >= min(99%, the grid's best))."]
-    held = total = dominated = 0
+    held = total = dominated = held_all = made = 0
     for res in results:
+        held_all += sum(ok for _, ok, _ in res.verdicts(settled=False))
+        made += sum(res.tuner_made())
         best = res.best_static()
         rows = [res.run(f"{n}{t}") for n, *_ in POOR_STARTS for t in ("", "+tuner")] + [best]
         if per_scenario:
@@ -183,9 +198,22 @@ def text(results: Sequence[TunerScenario], per_scenario: bool = True) -> str:
                              + (f"dominated by {', '.join(r.label for r in dom[:3])}" if dom
                                 else "no static config dominates it"))
     lines += ["", f"done-when holds in {held}/{total} (scenario, poor start) pairs",
+              f"  judged on every window instead (the tuner's first rollout included, the best static chosen the "
+              f"same way): {held_all}/{total}",
+              f"  pairs where it holds with the tuner and not without it: {made}/{total}",
               f"a static grid config dominates the tuner (better on attainment or replica-hours, worse on neither) "
               f"in {dominated}/{total}"]
     return "\n".join(lines)
+
+
+def from_dict(doc: dict[str, Any]) -> list[TunerScenario]:
+    """The scenarios ``to_dict`` wrote, to judge a stored run again (``e2e/bench_batching_tuner.py
+    --from-json``); KeyError or ValueError for a document that is not one."""
+    return [TunerScenario(Scenario.from_name(sc["name"]), float(sc["slo_ms"]), [
+        Run(r["label"], float(r["delay_ms"]), tuple(r["preferred"]), bool(r["tuner"]), float(r["attainment"]),
+            float(r["settled_attainment"]), float(r["replica_hours"]), int(r["rejected"]),
+            tuple((float(t), str(why), str(what)) for t, why, what in r.get("changes") or ()))
+        for r in sc["runs"]]) for sc in doc["scenarios"]]
 
 
 def to_dict(results: Sequence[TunerScenario], ranges: str = "suite") -> dict[str, Any]:
@@ -193,6 +221,8 @@ def to_dict(results: Sequence[TunerScenario], ranges: str = "suite") -> dict[str
     return {"ranges": ranges, "scenarios": [{
         "name": r.scenario.name, "slo_ms": r.slo_ms, "best_static": r.best_static().label,
         "runs": [{**run.__dict__, "changes": [list(c) for c in run.changes]} for run in r.runs],
-        "verdicts": [{"start": s, "holds": ok, "why": why, "dominated_by": [d.label for d in r.dominators(s)]}
-                     for s, ok, why in r.verdicts()],
+        "verdicts": [{"start": s, "holds": ok, "why": why, "dominated_by": [d.label for d in r.dominators(s)],
+                      "holds_on_every_window": every[1], "holds_without_tuner": off[1]}
+                     for (s, ok, why), every, off in zip(r.verdicts(), r.verdicts(settled=False),
+                                                         r.verdicts(tuner=False), strict=True)],
     } for r in results]}
