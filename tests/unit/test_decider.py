@@ -1381,3 +1381,37 @@ def test_an_outage_stops_changing_the_memory_once_past_the_failure_threshold():
 def test_the_policys_defaults_are_the_crds() -> None:
     """Policy's own defaults (what the decider's table tests use) are the CRD defaults' policy."""
     assert Policy() == Policy.from_spec(ScalingSpec())
+
+
+# --- maxBatchSize counts items; the readings count requests -----------------------------------------------------
+def _saturated_by_multi_item_requests(batch_size: float, items: float | None) -> D.Decision:
+    """A real tritonserver 2.51 (the python-cpu sample, 20 + 2n ms per batch, maxBatchSize 16) sent 30 rps of
+    16-item requests: one request per execution, 14 served and 13.5 rejected per second, p95 348 ms against a
+    150 ms target -- the operator's readings of that pod (an audit, session 84), eight ticks of them."""
+    pol = Policy(min_replicas=1, max_replicas=10, target_p95_ms=150, max_batch_size=16, queue_delay_ms=2.0,
+                 preferred_batch_sizes=(4, 8, 16), interval_s=15, window_s=60)
+    state, now, d = State(), 1000.0, None
+    for _ in range(8):
+        obs = Observation(status="ok", pods=1, rate_pods=1, pending_at=now - 1, scrape_s=2.0, p95_ms=347.9, rps=28.0,
+                          queue_ms=250.0, pending=9.0, pending_min=9.0, pending_max=9.0, batch_size=batch_size,
+                          batch_ms=52.65, failed_rps=13.5, recent_rps=31.4, recent_served_rps=14.0,
+                          items_per_request=items)
+        d = D.decide(obs, Replicas(current=1, ready=1), pol, state, now)
+        state, now = d.state, now + 15
+    assert d is not None
+    return d
+
+
+def test_a_full_batch_of_multi_item_requests_holds_maxbatchsize_over_the_items_per_request() -> None:
+    """batch_size was nv_inference_count / exec_count, inferences per execution: the pod read 16 per batch, the
+    capacity 304 rps, and the decider held one replica (Steady) at twice the target with half the requests
+    rejected. Read in requests (1 per execution), with maxBatchSize in requests (16 items / 16 per request), it
+    scales up."""
+    held = _saturated_by_multi_item_requests(batch_size=16.0, items=None)  # as the operator read it before
+    assert held.replicas == 1, held.message
+    fixed = _saturated_by_multi_item_requests(batch_size=1.0, items=16.0)
+    assert fixed.replicas >= 2, fixed.message
+    assert D.in_requests(POLICY, Observation("ok", items_per_request=4.0)).max_batch_size == POLICY.max_batch_size // 4
+    assert D.in_requests(POLICY, Observation("ok", items_per_request=1.0)) == POLICY
+    assert D.in_requests(POLICY, Observation("ok", items_per_request=math.nan)) == POLICY
+    assert D.in_requests(POLICY, Observation("ok", items_per_request=100.0)).max_batch_size == 1

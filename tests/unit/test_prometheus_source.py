@@ -53,7 +53,12 @@ def test_label_names_are_validated(bad):
 
 def test_one_query_per_signal_grouped_by_service():
     queries = build_queries(SeriesSelector(), 30)
-    assert set(queries) == set(SIGNALS) and len(queries) == 16
+    assert set(queries) == set(SIGNALS) and len(queries) == 17
+    # requests per execution, and items per request apart: nv_inference_count counts a request's items (an
+    # audit against a real tritonserver, session 84: a 16-item request read as 16 requests per batch)
+    assert "nv_inference_count" not in queries["batch_size"]
+    assert queries["batch_size"].index("nv_inference_request_success") < queries["batch_size"].index("exec_count")
+    assert queries["batch_items"].index("nv_inference_count") < queries["batch_items"].index("request_success")
     for signal, q in queries.items():
         assert "by (namespace, inferenceservice" + ("" if signal == "targets" else ", model") in q
         assert 'inferenceservice!=""' in q
@@ -81,9 +86,11 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
         "p95_ms": {key: 80.0, ("ns", "idle", "m"): math.nan},
         "batch_size": {key: 4.0}, "batch_ms": {key: 28.0}, "pending": {key: 40.0}, "pending_min": {key: 3.0},
         "replicas": {key: 3.0, ("ns", "idle", "m"): 1.0}, "rate_pods": {key: 2.0}, "scrape_s": {key: 30.0},
+        "batch_items": {key: 2.5},
     })
     obs = snap.observation("ns", "svc", "m")
     assert (obs.status, obs.rps, obs.p95_ms, obs.batch_size, obs.batch_ms) == ("ok", 12.5, 80.0, 4.0, 28.0)
+    assert obs.items_per_request == 2.5
     assert (obs.pending, obs.pending_min, obs.pods, obs.rate_pods, obs.scrape_s) == (40.0, 3.0, 3.0, 2.0, 30.0)
     idle = snap.observation("ns", "idle", "m")
     assert (idle.status, idle.rps, idle.p95_ms) == ("ok", 0.0, None)  # NaN summary: no value, but data
@@ -315,7 +322,7 @@ def test_a_round_slower_than_its_deadline_is_a_failed_snapshot(monkeypatch):
     monkeypatch.setattr(source._prom, "custom_query", slow_query)
     snap = source.fetch(60)
     assert not snap.ok and 0 < len(asked) < 13, (snap, len(asked))
-    assert f"answered {len(asked)} of 16 queries in 0.1 s" in snap.error
+    assert f"answered {len(asked)} of 17 queries in 0.1 s" in snap.error
 
 
 async def test_a_tick_waits_about_one_interval_for_a_round_then_holds():
@@ -531,7 +538,7 @@ def test_an_answer_that_trickles_ends_the_round_at_its_deadline():
         began = time.monotonic()
         snap = source.fetch(60)
         took = time.monotonic() - began
-        assert not snap.ok and "answered 0 of 16 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
+        assert not snap.ok and "answered 0 of 17 queries in 0.5 s; too slow for a tick" in snap.error, snap.error
         assert took < 2.0, took  # not the 4 s the trickle lasts
 
 

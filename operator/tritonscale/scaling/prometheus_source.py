@@ -39,7 +39,8 @@ from tritonscale.api.spec import url_without_credentials
 from tritonscale.scaling.decider import Observation, SourceFailure
 
 SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_max", "pending_at", "replicas", "rate_pods",
-           "batch_size", "batch_ms", "failed_rps", "recent_rps", "recent_served_rps", "scrape_s", "targets")
+           "batch_size", "batch_items", "batch_ms", "failed_rps", "recent_rps", "recent_served_rps", "scrape_s",
+           "targets")
 # The scrape targets of each service by their ``up`` value, keyed (namespace, inferenceservice, up):
 # only for messages, so a service with no Triton series says whether its scrapes fail, or find no pod.
 TARGETS_LABEL = "up"
@@ -129,7 +130,7 @@ def live_irate(series: str, window: str) -> str:
 
 
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
-    """The sixteen queries of one tick. Pure, so the escaping is unit-tested."""
+    """The seventeen queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
     failure = f"nv_inference_request_failure{{{m}}}"
@@ -164,16 +165,27 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         # Batch cost, for the decider's capacity model: mean requests per execution, and
         # mean execution time (Triton adds a batch's compute time to each request in it),
         # between the last two scrapes (irate): a whole window mixes the batch sizes of a
-        # changing load, and the request-weighted time then reads high.
+        # changing load, and the request-weighted time then reads high. Requests, not
+        # nv_inference_count's inferences: a request of 4 items is 4 inferences, and a pod
+        # saturated by 16-item requests read 16 per execution where it ran one request each --
+        # a capacity 16 times too high, held at one replica with p95 at twice the target (an
+        # audit against a real tritonserver, session 84).
         "batch_size": (
-            f"sum by ({g}) {live_irate(f'nv_inference_count{{{m}}}', w)} "
+            f"sum by ({g}) {live_irate(success, w)} "
             f"/ sum by ({g}) {live_irate(f'nv_inference_exec_count{{{m}}}', w)}"
+        ),
+        # Items per request (inferences / requests), for maxBatchSize, which counts items: a full
+        # batch holds maxBatchSize / this many requests (decider.requests_per_batch).
+        "batch_items": (
+            f"sum by ({g}) {live_irate(f'nv_inference_count{{{m}}}', w)} "
+            f"/ sum by ({g}) {live_irate(success, w)}"
         ),
         "batch_ms": (
             f"sum by ({g}) {live_irate(f'nv_inference_compute_infer_duration_us{{{m}}}', w)} / 1000 "
             f"/ sum by ({g}) {live_irate(success, w)}"
         ),
-        # Requests the queue policy rejected (absent until Triton counts a failure: read as 0).
+        # Requests the queue policy rejected (Triton 2.51 exports them by `reason`, at 0 from the model's
+        # load; earlier ones only once Triton counts a failure: absent read as 0).
         "failed_rps": f"sum by ({g}) (rate({failure}[{w}]))",
         # Requests out of the queue (served or rejected) between the last two scrapes: the
         # fastest rate Prometheus has; with the pending gauge's change it gives arrivals now.
@@ -275,6 +287,7 @@ class Snapshot:
                            pending=val("pending"), pending_min=val("pending_min"),
                            pending_max=val("pending_max"), pending_at=val("pending_at"),
                            batch_size=val("batch_size"), batch_ms=val("batch_ms"),
+                           items_per_request=val("batch_items"),
                            failed_rps=val("failed_rps"), recent_rps=val("recent_rps"),
                            recent_served_rps=val("recent_served_rps"), scrape_s=val("scrape_s"))
 

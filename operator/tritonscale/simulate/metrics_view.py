@@ -239,6 +239,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         "pending_max": float(pending_max) if pending_max is not None else None,
         "pending_at": sum(scraped) / len(scraped) if scraped else None,  # avg(timestamp())
         "batch_size": size, "batch_ms": ms,
+        "batch_items": 1.0 if size is not None else None,  # count / success: each simulated request is one item
         "failed_rps": rates.failure,
         "recent_rps": recent if recent_series else None,
         "recent_served_rps": recent_served if recent_series else None,

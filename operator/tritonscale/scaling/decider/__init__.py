@@ -91,6 +91,7 @@ from tritonscale.scaling.decider.signals import (
     forecast,
     forget_model,
     horizon_rise,
+    in_requests,
     learn,
     learn_cold_start,
     level,
@@ -126,6 +127,7 @@ from tritonscale.scaling.decider.steps import (
 
 
 def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, now: float) -> Decision:
+    policy = in_requests(policy, obs)  # maxBatchSize in requests, as every reading counts them
     current = replicas.current
     details: dict[str, Any] = {"current": current, "ready": replicas.ready, "floor": policy.floor,
                                "max": policy.max_replicas}
@@ -199,7 +201,7 @@ __all__ = [
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
     "capacity_known", "climbing", "complete", "learned_cost", "slope_known",
     "cold_start", "constants", "drain_surge",
-    "data_age", "decide", "demand", "forecast", "forget_model", "guard", "horizon_rise", "learn",
+    "data_age", "decide", "demand", "forecast", "forget_model", "guard", "horizon_rise", "in_requests", "learn",
     "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",
     "plan_horizon", "recommend", "recurring", "replicas_text", "saturation_share", "scale_down_window", "settle",

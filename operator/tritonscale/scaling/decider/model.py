@@ -48,6 +48,9 @@ class Observation:
     pending_min: float | None = None  # the same gauge on the least-queued pod (min over pods)
     pending_max: float | None = None  # ... and on the most-queued pod (max over pods)
     batch_size: float | None = None  # mean requests per model execution
+    # Mean items (inferences) per request: maxBatchSize counts items, so a full batch holds
+    # maxBatchSize / this many requests. None: one each (the simulator's requests).
+    items_per_request: float | None = None
     batch_ms: float | None = None  # mean execution time of one batch
     failed_rps: float | None = None  # requests rejected (queue policy) per second, over the window
     recent_rps: float | None = None  # success + failure rate between the last two scrapes (irate)

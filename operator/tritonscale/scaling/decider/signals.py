@@ -66,6 +66,18 @@ def sampled_at(obs: Observation, now: float) -> float:
     return obs.pending_at if obs.pending_at is not None else now
 
 
+def in_requests(policy: Policy, obs: Observation) -> Policy:
+    """``policy`` with maxBatchSize in requests: Triton's maxBatchSize counts items (a request's batch
+    dimension), and every rate, queue and batch size the decider reads counts requests. A full batch of
+    4-item requests at maxBatchSize 16 holds 4 of them; planned as 16, a replica's capacity came out four
+    times too high (an audit against a real tritonserver, session 84). ``obs.items_per_request`` None
+    (one item each, as the simulator's) or at most 1 changes nothing."""
+    r = obs.items_per_request
+    if r is None or not math.isfinite(r) or r <= 1.0 or policy.max_batch_size <= 1:
+        return policy
+    return replace(policy, max_batch_size=max(1, int(policy.max_batch_size / r + 1e-9)))
+
+
 def serving_pods(obs: Observation, ready: int) -> float:
     """The pods whose service the served rate sums: the ready replicas, or the pods Prometheus has
     series of now where they are more. A pod the Deployment does not count ready may still serve --
