@@ -135,6 +135,13 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
     success = f"nv_inference_request_success{{{m}}}"
     failure = f"nv_inference_request_failure{{{m}}}"
     served = f"sum by ({g}) {live_irate(success, w)}"
+
+    def per_pod(series: str) -> str:
+        # One series per pod: Triton exports one per loaded version (spec.model.versionPolicyLatest > 1),
+        # and counted as they come, one pod with two versions read as two pods, and its idle version's
+        # empty queue as the least-queued pod's (an audit against a real tritonserver, session 84).
+        return f"sum without (version) ({series})"
+
     return {
         "p95_ms": (
             f'max by ({g}) (nv_inference_request_summary_us{{quantile="0.95", {m}}}) / 1000 '
@@ -150,18 +157,18 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         # The least-queued pod's: a full batch waits on every replica only if it waits on this one
         # (round-robin gives a replica that just became ready only new requests, so a large total
         # says nothing about it).
-        "pending_min": f"min by ({g}) (nv_inference_pending_request_count{{{m}}})",
+        "pending_min": f"min by ({g}) ({per_pod(f'nv_inference_pending_request_count{{{m}}}')})",
         # ... and the most-queued pod's: a queue that sits on a few pods (a Service balances gRPC clients
         # by connection, and some pods draw more of them) is not spread over the fleet.
-        "pending_max": f"max by ({g}) (nv_inference_pending_request_count{{{m}}})",
+        "pending_max": f"max by ({g}) ({per_pod(f'nv_inference_pending_request_count{{{m}}}')})",
         # When those gauges were scraped (the mean over pods): the queue's growth is per scrape
         # interval, and a tick may read the same scrape as the last one (decider.signals.demand).
         "pending_at": f"avg by ({g}) (timestamp(nv_inference_pending_request_count{{{m}}}))",
-        "replicas": f"count by ({g}) ({success})",
+        "replicas": f"count by ({g}) ({per_pod(success)})",
         # Of those, the series with a rate over the window: rate() needs two samples in it, so with a
         # window shorter than two scrape intervals only the pods whose scrape phase fits have one, and
         # "rps" sums only them -- a third or half of the traffic read as all of it.
-        "rate_pods": f"count by ({g}) (rate({success}[{w}]))",
+        "rate_pods": f"count by ({g}) ({per_pod(f'rate({success}[{w}])')})",
         # Batch cost, for the decider's capacity model: mean requests per execution, and
         # mean execution time (Triton adds a batch's compute time to each request in it),
         # between the last two scrapes (irate): a whole window mixes the batch sizes of a
