@@ -46,7 +46,7 @@ def test_table_and_plot(capsys, tmp_path) -> None:
     text = capsys.readouterr().out
     assert "| keda " in text and "capacity at p95 <= 150 ms" in text and "wall time" in text
     assert png.stat().st_size > 10_000
-    assert dec.read_text().startswith("policy,t,current,ready,desired,reason\nkeda,30,")
+    assert dec.read_text().startswith("policy,t,current,ready,desired,reason\nkeda,15,")  # the HPA's 15 s sync
 
 
 def test_decisions_carry_the_tuners_verdict_with_the_batching_tuner(capsys, tmp_path) -> None:
