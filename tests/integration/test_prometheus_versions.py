@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from support.cluster import wait_for
 from support.deployment_watch import needs_prometheus
+from support.triton_exporter import exposition_handler
 from tritonscale.sandbox.prometheus_server import PrometheusServer
 from tritonscale.scaling.prometheus_source import PrometheusSource
 
@@ -28,20 +29,7 @@ def _exposition(queued_v2: int, served_v2: int) -> str:
 
 
 def _serve(text: str) -> ThreadingHTTPServer:
-    body = text.encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), exposition_handler(lambda: text))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 

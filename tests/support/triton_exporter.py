@@ -44,6 +44,24 @@ def ready_replicas(apps: Any, namespace: str, name: str) -> Callable[[], int]:
     return ready
 
 
+def exposition_handler(render: Callable[[], str]) -> type[BaseHTTPRequestHandler]:
+    """A handler that answers every GET with ``render()`` in Prometheus's text format."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = render().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
+
+
 @dataclass
 class ModelSeries:
     rps: float = 0.0
@@ -77,21 +95,7 @@ class TritonExporter:
         self._pods = pods
         self._replicas: dict[str, list[ModelSeries]] = {m: [] for m in models}
         self._lock = threading.Lock()
-        exporter = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                body = exporter.render().encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), exposition_handler(self.render))
         self.port = self.server.server_address[1]
         self.address = f"127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
