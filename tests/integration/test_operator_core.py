@@ -559,6 +559,11 @@ def test_an_earlier_configs_orphaned_configmap_is_adopted_and_goes_with_the_obje
     body = sample(namespace)
     k.create(body)
     wait_for(lambda: k.children("linear"), 10, what="the children")
+    # The first template's ReplicaSet before the edit: without it (the Deployment controller had not made it
+    # yet, under a loaded CI run) no ReplicaSet mounts the first config, and the operator deletes it, rightly.
+    first = mounted_configmap(k.deployment("linear"))
+    wait_for(lambda: any(mounted_configmap(rs) == first for rs in k.replica_sets("linear")), 15,
+             what="the first template's ReplicaSet")
     k.patch("linear", {"spec": {"batching": {"maxQueueDelayMicroseconds": 4321}}})
     configmaps = wait_for(lambda: (c := k.core.list_namespaced_config_map(
         namespace, label_selector=f"{LABEL}=linear").items) and len(c) == 2 and c, 15,
