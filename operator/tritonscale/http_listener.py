@@ -11,10 +11,13 @@ from __future__ import annotations
 import errno
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TypeVar
 
 # The kernel has no IPv6 (ipv6.disable=1), or no IPv6 address to bind: IPv4 alone, as before.
 _NO_IPV6 = (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT)
+T = TypeVar("T")
 
 
 class _DualStackServer(ThreadingHTTPServer):
@@ -26,46 +29,39 @@ class _DualStackServer(ThreadingHTTPServer):
         super().server_bind()
 
 
-def _ipv6_missing(exc: OSError) -> bool:
-    return exc.errno in _NO_IPV6
-
-
-def listening_socket(port: int) -> socket.socket:
-    """A bound (not listening) TCP socket on ``port`` of every address, as the servers bind it, for a check
-    that the port is free; OSError (EADDRINUSE, EACCES) if it is not. The caller closes it."""
+def _every_address(ipv6: Callable[[], T], ipv4: Callable[[], T]) -> T:
+    """``ipv6()``, or ``ipv4()`` where the kernel has no IPv6 (``_NO_IPV6``); any other OSError (the port in
+    use, not permitted) is raised: one family's refusal is the other's too."""
     try:
-        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        return ipv6()
     except OSError as exc:
-        if not _ipv6_missing(exc):
+        if exc.errno not in _NO_IPV6:
             raise
-    else:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers: TIME_WAIT is no conflict
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            sock.bind(("::", port))
-            return sock
-        except OSError as exc:
-            sock.close()
-            if not _ipv6_missing(exc):
-                raise
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    return ipv4()
+
+
+def _bound(family: socket.AddressFamily, host: str, port: int) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("0.0.0.0", port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers: TIME_WAIT is no conflict
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind((host, port))
     except OSError:
         sock.close()
         raise
     return sock
 
 
+def listening_socket(port: int) -> socket.socket:
+    """A bound (not listening) TCP socket on ``port`` of every address, as the servers bind it, for a check
+    that the port is free; OSError (EADDRINUSE, EACCES) if it is not. The caller closes it."""
+    return _every_address(lambda: _bound(socket.AF_INET6, "::", port), lambda: _bound(socket.AF_INET, "0.0.0.0", port))
+
+
 def serve(port: int, handler: type[BaseHTTPRequestHandler], name: str) -> ThreadingHTTPServer:
     """``handler`` served on ``port`` of every address, IPv6 and IPv4, in a daemon thread named ``name``."""
-    server: ThreadingHTTPServer
-    try:
-        server = _DualStackServer(("::", port), handler)
-    except OSError as exc:
-        if not _ipv6_missing(exc):
-            raise
-        server = ThreadingHTTPServer(("0.0.0.0", port), handler)
+    server = _every_address(lambda: _DualStackServer(("::", port), handler),
+                            lambda: ThreadingHTTPServer(("0.0.0.0", port), handler))
     threading.Thread(target=server.serve_forever, name=name, daemon=True).start()
     return server

@@ -182,7 +182,7 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
             f"/ sum by ({g}) {live_irate(f'nv_inference_exec_count{{{m}}}', w)}"
         ),
         # Items per request (inferences / requests), for maxBatchSize, which counts items: a full
-        # batch holds maxBatchSize / this many requests (decider.requests_per_batch).
+        # batch holds maxBatchSize / this many requests (decider.in_requests).
         "batch_items": (
             f"sum by ({g}) {live_irate(f'nv_inference_count{{{m}}}', w)} "
             f"/ sum by ({g}) {live_irate(success, w)}"
