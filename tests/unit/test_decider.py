@@ -893,9 +893,10 @@ _FLAT = 2 * CAP * D.UTILISATION * 0.95  # 2 replicas carry it at 95% of the plan
 
 def _flat(state: State, now: float) -> State:
     """``state`` with a flat rate history long enough for the noise (steps.measure lets it scale down),
-    and the last recommendation of 3 older than the scale-down window (steps.stabilize)."""
+    the recommendation of 3 older than the scale-down window and the last tick's of 2 within it
+    (steps.stabilize: a memory with none in the window is a lapse, and holds the count)."""
     return replace(state, rates=tuple((now - 15.0 * k, _FLAT, _FLAT) for k in range(30, 0, -1)),
-                   recommendations=((now - 200.0, 3, 2),))
+                   recommendations=((now - 200.0, 3, 2), (now - 15.0, 2, 2)))
 
 
 @pytest.mark.parametrize(("raised_on_guess", "replicas"), [(True, 2), (False, 3)])

@@ -96,3 +96,74 @@ def test_a_tuner_failure_does_not_stop_the_tick(monkeypatch: pytest.MonkeyPatch,
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert errors == ["ns/x: the batching tuner failed, scaling goes on without it: ZeroDivisionError: "
                       "float division by zero"]
+
+
+def _steady_seven() -> tuple[State, float]:
+    """A memory of 20 minutes at ~1,500 rps on 7 replicas (15 s ticks, a learned 10 s cold start: a 30 s
+    scale-down window), as the operator writes it to status; and the time of its last tick."""
+    state, current, now = State(cold_start_s=10.0), 2, NOW
+    for i in range(80):
+        d = decide(_busy(1500.0 + (37 * i) % 101 - 50), Replicas(current, current), _BUSY_POLICY, state, now)
+        state, current, now = d.state, d.replicas, now + 15.0
+    assert current == 7
+    return restarted(state), now - 15.0
+
+
+_BUSY_POLICY = Policy(min_replicas=2, max_replicas=10, target_p95_ms=100.0, max_batch_size=16, window_s=60.0)
+
+
+def _busy(rps: float) -> Observation:
+    return Observation("ok", p95_ms=60.0, rps=rps, pending=2.0, queue_ms=5.0, batch_size=16.0, batch_ms=52.0)
+
+
+@pytest.mark.parametrize("gap", [35.0, 60.0, 600.0])
+def test_a_memory_older_than_the_scale_down_window_does_not_let_one_low_reading_scale_down(gap: float) -> None:
+    """auditJ D1: a failover, a restart or a Prometheus outage longer than the scale-down window left a
+    restored memory with no recommendation in the window, and the first tick's one low reading (a dip,
+    a pod's scrape missing) removed a replica, which the next tick asked for again: 7 -> 6 -> 7. A
+    continuing leader, and an empty memory, hold 7 on the same reading; so does a lapsed memory now."""
+    saved, last = _steady_seven()
+    d = decide(_busy(700.0), Replicas(7, 7), _BUSY_POLICY, saved, last + gap)
+    assert d.replicas == 7, d.message
+    d = decide(_busy(700.0), Replicas(7, 7), _BUSY_POLICY, State(cold_start_s=10.0), last + gap)
+    assert d.replicas == 7  # the empty memory, for comparison
+
+
+def test_a_prometheus_outage_longer_than_the_window_does_not_let_one_low_reading_scale_down() -> None:
+    saved, last = _steady_seven()
+    state, t = saved, last
+    for _ in range(2):  # two failed ticks: the next good one is 45 s after the last, past the 30 s window
+        t += 15.0
+        d = decide(Observation("failed", message="connection refused"), Replicas(7, 7), _BUSY_POLICY, state, t)
+        state = d.state
+    d = decide(_busy(700.0), Replicas(7, 7), _BUSY_POLICY, state, t + 15.0)
+    assert d.replicas == 7
+
+
+def test_a_lapsed_memory_still_scales_down_once_the_low_load_lasts_a_window() -> None:
+    """The seed holds the count for one window, as the HPA's does for a new object; a load that stays low
+    then scales down."""
+    saved, last = _steady_seven()
+    state, t, counts = saved, last + 60.0, []
+    for _ in range(6):
+        d = decide(_busy(700.0), Replicas(7, 7), _BUSY_POLICY, state, t)
+        state, t = d.state, t + 15.0
+        counts.append(d.replicas)
+    assert counts[0] == 7 and min(counts) < 7
+
+
+def test_a_window_shorter_than_a_tick_is_not_a_lapse_at_every_tick() -> None:
+    """With stabilizationSeconds under the tick interval every tick finds its last recommendation out of the
+    window; seeding there would hold every count for good. Such a window scales down at once."""
+    policy = Policy(min_replicas=1, max_replicas=10, target_p95_ms=100.0, max_batch_size=16, window_s=60.0,
+                    scale_down_stabilization_s=5.0)
+    state, current, now = State(cold_start_s=10.0), 2, NOW
+    for i in range(80):
+        d = decide(_busy(1500.0 + (37 * i) % 101 - 50), Replicas(current, current), policy, state, now)
+        state, current, now = d.state, d.replicas, now + 15.0
+    counts = []
+    for _ in range(6):  # the load falls for good: with the lapse read at every tick the count never moved
+        d = decide(_busy(300.0), Replicas(current, current), policy, state, now)
+        state, now = d.state, now + 15.0
+        counts.append(d.replicas)
+    assert min(counts) < current

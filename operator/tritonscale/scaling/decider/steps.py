@@ -363,13 +363,20 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
     window, source = scale_down_window(policy, state)
     hold = burst_hold(state, now, policy.interval_s)
     keep = max(policy.scale_up_stabilization_s, window, hold)
-    seed = (now - 0.001, current, current) if not state.recommendations else None
+    newest = max((e[0] for e in state.recommendations), default=None)
+    # A memory whose newest recommendation is older than the window holds none of the window's: the
+    # ticks between were not made (a failover or restart gap, a Prometheus outage, a new leader whose
+    # clock runs ahead). It is seeded as an empty one is; the older entries stay for the burst memory.
+    # Only for a window of a tick or more: with a shorter one every tick finds its last entry out of
+    # the window, and a continuing leader has no recommendation in it either.
+    lapsed = newest is not None and policy.interval_s <= window < now - newest
+    seed = (now - 0.001, current, current) if newest is None or lapsed else None
     if seed is not None:
-        # No memory (a new object, lost status, a Deployment scaled by hand): assume the current
-        # size was recommended just now, as the HPA does, so the first low reading cannot scale
-        # down without a whole window. Stamped a millisecond back so a zero-length window does
-        # not see it; scale-up ignores it altogether.
-        state = replace(state, recommendations=(seed,))
+        # No memory of the window (a new object, lost status, a Deployment scaled by hand, a lapse):
+        # assume the current size was recommended just now, as the HPA does, so the first low reading
+        # cannot scale down without a whole window. Stamped a millisecond back so a zero-length window
+        # does not see it; scale-up ignores it altogether.
+        state = replace(state, recommendations=state.recommendations + (seed,))
     hist = tuple(e for e in state.recommendations if now - e[0] <= keep) + ((now, remember, bare),)
     state = replace(state, recommendations=_prune(hist, now - policy.scale_up_stabilization_s))
     rec, desired, reason, why = step.replicas, current, step.reason, step.why
