@@ -232,3 +232,54 @@ def test_a_decision_that_fails_holds_the_count_and_says_so_in_the_scaling_condit
                                   "next tick tries again")
     assert kube.deployment["spec"]["replicas"] == before
     tick.forget(UID)
+
+
+class Guarded(Kube):
+    """Writes through ``kube.client``'s write guard, as the real client's are; the guard starts refusing
+    (SIGTERM: operator_main._refuse_writes) once ``stop_after`` writes were admitted."""
+
+    def __init__(self, stop_after: int) -> None:
+        super().__init__()
+        self.refuse = False
+        self.admitted = 0
+        self.stop_after = stop_after
+
+    def guard(self) -> None:
+        from tritonscale.leader_election import NotLeader
+
+        if self.admitted >= self.stop_after:
+            raise NotLeader("the operator is stopping: no writes")
+        self.admitted += 1
+
+    def patch_inference_service_status(self, *args: Any, **kw: Any) -> None:
+        from tritonscale.kube import client
+
+        with client._writing():
+            super().patch_inference_service_status(*args, **kw)
+
+    def patch(self, *args: Any, **kw: Any) -> None:
+        from tritonscale.kube import client
+
+        with client._writing():
+            super().patch(*args, **kw)
+
+
+@pytest.mark.parametrize("stop_after", [0, 1])
+def test_a_stop_during_a_scale_leaves_status_and_the_count_agreeing(stop_after: int,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """auditJ D4: a SIGTERM between the tick's status write and its replica patch left status saying the
+    fleet had been scaled (desiredReplicas 1, "-> 1 replica") with the Deployment still at 0. A scale's
+    two writes are admitted together: refused at the start, neither goes; admitted, both do."""
+    from tritonscale.kube import client
+    from tritonscale.leader_election import NotLeader
+
+    kube = Guarded(stop_after)
+    monkeypatch.setattr(client, "_write_guard", kube.guard)
+    down = Snapshot(taken_at=1000.0, ok=False, error="Prometheus at http://p:9090: connection refused")
+    if stop_after == 0:
+        with pytest.raises(NotLeader):
+            tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: None)
+        assert kube.status_patches == [] and kube.deployment["spec"]["replicas"] == 0
+    else:
+        tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: None)
+        assert kube.body["status"]["desiredReplicas"] == kube.deployment["spec"]["replicas"] == 1

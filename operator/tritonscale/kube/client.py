@@ -62,8 +62,15 @@ def wait_for_writes(timeout_s: float) -> bool:
         return _writes.wait_for(lambda: _in_flight == 0, timeout_s)
 
 
+# Set in a thread inside ``writes_together``: its writes were admitted together, at its start.
+_together = threading.local()
+
+
 @contextmanager
 def _writing() -> Iterator[None]:
+    if getattr(_together, "admitted", False):
+        yield  # admitted and counted with the writes it goes with
+        return
     global _in_flight
     with _writes:  # the check and the count under one lock: set_write_guard cannot slip between
         _write_guard()
@@ -74,6 +81,25 @@ def _writing() -> Iterator[None]:
         with _writes:
             _in_flight -= 1
             _writes.notify_all()
+
+
+@contextmanager
+def writes_together() -> Iterator[None]:
+    """The writes made in this thread within the block go as one: the guard is checked once, at the
+    start (refused: nothing is written), and a stop (``wait_for_writes``) waits for the whole block.
+    A tick's status and its replica count are such a pair: checked write by write, a SIGTERM between
+    them left status saying the fleet had been scaled (desiredReplicas, lastScaleTime, "-> N
+    replicas") when the count was never written. The renew deadline's watchdog still ends the process
+    mid-block, as it ends a single write; the memory goes to status first for that case."""
+    if getattr(_together, "admitted", False):
+        yield
+        return
+    with _writing():
+        _together.admitted = True
+        try:
+            yield
+        finally:
+            _together.admitted = False
 
 
 # What a failed request to the API server raises: the server's refusal, or the connection's failure.

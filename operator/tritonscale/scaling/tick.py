@@ -13,6 +13,7 @@ just became ready reach the decider, and the first one reaches the user as the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import socket
@@ -26,7 +27,7 @@ from tritonscale.api import status as st
 from tritonscale.api.merge_patch import merge_patch
 from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec, model_name
 from tritonscale.api.validation import scaling_spec, validate_body, validate_spec
-from tritonscale.kube.client import API_ERRORS, OWN_MANAGERS, Kube, describe_api_error
+from tritonscale.kube.client import API_ERRORS, OWN_MANAGERS, Kube, describe_api_error, writes_together
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.render.kubernetes_objects import (
     SERVING_ANNOTATION,
@@ -655,31 +656,34 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                 new_status.conditions, st.SCALING, False, "ReplicasSetElsewhere",
                 f"{override.fight}; the autoscaler's decision: {decision.reason}: {decision.message}"[:1000], now,
                 body["metadata"].get("generation"))
-        written = _write_status(kube, body, status, new_status, tuning, event, now)
-
         scaled = decision.replicas != current
-        verb = ("up" if decision.replicas > current else "down") if scaled else "none"
-        what = (f"scaled {verb} from {current} to {decision.replicas}" if scaled
-                else f"holding {replicas_text(current)} ({ready} ready)")
-        if scaled and override.writers:  # a count set by hand put back: not a change of load
-            what += (f" (spec.replicas had been set to {current} elsewhere; the last tick asked for "
-                     f"{override.asked})")
-        # The gauges follow every tick, a scale the API refuses included (status says the same).
-        om.publish(namespace, name, decision.replicas, ready, (spec.scaling.floor, spec.scaling.max_replicas),
-                   spec.scaling.target_p95_milliseconds, obs.p95_ms, spec.scaling.tolerance)
-        if scaled:
-            try:
-                kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
-            except API_ERRORS as exc:
-                # Nothing changed: lastScaleTime stays the last change's (the decider stamped this tick's,
-                # and a refusal at every tick moved it every tick while nothing scaled).
-                kept = dataclasses.replace(decision.state, last_scale_time=state.last_scale_time)
-                _memory[uid] = kept
-                new_status = new_status.model_copy(update={
-                    "scaling_state": kept.to_dict(), "last_scale_time": status.get("lastScaleTime")})
-                _scale_failed(kube, body, scaling, written, new_status, decision, current, exc, now, event)
-                return True
-            event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
+        # A scale's status and count go together (kube.client.writes_together): a stop between them left
+        # status saying the fleet was scaled when the count was never written.
+        with writes_together() if scaled else contextlib.nullcontext():
+            written = _write_status(kube, body, status, new_status, tuning, event, now)
+
+            verb = ("up" if decision.replicas > current else "down") if scaled else "none"
+            what = (f"scaled {verb} from {current} to {decision.replicas}" if scaled
+                    else f"holding {replicas_text(current)} ({ready} ready)")
+            if scaled and override.writers:  # a count set by hand put back: not a change of load
+                what += (f" (spec.replicas had been set to {current} elsewhere; the last tick asked for "
+                         f"{override.asked})")
+            # The gauges follow every tick, a scale the API refuses included (status says the same).
+            om.publish(namespace, name, decision.replicas, ready, (spec.scaling.floor, spec.scaling.max_replicas),
+                       spec.scaling.target_p95_milliseconds, obs.p95_ms, spec.scaling.tolerance)
+            if scaled:
+                try:
+                    kube.patch("Deployment", namespace, name, {"spec": {"replicas": decision.replicas}})
+                except API_ERRORS as exc:
+                    # Nothing changed: lastScaleTime stays the last change's (the decider stamped this tick's,
+                    # and a refusal at every tick moved it every tick while nothing scaled).
+                    kept = dataclasses.replace(decision.state, last_scale_time=state.last_scale_time)
+                    _memory[uid] = kept
+                    new_status = new_status.model_copy(update={
+                        "scaling_state": kept.to_dict(), "last_scale_time": status.get("lastScaleTime")})
+                    _scale_failed(kube, body, scaling, written, new_status, decision, current, exc, now, event)
+                    return True
+                event(body, "Normal", "Scaled", f"{what}: {decision.reason}: {decision.message}"[:1000])
         om.count_decision(namespace, name, verb, decision.reason)
         level = log_level(scaled, decision.reason, last, uid not in _logged)
         _logged.add(uid)
