@@ -234,6 +234,7 @@ def test_validate_body_with_metadata_not_a_mapping() -> None:
     ({"requests": {"cpu": "-1"}}, "requests.cpu: '-1' must be at least 0"),
     ({"limits": {"memory": -5}}, "limits.memory: -5 must be at least 0"),
     ({"limits": {"cpu": "-0.5m"}}, "limits.cpu: '-0.5m' must be at least 0"),
+    ({"limits": {"cpu": "2\n"}}, "limits.cpu: '2\\n' is not a Kubernetes quantity"),  # `$` matched before it
 ])
 def test_resource_quantities_are_checked_by_the_operator(resources: dict[str, Any], message: str) -> None:
     """runtime.resources is free-form in the CRD (Kubernetes' own ResourceRequirements): the operator

@@ -622,7 +622,7 @@ class RuntimeSpec(_Model):
                 raise ValueError(f"{kind} must be a map of resource name to quantity")
             for resource, quantity in block.items():
                 try:
-                    if isinstance(quantity, bool) or not _QUANTITY.match(str(quantity)):
+                    if isinstance(quantity, bool) or not _QUANTITY.fullmatch(str(quantity)):
                         raise ValueError(quantity)
                     parse_quantity(quantity)
                 except (ValueError, TypeError):

@@ -80,7 +80,7 @@ _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 def is_label_name(name: str) -> bool:
     """A Prometheus label name (the classic form every PromQL selector takes unquoted)."""
-    return bool(_LABEL_NAME.match(name))
+    return bool(_LABEL_NAME.fullmatch(name))
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class SeriesSelector:
 
     def __post_init__(self) -> None:
         for name in (self.namespace_label, self.service_label, self.model_label, *(k for k, _ in self.extra)):
-            if not _LABEL_NAME.match(name):
+            if not _LABEL_NAME.fullmatch(name):
                 raise ValueError(f"invalid Prometheus label name {name!r}")
 
     def extra_matchers(self) -> str:
