@@ -144,4 +144,3 @@ def test_a_listing_during_the_owners_first_pass_is_not_skipped(passes, monkeypat
     monkeypatch.setattr(handlers, "reconcile", slow_pass)
     handlers.reconcile_inference_service(body=OWNER)
     assert passes == ["first"] and listed == ["linear"]  # the listing reconciles the owner again
-
