@@ -84,6 +84,21 @@ def test_first_census_counts_running_pods_until_a_cold_start_is_known(known, exp
     assert c.startup_s == expected
 
 
+@pytest.mark.parametrize("last_tick, expected", [
+    (None, ()),            # no tick known: the last interval only
+    (T0 + 960, (970.0,)),  # a failover's 40 s gap: the pod that turned Ready in it counts
+    (T0 + 995, ()),        # within the interval: it is the interval that bounds
+])
+def test_a_first_census_after_a_handover_counts_the_pods_that_turned_ready_since_the_last_tick(last_tick, expected):
+    """auditJ D5: the new leader counted only pods Ready within the last interval, and one the old leader had
+    scaled up that turned Ready in the 16-32 s handover (a 970 s start, slower than any learned) was never
+    learned."""
+    now = T0 + 1000
+    since = first_census_since(now, 15.0, True, last_tick)
+    c = take_census([pod("p", created=0, ready_at=970)], frozenset(), since)
+    assert c.startup_s == expected
+
+
 STARTUP = {"periodSeconds": 5, "failureThreshold": 120}  # what the operator renders: 600 s
 
 
@@ -131,3 +146,16 @@ def test_pods_on_a_cordoned_node_are_draining_until_they_terminate():
     assert take_census(pods, frozenset(), T0, cordoned=frozenset({"gpu-0"})).draining == 1  # c is already going
     assert take_census(pods, frozenset(), T0, cordoned=frozenset({"gpu-0", "gpu-1"})).draining == 2
     assert take_census(pods, frozenset(), T0).draining == 0
+
+
+def test_the_last_tick_known_is_the_later_of_the_memorys_readings_and_the_stamp():
+    from tritonscale.scaling.decider import State
+    from tritonscale.scaling.tick import _last_tick_known
+
+    rates = State(rates=((T0 + 900.0, 10.0, 10.0), (T0 + 950.0, 10.0, 10.0)))
+    now = T0 + 1000
+    assert _last_tick_known({"lastTickTime": at(940)}, rates, now) == T0 + 950  # the reading is later
+    assert _last_tick_known({"lastTickTime": at(970)}, rates, now) == T0 + 970  # the stamp is later
+    assert _last_tick_known({}, State(), now) is None
+    assert _last_tick_known({"lastTickTime": at(2000)}, State(), now) is None  # ahead of this clock: not known
+    assert _last_tick_known({"lastTickTime": "yesterday"}, rates, now) == T0 + 950

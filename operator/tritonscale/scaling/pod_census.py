@@ -69,14 +69,20 @@ def start_budget_s(pod: dict[str, Any]) -> float | None:
     return max(budgets) if budgets else None
 
 
-def first_census_since(now: float, interval_s: float, cold_start_known: bool) -> float:
+def first_census_since(now: float, interval_s: float, cold_start_known: bool,
+                       last_tick: float | None = None) -> float:
     """Where the first census of a service (a new one, or any after an operator restart) starts
     counting cold starts. While none is known, every ready pod's: its creation and Ready times
     are still in the API, and a fleet that is already running would otherwise teach nothing
     until one more pod starts (the decider plans with a default cold start meanwhile). Once one
-    is known (restored from status after a restart), only pods that turned ready within the last
-    interval are new: the others were counted before."""
-    return now - interval_s if cold_start_known else -math.inf
+    is known (restored from status after a restart), only pods that turned ready since the last
+    tick known (``last_tick``: the memory's, None if it has none), or within the last interval if
+    that is longer ago, are new: the others were counted before. Within the last interval alone, a
+    pod the old leader scaled up that turned Ready during a failover's 16-32 s gap (a start slower
+    than the one learned, say) was never learned (auditJ D5)."""
+    if not cold_start_known:
+        return -math.inf
+    return now - interval_s if last_tick is None else min(now - interval_s, last_tick)
 
 
 def node_names(pods: Iterable[dict[str, Any]]) -> frozenset[str]:

@@ -287,19 +287,32 @@ def _serving(body: dict[str, Any], deployment: dict[str, Any]) -> tuple[str | No
 
 
 def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, now: float,
-            interval_s: float, cold_start_known: bool) -> tuple[PodCensus | None, int, str]:
-    """The Deployment's pods, counted; (None, 0, why) when they cannot be listed."""
+            interval_s: float, cold_start_known: bool,
+            last_tick: float | None = None) -> tuple[PodCensus | None, int, str]:
+    """The Deployment's pods, counted; (None, 0, why) when they cannot be listed. ``last_tick``: the
+    latest tick the restored memory knows of (``first_census_since``)."""
     match = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     selector = ",".join(f"{k}={v}" for k, v in sorted(match.items()))
     try:
         pods = kube.list_pods(namespace, selector) if selector else []
     except ApiException as exc:  # e.g. 403 with an older chart: scale without it, and say so
         return None, 0, f"cannot list the Deployment's pods: {exc.status} {exc.reason}"
-    last_tick, reported = _pods_seen.get(uid, (first_census_since(now, interval_s, cold_start_known), frozenset()))
+    since = first_census_since(now, interval_s, cold_start_known, last_tick)
+    last_tick, reported = _pods_seen.get(uid, (since, frozenset()))
     census = take_census(pods, reported, last_tick, _cordoned(kube, node_names(pods), now))
     _pods_seen[uid] = (now, census.ready_uids)
     live = sum(1 for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp"))
     return census, live, ""
+
+
+def _last_tick_known(status: Mapping[str, Any], state: State, now: float) -> float | None:
+    """The latest tick the memory read from status knows of: its newest rate reading (a tick with
+    metrics) or status.lastTickTime (written at least every TICK_STAMP_S), whichever is later; None
+    for neither, or a time not before now (a clock that ran ahead)."""
+    stamp = status.get("lastTickTime")
+    known = [t for t in (parse_time(stamp) if isinstance(stamp, str) else None,
+                         state.rates[-1][0] if state.rates else None) if t is not None and t < now]
+    return max(known) if known else None
 
 
 def _round(v: float | None, nd: int = 1) -> float | None:
@@ -620,7 +633,8 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         obs = snapshot.observation(namespace, name, model)
 
         census, live_pods, census_error = _census(kube, namespace, deployment, uid, now,
-                                                  float(spec.scaling.interval_seconds), state.cold_start_s is not None)
+                                                  float(spec.scaling.interval_seconds), state.cold_start_s is not None,
+                                                  _last_tick_known(status, state, now))
         serving, rolling_out = _serving(body, deployment)
         replicas = Replicas(current=current, ready=ready,
                             unschedulable=census.unschedulable if census else 0,
