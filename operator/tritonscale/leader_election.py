@@ -262,24 +262,34 @@ class FencedLeaseLock(LeaseLock):
         """Hand the Lease back (empty holder, 1 s duration, as client-go's release), if we
         still hold it. Further writes through this lock are refused."""
         self.released = True
-        try:  # fresh: the port does not keep the resourceVersion its updates return
-            lease = self.api_instance.read_namespaced_lease(self.name, self.namespace)
-        except Exception as exc:  # noqa: BLE001  (it then simply expires)
-            log.warning(f"could not release Lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}")
-            return False
-        if lease.spec is None or lease.spec.holder_identity != self.identity:
-            return False
-        now = datetime.datetime.now(datetime.timezone.utc)
-        lease.spec.holder_identity = ""
-        lease.spec.lease_duration_seconds = 1
-        lease.spec.renew_time = now
-        lease.spec.acquire_time = now
-        try:
-            self.api_instance.replace_namespaced_lease(name=self.name, namespace=self.namespace, body=lease)
-            return True
-        except Exception as exc:  # noqa: BLE001  (it then simply expires)
-            log.warning(f"could not release Lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}")
-            return False
+        for attempt in range(RELEASE_ATTEMPTS):
+            try:  # fresh: the port does not keep the resourceVersion its updates return
+                lease = self.api_instance.read_namespaced_lease(self.name, self.namespace)
+            except Exception as exc:  # noqa: BLE001  (it then simply expires)
+                log.warning(f"could not release Lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}")
+                return False
+            if lease.spec is None or lease.spec.holder_identity != self.identity:
+                return False
+            now = datetime.datetime.now(datetime.timezone.utc)
+            lease.spec.holder_identity = ""
+            lease.spec.lease_duration_seconds = 1
+            lease.spec.renew_time = now
+            lease.spec.acquire_time = now
+            try:
+                self.api_instance.replace_namespaced_lease(name=self.name, namespace=self.namespace, body=lease)
+                return True
+            except ApiException as exc:
+                # 409: a renewal already past the ``released`` check committed between the read and the
+                # write (auditJ D6: the Lease was then not handed back, and the standby waited out the
+                # lease). Read again: it is still ours, and no further renewal can slip in.
+                if exc.status == 409 and attempt + 1 < RELEASE_ATTEMPTS:
+                    continue
+                log.warning(f"could not release Lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}")
+                return False
+            except Exception as exc:  # noqa: BLE001  (it then simply expires)
+                log.warning(f"could not release Lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}")
+                return False
+        return False
 
     def _report(self, kind: str, error: str) -> None:
         """Log a lease error (``kind``: read or write) once when it starts and once when it clears, not
@@ -290,6 +300,10 @@ class FencedLeaseLock(LeaseLock):
         elif not error and last:
             log.info(f"Lease {self.namespace}/{self.name} {'reachable' if kind == 'read' else 'writable'} again")
         self._last_error[kind] = error
+
+
+# A release meeting a 409 reads the Lease again and retries: one renewal at most can have been in flight.
+RELEASE_ATTEMPTS = 3
 
 
 def _seconds(value: Any) -> float:

@@ -198,6 +198,30 @@ def test_release_hands_the_lease_back_once_and_refuses_further_writes():
     assert _election(b).try_acquire_or_renew() and store.holder() == "b"
 
 
+def test_a_release_that_meets_a_renewal_committing_under_it_reads_again_and_hands_the_lease_back():
+    """auditJ D6: a renewal already past the ``released`` check that committed between the release's read
+    and write made the release's write a 409; the Lease stayed ours, and the standby waited out the lease."""
+    store = LeaseStore()
+    lock = FencedLeaseLock("tritonscale", "ops", "a", store, clock=FakeClock())
+    election = _election(lock)
+    assert election.try_acquire_or_renew()
+    lock.get("tritonscale", "ops")  # the next renewal: read, its write in flight
+    in_flight = copy.deepcopy(lock.lease_reference)
+    read = store.read_namespaced_lease
+    landed = []
+
+    def read_then_the_renewal_lands(name, namespace, **kw):
+        lease = read(name, namespace, **kw)
+        if not landed:
+            store.replace_namespaced_lease(name, namespace, in_flight)
+            landed.append(True)
+        return lease
+
+    store.read_namespaced_lease = read_then_the_renewal_lands
+    assert lock.release() and landed
+    assert store.holder() == "" and store.leases["tritonscale"].spec.lease_duration_seconds == 1
+
+
 def test_lease_transitions_count_changes_of_holder_as_client_go_does():
     """`kubectl get lease -o yaml` shows how often leadership moved: kept on renewals, one more per
     change of holder (the port leaves the field unset)."""
