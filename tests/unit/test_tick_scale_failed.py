@@ -190,6 +190,57 @@ def test_prometheus_going_away_and_back_is_an_event(before, after, said):
         assert got[2].endswith(f"failed ticks) until {until}"), got
 
 
+def _ticks(states: list[tuple[float, str | None]], uid: str = "u-flap") -> list[tuple[float, str]]:
+    """``prometheus_event`` over ticks of (time, source failure or None for answers), each tick's status
+    the last one's: the events said, by time."""
+    from tritonscale.api import status as st
+
+    tick._prometheus_said.pop(uid, None)
+    status: dict[str, Any] | None = None
+    said = []
+    for t, failure in states:
+        new = st.InferenceServiceStatus(conditions=st.set_condition(
+            st.conditions_of(status), st.METRICS_AVAILABLE, failure is None, failure or "Available", "m", t))
+        got = tick.prometheus_event(uid, status, new, t)
+        if got is not None:
+            said.append((t, got[1]))
+        status = {"conditions": [c.model_dump(by_alias=True, exclude_none=True) for c in new.conditions]}
+    return said
+
+
+def test_a_flapping_prometheus_is_one_warning_and_one_all_clear() -> None:
+    """auditK D2: Prometheus up 6 s, down 5 s, three times, posted a Warning and a PrometheusAvailable at
+    every flap (7 Events in 2 minutes for one object, 2N for N objects). The Warning is said once while it
+    is outstanding, and the all-clear once Prometheus has answered for PROMETHEUS_BACK_S."""
+    down, up = "PrometheusUnavailable", None
+    flaps = [(0.0, up)] + [(t, down if (t // 2) % 5 in (3, 4) else up) for t in range(2, 60, 2)]
+    steady = [(float(t), up) for t in range(60, 200, 2)]
+    said = _ticks(flaps + steady)
+    assert [r for _, r in said] == ["PrometheusUnavailable", "PrometheusAvailable"], said
+    last_failure = max(t for t, f in flaps if f)
+    assert said[1][0] >= last_failure + tick.PROMETHEUS_BACK_S
+
+
+def test_an_outage_after_the_all_clear_is_warned_of_again_and_another_cause_at_once() -> None:
+    d, n = "PrometheusUnavailable", "PrometheusNotAllowed"
+    ticks = [(0.0, d), (15.0, None)] + [(15.0 + 15 * k, None) for k in range(1, 6)] + [(120.0, d), (135.0, n)]
+    assert [r for _, r in _ticks(ticks)] == [d, "PrometheusAvailable", d, n]
+
+
+def test_a_restarted_operator_takes_the_outage_status_shows_as_warned_of() -> None:
+    from tritonscale.api import status as st
+
+    tick._prometheus_said.pop("u-restart", None)
+    before = {"conditions": [{"type": "MetricsAvailable", "status": "False", "reason": "PrometheusUnavailable",
+                              "message": "m", "lastTransitionTime": "2026-11-27T00:00:00Z"}]}
+    up = st.InferenceServiceStatus(conditions=st.set_condition([], st.METRICS_AVAILABLE, True, "Available", "m",
+                                                               1000.0))
+    assert tick.prometheus_event("u-restart", before, up, 1000.0) is None  # not yet: answering since now
+    later = {"conditions": [c.model_dump(by_alias=True, exclude_none=True) for c in up.conditions]}
+    got = tick.prometheus_event("u-restart", later, up, 1000.0 + tick.PROMETHEUS_BACK_S)
+    assert got is not None and got[:2] == ("Normal", "PrometheusAvailable")
+
+
 def test_one_outage_is_one_warning_line_for_every_service_it_reaches() -> None:
     """200 InferenceServices on one Prometheus logged 200 warnings for its one outage (an exploration at
     scale, session 55): the first says it at WARNING, the rest at INFO for SAME_OUTAGE_S; each keeps its Event."""

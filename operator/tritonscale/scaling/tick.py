@@ -183,6 +183,7 @@ def forget(uid: str) -> None:
         _conflicts.pop(key, None)
     _memory.pop(uid, None)
     _pods_seen.pop(uid, None)
+    _prometheus_said.pop(uid, None)
     _valid_specs.pop(uid, None)
     _overridden.pop(uid, None)
     _overrides_seen.pop(uid, None)
@@ -396,6 +397,47 @@ def prometheus_transition(status: Mapping[str, Any] | None,
     return None
 
 
+# Per object: the source failure its last Prometheus Warning event named (None: none outstanding), and
+# since when Prometheus has answered after it. A flapping Prometheus (a restart loop, a round that times out
+# now and then) posted a Warning and a PrometheusAvailable event at every flap: 7 Events in 2 minutes for
+# one object, 2N for N objects on that Prometheus (auditK D2). Now the Warning is posted once per
+# outstanding cause, and its PrometheusAvailable once Prometheus has answered for PROMETHEUS_BACK_S; the
+# MetricsAvailable condition follows every tick, as before.
+_prometheus_said: dict[str, tuple[str | None, float | None]] = {}
+_prometheus_said_lock = threading.Lock()
+PROMETHEUS_BACK_S = 60.0
+
+
+def _down_reason(conds: list[st.Condition]) -> str | None:
+    c = next((c for c in conds if c.type == st.METRICS_AVAILABLE), None)
+    return c.reason if c is not None and c.status == "False" and c.reason in SOURCE_FAILURES else None
+
+
+def prometheus_event(uid: str, status: Mapping[str, Any] | None, new: st.InferenceServiceStatus,
+                     now: float) -> tuple[str, str, str] | None:
+    """The Event for Prometheus' state this tick, if any: ``prometheus_transition``'s, debounced. A Warning
+    for a cause already warned of and not yet followed by its PrometheusAvailable is not said again; the
+    PrometheusAvailable is said once Prometheus has answered for PROMETHEUS_BACK_S since the last failure
+    (a restarted operator takes a failure that status shows as warned of)."""
+    said = prometheus_transition(status, new)
+    down = _down_reason(new.conditions)
+    with _prometheus_said_lock:
+        warned, up_since = _prometheus_said.get(uid, (_down_reason(st.conditions_of(status)), None))
+        if down is not None:
+            _prometheus_said[uid] = (down, None)
+            return None if said is not None and said[0] == "Warning" and said[1] == warned else said
+        if warned is None:
+            _prometheus_said[uid] = (None, None)
+            return None
+        up_since = now if up_since is None else up_since
+        if now - up_since < PROMETHEUS_BACK_S:
+            _prometheus_said[uid] = (warned, up_since)
+            return None
+        _prometheus_said[uid] = (None, None)
+    metrics = next((c for c in new.conditions if c.type == st.METRICS_AVAILABLE), None)
+    return "Normal", "PrometheusAvailable", f"Prometheus answers again: {metrics.message if metrics else ''}"[:1000]
+
+
 # When each Prometheus outage warning (its reason and message) was last logged at WARNING: one outage is
 # one line per InferenceService that uses the URL -- 200 warnings for one problem at 200 objects. The
 # first says it at WARNING; the others within SAME_OUTAGE_S at INFO (each object keeps its own Event).
@@ -586,7 +628,7 @@ def _write_status(kube: Kube, body: dict[str, Any], status: dict[str, Any], new_
         patch = {**(patch or {}), "operator": OPERATOR_ID, "lastTickTime": st.rfc3339(now)}
         kube.patch_inference_service_status(namespace, name, patch, uid=body["metadata"]["uid"], current=status)
         _stamped.add(str(body["metadata"].get("uid")))
-    said = prometheus_transition(status, new_status)
+    said = prometheus_event(str(body["metadata"].get("uid")), status, new_status, now)
     if said is not None:
         event(body, *said)
         log.log(_transition_level(said, now), "%s/%s: %s: %s", namespace, name, said[1], said[2])
