@@ -51,14 +51,18 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """One control plane for the session, with charts/tritonscale installed by `helm install`
-    (default values: the CRD from its crds/, a ClusterRole) before the controllers start,
-    so the garbage collector knows InferenceServices from the beginning."""
+    (default values but one: the CRD from its crds/, a ClusterRole) before the controllers start,
+    so the garbage collector knows InferenceServices from the beginning. The plane runs the
+    OwnerReferencesPermissionEnforcement admission plugin, as OpenShift does, and the chart's
+    `auto` grants the delete it checks only where OpenShift's API is served: the install says so
+    (rbac.ownerReferencesPermissionEnforcement), or adopting orphaned children is refused."""
     plane = ControlPlane(tmp_path_factory.mktemp("control-plane"), audit_policy=AUDIT_POLICY,
                          progress=lambda line: print(f"control plane: {line}", file=sys.stderr))
     helm_dir = tmp_path_factory.mktemp("helm")
 
     def install(kubeconfig: Path) -> None:
-        plane.operator_install = install_chart(kubeconfig, helm_dir, RELEASE)
+        plane.operator_install = install_chart(kubeconfig, helm_dir, RELEASE,
+                                               {"rbac": {"ownerReferencesPermissionEnforcement": True}})
 
     try:
         plane.start(before_controllers=install)

@@ -251,6 +251,36 @@ def test_operator_deployment_non_default(rendered):
     assert resources == {"namespaces", "customresourcedefinitions", "nodes"}
 
 
+_DELETE_OF_CHILDREN = {("apps", "deployments", "delete"), ("", "services", "delete"),
+                       ("policy", "poddisruptionbudgets", "delete")}
+
+
+@pytest.mark.parametrize(("args", "granted"), [
+    ((), False),  # auto, and no OpenShift API: no delete of a Deployment, Service or PDB anywhere
+    (("--api-versions", "config.openshift.io/v1"), True),  # auto on OpenShift
+    (("--set", "rbac.ownerReferencesPermissionEnforcement=true"), True),
+    (("--set", "rbac.ownerReferencesPermissionEnforcement=false", "--api-versions", "config.openshift.io/v1"), False),
+    (("--set-json", 'watchNamespaces=["a"]', "--set", "rbac.ownerReferencesPermissionEnforcement=true"), True),
+])
+def test_delete_on_the_children_is_granted_only_for_the_admission_plugin_that_checks_it(args, granted):
+    """auditK D3: the ClusterRole granted delete on every Deployment, Service and PodDisruptionBudget of the
+    cluster (kube-system's too) for the OwnerReferencesPermissionEnforcement plugin alone, which most clusters
+    do not run. ConfigMaps keep theirs: unmounted configs are deleted."""
+    from support.chart_render import rbac_grants
+
+    objects = [d for d in yaml.safe_load_all(helm("template", "tritonscale", str(CHART), "--namespace", NAMESPACE,
+                                                  *args)) if d]
+    grants = rbac_grants(objects, ("ClusterRole", "Role"))
+    assert (_DELETE_OF_CHILDREN <= grants) is granted and not (_DELETE_OF_CHILDREN & grants and not granted)
+    assert ("", "configmaps", "delete") in grants
+
+
+def test_the_adoption_grant_takes_auto_true_or_false_only():
+    proc = subprocess.run([helm_binary(), "template", "x", str(CHART), "--set",
+                           "rbac.ownerReferencesPermissionEnforcement=yes"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "ownerReferencesPermissionEnforcement" in proc.stderr
+
+
 def test_replica_count_2_renders_leader_election_pdb_and_anti_affinity(tmp_path):
     """`helm template --set replicaCount=2`: everything two replicas need."""
     objects = [d for d in yaml.safe_load_all(helm("template", "tritonscale", str(CHART), "--namespace", NAMESPACE,

@@ -62,9 +62,19 @@ The rules the operator needs on namespaced resources, shared by the ClusterRole
 (cluster-wide mode) and the per-namespace Roles. Each one was derived from the
 API requests the real operator makes (tests/integration/test_rbac.py checks them).
 No wildcards: `patch` is the only write besides `create` (the operator never
-PUTs, never uses server-side apply, and never deletes: children go by
-ownerReference garbage collection).
+PUTs, never uses server-side apply, and deletes only config ConfigMaps no pod
+mounts: children go by ownerReference garbage collection).
 */}}
+{{/*
+`, "delete"` where rbac.ownerReferencesPermissionEnforcement grants it (auto: on OpenShift).
+*/}}
+{{- define "tritonscale.adoptionDelete" -}}
+{{- $v := toString .Values.rbac.ownerReferencesPermissionEnforcement -}}
+{{- if or (eq $v "true") (and (eq $v "auto") (.Capabilities.APIVersions.Has "config.openshift.io/v1")) -}}
+, "delete"
+{{- end -}}
+{{- end }}
+
 {{- define "tritonscale.namespacedRules" -}}
 # InferenceServices: Kopf lists and watches them, reads one when a child changes,
 # and patches metadata (finalizer, progress and last-handled annotations).
@@ -84,16 +94,16 @@ ownerReference garbage collection).
   verbs: ["update"]
 # The children: Triton Deployment (the autoscaler patches spec.replicas), Service,
 # config.pbtxt ConfigMaps, PodDisruptionBudget. Watched for drift, read, created,
-# merge-patched. No request deletes a Deployment, Service or PodDisruptionBudget; the
-# delete grant is what OwnerReferencesPermissionEnforcement checks before it lets an
-# ownerReference be set on an existing object: adopting the children a
-# `kubectl delete --cascade=orphan` left.
+# merge-patched. No request deletes a Deployment, Service or PodDisruptionBudget; a
+# delete grant (rbac.ownerReferencesPermissionEnforcement) is what that admission
+# plugin checks before it lets an ownerReference be set on an existing object:
+# adopting the children a `kubectl delete --cascade=orphan` left.
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch"{{ include "tritonscale.adoptionDelete" . }}]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch"{{ include "tritonscale.adoptionDelete" . }}]
 # One immutable ConfigMap per config.pbtxt: the ones no pod template mounts any more
 # (neither the Deployment's nor a ReplicaSet's it keeps as history) are deleted.
 - apiGroups: [""]
@@ -104,7 +114,7 @@ ownerReference garbage collection).
   verbs: ["list"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch"{{ include "tritonscale.adoptionDelete" . }}]
 # The autoscaler lists each Deployment's pods (by its selector) every tick: pods
 # the scheduler cannot place (e.g. insufficient nvidia.com/gpu) stop further
 # scale-up, and the cold starts of pods that became ready tune it.
