@@ -38,6 +38,13 @@ operator needs:
   once, with the API server's message.
 - ``spec.leaseTransitions`` counts the Lease's changes of holder, as client-go's does (the port
   leaves it unset), so ``kubectl get lease -o yaml`` shows how often leadership moved.
+- **The port's clock runs at the monotonic clock's rate.** It measures expiry (when it observed the
+  last change, against now) and its renew loop's deadline with ``time.time()``, so a standby whose
+  wall clock was stepped back (an NTP correction) took over that much later: 76 s after the leader's
+  last renewal for a 60 s step, 616 s for 600 s (auditJ D3). ``_SteadyTime`` replaces the port
+  module's ``time``: the wall clock at start plus monotonic time since (client-go gets this from Go's
+  monotonic clock readings). The renewTime it writes into the Lease is informational; candidates
+  compare records, not times.
 - The ``tritonscale_leader`` gauge and the ``/healthz`` answer.
 """
 
@@ -68,6 +75,25 @@ log = logging.getLogger("tritonscale.leader_election")
 LEADER = Gauge("tritonscale_leader", "1 while this operator replica holds the leader Lease and acts, else 0")
 
 WATCHDOG_PERIOD_S = 0.1  # against a 5 s margin (lease 15 s - renew deadline 10 s): negligible
+
+
+class _SteadyTime:
+    """What the port module reads as ``time``: ``time()`` is the wall clock when this was made plus the
+    monotonic time since, so a step of the wall clock moves no expiry; ``sleep`` is time's."""
+
+    def __init__(self, wall: Callable[[], float] = time.time, mono: Callable[[], float] = time.monotonic) -> None:
+        self._mono = mono
+        self._offset = wall() - mono()
+
+    def time(self) -> float:
+        return self._offset + self._mono()
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+
+
+leaderelection.time = _SteadyTime()
 
 
 class NotLeader(RuntimeError):

@@ -45,7 +45,8 @@ def test_injection_attempt_stays_inside_one_matcher():
     assert "or vector(1)" in m and '\\"} or vector(1)' in m
 
 
-@pytest.mark.parametrize("bad", ["has space", 'q"uote', "1starts_with_digit", "dash-ed", "job\n"])  # a newline: auditK D6
+# "job\n": a trailing newline passed `$` (auditK D6)
+@pytest.mark.parametrize("bad", ["has space", 'q"uote', "1starts_with_digit", "dash-ed", "job\n"])
 def test_label_names_are_validated(bad):
     with pytest.raises(ValueError):
         SeriesSelector(service_label=bad)
