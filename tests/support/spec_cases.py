@@ -213,6 +213,22 @@ RULE_CASES: tuple[Case, ...] = (
     Case("fp16-onnx-default-gpus", {"model.backend": "onnxruntime", "model.precision": "fp16", "runtime": DELETE}),
     Case("fp16-python-gpus-0", {"model.precision": "fp16"}, ("spec.model.precision", "spec.model.precision")),
     Case("fp32-pytorch-cpu", {"model.backend": "pytorch"}),
+    # --- what Triton refuses to load (auditL, a real tritonserver 2.51): the pods would crash-loop ---
+    Case("tensorrt-gpus-0", {"model.backend": "tensorrt"}, ("spec.model.backend",), ("runs only on GPUs",)),
+    Case("tensorrt-gpus-1", {"model.backend": "tensorrt", "runtime.gpus": 1}),
+    Case("ordered-delay-with-derived-timeout", {"batching.preserveOrdering": True, "batching.timeoutAction": "DELAY"},
+         ("spec.batching.timeoutAction",), ("cannot go with batching.preserveOrdering",)),
+    Case("ordered-delay-with-timeout", {"batching.preserveOrdering": True, "batching.timeoutAction": "DELAY",
+                                        "batching.queueTimeoutMicroseconds": 5000, "scaling.targetP95Milliseconds":
+                                        DELETE}, ("spec.batching.timeoutAction",)),
+    Case("ordered-delay-timeout-0", {"batching.preserveOrdering": True, "batching.timeoutAction": "DELAY",
+                                     "batching.queueTimeoutMicroseconds": 0}),
+    Case("ordered-delay-no-target", {"batching.preserveOrdering": True, "batching.timeoutAction": "DELAY",
+                                     "scaling.targetP95Milliseconds": DELETE}),
+    Case("ordered-reject", {"batching.preserveOrdering": True}),
+    Case("unordered-delay", {"batching.timeoutAction": "DELAY"}),
+    Case("ordered-delay-batching-off", {"batching.preserveOrdering": True, "batching.timeoutAction": "DELAY",
+                                        "batching.enabled": False}),
     # --- several at once: problems come in rules.py order, spec rules before scaling rules ---
     Case("everything-at-once",
          {"model.precision": "int8", "model.warmup.batchSizes": [64], "scaling.minReplicas": 9,

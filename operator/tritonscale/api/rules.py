@@ -148,6 +148,24 @@ def _tensorrt_precision_needs_gpu(spec: InferenceServiceSpec) -> bool:
     return spec.model.precision == "fp32" or spec.runtime.gpus > 0
 
 
+def _ordered_queue_rejects(spec: InferenceServiceSpec) -> bool:
+    # Triton refuses a dynamic batcher with preserve_ordering and a DELAY queue policy that has a timeout
+    # ("Queue policy can not have DELAY as timeout action when 'preserve_ordering' is true"), and the pod,
+    # run with --exit-on-error, crash-loops (auditL D1, on a real tritonserver 2.51). The timeout is the
+    # spec's, or the one the operator derives from targetP95Milliseconds.
+    from tritonscale.api.spec import effective_queue_timeout_us
+
+    b = spec.batching
+    return b is None or not b.enabled or not b.preserve_ordering or b.timeout_action != "DELAY" \
+        or effective_queue_timeout_us(spec) == 0
+
+
+def _tensorrt_needs_gpu(spec: InferenceServiceSpec) -> bool:
+    # The TensorRT backend loads only on GPU instances ("TensorRT backend supports only GPU device"): a
+    # CPU-only service renders KIND_CPU, and its pods crash-loop (auditL D2).
+    return spec.model.backend != "tensorrt" or spec.runtime.gpus > 0
+
+
 def _min_le_max(scaling: ScalingSpec) -> bool:
     return scaling.min_replicas <= scaling.max_replicas
 
@@ -265,6 +283,26 @@ SPEC_RULES: tuple[Rule, ...] = (
         message="model.precision fp16/int8 uses TensorRT, which needs runtime.gpus >= 1",
         field="model.precision",
         holds=_tensorrt_precision_needs_gpu,
+    ),
+    Rule(
+        scope="",
+        cel="self.model.backend != 'tensorrt' || !has(self.runtime) || self.runtime.gpus > 0",
+        message="model.backend tensorrt runs only on GPUs: it needs runtime.gpus >= 1 (Triton's TensorRT backend "
+        "refuses a CPU instance, and the pods would crash-loop)",
+        field="model.backend",
+        holds=_tensorrt_needs_gpu,
+    ),
+    Rule(
+        scope="",
+        cel="!has(self.batching) || !self.batching.enabled || !self.batching.preserveOrdering || "
+        "self.batching.timeoutAction != 'DELAY' || "
+        "(has(self.batching.queueTimeoutMicroseconds) ? self.batching.queueTimeoutMicroseconds == 0 : "
+        "(!has(self.scaling) || !has(self.scaling.targetP95Milliseconds)))",
+        message="batching.timeoutAction DELAY cannot go with batching.preserveOrdering while a queue timeout is in "
+        "force (batching.queueTimeoutMicroseconds, or the one derived from scaling.targetP95Milliseconds): Triton "
+        "refuses the model and the pods would crash-loop; use timeoutAction REJECT, or queueTimeoutMicroseconds 0",
+        field="batching.timeoutAction",
+        holds=_ordered_queue_rejects,
     ),
 )
 

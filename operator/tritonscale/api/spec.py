@@ -723,7 +723,8 @@ class ScalingSpec(_Model):
         default=None, gt=0, le=600_000,
         description="p95 latency objective. Without it the service is held at minReplicas + warmBuffer. "
                     "With batching enabled and no batching.queueTimeoutMicroseconds, Triton's queue timeout "
-                    "follows it (twice the target, in config.pbtxt), so changing it rolls the pods, each a "
+                    "follows it (twice the target, and at least the queue delay plus the target, in config.pbtxt), "
+                    "so changing it rolls the pods, each a "
                     "cold start.",
     )
     interval_seconds: int = Field(
