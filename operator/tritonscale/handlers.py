@@ -475,12 +475,23 @@ _without_finalizer(autoscale)
 # or a URL not allowed stayed 0 for good after the last object using it changed or went (an alert on it
 # then fired until a restart).
 _source_label: dict[str, str] = {}
+# By URL label: the objects whose last round under it failed. The gauge is 1 only while none did: set by each
+# object's tick alone, two objects on URLs shown alike (a tenant's own credentials, ***) flipped it 1, 0, 1 at
+# every tick, and an alert waiting 10 minutes for 0 never fired for the one failing for good (auditM D4).
+_source_failing: dict[str, set[str]] = {}
 
 
 def _source_checked(uid: str, label: str, ok: bool) -> None:
     old = _source_label.get(uid)
     _source_label[uid] = label
-    om.source_checked(label, ok)
+    if old is not None and old != label:
+        _source_failing.get(old, set()).discard(uid)
+    failing = _source_failing.setdefault(label, set())
+    if ok:
+        failing.discard(uid)
+    else:
+        failing.add(uid)
+    om.source_checked(label, ok, up=not failing)
     if old is not None and old != label:
         _source_unused(old)
 
@@ -488,12 +499,16 @@ def _source_checked(uid: str, label: str, ok: bool) -> None:
 def _source_gone(uid: str) -> None:
     old = _source_label.pop(uid, None)
     if old is not None:
+        _source_failing.get(old, set()).discard(uid)
         _source_unused(old)
 
 
 def _source_unused(label: str) -> None:
     if label not in _source_label.values():
+        _source_failing.pop(label, None)
         om.forget_url(label)
+    elif not _source_failing.get(label):
+        om.source_up(label, True)  # the object that failed under it went: the others answer
 
 
 def not_allowed(url: str | None) -> str | None:

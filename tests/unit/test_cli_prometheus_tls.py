@@ -271,6 +271,7 @@ def test_a_source_label_no_object_reports_any_more_goes(monkeypatch):
     from tritonscale import handlers
 
     monkeypatch.setattr(handlers, "_source_label", {})
+    monkeypatch.setattr(handlers, "_source_failing", {})
 
     def up(label: str) -> float | None:
         return REGISTRY.get_sample_value("tritonscale_metric_source_up", {"url": label})
@@ -284,3 +285,32 @@ def test_a_source_label_no_object_reports_any_more_goes(monkeypatch):
     assert up("") is None
     handlers._source_gone("uid-a")
     assert up("http://prom:9090") is None
+
+
+def test_the_source_gauge_is_0_while_any_object_on_the_url_fails(monkeypatch):
+    """auditM D4: two objects on URLs shown alike (each tenant's own credentials, both http://***@prom:9090)
+    set the gauge in turn, 1, 0, 1 at every tick, so TritonscaleMetricsFailing (0 for 10 minutes) never
+    fired for the one whose credentials are wrong. It is 0 while any fails, 1 once none does."""
+    from prometheus_client import REGISTRY
+
+    from tritonscale import handlers
+
+    monkeypatch.setattr(handlers, "_source_label", {})
+    monkeypatch.setattr(handlers, "_source_failing", {})
+    shown = handlers.shown_url("http://alice:right@prom:9090")
+    assert handlers.shown_url("http://bob:WRONG@prom:9090") == shown
+
+    def up() -> float | None:
+        return REGISTRY.get_sample_value("tritonscale_metric_source_up", {"url": shown})
+
+    for _ in range(3):  # ticks in turn
+        handlers._source_checked("uid-alice", shown, True)
+        assert up() == 0.0 or _ == 0
+        handlers._source_checked("uid-bob", shown, False)
+        assert up() == 0.0
+    handlers._source_checked("uid-bob", shown, True)  # bob's credentials fixed
+    assert up() == 1.0
+    handlers._source_checked("uid-bob", shown, False)
+    handlers._source_gone("uid-bob")  # the failing one deleted: alice answers
+    assert up() == 1.0
+    handlers._source_gone("uid-alice")

@@ -35,21 +35,28 @@ METRIC_FAILURES = Counter("tritonscale_metric_source_failures",
                           ("url",))
 
 
-# 1 when the last check of a Prometheus URL answered, 0 when it failed (by URL as shown: credentials as
-# ***; "" for no URL at all): what an alert on a failing source reads -- a rate of the failures stayed
+# 1 when the last round of every InferenceService that queries a Prometheus URL answered, 0 when one
+# failed (by URL as shown: credentials as ***; "" for no URL at all): what an alert on a failing source reads -- a rate of the failures stayed
 # above 0 for its whole range after one failure, and read "failing" minutes after the source was back.
 METRIC_SOURCE_UP = Gauge("tritonscale_metric_source_up",
-                         "1 if the autoscaler's last Prometheus query round for this URL answered, else 0", ("url",))
+                         "1 if the last Prometheus query round of every InferenceService using this URL answered, else 0",
+                         ("url",))
 # An upgrade's progress: fleets still to roll to the new pod template (reconcile.upgrade_rollouts)
 UPGRADE_WAITING = Gauge("tritonscale_upgrade_waiting_fleets",
                         "InferenceServices whose new pod template from an operator upgrade waits for other "
                         "fleets' rollouts (--max-upgrade-rollouts)")
 
 
-def source_checked(url: str, ok: bool) -> None:
-    METRIC_SOURCE_UP.labels(url).set(1 if ok else 0)
+def source_checked(url: str, ok: bool, up: bool | None = None) -> None:
+    """One object's round under ``url``: counted if it failed; the gauge says ``up`` (whether every object
+    that queries it answered last; ``ok`` if not given)."""
+    source_up(url, ok if up is None else up)
     if not ok:
         METRIC_FAILURES.labels(url).inc()
+
+
+def source_up(url: str, up: bool) -> None:
+    METRIC_SOURCE_UP.labels(url).set(1 if up else 0)
 
 
 def forget_url(url: str) -> None:
