@@ -36,11 +36,12 @@ METRIC_FAILURES = Counter("tritonscale_metric_source_failures",
 
 
 # 1 when the last round of every InferenceService that queries a Prometheus URL answered, 0 when one
-# failed (by URL as shown: credentials as ***; "" for no URL at all): what an alert on a failing source reads -- a rate of the failures stayed
-# above 0 for its whole range after one failure, and read "failing" minutes after the source was back.
+# failed (by URL as shown: credentials as ***; "" for no URL at all): what an alert on a failing source
+# reads -- a rate of the failures stayed above 0 for its whole range after one failure, and read
+# "failing" minutes after the source was back.
 METRIC_SOURCE_UP = Gauge("tritonscale_metric_source_up",
-                         "1 if the last Prometheus query round of every InferenceService using this URL answered, else 0",
-                         ("url",))
+                         "1 if the last Prometheus query round of every InferenceService using this URL "
+                         "answered, else 0", ("url",))
 # An upgrade's progress: fleets still to roll to the new pod template (reconcile.upgrade_rollouts)
 UPGRADE_WAITING = Gauge("tritonscale_upgrade_waiting_fleets",
                         "InferenceServices whose new pod template from an operator upgrade waits for other "
