@@ -261,6 +261,9 @@ _DELETE_OF_CHILDREN = {("apps", "deployments", "delete"), ("", "services", "dele
     (("--set", "rbac.ownerReferencesPermissionEnforcement=true"), True),
     (("--set", "rbac.ownerReferencesPermissionEnforcement=false", "--api-versions", "config.openshift.io/v1"), False),
     (("--set-json", 'watchNamespaces=["a"]', "--set", "rbac.ownerReferencesPermissionEnforcement=true"), True),
+    # unset (helm upgrade --reuse-values from a release before the value): auto
+    (("--set", "rbac.ownerReferencesPermissionEnforcement=null", "--api-versions", "config.openshift.io/v1"), True),
+    (("--set", "rbac.ownerReferencesPermissionEnforcement=null"), False),
 ])
 def test_delete_on_the_children_is_granted_only_for_the_admission_plugin_that_checks_it(args, granted):
     """auditK D3: the ClusterRole granted delete on every Deployment, Service and PodDisruptionBudget of the

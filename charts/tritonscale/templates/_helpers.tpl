@@ -69,7 +69,9 @@ mounts: children go by ownerReference garbage collection).
 `, "delete"` where rbac.ownerReferencesPermissionEnforcement grants it (auto: on OpenShift).
 */}}
 {{- define "tritonscale.adoptionDelete" -}}
-{{- $v := toString .Values.rbac.ownerReferencesPermissionEnforcement -}}
+{{- /* unset (helm upgrade --reuse-values from a release before the value existed): auto */ -}}
+{{- $raw := .Values.rbac.ownerReferencesPermissionEnforcement -}}
+{{- $v := ternary "auto" (toString $raw) (kindIs "invalid" $raw) -}}
 {{- if or (eq $v "true") (and (eq $v "auto") (.Capabilities.APIVersions.Has "config.openshift.io/v1")) -}}
 , "delete"
 {{- end -}}
