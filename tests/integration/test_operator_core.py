@@ -944,3 +944,25 @@ def test_a_large_spec_applied_with_kubectl_is_handled_without_errors(api_client,
     time.sleep(1.0)
     assert "Too long" not in op.output() and "Traceback" not in op.output(), op.output()[-3000:]
     assert op.alive()
+
+
+def test_a_spec_an_operator_only_rule_refuses_is_admitted_and_reported_and_stays_writable(
+        api_client, namespace, start_operator):
+    """An OPERATOR_ONLY rule (rules.py: added while objects that break it may exist) is not in the CRD: the API
+    server does not ratchet a spec-wide CEL rule for an unchanged object, and such an object's every write -- its
+    status, a finalizer's removal -- was refused (auditO D1). The operator says SpecValid=False naming the field,
+    creates nothing, and the object can still be annotated and deleted."""
+    start_operator()
+    k = Cluster(api_client, namespace)
+    body = sample(namespace)
+    body["metadata"]["name"] = "trt"
+    body["spec"]["model"]["backend"] = "tensorrt"
+    body["spec"]["runtime"]["gpus"] = 0
+    k.create(body)
+    cond = wait_for(lambda: (c := k.condition("trt", "SpecValid")) and c["status"] == "False" and c, 10,
+                    what="SpecValid=False")
+    assert "spec.model.backend" in cond["message"] and "runs only on GPUs" in cond["message"], cond
+    assert not exists(k.apps.read_namespaced_deployment, "trt", namespace)
+    k.patch("trt", {"metadata": {"annotations": {"note": "still writable"}}})
+    k.custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "trt")
+    wait_for(lambda: not exists(k.get, "trt"), 10, what="trt deleted")

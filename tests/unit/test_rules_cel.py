@@ -24,7 +24,7 @@ import pytest
 from support import spec_cases as table
 from support.cel_eval import cel_message, cel_verdict, crd_defaulted
 from tritonscale.api.crd import openapi_schema
-from tritonscale.api.rules import ALL_RULES, Rule
+from tritonscale.api.rules import CEL_RULES, Rule
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.api.validation import NAME_MAX, validate_name
 
@@ -79,14 +79,14 @@ PREPARED = [Prepared(c) for c in ALL_CASES]
 
 
 def test_every_rule_has_a_scope_the_renderings_have() -> None:
-    for rule in ALL_RULES:
+    for rule in CEL_RULES:
         for p in PREPARED:
             for name in RENDERINGS:
                 assert isinstance(at_scope(p.plain[name], rule.scope), dict), (rule.scope, name, p.case.id)
 
 
 @pytest.mark.parametrize("rendering", RENDERINGS)
-@pytest.mark.parametrize("rule", ALL_RULES, ids=[f"{i}-{r.field}" for i, r in enumerate(ALL_RULES)])
+@pytest.mark.parametrize("rule", CEL_RULES, ids=[f"{i}-{r.field}" for i, r in enumerate(CEL_RULES)])
 def test_cel_agrees_with_python(rule: Rule, rendering: str) -> None:
     disagreements = []
     for p in PREPARED:
@@ -98,7 +98,7 @@ def test_cel_agrees_with_python(rule: Rule, rendering: str) -> None:
     assert not disagreements, f"{rule.cel!r}:\n" + "\n".join(disagreements)
 
 
-SHOWING = [r for r in ALL_RULES if r.shown]
+SHOWING = [r for r in CEL_RULES if r.shown]
 
 
 @pytest.mark.parametrize("rendering", RENDERINGS)
@@ -128,9 +128,9 @@ def test_the_scaling_rules_show_their_values() -> None:
 @pytest.mark.parametrize("rendering", RENDERINGS)
 def test_each_rule_both_passes_and_fails_under_cel(rendering: str) -> None:
     """Guards the agreement test against a table where some CEL rule is constant."""
-    seen: dict[str, set[bool]] = {r.cel: set() for r in ALL_RULES}
+    seen: dict[str, set[bool]] = {r.cel: set() for r in CEL_RULES}
     for p in PREPARED:
-        for rule in ALL_RULES:
+        for rule in CEL_RULES:
             seen[rule.cel].add(cel_verdict(rule.cel, at_scope(p.cel[rendering], rule.scope)))
     assert all(v == {True, False} for v in seen.values()), {k: v for k, v in seen.items() if v != {True, False}}
 

@@ -1,4 +1,4 @@
-"""Cross-field rules, declared once and enforced twice.
+"""Cross-field rules, declared once and enforced twice (most of them; see OPERATOR_ONLY).
 
 Each rule carries the CEL expression that goes into the CRD's
 ``x-kubernetes-validations`` (so a real API server rejects the object at
@@ -17,6 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+# A rule added once objects may exist that break it is the operator's alone (``cel=None``): the API server
+# does not ratchet a CEL rule on ``spec`` for an object whose spec did not change (auditO, session 85, on a
+# real kube-apiserver 1.35: after the new CRD was applied, every write to such an object -- its status, an
+# annotation, the removal of a finalizer -- was refused with 422, so the operator could not say SpecValid=False
+# and a deletion waiting on an old finalizer never finished). Transition rules (optionalOldSelf) would ratchet
+# them, but need Kubernetes 1.30, and the chart supports 1.28. The operator refuses such a spec in status,
+# and `tritonscale render` and the CLI's checks before any write, as they do every rule.
+
 if TYPE_CHECKING:  # spec.py imports this module to put the CEL rules in its schema
     from tritonscale.api.spec import BatchingSpec, InferenceServiceSpec, ScalingSpec
 
@@ -26,7 +34,8 @@ class Rule:
     """One cross-field rule on the object at ``scope`` (a dotted path under ``spec``)."""
 
     scope: str  # "" for spec itself, else e.g. "scaling"
-    cel: str  # evaluated with `self` bound to the object at scope
+    # evaluated with `self` bound to the object at scope; None: the operator's alone (OPERATOR_ONLY)
+    cel: str | None
     message: str
     field: str  # field path reported to the user, relative to spec
     holds: Callable[[Any], bool]  # Python twin of `cel`, on the pydantic model at scope
@@ -286,7 +295,7 @@ SPEC_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         scope="",
-        cel="self.model.backend != 'tensorrt' || !has(self.runtime) || self.runtime.gpus > 0",
+        cel=None,  # added in session 85: OPERATOR_ONLY (its CEL: self.model.backend != 'tensorrt' || ...)
         message="model.backend tensorrt runs only on GPUs: it needs runtime.gpus >= 1 (Triton's TensorRT backend "
         "refuses a CPU instance, and the pods would crash-loop)",
         field="model.backend",
@@ -294,10 +303,7 @@ SPEC_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         scope="",
-        cel="!has(self.batching) || !self.batching.enabled || !self.batching.preserveOrdering || "
-        "self.batching.timeoutAction != 'DELAY' || "
-        "(has(self.batching.queueTimeoutMicroseconds) ? self.batching.queueTimeoutMicroseconds == 0 : "
-        "(!has(self.scaling) || !has(self.scaling.targetP95Milliseconds)))",
+        cel=None,  # added in session 85: OPERATOR_ONLY
         message="batching.timeoutAction DELAY cannot go with batching.preserveOrdering while a queue timeout is in "
         "force (batching.queueTimeoutMicroseconds, or the one derived from scaling.targetP95Milliseconds): Triton "
         "refuses the model and the pods would crash-loop; use timeoutAction REJECT, or queueTimeoutMicroseconds 0",
@@ -335,12 +341,17 @@ SCALING_RULES: tuple[Rule, ...] = (
 )
 
 ALL_RULES: tuple[Rule, ...] = SPEC_RULES + SCALING_RULES
+# The rules the API server enforces too (in the CRD), and the fields the operator's alone name.
+CEL_RULES: tuple[Rule, ...] = tuple(r for r in ALL_RULES if r.cel is not None)
+OPERATOR_ONLY_FIELDS: frozenset[str] = frozenset("spec." + r.field for r in ALL_RULES if r.cel is None)
 
 
 def cel_block(rules: tuple[Rule, ...]) -> list[dict[str, str]]:
     """The ``x-kubernetes-validations`` list for a schema node."""
     out = []
     for r in rules:
+        if r.cel is None:
+            continue
         v = {"rule": r.cel, "message": r.message,
              "fieldPath": "." + r.field.split(".", 1)[1] if r.scope else "." + r.field}
         if (expression := r.message_expression()) is not None:
