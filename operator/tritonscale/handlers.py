@@ -113,7 +113,7 @@ def _events_for(body: Any) -> Any:
 def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> None:
     meta = body.get("metadata", {})
     key = (str(meta.get("namespace")), str(meta.get("name")))
-    _pass_starts(*key)
+    _pass_starts(*key, str(meta.get("uid") or "") or None)
     try:
         outcome = reconcile(_kube(), dict(body), _events_for(body))
         _passed(*key, outcome)
@@ -163,13 +163,18 @@ _seen: dict[tuple[str, str], dict[str, str]] = {}
 # at a start, the create) is still to come, and reads every child itself; a listing during a pass may show
 # a change the pass read too early, and is not skipped.
 _passed_once: set[tuple[str, str]] = set()
+# By (namespace, name): the uid of the object the last pass was of, so a deleted object's clean-up leaves a
+# new one of its name alone.
+_pass_uids: dict[tuple[str, str], str] = {}
 
 
-def _pass_starts(namespace: str, name: str) -> None:
+def _pass_starts(namespace: str, name: str, uid: str | None = None) -> None:
     """Before a pass: it may fail half way, so nothing is known until it ends; and a listing from now on may
     show what it did not read."""
     _seen.pop((namespace, name), None)
     _passed_once.add((namespace, name))
+    if uid:
+        _pass_uids[(namespace, name)] = uid
 
 
 def _passed(namespace: str, name: str, outcome: Any) -> None:
@@ -188,7 +193,14 @@ def _passed(namespace: str, name: str, outcome: Any) -> None:
         om.UPGRADE_WAITING.set(len(_upgrade_waiters))
 
 
-def _forget_passes(namespace: str, name: str) -> None:
+def _forget_passes(namespace: str, name: str, uid: str | None = None) -> None:
+    """Forget what passes of the object left (a deleted one's: its upgrade waiter kept
+    tritonscale_upgrade_waiting_fleets above 0 for a fleet that no longer exists, auditN F1). With ``uid``:
+    only while the last pass was of that object, not of a new one of its name."""
+    last = _pass_uids.get((namespace, name))
+    if uid is not None and last is not None and last != uid:
+        return
+    _pass_uids.pop((namespace, name), None)
     _seen.pop((namespace, name), None)
     _passed_once.discard((namespace, name))
     with _upgrade_lock:
@@ -222,7 +234,7 @@ def _reconcile_owner(namespace: str, name: str) -> None:
         if owner is None or owner["metadata"].get("deletionTimestamp"):
             _forget_passes(namespace, name)
             return  # the owner is gone; garbage collection removes the children
-        _pass_starts(namespace, name)
+        _pass_starts(namespace, name, owner["metadata"].get("uid"))
         _passed(namespace, name, reconcile(kube, owner, _events_for(owner)))
     except API_ERRORS as exc:
         # A 404: the owner or a child vanished between our read and our write: the garbage
@@ -406,8 +418,9 @@ def _forget_object(tick: asyncio.Task[Any] | None, uid: str, namespace: str, nam
     if tick is not None and not tick.cancelled():
         tick.exception()  # its outcome no longer matters, but is taken (no "exception never retrieved")
     autoscaler.forget(uid)
-    om.forget(namespace, name)
+    om.forget(namespace, name, uid)
     _source_gone(uid)
+    _forget_passes(namespace, name, uid)
 
 
 def _handled_generation(body: Any) -> Any:

@@ -47,7 +47,7 @@ def _stub_ticks(monkeypatch: pytest.MonkeyPatch, run_tick: Any, forgotten: list[
     ``metrics(ns, name)`` when the metrics are (read when they are)."""
     monkeypatch.setattr(handlers.autoscaler, "run_tick", run_tick)
     monkeypatch.setattr(handlers.autoscaler, "forget", forgotten.append)
-    monkeypatch.setattr(handlers.om, "forget", lambda ns, name: forgotten.append(metrics(ns, name)))
+    monkeypatch.setattr(handlers.om, "forget", lambda ns, name, uid=None: forgotten.append(metrics(ns, name)))
     monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
     monkeypatch.setattr(handlers, "KUBE", object())
 

@@ -144,3 +144,25 @@ def test_a_listing_during_the_owners_first_pass_is_not_skipped(passes, monkeypat
     monkeypatch.setattr(handlers, "reconcile", slow_pass)
     handlers.reconcile_inference_service(body=OWNER)
     assert passes == ["first"] and listed == ["linear"]  # the listing reconciles the owner again
+
+
+def test_a_deleted_objects_upgrade_wait_goes_with_it_and_a_new_one_of_its_name_keeps_its_own() -> None:
+    """auditN F1: a deleted object's place among the upgrade waiters stayed (the owner read as 404 was the only
+    way out), and tritonscale_upgrade_waiting_fleets stayed above 0 for a fleet that no longer exists: the
+    UpgradeStalled alert fired for it. Its clean-up forgets it, unless a new object of its name passed since."""
+    from tritonscale.scaling import operator_metrics as om
+
+    waiting = SimpleNamespace(seen={"Deployment": "1"}, upgrade_waits_for=("other",))
+    handlers._pass_starts("prod", "old", "uid-1")
+    handlers._passed("prod", "old", waiting)
+    assert ("prod", "old") in handlers._upgrade_waiters and om.UPGRADE_WAITING._value.get() >= 1
+    handlers._forget_object(None, "uid-1", "prod", "old")
+    assert ("prod", "old") not in handlers._upgrade_waiters and ("prod", "old") not in handlers._passed_once
+    handlers._pass_starts("prod", "again", "uid-2")
+    handlers._passed("prod", "again", waiting)
+    handlers._pass_starts("prod", "again", "uid-3")  # deleted and created again: the new one's pass
+    handlers._passed("prod", "again", waiting)
+    handlers._forget_object(None, "uid-2", "prod", "again")  # the old one's clean-up, after
+    assert ("prod", "again") in handlers._upgrade_waiters
+    handlers._forget_object(None, "uid-3", "prod", "again")
+    assert ("prod", "again") not in handlers._upgrade_waiters

@@ -38,3 +38,18 @@ def test_a_tick_publishes_the_bounds_the_alerts_compare_with() -> None:
     assert values == {"tritonscale_desired_replicas": 4.0, "tritonscale_ready_replicas": 3.0,
                       "tritonscale_warm_floor_replicas": 2.0, "tritonscale_max_replicas": 4.0}  # no p95: no series
     om.forget("ns-b", "svc")
+
+
+def test_a_deleted_objects_clean_up_leaves_a_new_one_of_its_name_alone() -> None:
+    """auditN F4: deleted and created again under its name, the old object's clean-up (after its last tick)
+    removed the new one's series; they came back at its next tick, up to an interval later."""
+    om.claim("ns-r", "svc", "uid-old")
+    om.publish("ns-r", "svc", 3, 3, (1, 8), 100.0, 80.0)
+    om.claim("ns-r", "svc", "uid-new")  # the new object ticked
+    om.publish("ns-r", "svc", 2, 2, (1, 8), 100.0, 70.0)
+    om.count_decision("ns-r", "svc", "down", "LoadDecreased")
+    before = _series("ns-r", "svc")
+    om.forget("ns-r", "svc", "uid-old")
+    assert _series("ns-r", "svc") == before and before
+    om.forget("ns-r", "svc", "uid-new")
+    assert _series("ns-r", "svc") == []

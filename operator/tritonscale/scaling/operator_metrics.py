@@ -78,9 +78,25 @@ def count_decision(namespace: str, name: str, direction: str, reason: str) -> No
     _decided.setdefault((namespace, name), set()).add((direction, reason))
 
 
-def forget(namespace: str, name: str) -> None:
+# By (namespace, name): the uid of the object whose tick last published its series (``claim``). An object
+# deleted and created again under its name shares the series' labels: the old one's clean-up, run after its
+# last tick, removed the new one's gauges and counts (auditN F4: 9 series to 0 for up to an interval).
+_owners: dict[tuple[str, str], str] = {}
+
+
+def claim(namespace: str, name: str, uid: str) -> None:
+    """The object of ``uid`` publishes the series of ``namespace``/``name`` from now on."""
+    _owners[(namespace, name)] = uid
+
+
+def forget(namespace: str, name: str, uid: str | None = None) -> None:
     """Drop the per-object series of a deleted InferenceService: its gauges and its decision counts
-    (kept, they grew with every InferenceService ever created)."""
+    (kept, they grew with every InferenceService ever created). With ``uid``: only while that object
+    (not a new one of its name) is the one that published them."""
+    owner = _owners.get((namespace, name))
+    if uid is not None and owner is not None and owner != uid:
+        return
+    _owners.pop((namespace, name), None)
     for gauge in (OBSERVED_P95, TARGET_P95, BREACH_P95, DESIRED, READY, FLOOR, MAX_REPLICAS):
         try:
             gauge.remove(namespace, name)

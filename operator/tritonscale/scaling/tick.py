@@ -652,6 +652,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         if body["metadata"].get("deletionTimestamp"):
             return True
         uid = body["metadata"]["uid"]
+        om.claim(namespace, name, uid)  # its series are this object's now (not a deleted one's of its name)
         deployment = kube.get("Deployment", namespace, name)
         if deployment is None or not owned_by(deployment, uid):
             return True  # not made yet, or someone else's of that name (the reconciler reports NameConflict)
