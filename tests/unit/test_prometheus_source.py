@@ -231,6 +231,22 @@ async def test_snapshot_cache_shares_one_fetch_between_concurrent_ticks():
     assert source.calls == 3
 
 
+async def test_a_window_no_tick_asks_for_any_more_is_forgotten_while_its_url_stays():
+    """auditN F6: a windowSeconds no object uses any more kept its last snapshot (every service's readings)
+    for as long as the URL was in use."""
+    from tritonscale.scaling import snapshot_cache as sc
+
+    now = [0.0]
+    cache = SnapshotCache(lambda url: CountingSource(), clock=lambda: now[0])
+    await cache.get("http://p", 30, max_age_s=15)
+    await cache.get("http://p", 60, max_age_s=15)
+    assert set(cache._cache) == {("http://p", 30), ("http://p", 60)}
+    for _ in range(int(sc.FORGET_AFTER_S / 15) + 2):  # only the 60 s window is asked for from now on
+        now[0] += 15.0
+        await cache.get("http://p", 60, max_age_s=15)
+    assert set(cache._cache) == {("http://p", 60)}
+
+
 async def test_a_url_no_tick_asks_for_any_more_is_forgotten_with_its_threads():
     """Each spec.scaling.prometheus.url ever set kept a source, a pool of threads and a failure series for
     as long as the operator ran: 60 edits of one object's URL left 60 more threads after it was deleted."""
