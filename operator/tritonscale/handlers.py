@@ -113,7 +113,7 @@ def _events_for(body: Any) -> Any:
 def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> None:
     meta = body.get("metadata", {})
     key = (str(meta.get("namespace")), str(meta.get("name")))
-    _pass_starts(*key, str(meta.get("uid") or "") or None)
+    _pass_starts(*key, meta.get("uid"))
     try:
         outcome = reconcile(_kube(), dict(body), _events_for(body))
         _passed(*key, outcome)

@@ -304,15 +304,12 @@ class FencedLeaseLock(LeaseLock):
             try:
                 self.api_instance.replace_namespaced_lease(name=self.name, namespace=self.namespace, body=lease)
                 return True
-            except ApiException as exc:
+            except Exception as exc:  # noqa: BLE001  (it then simply expires)
                 # 409: a renewal already past the ``released`` check committed between the read and the
                 # write (auditJ D6: the Lease was then not handed back, and the standby waited out the
                 # lease). Read again: it is still ours, and no further renewal can slip in.
-                if exc.status == 409 and attempt + 1 < RELEASE_ATTEMPTS:
+                if isinstance(exc, ApiException) and exc.status == 409 and attempt + 1 < RELEASE_ATTEMPTS:
                     continue
-                log.warning(f"could not release Lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}")
-                return False
-            except Exception as exc:  # noqa: BLE001  (it then simply expires)
                 log.warning(f"could not release Lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}")
                 return False
         return False

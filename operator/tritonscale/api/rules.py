@@ -295,7 +295,7 @@ SPEC_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         scope="",
-        cel=None,  # added in session 85: OPERATOR_ONLY (its CEL: self.model.backend != 'tensorrt' || ...)
+        cel=None,  # added in session 85: OPERATOR_ONLY
         message="model.backend tensorrt runs only on GPUs: it needs runtime.gpus >= 1 (Triton's TensorRT backend "
         "refuses a CPU instance, and the pods would crash-loop)",
         field="model.backend",
