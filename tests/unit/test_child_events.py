@@ -166,3 +166,12 @@ def test_a_deleted_objects_upgrade_wait_goes_with_it_and_a_new_one_of_its_name_k
     assert ("prod", "again") in handlers._upgrade_waiters
     handlers._forget_object(None, "uid-3", "prod", "again")
     assert ("prod", "again") not in handlers._upgrade_waiters
+
+
+def test_a_deleted_objects_clean_up_failure_goes_with_it() -> None:
+    """auditN F5: the reconciler's per-object memory of a refused ConfigMap clean-up outlived the object."""
+    from tritonscale.reconcile import inference_service as isvc
+
+    isvc._cleanup_failed["uid-9"] = "403 Forbidden"
+    handlers._forget_object(None, "uid-9", "prod", "gone")
+    assert "uid-9" not in isvc._cleanup_failed

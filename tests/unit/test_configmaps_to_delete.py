@@ -80,6 +80,36 @@ def test_a_clean_up_refused_at_every_pass_is_one_warning(caplog) -> None:
     isvc._cleanup_failed.clear()
 
 
+def test_an_object_made_again_under_the_name_says_the_refusal_again_and_a_deleted_one_is_forgotten(caplog) -> None:
+    """Keyed by uid: the replacement's first refusal is a WARNING, not muted as the old one's (session 85's
+    churn audit: WARNING then DEBUG); and the deleted object's entry goes (3001 entries after 3000)."""
+    from kubernetes.client import ApiException
+
+    from tritonscale.reconcile import inference_service as isvc
+
+    class Kube:
+        uid = ""
+
+        def list_config_maps(self, ns: str, selector: str) -> list[dict[str, Any]]:
+            return [cm("linear-config-old", self.uid), cm("linear-config-new", self.uid)]
+
+        def list_replica_sets(self, ns: str, selector: str) -> list[dict[str, Any]]:
+            raise ApiException(status=403, reason="Forbidden")
+
+    isvc._cleanup_failed.clear()
+    with caplog.at_level("DEBUG", logger="tritonscale"):
+        for uid in ("uid-old", "uid-new"):
+            kube = Kube()
+            kube.uid = uid
+            isvc._delete_unmounted_configmaps(kube, {"metadata": {"namespace": "ns", "name": "linear", "uid": uid}},  # type: ignore[arg-type]
+                                              [workload("linear-config-new")], isvc.Outcome(valid=True))
+    assert [r.levelname for r in caplog.records if "removing ConfigMaps" in r.getMessage()] == [
+        "WARNING", "WARNING"]
+    isvc.forget("uid-old")
+    isvc.forget("uid-new")
+    assert isvc._cleanup_failed == {}
+
+
 def _orphan(labels: dict[str, str], refs: list[dict[str, Any]] | None = None, record: bool = True) -> dict[str, Any]:
     annotations = {"tritonscale.io/last-applied": "{}"} if record else {}
     return {"metadata": {"name": "linear-config-old", "uid": "cm-old", "labels": labels, "ownerReferences": refs,

@@ -53,8 +53,14 @@ EventFn = Callable[[str, str, str], None]  # (type Normal|Warning, reason, messa
 # The operator's one gate for upgrade rollouts; ``configure`` sets its limit and namespaces at start.
 UPGRADES = upgrade_rollouts.UpgradeGate()
 log = logging.getLogger("tritonscale")
-# By namespace/name: the last failure of the ConfigMap clean-up, said once at WARNING.
+# By uid: the last failure of the ConfigMap clean-up, said once at WARNING (by uid, so an object made
+# again under the name says it again); forgotten with the object (``forget``).
 _cleanup_failed: dict[str, str] = {}
+
+
+def forget(uid: str) -> None:
+    """Forget what the reconciler keeps for a deleted object."""
+    _cleanup_failed.pop(uid, None)
 
 
 @dataclass
@@ -278,11 +284,11 @@ def _delete_unmounted_configmaps(kube: Kube, body: dict[str, Any], deployments: 
     except API_ERRORS as exc:  # e.g. 403 with an older chart's RBAC
         # Once per service and failure, not at every pass (a pass runs at each child event).
         text = describe_api_error(exc)
-        level = logging.DEBUG if _cleanup_failed.get(f"{ns}/{name}") == text else logging.WARNING
-        _cleanup_failed[f"{ns}/{name}"] = text
+        level = logging.DEBUG if _cleanup_failed.get(uid) == text else logging.WARNING
+        _cleanup_failed[uid] = text
         log.log(level, "%s/%s: removing ConfigMaps no pod mounts failed (they stay): %s", ns, name, text)
         return
-    _cleanup_failed.pop(f"{ns}/{name}", None)
+    _cleanup_failed.pop(uid, None)
 
 
 def adoptable(live: dict[str, Any], owner_name: str) -> bool:
