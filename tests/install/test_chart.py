@@ -193,7 +193,7 @@ def test_operator_deployment_defaults(rendered):
     (c,) = pod["containers"]
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert c["image"] == f"ghcr.io/tritonscale/tritonscale:{chart['appVersion']}" \
-        == "ghcr.io/tritonscale/tritonscale:0.3.0"
+        == "ghcr.io/tritonscale/tritonscale:0.4.0"
     assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", UPGRADE_ARG, *LEADER_ELECTION_ARGS]
     assert c["env"] == [POD_NAME_ENV]  # no Prometheus by default
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
@@ -825,7 +825,7 @@ def test_pod_labels_may_not_replace_the_charts_own(tmp_path, key):
 
 @pytest.mark.parametrize(("values", "key"), [
     ({"image": {"repository": "UPPER case/x"}}, "image"),
-    ({"image": {"repository": "ghcr.io/x:1.0"}}, "image"),  # a tag in the name: 'ghcr.io/x:1.0:0.3.0'
+    ({"image": {"repository": "ghcr.io/x:1.0"}}, "image"),  # a tag in the name: 'ghcr.io/x:1.0:0.4.0'
     ({"serviceAccount": {"create": False, "name": "Bad Name"}}, "serviceAccount"),
     ({"nameOverride": "UPPER_bad"}, "nameOverride"),
     ({"priorityClassName": "Bad Name"}, "priorityClassName"),
@@ -840,7 +840,7 @@ def test_the_schema_refuses_names_kubernetes_would(tmp_path, values, key):
 def test_a_registry_with_a_port_is_a_valid_repository(tmp_path):
     (dep,) = [o for o in helm_template({"image": {"repository": "localhost:5000/team/tritonscale"}}, tmp_path)
               if o["kind"] == "Deployment"]
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "localhost:5000/team/tritonscale:0.3.0"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "localhost:5000/team/tritonscale:0.4.0"
 
 
 

@@ -26,7 +26,20 @@ RENDERINGS: dict[str, dict[str, str]] = {
         "python-cpu": "cbc28685b4efc88652d223110cf51dd251a863a1fbc8db4ba08e46772b5db70f",
         "pytorch-warmup": "aa70ec8932f33230da4820a9eb2bf4767fec2f44a82aa3f4b26e7910c104baa6",
     },
+    "0.4.0": {  # the CRD and the operator changed under 0.3.0 (session 85's upgrade audit); no template did
+        "onnx-image-classifier": "b3b66cf00bff037032aae54e4a480332bd4f162a7bfecde65f8bb774ff718c22",
+        "python-cpu": "cbc28685b4efc88652d223110cf51dd251a863a1fbc8db4ba08e46772b5db70f",
+        "pytorch-warmup": "aa70ec8932f33230da4820a9eb2bf4767fec2f44a82aa3f4b26e7910c104baa6",
+    },
 }
+
+# version -> sha256 of the CRD it ships (crds/). The chart installs CRDs only at install: an upgrade
+# applies the new one by hand (README, "Upgrade the CRD yourself"), and a user knows to only when the version says the
+# CRD changed. Under 0.3.0 the CRD changed and the version did not (session 85's upgrade audit, D3).
+CRDS: dict[str, str] = {
+    "0.4.0": "7ae916239db01ea2fb215dd0d4f1db56c5e03a8c69c45568c14e768680450c8c",
+}
+CRD = Path(__file__).resolve().parents[2] / "crds" / "inferenceservices.tritonscale.io.yaml"
 
 
 def template_digest(stem: str) -> str:
@@ -44,3 +57,10 @@ def test_the_pod_template_changes_only_with_the_version(stem: str) -> None:
         f"{stem}'s pod template is not the one version {__version__} recorded: raise the version "
         f"(operator/tritonscale/__init__.py, pyproject.toml, the chart) so that an upgrade's rollouts go "
         f"through the gate, and record the new digest ({template_digest(stem)})")
+
+
+def test_the_crd_changes_only_with_the_version() -> None:
+    digest = hashlib.sha256(CRD.read_bytes()).hexdigest()
+    assert CRDS.get(__version__) == digest, (
+        f"the CRD is not the one version {__version__} recorded: raise the version (operator/tritonscale/"
+        f"__init__.py, pyproject.toml, the chart) and record the new digest ({digest}) in CRDS")
