@@ -167,3 +167,46 @@ def test_a_window_shorter_than_a_tick_is_not_a_lapse_at_every_tick() -> None:
         state, now = d.state, now + 15.0
         counts.append(d.replicas)
     assert min(counts) < current
+
+
+def _after_a_handover(skew: float) -> list[int]:
+    """Counts the next leader decides after a burst that its predecessor scaled 2 -> 5 for ended at the
+    handover; the predecessor's clock ran ``skew`` seconds ahead of the next leader's."""
+    policy = Policy(min_replicas=1, max_replicas=12, target_p95_ms=100.0, max_batch_size=4)
+
+    def obs(rps: float, n: int) -> Observation:
+        p95 = min(900.0, 30.0 * max(1.0, rps / (200 * n)) ** 3)
+        return Observation("ok", p95_ms=p95, rps=rps, pending=0.0, pods=float(n), batch_size=2.0, batch_ms=10.0)
+
+    state, n = State(), 2
+    for i in range(240):
+        d = decide(obs(150.0 if i < 236 else 1200.0, n), Replicas(n, n), policy, state, NOW + skew - 15 * (240 - i))
+        state, n = d.state, d.replicas
+    state, counts = restarted(state), [n]
+    for k in range(1, 30):
+        d = decide(obs(150.0, n), Replicas(n, n), policy, state, NOW + 15 * k)
+        state, n = d.state, d.replicas
+        counts.append(n)
+    return counts
+
+
+@pytest.mark.parametrize("skew", [60.0, 120.0, 600.0])
+def test_a_memory_from_a_clock_ahead_decides_as_it_would_on_the_readers_clock(skew: float) -> None:
+    """Session 85's HA audit (S4): entries stamped more than an interval ahead were dropped, so a memory from a
+    leader whose clock ran a minute or two ahead lost its newest entries (the fleet went down a tick early)
+    and one ten minutes ahead lost its look-back (held 45 s longer). Shifted back whole, it decides as the
+    same memory written on the reader's clock does."""
+    same_clock = _after_a_handover(0.0)
+    assert same_clock[0] == 5 and same_clock[-1] == 1  # the burst's fleet, then the warm floor
+    assert _after_a_handover(skew) == same_clock
+
+
+def test_a_memory_shifted_back_keeps_its_spacing_and_order() -> None:
+    state = State(recommendations=((NOW + 570.0, 4, 4), (NOW + 600.0, 8, 8)),
+                  rates=((NOW + 585.0, 100.0, 120.0), (NOW + 600.0, 400.0, 480.0)), surprises=(NOW + 600.0,),
+                  last_scale_time=NOW + 600.0)
+    shifted = state.until(NOW, 15.0)
+    assert [e[0] for e in shifted.recommendations] == [NOW - 45.0, NOW - 15.0]
+    assert [e[0] for e in shifted.rates] == [NOW - 30.0, NOW - 15.0]
+    assert shifted.surprises == (NOW - 15.0,) and shifted.last_scale_time == NOW - 15.0
+    assert state.until(NOW + 600.0, 15.0) is state  # on the writer's clock: as written

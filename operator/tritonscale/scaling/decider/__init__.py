@@ -147,7 +147,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
         said = n == current and step.why.startswith(f"holding {replicas_text(n)}")
         return Decision(n, step.reason, step.why if said else f"{step.why} -> {replicas_text(n)}", st, ok, details)
 
-    state = learn_cold_start(forget_model(state.until(now + policy.interval_s), replicas, now, policy.window_s),
+    state = learn_cold_start(forget_model(state.until(now, policy.interval_s), replicas, now, policy.window_s),
                              replicas)
     # A hold (metrics failing, no series) keeps the count without the replicas a drain added (State.drain_surge):
     # done() adds those again while the drain lasts, and they go when it ends.

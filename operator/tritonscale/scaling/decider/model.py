@@ -238,29 +238,39 @@ class State:
             # by int()): start fresh rather than fail every tick -- the tick rewrites the memory it starts with
             return cls()
 
-    def until(self, t: float) -> State:
-        """The memory without what is stamped after ``t``: an entry from a clock ahead of this one (a
-        leader on another node, a hand edit) would sit in every look-back window until that clock's
-        time came -- a recommendation stamped ten minutes ahead held a fleet of 8 up for ten minutes
-        more, one stamped in milliseconds for good."""
-        def late(stamp: float | None) -> bool:
-            return stamp is not None and stamp > t
-
-        if not (any(late(e[0]) for e in self.recommendations) or any(late(e[0]) for e in self.rates)
-                or any(late(x) for x in self.surprises) or any(late(e[2]) for e in self.batch_samples)
-                or any(late(e[0]) for e in self.queueing) or late(self.last_scale_time)
-                or late(self.rolled_out_at) or (self.last_pending is not None and late(self.last_pending.at))):
+    def until(self, now: float, interval: float) -> State:
+        """The memory on this clock: stamped at most one ``interval`` ahead of ``now``. A memory stamped
+        further ahead (a leader on a node whose clock runs ahead, a hand edit) is shifted back whole, its
+        newest stamp to one interval before ``now``, as if its last tick were the one before this.
+        Unshifted, an entry stamped ten minutes ahead sat in every look-back window until that clock's
+        time came (a fleet of 8 held up for ten minutes more; one stamped in milliseconds, for good).
+        Dropping such entries instead (until session 86) lost the newest of a memory from a clock that ran
+        ahead of the next leader's by more than an interval: a fleet the old leader had just raised was
+        held only by its older, lower recommendations (session 85's HA audit, S4). Shifted whole, the
+        entries keep their spacing (the rate's trend) and order, and the next reading comes after them."""
+        stamps = [e[0] for e in self.recommendations] + [e[0] for e in self.rates] + list(self.surprises) + [
+            e[2] for e in self.batch_samples] + [e[0] for e in self.queueing] + [
+            x for x in (self.last_scale_time, self.rolled_out_at,
+                        None if self.last_pending is None else self.last_pending.at) if x is not None]
+        newest = max(stamps, default=now)
+        if newest <= now + interval:
             return self
+        back = newest - (now - interval)
+
+        def at(stamp: float) -> float:
+            return stamp - back
+
         return replace(
             self,
-            recommendations=tuple(e for e in self.recommendations if not late(e[0])),
-            rates=tuple(e for e in self.rates if not late(e[0])),
-            surprises=tuple(x for x in self.surprises if not late(x)),
-            batch_samples=tuple(e for e in self.batch_samples if not late(e[2])),
-            queueing=tuple(e for e in self.queueing if not late(e[0])),
-            last_scale_time=None if late(self.last_scale_time) else self.last_scale_time,
-            rolled_out_at=None if late(self.rolled_out_at) else self.rolled_out_at,
-            last_pending=None if self.last_pending is not None and late(self.last_pending.at) else self.last_pending,
+            recommendations=tuple((at(e[0]), *e[1:]) for e in self.recommendations),  # type: ignore[misc]
+            rates=tuple((at(e[0]), *e[1:]) for e in self.rates),  # type: ignore[misc]
+            surprises=tuple(at(x) for x in self.surprises),
+            batch_samples=tuple((e[0], e[1], at(e[2])) for e in self.batch_samples),
+            queueing=tuple((at(e[0]), *e[1:]) for e in self.queueing),  # type: ignore[misc]
+            last_scale_time=None if self.last_scale_time is None else at(self.last_scale_time),
+            rolled_out_at=None if self.rolled_out_at is None else at(self.rolled_out_at),
+            last_pending=(None if self.last_pending is None
+                          else self.last_pending._replace(at=at(self.last_pending.at))),
         )
 
 
