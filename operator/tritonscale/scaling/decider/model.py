@@ -262,11 +262,11 @@ class State:
 
         return replace(
             self,
-            recommendations=tuple((at(e[0]), *e[1:]) for e in self.recommendations),  # type: ignore[misc]
-            rates=tuple((at(e[0]), *e[1:]) for e in self.rates),  # type: ignore[misc]
+            recommendations=tuple((at(e[0]), *e[1:]) for e in self.recommendations),
+            rates=tuple((at(e[0]), *e[1:]) for e in self.rates),
             surprises=tuple(at(x) for x in self.surprises),
             batch_samples=tuple((e[0], e[1], at(e[2])) for e in self.batch_samples),
-            queueing=tuple((at(e[0]), *e[1:]) for e in self.queueing),  # type: ignore[misc]
+            queueing=tuple((at(e[0]), *e[1:]) for e in self.queueing),
             last_scale_time=None if self.last_scale_time is None else at(self.last_scale_time),
             rolled_out_at=None if self.rolled_out_at is None else at(self.rolled_out_at),
             last_pending=(None if self.last_pending is None
