@@ -23,6 +23,7 @@ import kopf
 from kubernetes.config import ConfigException
 
 from tritonscale import http_listener
+from tritonscale.kube.client import KOPF_WORKERS, TICK_THREADS
 from tritonscale.leader_election import ElectionSettings
 from tritonscale.process_exit import flush_and_exit
 from tritonscale.reconcile.upgrade_rollouts import DEFAULT_MAX_ROLLOUTS
@@ -303,14 +304,11 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 30
     settings.networking.error_backoffs = NamespaceWatchRetries()
-    settings.execution.max_workers = 16
+    settings.execution.max_workers = KOPF_WORKERS
 
 
 # Threads for the autoscaler's ticks and resyncs (asyncio.to_thread: the loop's default executor, which
-# holds min(32, CPUs + 4) threads -- 6 on two cores). Each tick waits on the API server: 20 objects whose
-# status writes an admission webhook held for 9.5 s took every thread, and 100 others ticked every 31 s
-# instead of 10 (an exploration at scale, session 55). Waiting threads cost little.
-TICK_THREADS = 64
+# holds min(32, CPUs + 4) threads): kube.client.TICK_THREADS, for which it keeps connections.
 
 
 @kopf.on.startup()

@@ -230,6 +230,18 @@ def test_ticks_waiting_on_the_api_server_do_not_starve_the_others():
     assert asyncio.run(forty_waits()) < 1.5  # all at once; 6 threads would take 3.5 s
 
 
+def test_every_thread_that_may_call_the_api_server_has_a_connection_to_keep():
+    """Session 86's audit at 200-300 InferenceServices: 32 pooled connections for 16 Kopf workers and 64 tick
+    threads; every pass after a restart discarded about 32 connections, with a warning each, for good."""
+    import kopf
+
+    from tritonscale.kube import client as kc
+
+    settings = kopf.OperatorSettings()
+    operator_main.configure(settings=settings)
+    assert settings.execution.max_workers + operator_main.TICK_THREADS <= kc.API_CONNECTIONS
+
+
 def test_allowed_prometheus_urls_reach_the_operator_and_refuse_the_others(started, capsys, monkeypatch):
     """--allowed-prometheus-url: a spec's URL that is none of them (nor under one) is not queried, and its
     ticks say why (the operator's pod would otherwise query any address a spec names)."""

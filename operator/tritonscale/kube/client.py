@@ -105,7 +105,17 @@ def writes_together() -> Iterator[None]:
 # What a failed request to the API server raises: the server's refusal, or the connection's failure.
 API_ERRORS = (ApiException, urllib3.exceptions.HTTPError)
 
-API_CONNECTIONS = 32
+# Threads that may talk to the API server at once, each over its own connection: Kopf's workers (the
+# reconciler's handlers) and the autoscaler's (ticks and resyncs, operator_main.tick_threads). Each tick
+# waits on the API server: 20 objects whose status writes an admission webhook held for 9.5 s took every
+# thread of the loop's default pool (6 on two cores), and 100 others ticked every 31 s instead of 10 (an
+# exploration at scale, session 55). Waiting threads cost little.
+KOPF_WORKERS = 16
+TICK_THREADS = 64
+# A connection per thread. At 32 for 80 threads, every pass after a restart (when every object ticks in
+# the same second) logged "Connection pool is full, discarding connection" about 32 times and
+# reconnected, for good (session 86's audit at 200-300 InferenceServices).
+API_CONNECTIONS = KOPF_WORKERS + TICK_THREADS
 
 
 def load_kubeconfig(path: str | None = None, configuration: Any = None) -> None:
