@@ -84,6 +84,30 @@ def stop_group(proc: subprocess.Popen, timeout: float) -> int | None:
     return proc.returncode
 
 
+def stop_pids(pgids: Sequence[int], timeout: float) -> None:
+    """``stop_group`` for groups that are not our children (left by a process that was killed): SIGTERM
+    each group, wait up to ``timeout`` for all to end, then SIGKILL what is left."""
+    def alive() -> list[int]:
+        out = []
+        for pgid in pgids:
+            try:
+                os.killpg(pgid, 0)
+                out.append(pgid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        return out
+
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        for pgid in alive():
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + wait
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
 def kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the whole group at once (crash simulation, or the end of stop_group)."""
     try:

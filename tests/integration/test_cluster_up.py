@@ -73,3 +73,48 @@ def test_cluster_up_serves_v1_35_and_sigterm_leaves_nothing(tmp_path):
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(10)
         log.close()
+
+
+def test_an_up_killed_with_sigkill_leaves_nothing_that_stops_the_next(tmp_path):
+    """Session 86's audit: each component leads its own session, so a `cluster up` killed with SIGKILL (the OOM
+    killer) stopped none of them; the next `up` on DIR started a second etcd on the data dir the orphan held,
+    waited 180 s and quoted the orphan's log. It now stops them first (DIR/pids)."""
+    directory = tmp_path / "k8s"
+
+    def up(log_name: str) -> subprocess.Popen:
+        return subprocess.Popen([str(BIN / "tritonscale"), "cluster", "up", "--dir", str(directory)],
+                                stdout=open(tmp_path / log_name, "w"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    first = up("first.log")
+    second = None
+    try:
+        wait_for(lambda: (directory / "kubeconfig").exists() or first.poll() is not None, 120, interval=0.2,
+                 what="DIR/kubeconfig")
+        assert first.poll() is None, (tmp_path / "first.log").read_text()
+        first.send_signal(signal.SIGKILL)  # only the `up` process: its components live on
+        first.wait(10)
+        orphans = _processes_using(directory)
+        assert len(orphans) >= 4, orphans
+
+        second = up("second.log")
+        started = time.monotonic()
+        # DIR/kubeconfig is the killed run's still: the second is up once it says where its own is
+        wait_for(lambda: "export KUBECONFIG=" in (tmp_path / "second.log").read_text() or second.poll() is not None,
+                 120, interval=0.2, what="the second `up` to be ready")
+        output = (tmp_path / "second.log").read_text()
+        assert second.poll() is None, output
+        assert "an earlier run on" in output and "left running" in output
+        assert time.monotonic() - started < 60  # not the 180 s etcd deadline
+        pids = {line.split(":")[0] for line in orphans}
+        assert not pids & {line.split(":")[0] for line in _processes_using(directory)}  # the orphans are gone
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(60) == 0
+        assert _processes_using(directory) == []
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        for line in _processes_using(directory):  # a failed assertion: no orphan outlives the test
+            os.killpg(int(line.split(":")[0]), signal.SIGKILL)

@@ -129,3 +129,85 @@ def test_cluster_up_keeps_stop_signals_ignored_only_when_the_process_ends(monkey
             signal.signal(sig, handler)
     assert seen["during stop"] == signal.SIG_IGN
     assert after == ({sig: signal.SIG_IGN for sig in before} if process_ends else before)
+
+
+def _recording_go(tmp_path: Path, build_step: str = "") -> tuple[str, Path]:
+    """A `go` that answers `env`, and for `build` records GOOS/GOARCH/GOFLAGS and writes an executable -o."""
+    log = tmp_path / "go.log"
+    go = tmp_path / "bin" / "go"
+    go.parent.mkdir()
+    go.write_text(f"""#!/bin/sh
+if [ "$1" = env ]; then
+  if [ "$2" = GOVERSION ]; then echo go1.26.8; else echo linux; echo amd64; fi
+  exit 0
+fi
+out=""; prev=""
+for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+echo "GOOS=$GOOS GOARCH=$GOARCH GOFLAGS=$GOFLAGS" >> {log}
+{build_step}
+printf '#!/bin/sh\\n' > "$out"; chmod +x "$out"
+""")
+    go.chmod(0o755)
+    return str(go), log
+
+
+def test_the_build_targets_this_machine_whatever_the_callers_shell_exports(monkeypatch, tmp_path):
+    """Session 86's audit: GOARCH=arm64 (or GOFLAGS=-race) in the caller's shell reached `go build` but not the
+    cache's key, and every later `up` was served the foreign binaries."""
+    go, log = _recording_go(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("GOARCH", "arm64")
+    monkeypatch.setenv("GOOS", "darwin")
+    monkeypatch.setenv("GOFLAGS", "-race")
+    monkeypatch.setattr(build, "find_go", lambda: go)
+    target = build.ensure_binaries()
+    assert build.is_built(target)
+    assert log.read_text().splitlines() == ["GOOS=linux GOARCH=amd64 GOFLAGS="] * len(build.BINARIES)
+
+
+def test_a_killed_builders_staging_directory_goes_at_the_next_build(monkeypatch, tmp_path):
+    go, _ = _recording_go(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "find_go", lambda: go)
+    target = build.binaries_dir()
+    leftover = target.with_name(target.name + ".partial-99999")
+    leftover.mkdir(parents=True)
+    (leftover / "etcd").write_bytes(b"x" * 1000)
+    build.ensure_binaries()
+    assert not leftover.exists() and build.is_built(target)
+    assert [p.name for p in target.parent.iterdir() if ".partial-" in p.name] == []
+
+
+def test_an_interrupted_build_stops_gos_processes_too(monkeypatch, tmp_path):
+    """subprocess.run killed only `go`: its compile and link processes ran on (SIGTERM, Ctrl-C)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    pidfile = tmp_path / "child.pid"
+    go, _ = _recording_go(tmp_path, build_step=f"sleep 60 & echo $! > {pidfile}; wait")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "find_go", lambda: go)
+
+    def interrupt_once_go_runs() -> None:
+        for _ in range(200):
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            time.sleep(0.05)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_go_runs, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        build.ensure_binaries()
+    child = int(pidfile.read_text())
+    for _ in range(100):  # reaped by init once killed
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("go's child process outlived the interrupted build")
+    assert not build.is_built(build.binaries_dir())

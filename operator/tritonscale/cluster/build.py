@@ -4,7 +4,7 @@
 The cache key is Kubernetes' version plus a hash of everything that decides the
 binaries: go.mod, go.sum, the sources under cmd/, and the build flags. A changed
 pin builds into a new directory; an unchanged one is reused across runs and clones.
-A cold build takes about 3 minutes on 2 cores (see the README's measurements).
+A cold build takes 5-8 minutes on 2 cores, most of it kube-apiserver (see the README's measurements).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from tritonscale import process_group
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 # e2e/cluster/go.mod's `go` line, which k8s.io/kubernetes v1.35.8's own go.mod sets (go 1.25.0):
@@ -107,6 +109,21 @@ def check_go(go: str) -> str:
     return version
 
 
+# What the caller's environment may say that changes the binaries go builds, but not the cache's key: a
+# shell with GOARCH=arm64 exported cached arm64 binaries under this machine's key (session 86's audit).
+# The build targets this machine, with Go's defaults for the rest (GOFLAGS -race or -tags, an experiment).
+_TARGET_FREE = ("GOFLAGS", "GOEXPERIMENT", "GOAMD64", "GOARM", "GOARM64", "GO386", "GORISCV64", "GOPPC64")
+
+
+def _build_env(go: str) -> dict[str, str]:
+    try:
+        host = subprocess.run([go, "env", "GOHOSTOS", "GOHOSTARCH"], capture_output=True, text=True, timeout=60,
+                              check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ClusterError(_go_needed(f"{go}, which does not run: {exc}")) from exc
+    return {**os.environ, **BUILD_ENV, **{k: "" for k in _TARGET_FREE}, "GOOS": host[0], "GOARCH": host[1]}
+
+
 def binaries_dir(module: Path | None = None) -> Path:
     """Where the binaries for this checkout live (built or not)."""
     module = module or module_dir()
@@ -115,6 +132,21 @@ def binaries_dir(module: Path | None = None) -> Path:
 
 def is_built(target: Path) -> bool:
     return all(os.access(target / name, os.X_OK) for name in BINARIES)
+
+
+def _go_build(cmd: list[str], module: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run one ``go build`` in its own process group, stopped whole if this process is interrupted (Ctrl-C,
+    or SIGTERM turned into an exception by the caller): subprocess.run killed only ``go``, and its compile
+    and link processes ran on for minutes, into a staging directory nothing would read."""
+    with subprocess.Popen(cmd, cwd=module, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate()
+        except BaseException:
+            process_group.kill_group(proc)
+            proc.wait()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def ensure_binaries(progress: Progress = lambda line: None) -> Path:
@@ -137,10 +169,12 @@ def ensure_binaries(progress: Progress = lambda line: None) -> Path:
         if is_built(target):  # another process built it while we waited
             progress(f"control plane binaries built by another process in {target}")
             return target
+        # Under the lock no builder runs: a staging directory here is a killed one's (up to 280 MB each)
+        for leftover in target.parent.glob("*.partial-*"):
+            shutil.rmtree(leftover, ignore_errors=True)
         staging = target.with_name(target.name + f".partial-{os.getpid()}")
-        shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        env = {**os.environ, **BUILD_ENV}
+        env = _build_env(go)
         progress(f"building the control plane once with {go_version} from {module} "
                  f"(k8s.io/kubernetes {kubernetes_version(module)}) into {target}")
         started = time.monotonic()
@@ -149,7 +183,7 @@ def ensure_binaries(progress: Progress = lambda line: None) -> Path:
                 t0 = time.monotonic()
                 cmd = [go, "build", *build_flags(kubernetes_version(module)), "-o", str(staging / name),
                        f"./cmd/{name}"]
-                proc = subprocess.run(cmd, cwd=module, env=env, capture_output=True, text=True)
+                proc = _go_build(cmd, module, env)
                 if proc.returncode != 0:
                     tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-20:])
                     raise ClusterError(f"`{' '.join(cmd)}` in {module} failed ({proc.returncode}):\n{tail}")

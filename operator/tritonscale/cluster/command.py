@@ -38,8 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         if args.cluster_command == "build":
-            print(ensure_binaries(_progress))
-            return 0
+            return _build()
         ensure_folder("--dir", args.dir)
         return _up(args.dir, process_ends=getattr(args, "process_ends", False))
     except (ClusterError, ValueError) as exc:
@@ -49,6 +48,21 @@ def run(args: argparse.Namespace) -> int:
         where = f" {exc.filename}" if exc.filename else ""
         flag = "--dir" if args.cluster_command == "up" else "the binaries' cache (XDG_CACHE_HOME)"
         print(f"tritonscale cluster: {flag}:{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+
+
+def _build() -> int:
+    """`cluster build`: SIGTERM and SIGHUP stop it as Ctrl-C does, go's processes with it (they ran on)."""
+    def stop_signal(signum: int, _: FrameType | None) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop_signal)
+    try:
+        print(ensure_binaries(_progress))
+        return 0
+    except (KeyboardInterrupt, _Stop) as why:
+        _progress(f"build stopped ({str(why) or 'SIGINT'}); nothing was cached")
         return 1
 
 

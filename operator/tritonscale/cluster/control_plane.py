@@ -118,6 +118,7 @@ class ControlPlane:
         bin_dir = self._binaries or ensure_binaries(self._progress)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.kubeconfig.unlink(missing_ok=True)  # appears only once the control plane is ready
+        self._stop_leftovers()
         self.pki.ensure()
         etcd_client, etcd_peer, apiserver, kcm, scheduler = _free_ports(5)
         self.server = f"https://127.0.0.1:{apiserver}"
@@ -191,6 +192,7 @@ class ControlPlane:
                 comp.log.close()
         self._components.clear()
         self.kubeconfig.unlink(missing_ok=True)  # it points at ports nothing listens on any more
+        self._pids_file.unlink(missing_ok=True)
         process_group.unregister(self)
 
     def failed(self) -> str | None:
@@ -259,6 +261,36 @@ class ControlPlane:
         self._progress(f"starting {name} on 127.0.0.1:{port} (log: {log_path})")
         proc, log = process_group.spawn(cmd, log_path=log_path, env={**os.environ, "KUBECONFIG": os.devnull})
         self._components.append(_Component(name, cmd, log_path, proc, log))
+        with open(self._pids_file, "a") as pids:
+            pids.write(f"{proc.pid}\n")
+
+    @property
+    def _pids_file(self) -> Path:
+        """The components' pids while they run (each leads its own session): a run killed with SIGKILL (the
+        OOM killer, `kill -9`) stops none of them, and they keep DIR's etcd data and their ports."""
+        return self.dir / "pids"
+
+    def _stop_leftovers(self) -> None:
+        """Stop the components a killed run on this DIR left running: a new etcd on the data dir an orphan
+        held waited 180 s, and the error quoted the orphan's log (session 86's audit). A pid counts only
+        while its command line names DIR (a pid reused since is someone else's)."""
+        try:
+            pids = [int(line) for line in self._pids_file.read_text().split() if line.isdigit()]
+        except OSError:
+            return
+        left = []
+        for pid in pids:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(self.dir) in cmdline:
+                left.append(pid)
+        if left:
+            self._progress(f"stopping {len(left)} process(es) an earlier run on {self.dir} left running "
+                           f"(pids {', '.join(map(str, left))})")
+            process_group.stop_pids(left, timeout=10.0)
+        self._pids_file.unlink(missing_ok=True)
 
     def _wait(self, name: str, base_url: str, path: str, deadline: float, **client_options: Any) -> None:
         t0 = time.monotonic()
