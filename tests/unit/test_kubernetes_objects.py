@@ -20,6 +20,7 @@ from tritonscale.api.spec import (
 )
 from tritonscale.render.kubernetes_objects import (
     FETCH_IMAGES,
+    SAFE_TO_EVICT,
     build_children,
     config_hash,
     labels,
@@ -392,7 +393,43 @@ def test_extra_args_come_last_and_pod_options_apply() -> None:
     assert pod["imagePullSecrets"] == [{"name": "ngc"}]
     assert pod["serviceAccountName"] == "triton"
     assert pod["priorityClassName"] == "serving-high"
-    assert c["env"] == fetch(dep)["env"] == [{"name": "AWS_REGION", "value": "eu-west-1"}]
+    assert fetch(dep)["env"] == [{"name": "AWS_REGION", "value": "eu-west-1"}]
+    assert c["env"] == [{"name": "AWS_REGION", "value": "eu-west-1"},
+                        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+
+
+def test_a_replica_of_no_gpu_sees_none_unless_env_says_otherwise() -> None:
+    """auditQ 11 (session 86): NGC images set NVIDIA_VISIBLE_DEVICES=all, so under a node's default NVIDIA
+    runtime a gpus-0 pod saw every GPU of the node."""
+    assert triton(children(BASE)["Deployment"])["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    mine = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]
+    assert triton(children(mutate(BASE, {"spec.runtime.env": mine}))["Deployment"])["env"] == mine
+    assert triton(children(mutate(BASE, {"spec.runtime.gpus": 1}))["Deployment"])["env"] == []
+
+
+@pytest.mark.parametrize(("changes", "wait", "grace", "exit_after"), [
+    ({}, 16, 51, 30),  # the default age, 10 s: 5 + 11 s of wait, Triton's own 30 s, 5 s before the kill
+    ({"spec.runtime.grpcMaxConnectionAgeSeconds": 0}, 5, 40, 30),
+    ({"spec.runtime.grpcMaxConnectionAgeSeconds": 3600}, 65, 100, 30),  # the wait stops at 60 s of age
+    ({"spec.runtime.terminationGracePeriodSeconds": 300}, 16, 300, 279),  # long requests
+    ({"spec.runtime.terminationGracePeriodSeconds": 22}, 16, 22, 1),  # the least the spec's rule allows
+])
+def test_a_replica_serves_on_while_clients_move_away_then_drains(changes, wait, grace, exit_after) -> None:
+    """auditQ 1-2 (session 86): with no preStop, tritonserver refused new requests at SIGTERM while the
+    endpoints still sent it some (HTTP disconnected, gRPC NOT_FOUND on every call of a pinned connection),
+    and the grace of 30 s equalled Triton's own exit timeout: a 45 s request was cut at 31 s."""
+    dep = children(mutate(BASE, changes))["Deployment"]
+    c = triton(dep)
+    assert c["lifecycle"] == {"preStop": {"exec": {"command": ["sleep", str(wait)]}}}
+    assert dep["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == grace
+    assert f"--exit-timeout-secs={exit_after}" in c["args"]
+    assert wait + exit_after + 5 <= grace  # Triton is done before the kubelet's SIGKILL
+
+
+def test_a_disruption_budget_lets_a_replica_that_is_not_ready_go() -> None:
+    """auditQ 3 (session 86): a drain of the node whose replica is broken (not ready) was refused with 429
+    while the fleet was below minAvailable."""
+    assert children(BASE)["PodDisruptionBudget"]["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
 
 
 def test_gpus_count_the_gpu_resource_named() -> None:
@@ -415,8 +452,15 @@ def test_the_startup_probe_allows_the_startup_timeout(timeout, checks) -> None:
     dep = children(doc)["Deployment"]
     probe = triton(dep)["startupProbe"]
     assert (probe["periodSeconds"], probe["failureThreshold"]) == (5, checks)
-    # the rollout is not called stuck before the kubelet would give up on the load (never below Kubernetes' 600)
-    assert dep["spec"]["progressDeadlineSeconds"] == max(600, timeout or 600)
+    # the rollout is not called stuck before its pods could be pulled, fetch the model (600 s) and load it
+    assert dep["spec"]["progressDeadlineSeconds"] == (timeout or 600) + 600
+
+
+def test_a_progress_deadline_given_is_the_deployments() -> None:
+    """auditQ 4 (session 86): a large image or model may take longer to pull and download than the 600 s the
+    deadline used to leave, and the rollout read RolloutStuck (the tuner put its settings back)."""
+    dep = children(mutate(BASE, {"spec.runtime.progressDeadlineSeconds": 7200}))["Deployment"]
+    assert dep["spec"]["progressDeadlineSeconds"] == 7200
 
 
 def test_pod_options_absent_when_unset() -> None:
@@ -511,4 +555,11 @@ def test_pod_labels_and_annotations_reach_the_pods_beside_the_operators() -> Non
     assert objs["Deployment"]["spec"]["selector"]["matchLabels"] == {LABEL: "linear"}
     assert objs["Service"]["spec"]["selector"] == {LABEL: "linear"}
     plain = children(BASE)["Deployment"]["spec"]["template"]["metadata"]
-    assert plain["labels"] == labels("linear") and set(plain["annotations"]) == {HASH_ANNOTATION}
+    assert plain["labels"] == labels("linear") and set(plain["annotations"]) == {HASH_ANNOTATION, SAFE_TO_EVICT}
+    # auditQ 10 (session 86): cluster-autoscaler keeps a node whose pods have emptyDirs unless told they may go;
+    # both hold nothing a new pod cannot make again. A spec's own value wins.
+    assert plain["annotations"][SAFE_TO_EVICT] == "model-repository,dshm"
+    volumes = {v["name"]: v for v in children(BASE)["Deployment"]["spec"]["template"]["spec"]["volumes"]}
+    assert {n for n, v in volumes.items() if "emptyDir" in v} == {"model-repository", "dshm"}
+    mine = children(mutate(BASE, {"spec.runtime.podAnnotations": {SAFE_TO_EVICT: ""}}))["Deployment"]
+    assert mine["spec"]["template"]["metadata"]["annotations"][SAFE_TO_EVICT] == ""

@@ -26,10 +26,11 @@ RENDERINGS: dict[str, dict[str, str]] = {
         "python-cpu": "cbc28685b4efc88652d223110cf51dd251a863a1fbc8db4ba08e46772b5db70f",
         "pytorch-warmup": "aa70ec8932f33230da4820a9eb2bf4767fec2f44a82aa3f4b26e7910c104baa6",
     },
-    "0.4.0": {  # the CRD and the operator changed under 0.3.0 (session 85's upgrade audit); no template did
-        "onnx-image-classifier": "b3b66cf00bff037032aae54e4a480332bd4f162a7bfecde65f8bb774ff718c22",
-        "python-cpu": "cbc28685b4efc88652d223110cf51dd251a863a1fbc8db4ba08e46772b5db70f",
-        "pytorch-warmup": "aa70ec8932f33230da4820a9eb2bf4767fec2f44a82aa3f4b26e7910c104baa6",
+    "0.4.0": {  # session 86: a preStop wait, the grace and Triton's exit timeout, safe-to-evict-local-volumes,
+        # NVIDIA_VISIBLE_DEVICES=void for gpus 0, and pytorch-warmup's sample got cpu and memory requests
+        "onnx-image-classifier": "b7ba772a516a6e3bd95db7c5690689069752b3079ba737e9fb0af0da0f3076a3",
+        "python-cpu": "660b7b87fdbd2ae155ddb98eda68eb3c39ffec8e47406e71e7030960c293c864",
+        "pytorch-warmup": "7e9122e3e2bc912684bb11488d5e51a3a60d9677acbade4f30dff14816611614",
     },
 }
 
@@ -37,7 +38,7 @@ RENDERINGS: dict[str, dict[str, str]] = {
 # applies the new one by hand (README, "Upgrade the CRD yourself"), and a user knows to only when the version says the
 # CRD changed. Under 0.3.0 the CRD changed and the version did not (session 85's upgrade audit, D3).
 CRDS: dict[str, str] = {
-    "0.4.0": "7ae916239db01ea2fb215dd0d4f1db56c5e03a8c69c45568c14e768680450c8c",
+    "0.4.0": "c9f1fa5f4703afd2af8c6b4b658bc9ab4735ea7433dc024ad7edb239c57fcf44",
 }
 CRD = Path(__file__).resolve().parents[2] / "crds" / "inferenceservices.tritonscale.io.yaml"
 

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tritonscale.api.shutdown import ENDPOINTS_LAG_S, KILL_MARGIN_S, MAX_DRAINED_AGE_S, min_grace_cel, min_grace_seconds
+
 # A rule added once objects may exist that break it is the operator's alone (``cel=None``): the API server
 # does not ratchet a CEL rule on ``spec`` for an object whose spec did not change (auditO, session 85, on a
 # real kube-apiserver 1.35: after the new CRD was applied, every write to such an object -- its status, an
@@ -175,6 +177,17 @@ def _tensorrt_needs_gpu(spec: InferenceServiceSpec) -> bool:
     return spec.model.backend != "tensorrt" or spec.runtime.gpus > 0
 
 
+def _grace_after_drain(spec: InferenceServiceSpec) -> bool:
+    r = spec.runtime
+    return (r.termination_grace_period_seconds is None
+            or r.termination_grace_period_seconds >= min_grace_seconds(r.grpc_max_connection_age_seconds))
+
+
+def _deadline_past_startup(spec: InferenceServiceSpec) -> bool:
+    r = spec.runtime
+    return r.progress_deadline_seconds is None or r.progress_deadline_seconds > r.startup_timeout_seconds
+
+
 def _min_le_max(scaling: ScalingSpec) -> bool:
     return scaling.min_replicas <= scaling.max_replicas
 
@@ -309,6 +322,29 @@ SPEC_RULES: tuple[Rule, ...] = (
         "refuses the model and the pods would crash-loop; use timeoutAction REJECT, or queueTimeoutMicroseconds 0",
         field="batching.timeoutAction",
         holds=_ordered_queue_rejects,
+    ),
+    # Both on fields new in 0.4.0, unset in every older object: the rules hold on those (see OPERATOR_ONLY).
+    Rule(
+        scope="",
+        cel="!has(self.runtime) || !has(self.runtime.terminationGracePeriodSeconds) || "
+        "self.runtime.terminationGracePeriodSeconds >= "
+        + min_grace_cel("self.runtime.grpcMaxConnectionAgeSeconds"),
+        message="runtime.terminationGracePeriodSeconds must cover the preStop wait of the replica "
+        f"({ENDPOINTS_LAG_S} s, plus runtime.grpcMaxConnectionAgeSeconds + 10% up to {MAX_DRAINED_AGE_S} s), "
+        f"{KILL_MARGIN_S} s before the kill, and at least 1 s for tritonserver to finish its requests",
+        shown=("runtime.terminationGracePeriodSeconds", "runtime.grpcMaxConnectionAgeSeconds"),
+        field="runtime.terminationGracePeriodSeconds",
+        holds=_grace_after_drain,
+    ),
+    Rule(
+        scope="",
+        cel="!has(self.runtime) || !has(self.runtime.progressDeadlineSeconds) || "
+        "self.runtime.progressDeadlineSeconds > self.runtime.startupTimeoutSeconds",
+        message="runtime.progressDeadlineSeconds must be longer than runtime.startupTimeoutSeconds: it counts the "
+        "image pull and the download of the model as well as the load",
+        shown=("runtime.progressDeadlineSeconds", "runtime.startupTimeoutSeconds"),
+        field="runtime.progressDeadlineSeconds",
+        holds=_deadline_past_startup,
     ),
 )
 

@@ -21,6 +21,13 @@ from pydantic.json_schema import JsonDict
 
 from tritonscale.api.names import DNS1123_SUBDOMAIN, LABEL_VALUE, is_label_key, label_key_cel
 from tritonscale.api.rules import SCALING_RULES, SPEC_RULES, Rule, cel_block
+from tritonscale.api.shutdown import (
+    ENDPOINTS_LAG_S,
+    KILL_MARGIN_S,
+    MAX_DRAINED_AGE_S,
+    TRITON_EXIT_TIMEOUT_S,
+    drain_delay_seconds,
+)
 
 # A resource quantity as the API server parses it (its own error message gives this expression);
 # parse_quantity, which gives the value, is more lenient (it accepts "1.5 Gi").
@@ -76,7 +83,12 @@ DEFAULT_TRITON_IMAGE = f"{TRITON_IMAGE_REPOSITORY}:25.08-py3"
 # across the fleet. Triton has the flag (--grpc-max-connection-age, milliseconds) from release 24.01
 # (server v2.42.0, PR #6639).
 DEFAULT_GRPC_MAX_CONNECTION_AGE_S = 10
+
+# runtime.progressDeadlineSeconds' default: the startup probe's budget (load and warmup) plus this for the
+# image pull and the init container's download (Kubernetes' own default deadline, which covers a pull).
+PULL_AND_FETCH_S = 600
 GRPC_MAX_CONNECTION_AGE_SINCE = (24, 1)  # the first NGC tag (YY.MM) with the flag
+
 
 DataType = Literal[
     "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
@@ -521,9 +533,9 @@ class RuntimeSpec(_Model):
         default=DEFAULT_STARTUP_TIMEOUT_S, ge=STARTUP_PROBE_PERIOD_S, le=86400,
         description="How long tritonserver may take to load and warm up the model before the kubelet restarts it "
         f"(the startup probe's budget, checked every {STARTUP_PROBE_PERIOD_S} s). The init container's download "
-        "is not counted. Raise it for a model whose load (a large TensorRT engine) takes longer. The Deployment's "
-        "progressDeadlineSeconds follows it (never below Kubernetes' 600), so a rollout is not reported stuck "
-        "(RolloutStuck) while its pods are within the budget. A change rolls the pods.",
+        "is not counted. Raise it for a model whose load (a large TensorRT engine) takes longer. Unless "
+        "runtime.progressDeadlineSeconds is set, the Deployment's progressDeadlineSeconds is this plus 600 s for "
+        "the image pull and the download. A change rolls the pods.",
     )
     priority_class_name: str | None = Field(
         default=None, max_length=253, json_schema_extra=_SUBDOMAIN.schema(),
@@ -536,6 +548,26 @@ class RuntimeSpec(_Model):
         default=256 * 1024 * 1024, ge=1024 * 1024, le=JSON_INT_MAX,
         description="Size of Triton's local response cache, used when model.responseCache is true.",
     )
+    termination_grace_period_seconds: int | None = Field(
+        default=None, ge=1, le=86400,
+        description="Seconds a replica has to stop (the pod's terminationGracePeriodSeconds). It first keeps "
+        f"serving while clients move away: a preStop wait of {ENDPOINTS_LAG_S} s for the endpoints to update, "
+        "plus one runtime.grpcMaxConnectionAgeSeconds (+10%, at most "
+        f"{MAX_DRAINED_AGE_S} s) for gRPC clients to reconnect elsewhere. Then tritonserver finishes the "
+        "requests it holds, and refuses new ones, until its exit timeout (--exit-timeout-secs, rendered as "
+        f"the rest less {KILL_MARGIN_S} s before the kubelet's SIGKILL). Unset: the wait plus Triton's "
+        f"default {TRITON_EXIT_TIMEOUT_S} s plus {KILL_MARGIN_S} s (51 s at the default connection age). "
+        "Raise it for requests that run longer. A change rolls the pods.",
+    )
+    progress_deadline_seconds: int | None = Field(
+        default=None, ge=1, le=7 * 86400,
+        description="Seconds a rollout's new pods may take to become ready before the rollout is reported "
+        "stuck (the Deployment's progressDeadlineSeconds; Ready=False RolloutStuck, and the batching tuner "
+        "puts back the settings it tried). It counts the image pull and the model's download as well as "
+        "the load and warmup, so it must be longer than runtime.startupTimeoutSeconds. Unset: "
+        "startupTimeoutSeconds plus Kubernetes' default 600 s for the pull and the download. Raise it for a "
+        "large image or model.",
+    )
     grpc_max_connection_age_seconds: int = Field(
         default=DEFAULT_GRPC_MAX_CONNECTION_AGE_S, ge=0, le=86400,
         description="Triton closes each gRPC connection at this age (--grpc-max-connection-age, with gRPC's "
@@ -545,6 +577,31 @@ class RuntimeSpec(_Model):
         "connections open (a mesh that balances each request). Not rendered for "
         f"{TRITON_IMAGE_REPOSITORY} tags before 24.01, which lack the flag.",
     )
+
+    @property
+    def drain_delay_seconds(self) -> int:
+        """The preStop wait: the replica serves on while clients move to others."""
+        return drain_delay_seconds(self.grpc_max_connection_age_seconds)
+
+    @property
+    def grace_seconds(self) -> int:
+        """The pod's terminationGracePeriodSeconds."""
+        if self.termination_grace_period_seconds is not None:
+            return self.termination_grace_period_seconds
+        return self.drain_delay_seconds + TRITON_EXIT_TIMEOUT_S + KILL_MARGIN_S
+
+    @property
+    def exit_timeout_seconds(self) -> int:
+        """tritonserver's --exit-timeout-secs: what the grace leaves after the wait, less the margin
+        (at least 1: the spec's rule, ``rules._grace_after_drain``)."""
+        return max(1, self.grace_seconds - self.drain_delay_seconds - KILL_MARGIN_S)
+
+    @property
+    def progress_deadline(self) -> int:
+        """The Deployment's progressDeadlineSeconds."""
+        if self.progress_deadline_seconds is not None:
+            return self.progress_deadline_seconds
+        return self.startup_timeout_seconds + PULL_AND_FETCH_S
 
     @field_validator("extra_args")
     @classmethod

@@ -56,11 +56,9 @@ MODEL_REPOSITORY = "/models"
 # it -- and, with maxUnavailable 0, removes an old pod only once a new one is ready. The extra
 # replica-time is one cold start per replaced pod whatever the share; a larger share only
 # finishes sooner (maxSurge 1 takes one cold start per replica, minutes on GPUs, while old pods
-# keep the settings being replaced). On a cluster without free GPUs the extra pods wait
-# Pending and the rollout proceeds as old pods free theirs.
+# keep the settings being replaced). On a cluster without a free GPU the extra pods wait Pending
+# and, with maxUnavailable 0, the rollout does not move until one is free (README, Upgrading).
 MAX_SURGE = "25%"
-# The Deployment's progressDeadlineSeconds unless the startup budget is longer: Kubernetes' default.
-PROGRESS_DEADLINE_S = 600
 
 
 def max_surge(replicas: int) -> int:
@@ -204,7 +202,7 @@ def config_hash(config_pbtxt: str) -> str:
 SERVING_ANNOTATION = "tritonscale.io/serving"
 # Runtime fields with no bearing on how fast a pod serves (scheduling and identity only).
 _NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext", "topologySpreadConstraints",
-              "priorityClassName", "startupTimeoutSeconds")
+              "priorityClassName", "startupTimeoutSeconds", "terminationGracePeriodSeconds", "progressDeadlineSeconds")
 # Speed fields added to the runtime after the digest was first recorded, and their defaults (``serving_digest``).
 _ADDED_LATER = {"gpuResource": GPU_RESOURCE}
 
@@ -321,6 +319,8 @@ def _tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
         "--metrics-config=summary_latencies=true",
         "--exit-on-error=true",
         "--strict-readiness=true",
+        # What the pod's grace leaves Triton after the preStop wait (api/shutdown.py)
+        f"--exit-timeout-secs={spec.runtime.exit_timeout_seconds}",
     ]
     if spec.runtime.gpus == 0:
         args.append("--allow-gpu-metrics=false")
@@ -342,6 +342,25 @@ def has_grpc_connection_age(image: str) -> bool:
     0 leaves the flag out)."""
     m = _NGC_TAG.match(image)
     return m is None or (int(m.group(1)), int(m.group(2))) >= GRPC_MAX_CONNECTION_AGE_SINCE
+
+
+# The pods' emptyDirs hold nothing a new pod cannot make again (the model is fetched again). Without this
+# annotation cluster-autoscaler (--skip-nodes-with-local-storage, its default) never removed a node that
+# held a replica, and an idle GPU node stayed for it.
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+LOCAL_VOLUMES = ("model-repository", "dshm")
+
+
+def _env(spec: InferenceServiceSpec) -> list[dict[str, Any]]:
+    """runtime.env, and for a replica of no GPU ``NVIDIA_VISIBLE_DEVICES=void`` (unless env sets it): NGC
+    images set it to ``all``, and where the NVIDIA runtime is the node's default (the GPU Operator's set-up)
+    a container that asks for no GPU then sees every GPU of the node, and Triton takes memory on GPUs
+    other pods were given. ``void`` gives it none, as runc would."""
+    env = list(spec.runtime.env)
+    if spec.runtime.gpus == 0 and not any(isinstance(e, dict) and e.get("name") == "NVIDIA_VISIBLE_DEVICES"
+                                          for e in env):
+        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})  # last: runtime.env[i] stays env[i]
+    return env
 
 
 def _resources(spec: InferenceServiceSpec) -> dict[str, Any]:
@@ -383,7 +402,11 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         "livenessProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"},
                           "periodSeconds": 10, "failureThreshold": 6},
         "resources": _resources(spec),
-        "env": list(spec.runtime.env),
+        "env": _env(spec),
+        # Serving on while the endpoints update and gRPC clients reconnect elsewhere; then SIGTERM, and
+        # tritonserver refuses new requests at once (api/shutdown.py). An exec, not the sleep action:
+        # the chart supports Kubernetes 1.28, and the sleep action is on by default from 1.30.
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(spec.runtime.drain_delay_seconds)]}}},
         "volumeMounts": [
             {"name": "model-repository", "mountPath": MODEL_REPOSITORY},
             {"name": "dshm", "mountPath": "/dev/shm"},  # Triton's python backend and pinned memory use shm
@@ -400,7 +423,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
             *source_volumes,
         ],
-        "terminationGracePeriodSeconds": 30,
+        "terminationGracePeriodSeconds": spec.runtime.grace_seconds,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, **spec.runtime.security_context},
     }
     if spec.runtime.node_selector:
@@ -425,9 +448,9 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
                                      RENDERED_BY_ANNOTATION: __version__}},
         "spec": {
             "replicas": spec.scaling.floor,
-            # A rollout is reported stuck (ProgressDeadlineExceeded; Ready=False RolloutStuck) no sooner than the
-            # kubelet would give up on a pod's load: a budget raised for a slow engine raises the deadline too.
-            "progressDeadlineSeconds": max(PROGRESS_DEADLINE_S, spec.runtime.startup_timeout_seconds),
+            # A rollout is reported stuck (ProgressDeadlineExceeded; Ready=False RolloutStuck) no sooner than its
+            # pods could be pulled, fetch the model and load it: a budget raised for a slow engine raises it too.
+            "progressDeadlineSeconds": spec.runtime.progress_deadline,
             "selector": {"matchLabels": {LABEL: name}},
             # New pods are warm before an old one goes: rollouts never dip below the floor.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": MAX_SURGE}},
@@ -437,7 +460,8 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
                     # No prometheus.io/scrape annotations: they opt the pods into an annotation-based
                     # kubernetes-pods job beside the scrape job the queries need (its labels), and a pod
                     # scraped twice counts twice in every rate (README, Prerequisites)
-                    "annotations": {**spec.runtime.pod_annotations, HASH_ANNOTATION: config_hash(config)},
+                    "annotations": {SAFE_TO_EVICT: ",".join(LOCAL_VOLUMES), **spec.runtime.pod_annotations,
+                                    HASH_ANNOTATION: config_hash(config)},
                 },
                 "spec": pod_spec,
             },
@@ -482,7 +506,12 @@ def build_pdb(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[str, An
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(child_names(name)["PodDisruptionBudget"], owner, name),
-        "spec": {"minAvailable": spec.scaling.min_replicas, "selector": {"matchLabels": {LABEL: name}}},
+        # AlwaysAllow: a replica that is not ready (a GPU with an Xid error, a hung server) may be evicted
+        # whatever the budget -- it serves nothing. With the default (IfHealthyBudget) a fleet below
+        # minAvailable refused the drain of that very node with 429 (session 86's audit, a real v1.35
+        # disruption controller) until a replacement was warm elsewhere, or for good at maxReplicas.
+        "spec": {"minAvailable": spec.scaling.min_replicas, "selector": {"matchLabels": {LABEL: name}},
+                 "unhealthyPodEvictionPolicy": "AlwaysAllow"},
     }
 
 
