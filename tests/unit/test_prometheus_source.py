@@ -559,6 +559,39 @@ def test_an_answer_that_trickles_ends_the_round_at_its_deadline():
         assert took < 2.0, took  # not the 4 s the trickle lasts
 
 
+def test_a_slow_prometheus_is_asked_several_queries_at_once():
+    """Session 86's scale audit: one query after another, a round stopped at its deadline (every service on that
+    Prometheus held its count) once each query took about 0.6 s of the 10 s. 17 queries of 0.3 s each here
+    take 5.1 s one after another, past a 3 s round; four at a time, about 1.5 s."""
+    import json
+    import threading
+    import time
+
+    from tritonscale.scaling.prometheus_source import QUERY_CONCURRENCY, PrometheusSource
+
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
+    plain = _answering(200, body)
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+
+    class Slow(plain):  # type: ignore[misc,valid-type]
+        def do_POST(self):  # noqa: N802
+            with lock:
+                in_flight[0] += 1
+                most[0] = max(most[0], in_flight[0])
+            time.sleep(0.3)
+            with lock:
+                in_flight[0] -= 1
+            super().do_POST()
+
+    with _prometheus(Slow) as url:
+        began = time.monotonic()
+        snap = PrometheusSource(url, round_timeout_s=3.0).fetch(60)
+        took = time.monotonic() - began
+    assert snap.ok and snap.queries == 17, snap.error
+    assert took < 3.0 and most[0] == QUERY_CONCURRENCY, (took, most)
+
+
 def test_a_healthy_answer_is_read_whole():
     import json
 

@@ -470,6 +470,22 @@ def _deadline_session() -> Any:
 ROUND_TIMEOUT_S = 10.0
 
 
+# Queries of a round in flight at once (``PrometheusSource._ask_all``): a round of 17 takes about a
+# quarter of the time one after another would, and Prometheus runs each query on its own anyway.
+QUERY_CONCURRENCY = 4
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One query's outcome: its result, or the exception it raised, and when it finished."""
+
+    ok: bool
+    result: Any
+    error: Exception | None
+    finished: float
+    asked: bool = True
+
+
 class PrometheusSource:
     """Queries one Prometheus with prometheus-api-client (sync; the operator calls it in a thread)."""
 
@@ -502,42 +518,56 @@ class PrometheusSource:
         started = time.time()
         values: dict[str, dict[Key, float]] = {}
         queries = build_queries(self.selector, window_s)
-        done = 0
-        deadline = self._session.deadline = time.monotonic() + self._round_timeout_s  # mid-answer too
+        deadline = time.monotonic() + self._round_timeout_s
+        answers = self._ask_all(queries, deadline)
+        done = sum(1 for a in answers.values() if a.ok)
 
         def failed(queries_asked: int, why: str) -> Snapshot:
             return Snapshot(taken_at=started, ok=False, queries=queries_asked,
                             error=f"Prometheus at {shown_url(self.url)}: {why}")
 
-        def too_slow(queries_asked: int) -> Snapshot:
-            return failed(queries_asked, f"answered {done} of {len(queries)} queries in "
-                                         f"{self._round_timeout_s:g} s; too slow for a tick")
+        def too_slow() -> Snapshot:
+            return failed(len(answers), f"answered {done} of {len(queries)} queries in "
+                                        f"{self._round_timeout_s:g} s; too slow for a tick")
 
-        for signal, q in queries.items():
+        for signal in queries:  # the signals' order: the first failure is the one said
             optional = signal in MESSAGE_ONLY  # best effort: its failure or lateness fails no round
-            if time.monotonic() >= deadline:
+            answer = answers.get(signal)
+            if answer is None or not answer.ok:
                 if optional:
                     continue
-                return too_slow(done)
+                if answer is None or answer.finished >= deadline:  # not asked in time, or cut off mid-answer
+                    return too_slow()
+                assert answer.error is not None
+                return failed(len(answers), redacted(describe_failure(answer.error, self._timeout_s), self.url))
             try:
-                result = self._prom.custom_query(q)
-            except Exception as exc:  # connection refused, timeout, HTTP 4xx/5xx, bad JSON
-                if optional:
-                    done += 1
-                    continue
-                if time.monotonic() >= deadline:  # cut off mid-answer
-                    return too_slow(done + 1)
-                return failed(done + 1, redacted(describe_failure(exc, self._timeout_s), self.url))
-            done += 1
-            try:
-                values[signal] = _parse_vector(result, self.selector if signal != "targets" else
+                values[signal] = _parse_vector(answer.result, self.selector if signal != "targets" else
                                                dataclasses.replace(self.selector, model_label=TARGETS_LABEL))
             except ValueError as exc:
                 if optional:
                     continue
-                return failed(done, f"query for {signal}: {exc}")
+                return failed(len(answers), f"query for {signal}: {exc}")
         return Snapshot(taken_at=started, ok=True, values=values, queries=done, window_s=int(window_s),
                         extra_matchers=self.selector.extra_matchers())
+
+    def _ask_all(self, queries: Mapping[str, str], deadline: float) -> dict[str, _Answer]:
+        """Each query's answer, QUERY_CONCURRENCY at a time, of those asked before ``deadline``. One after
+        another, a round stopped at its deadline once Prometheus took about 0.6 s a query (session 86's
+        scale audit: 200 of 200 ticks ran at 0.55 s, none at 0.65 s)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def ask(q: str) -> _Answer:
+            if time.monotonic() >= deadline:
+                return _Answer(False, None, None, time.monotonic(), asked=False)
+            self._session.deadline = deadline  # the session's is the calling thread's: mid-answer too
+            try:
+                return _Answer(True, self._prom.custom_query(q), None, time.monotonic())
+            except Exception as exc:  # connection refused, timeout, HTTP 4xx/5xx, bad JSON
+                return _Answer(False, None, exc, time.monotonic())
+
+        with ThreadPoolExecutor(QUERY_CONCURRENCY, thread_name_prefix="prometheus-query") as pool:
+            answers = dict(zip(queries, pool.map(ask, queries.values()), strict=True))
+        return {signal: a for signal, a in answers.items() if a.asked}
 
 
 def redacted(text: str, url: str) -> str:
