@@ -35,7 +35,8 @@ def test_a_batch_sample_of_no_size_or_no_time_is_no_measurement(samples: list[li
     state = State.from_dict({"batchSamples": samples})
     assert state.batch_samples == ()
     d = decide(Observation("ok", p95_ms=40.0, rps=100.0, pending=0.0, pods=2.0), Replicas(2, 2), POLICY, state, NOW)
-    assert 1 <= d.replicas <= 10
+    # no batch model from it: the capacity is learned from p95 (a sample of no time would be an endless one)
+    assert d.replicas == 2 and "per replica (p95)" in d.message, d.message
 
 
 def test_a_batch_below_the_metrics_resolution_is_not_learned() -> None:
