@@ -211,3 +211,15 @@ def test_an_interrupted_build_stops_gos_processes_too(monkeypatch, tmp_path):
         os.kill(child, signal.SIGKILL)
         pytest.fail("go's child process outlived the interrupted build")
     assert not build.is_built(build.binaries_dir())
+
+
+def test_a_long_build_says_it_is_still_going(monkeypatch, tmp_path):
+    """kube-apiserver builds for minutes on 2 cores, and a module proxy that never answers was as silent."""
+    go, _ = _recording_go(tmp_path, build_step='case "$out" in */etcd) sleep 0.5;; esac')
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "find_go", lambda: go)
+    monkeypatch.setattr(build, "HEARTBEAT_S", 0.2)
+    lines: list[str] = []
+    build.ensure_binaries(lines.append)
+    still = [line for line in lines if line.startswith("still building")]
+    assert still and all(line.startswith("still building etcd (") for line in still), lines

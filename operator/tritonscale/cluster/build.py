@@ -134,14 +134,26 @@ def is_built(target: Path) -> bool:
     return all(os.access(target / name, os.X_OK) for name in BINARIES)
 
 
-def _go_build(cmd: list[str], module: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+# A line while one binary builds: kube-apiserver takes minutes on 2 cores, and a module proxy that
+# accepts connections and never answers was silent for as long (session 86's audit).
+HEARTBEAT_S = 60.0
+
+
+def _go_build(cmd: list[str], module: Path, env: dict[str, str], name: str = "",
+              progress: Progress = lambda line: None) -> subprocess.CompletedProcess[str]:
     """Run one ``go build`` in its own process group, stopped whole if this process is interrupted (Ctrl-C,
     or SIGTERM turned into an exception by the caller): subprocess.run killed only ``go``, and its compile
     and link processes ran on for minutes, into a staging directory nothing would read."""
+    started = time.monotonic()
     with subprocess.Popen(cmd, cwd=module, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as proc:
         try:
-            out, err = proc.communicate()
+            while True:
+                try:
+                    out, err = proc.communicate(timeout=HEARTBEAT_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    progress(f"still building {name or cmd[-1]} ({time.monotonic() - started:.0f} s)")
         except BaseException:
             process_group.kill_group(proc)
             proc.wait()
@@ -183,7 +195,7 @@ def ensure_binaries(progress: Progress = lambda line: None) -> Path:
                 t0 = time.monotonic()
                 cmd = [go, "build", *build_flags(kubernetes_version(module)), "-o", str(staging / name),
                        f"./cmd/{name}"]
-                proc = _go_build(cmd, module, env)
+                proc = _go_build(cmd, module, env, name, progress)
                 if proc.returncode != 0:
                     tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-20:])
                     raise ClusterError(f"`{' '.join(cmd)}` in {module} failed ({proc.returncode}):\n{tail}")
