@@ -563,3 +563,14 @@ def test_pod_labels_and_annotations_reach_the_pods_beside_the_operators() -> Non
     assert {n for n, v in volumes.items() if "emptyDir" in v} == {"model-repository", "dshm"}
     mine = children(mutate(BASE, {"spec.runtime.podAnnotations": {SAFE_TO_EVICT: ""}}))["Deployment"]
     assert mine["spec"]["template"]["metadata"]["annotations"][SAFE_TO_EVICT] == ""
+
+
+def test_the_shared_memory_size_is_the_specs() -> None:
+    """auditQ 9 (session 86): /dev/shm was fixed at 1Gi; a python backend passing large tensors, or NCCL across
+    GPUs, needs more."""
+    def shm(doc: dict[str, Any]) -> dict[str, Any]:
+        volumes = children(doc)["Deployment"]["spec"]["template"]["spec"]["volumes"]
+        return next(v for v in volumes if v["name"] == "dshm")["emptyDir"]
+
+    assert shm(BASE) == {"medium": "Memory", "sizeLimit": "1Gi"}
+    assert shm(mutate(BASE, {"spec.runtime.shmSize": "8Gi"})) == {"medium": "Memory", "sizeLimit": "8Gi"}

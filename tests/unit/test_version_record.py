@@ -38,7 +38,7 @@ RENDERINGS: dict[str, dict[str, str]] = {
 # applies the new one by hand (README, "Upgrade the CRD yourself"), and a user knows to only when the version says the
 # CRD changed. Under 0.3.0 the CRD changed and the version did not (session 85's upgrade audit, D3).
 CRDS: dict[str, str] = {
-    "0.4.0": "c9f1fa5f4703afd2af8c6b4b658bc9ab4735ea7433dc024ad7edb239c57fcf44",
+    "0.4.0": "7af332155988505991c8399370e4e32d435e0c3c692e82113723a13336568dcc",
 }
 CRD = Path(__file__).resolve().parents[2] / "crds" / "inferenceservices.tritonscale.io.yaml"
 

@@ -130,6 +130,11 @@ class _Format:
         return value
 
 
+# A size above 0 as a Kubernetes quantity (1Gi, 512Mi, 2G): no sign, one decimal point at most.
+_SIZE = _Format(re.compile(r"^[0-9.]+([eEinumkKMGTP]*[-+]?[0-9]*)$"),
+                "must be a Kubernetes quantity above 0, e.g. 1Gi or 8Gi",
+                ((re.compile(r"^[0.]+([eEinumkKMGTP]*[-+]?[0-9]*)$"), "must be above 0, e.g. 1Gi or 8Gi"),
+                 (re.compile(r"\..*\."), "must be a Kubernetes quantity: one decimal point at most")))
 _SUBDOMAIN = _Format(DNS1123_SUBDOMAIN, "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.'; "
                                         "starts and ends with a letter or digit)")
 # An extended resource a device plugin advertises: DOMAIN/NAME, the domain outside Kubernetes' own.
@@ -559,6 +564,13 @@ class RuntimeSpec(_Model):
         f"default {TRITON_EXIT_TIMEOUT_S} s plus {KILL_MARGIN_S} s (51 s at the default connection age). "
         "Raise it for requests that run longer. A change rolls the pods.",
     )
+    shm_size: str = Field(
+        default="1Gi", min_length=1, max_length=64,
+        description="Size of the pods' /dev/shm (a memory-backed emptyDir's sizeLimit), a Kubernetes quantity: "
+        "Triton's python backend and its shared-memory requests live there. Raise it for a python backend that "
+        "passes large tensors (an LLM in vLLM) or for NCCL across several GPUs; it counts against the "
+        "container's memory limit. A change rolls the pods.",
+        json_schema_extra=_SIZE.schema())
     progress_deadline_seconds: int | None = Field(
         default=None, ge=1, le=7 * 86400,
         description="Seconds a rollout's new pods may take to become ready before the rollout is reported "
@@ -602,6 +614,16 @@ class RuntimeSpec(_Model):
         if self.progress_deadline_seconds is not None:
             return self.progress_deadline_seconds
         return self.startup_timeout_seconds + PULL_AND_FETCH_S
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm_size(cls, v: str) -> str:
+        _SIZE.check(v)
+        try:
+            parse_quantity(v)
+        except (ValueError, TypeError):
+            raise ValueError(_SIZE.message) from None
+        return v
 
     @field_validator("extra_args")
     @classmethod

@@ -202,7 +202,8 @@ def config_hash(config_pbtxt: str) -> str:
 SERVING_ANNOTATION = "tritonscale.io/serving"
 # Runtime fields with no bearing on how fast a pod serves (scheduling and identity only).
 _NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext", "topologySpreadConstraints",
-              "priorityClassName", "startupTimeoutSeconds", "terminationGracePeriodSeconds", "progressDeadlineSeconds")
+              "priorityClassName", "startupTimeoutSeconds", "terminationGracePeriodSeconds", "progressDeadlineSeconds",
+              "shmSize")
 # Speed fields added to the runtime after the digest was first recorded, and their defaults (``serving_digest``).
 _ADDED_LATER = {"gpuResource": GPU_RESOURCE}
 
@@ -420,7 +421,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         "volumes": [
             {"name": "model-repository", "emptyDir": {}},
             {"name": CONFIG_VOLUME, "configMap": {"name": configmap_name(name, config)}},
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.runtime.shm_size}},
             *source_volumes,
         ],
         "terminationGracePeriodSeconds": spec.runtime.grace_seconds,
