@@ -16,6 +16,16 @@ from kubernetes.client import ApiException
 from tritonscale.scaling import tick
 from tritonscale.scaling.prometheus_source import Snapshot
 
+
+@pytest.fixture(autouse=True)
+def _a_new_process() -> None:
+    """Each test's object starts with nothing the tick keeps in memory (its decider memory, the Prometheus
+    Events said): the tests share one uid with other files' (run after test_tick_invalid_edit alone, one
+    failed on the memory that file left)."""
+    tick.forget(UID)
+    with tick._prometheus_said_lock:
+        tick._prometheus_said.clear()
+
 SAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "samples" / "python-cpu.yaml"
 UID = "0b8d3f2e-1111-4222-8333-444455556666"
 
