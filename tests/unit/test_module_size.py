@@ -33,7 +33,6 @@ OVER_LIMIT: dict[str, int] = {
     "tests/unit/test_batching_tuner.py": 586,
     "tests/unit/test_cli.py": 683,
     "tests/unit/test_crd.py": 513,
-    "tests/unit/test_decider.py": 1418,
     "tests/unit/test_kubernetes_objects.py": 576,
     "tests/unit/test_leader_election.py": 608,
     "tests/unit/test_prometheus_source.py": 854,
