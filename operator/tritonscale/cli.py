@@ -303,7 +303,7 @@ def _http_url(text: str) -> str | None:
 
     if not text:
         return None  # as unset (the chart's "empty: none")
-    from tritonscale.scaling.prometheus_source import shown_url
+    from tritonscale.scaling.prometheus_http import shown_url
 
     try:
         return prometheus_base_url(text)

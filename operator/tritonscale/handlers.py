@@ -23,11 +23,11 @@ from kubernetes.client import ApiException
 from tritonscale.api import status as st
 from tritonscale.api.spec import GROUP, KIND, LABEL, PLURAL, VERSION
 from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, namespace_terminating
-from tritonscale.reconcile import inference_service
-from tritonscale.reconcile.inference_service import UPGRADES, reconcile, still_there
+from tritonscale.reconcile.inference_service import UPGRADES, forget_deleted, reconcile, still_there
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import tick as autoscaler
-from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot, allowed_by, shown_url
+from tritonscale.scaling.prometheus_http import allowed_by, shown_url
+from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector, Snapshot
 from tritonscale.scaling.snapshot_cache import SnapshotCache
 
 log = logging.getLogger("tritonscale")
@@ -422,7 +422,7 @@ def _forget_object(tick: asyncio.Task[Any] | None, uid: str, namespace: str, nam
     om.forget(namespace, name, uid)
     _source_gone(uid)
     _forget_passes(namespace, name, uid)
-    inference_service.forget(uid)
+    forget_deleted(uid)
 
 
 def _handled_generation(body: Any) -> Any:

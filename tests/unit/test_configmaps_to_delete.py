@@ -105,8 +105,8 @@ def test_an_object_made_again_under_the_name_says_the_refusal_again_and_a_delete
                                               [workload("linear-config-new")], isvc.Outcome(valid=True))
     assert [r.levelname for r in caplog.records if "removing ConfigMaps" in r.getMessage()] == [
         "WARNING", "WARNING"]
-    isvc.forget("uid-old")
-    isvc.forget("uid-new")
+    isvc.forget_deleted("uid-old")
+    isvc.forget_deleted("uid-new")
     assert isvc._cleanup_failed == {}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -211,3 +212,44 @@ def test_a_memory_shifted_back_keeps_its_spacing_and_order() -> None:
     assert [e[0] for e in shifted.rates] == [NOW - 30.0, NOW - 15.0]
     assert shifted.surprises == (NOW - 15.0,) and shifted.last_scale_time == NOW - 15.0
     assert state.until(NOW + 600.0, 15.0) is state  # on the writer's clock: as written
+
+
+def test_prometheus_clock_ahead_shifts_nothing() -> None:
+    """Session 86's review (F3): the queue reading's time is Prometheus' clock (PromQL timestamp()), not the
+    operator's; counted among the stamps, a Prometheus 40 s ahead shifted the whole memory back at every tick,
+    and it aged almost four times too fast."""
+    from tritonscale.scaling.decider import PendingReading
+
+    state = State(recommendations=((NOW - 30.0, 4, 4), (NOW - 15.0, 4, 4)), rates=((NOW - 15.0, 100.0, 120.0),),
+                  last_pending=PendingReading(NOW + 40.0, 3.0, 4.0, joined_at=NOW - 15.0))
+    assert state.until(NOW, 15.0) is state
+
+
+def test_a_shift_takes_the_last_join_along_and_leaves_the_scrape_time() -> None:
+    """F4: the last join (the operator's clock) moves with the memory; the scrape time (Prometheus') does not."""
+    from tritonscale.scaling.decider import PendingReading
+
+    state = State(recommendations=((NOW + 600.0, 8, 8),),
+                  last_pending=PendingReading(NOW + 2.0, 3.0, 8.0, joined_at=NOW + 600.0))
+    shifted = state.until(NOW, 15.0)
+    assert shifted.recommendations == ((NOW - 15.0, 8, 8),)
+    assert shifted.last_pending is not None and (shifted.last_pending.at, shifted.last_pending.joined_at) == (
+        NOW + 2.0, NOW - 15.0)
+
+
+def test_a_stamp_no_clock_would_give_is_dropped_and_the_rest_kept() -> None:
+    """F5: one entry stamped in milliseconds shifted every good entry about 1e9 s into the past, erasing the
+    memory. An entry more than an hour ahead is no clock's: it goes, and the rest stays as written."""
+    state = State(recommendations=((NOW - 60.0, 3, 3), (NOW * 1000.0, 8, 8)), surprises=(NOW - 45.0,))
+    kept = state.until(NOW, 15.0)
+    assert kept.recommendations == ((NOW - 60.0, 3, 3),) and kept.surprises == (NOW - 45.0,)
+
+
+def test_a_refused_scale_keeps_the_last_scale_time_on_the_memorys_clock() -> None:
+    """F10: a refused scale put back the memory's earlier lastScaleTime unshifted beside shifted entries, and the
+    next tick shifted the whole memory again (recommendations read 630 s old instead of 45 s)."""
+    before = State(recommendations=((NOW + 585.0, 4, 4), (NOW + 600.0, 4, 4)), last_scale_time=NOW + 590.0)
+    decided = replace(before.until(NOW, 15.0), last_scale_time=NOW)  # decide() stamps this tick's scale
+    kept = decided.scale_time_from(before, NOW, 15.0)
+    assert kept.last_scale_time == NOW - 25.0
+    assert kept.until(NOW + 15.0, 15.0) is kept  # nothing ahead: the next tick shifts nothing

@@ -173,7 +173,7 @@ def test_replicas_in_stale_last_applied_is_not_nulled() -> None:
     ({}, {"a": {}}, True),
     ({"a": [1]}, {"a": []}, False),
     ({}, {"a": [1]}, False),
-    # Resource quantities come back in canonical form and compare by value, only under limits/requests.
+    # Quantities come back in canonical form and compare by value, only under limits/requests and sizeLimit.
     ({"resources": {"requests": {"cpu": "500m", "memory": "1536Mi"}}},
      {"resources": {"requests": {"cpu": "0.5", "memory": "1.5Gi"}}}, True),
     ({"resources": {"limits": {"cpu": "2"}}}, {"resources": {"limits": {"cpu": "2000m"}}}, True),

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 LIMIT = 450
 # path -> its length when the rule was found broken (session 86): the most it may have until it is split
 OVER_LIMIT: dict[str, int] = {
-    "operator/tritonscale/api/spec.py": 904,
+    "operator/tritonscale/api/spec.py": 885,
     "operator/tritonscale/cli.py": 519,
     "operator/tritonscale/handlers.py": 564,
     "operator/tritonscale/leader_election.py": 460,
@@ -22,7 +22,7 @@ OVER_LIMIT: dict[str, int] = {
     "operator/tritonscale/sandbox/orchestrator.py": 542,
     "operator/tritonscale/scaling/decider/signals.py": 494,
     "operator/tritonscale/scaling/decider/steps.py": 454,
-    "operator/tritonscale/scaling/prometheus_source.py": 636,
+    "operator/tritonscale/scaling/prometheus_source.py": 463,
     "operator/tritonscale/scaling/tick.py": 748,
     "operator/tritonscale/simulate/arrivals.py": 483,
     "operator/tritonscale/simulate/command.py": 529,
@@ -35,7 +35,7 @@ OVER_LIMIT: dict[str, int] = {
     "tests/unit/test_crd.py": 513,
     "tests/unit/test_kubernetes_objects.py": 576,
     "tests/unit/test_leader_election.py": 608,
-    "tests/unit/test_prometheus_source.py": 854,
+    "tests/unit/test_prometheus_source.py": 529,
 }
 
 

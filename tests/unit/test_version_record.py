@@ -38,7 +38,7 @@ RENDERINGS: dict[str, dict[str, str]] = {
 # applies the new one by hand (README, "Upgrade the CRD yourself"), and a user knows to only when the version says the
 # CRD changed. Under 0.3.0 the CRD changed and the version did not (session 85's upgrade audit, D3).
 CRDS: dict[str, str] = {
-    "0.4.0": "7af332155988505991c8399370e4e32d435e0c3c692e82113723a13336568dcc",
+    "0.4.0": "dfefe18b5c706ba39fda4a1188e3131b08fb0104525e44a718ed64ec40ffcd38",
 }
 CRD = Path(__file__).resolve().parents[2] / "crds" / "inferenceservices.tritonscale.io.yaml"
 

@@ -3,6 +3,12 @@
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # spec.py imports this module
+    from tritonscale.api.spec import RuntimeSpec
+
 # A replica's shutdown (a scale-down, a rollout, a drain). On SIGTERM tritonserver finishes the requests
 # it holds, but refuses every new one at once: new HTTP requests are disconnected, and new gRPC calls, on
 # connections old or new, are answered NOT_FOUND ("unknown model") until it exits (session 86's audit, a
@@ -33,3 +39,33 @@ def min_grace_cel(age: str) -> str:
     capped = 10 * MAX_DRAINED_AGE_S // 11  # the largest age whose +10% is within MAX_DRAINED_AGE_S
     return (f"({ENDPOINTS_LAG_S + KILL_MARGIN_S + 1} + ({age} > {capped} ? {MAX_DRAINED_AGE_S} : "
             f"(11 * {age} + 9) / 10))")
+
+
+_EXIT_TIMEOUT_FLAG = re.compile(r"^--exit-timeout-secs[= ]([0-9]+)$")
+
+
+def _exit_timeout_given(extra_args: list[str]) -> int | None:
+    """The ``--exit-timeout-secs`` of runtime.extraArgs (the last: tritonserver takes the last), if any."""
+    given = [int(m.group(1)) for a in extra_args if (m := _EXIT_TIMEOUT_FLAG.match(a.strip()))]
+    return given[-1] if given else None
+
+
+def drain_wait(runtime: RuntimeSpec) -> int:
+    """The preStop wait: the replica serves on while clients move to others."""
+    return drain_delay_seconds(runtime.grpc_max_connection_age_seconds)
+
+
+def grace(runtime: RuntimeSpec) -> int:
+    """The pod's terminationGracePeriodSeconds: the spec's, else the wait, Triton's exit timeout (the one
+    runtime.extraArgs gives, which tritonserver takes over ours: a grace of the default 30 s killed Triton
+    long before the 300 s a user gave it; session 86's review) and the margin."""
+    if runtime.termination_grace_period_seconds is not None:
+        return runtime.termination_grace_period_seconds
+    exit_s = _exit_timeout_given(runtime.extra_args)
+    return drain_wait(runtime) + (TRITON_EXIT_TIMEOUT_S if exit_s is None else exit_s) + KILL_MARGIN_S
+
+
+def exit_timeout(runtime: RuntimeSpec) -> int:
+    """tritonserver's --exit-timeout-secs: what the grace leaves after the wait, less the margin (at least 1:
+    the spec's rule, ``rules._grace_after_drain``). runtime.extraArgs' own, rendered after it, wins."""
+    return max(1, grace(runtime) - drain_wait(runtime) - KILL_MARGIN_S)

@@ -26,7 +26,6 @@ from tritonscale.api.shutdown import (
     KILL_MARGIN_S,
     MAX_DRAINED_AGE_S,
     TRITON_EXIT_TIMEOUT_S,
-    drain_delay_seconds,
 )
 
 # A resource quantity as the API server parses it (its own error message gives this expression);
@@ -130,11 +129,11 @@ class _Format:
         return value
 
 
-# A size above 0 as a Kubernetes quantity (1Gi, 512Mi, 2G): no sign, one decimal point at most.
-_SIZE = _Format(re.compile(r"^[0-9.]+([eEinumkKMGTP]*[-+]?[0-9]*)$"),
+# A size above 0 as a Kubernetes quantity (1Gi, 512Mi, 2G, 1e9): Kubernetes' grammar, without a sign.
+_SUFFIX = r"(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$"
+_SIZE = _Format(re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)" + _SUFFIX),
                 "must be a Kubernetes quantity above 0, e.g. 1Gi or 8Gi",
-                ((re.compile(r"^[0.]+([eEinumkKMGTP]*[-+]?[0-9]*)$"), "must be above 0, e.g. 1Gi or 8Gi"),
-                 (re.compile(r"\..*\."), "must be a Kubernetes quantity: one decimal point at most")))
+                ((re.compile(r"^([0]+(\.0*)?|\.0+)" + _SUFFIX), "must be above 0, e.g. 1Gi or 8Gi"),))
 _SUBDOMAIN = _Format(DNS1123_SUBDOMAIN, "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.'; "
                                         "starts and ends with a letter or digit)")
 # An extended resource a device plugin advertises: DOMAIN/NAME, the domain outside Kubernetes' own.
@@ -589,24 +588,6 @@ class RuntimeSpec(_Model):
         "connections open (a mesh that balances each request). Not rendered for "
         f"{TRITON_IMAGE_REPOSITORY} tags before 24.01, which lack the flag.",
     )
-
-    @property
-    def drain_delay_seconds(self) -> int:
-        """The preStop wait: the replica serves on while clients move to others."""
-        return drain_delay_seconds(self.grpc_max_connection_age_seconds)
-
-    @property
-    def grace_seconds(self) -> int:
-        """The pod's terminationGracePeriodSeconds."""
-        if self.termination_grace_period_seconds is not None:
-            return self.termination_grace_period_seconds
-        return self.drain_delay_seconds + TRITON_EXIT_TIMEOUT_S + KILL_MARGIN_S
-
-    @property
-    def exit_timeout_seconds(self) -> int:
-        """tritonserver's --exit-timeout-secs: what the grace leaves after the wait, less the margin
-        (at least 1: the spec's rule, ``rules._grace_after_drain``)."""
-        return max(1, self.grace_seconds - self.drain_delay_seconds - KILL_MARGIN_S)
 
     @property
     def progress_deadline(self) -> int:

@@ -23,9 +23,10 @@ from tritonscale.api.merge_patch import merge_patch
 LAST_APPLIED = "tritonscale.io/last-applied"
 
 
-# Maps of resource quantities (a container's ``resources``): the API server returns each in its
-# canonical form (``0.5`` -> ``500m``, ``1.5Gi`` -> ``1536Mi``), so they compare by value.
-QUANTITY_MAPS = frozenset({"limits", "requests"})
+# Maps of resource quantities (a container's ``resources``) and quantity fields (an emptyDir's sizeLimit,
+# runtime.shmSize): the API server returns each in its canonical form (``0.5`` -> ``500m``, ``1.5Gi`` ->
+# ``1536Mi``, ``1024Mi`` -> ``1Gi``), so they compare by value (a shmSize of 1024Mi was patched every pass).
+QUANTITY_MAPS = frozenset({"limits", "requests", "sizeLimit"})
 
 
 def contains(live: Any, desired: Any, quantities: bool = False) -> bool:

@@ -54,11 +54,11 @@ EventFn = Callable[[str, str, str], None]  # (type Normal|Warning, reason, messa
 UPGRADES = upgrade_rollouts.UpgradeGate()
 log = logging.getLogger("tritonscale")
 # By uid: the last failure of the ConfigMap clean-up, said once at WARNING (by uid, so an object made
-# again under the name says it again); forgotten with the object (``forget``).
+# again under the name says it again); forgotten with the object (``forget_deleted``).
 _cleanup_failed: dict[str, str] = {}
 
 
-def forget(uid: str) -> None:
+def forget_deleted(uid: str) -> None:
     """Forget what the reconciler keeps for a deleted object."""
     _cleanup_failed.pop(uid, None)
 

@@ -29,6 +29,7 @@ import shlex
 from typing import Any
 
 from tritonscale import __version__
+from tritonscale.api import shutdown
 from tritonscale.api.spec import (
     GPU_RESOURCE,
     GROUP,
@@ -321,7 +322,7 @@ def _tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
         "--exit-on-error=true",
         "--strict-readiness=true",
         # What the pod's grace leaves Triton after the preStop wait (api/shutdown.py)
-        f"--exit-timeout-secs={spec.runtime.exit_timeout_seconds}",
+        f"--exit-timeout-secs={shutdown.exit_timeout(spec.runtime)}",
     ]
     if spec.runtime.gpus == 0:
         args.append("--allow-gpu-metrics=false")
@@ -353,10 +354,9 @@ LOCAL_VOLUMES = ("model-repository", "dshm")
 
 
 def _env(spec: InferenceServiceSpec) -> list[dict[str, Any]]:
-    """runtime.env, and for a replica of no GPU ``NVIDIA_VISIBLE_DEVICES=void`` (unless env sets it): NGC
-    images set it to ``all``, and where the NVIDIA runtime is the node's default (the GPU Operator's set-up)
-    a container that asks for no GPU then sees every GPU of the node, and Triton takes memory on GPUs
-    other pods were given. ``void`` gives it none, as runc would."""
+    """runtime.env, and for a replica of no GPU ``NVIDIA_VISIBLE_DEVICES=void`` (unless env sets it): NGC images
+    say ``all``, so under a node's default NVIDIA runtime (the GPU Operator's) a pod that asks for no GPU sees
+    every GPU of the node, and Triton takes memory on GPUs other pods were given; ``void`` gives it none."""
     env = list(spec.runtime.env)
     if spec.runtime.gpus == 0 and not any(isinstance(e, dict) and e.get("name") == "NVIDIA_VISIBLE_DEVICES"
                                           for e in env):
@@ -407,7 +407,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         # Serving on while the endpoints update and gRPC clients reconnect elsewhere; then SIGTERM, and
         # tritonserver refuses new requests at once (api/shutdown.py). An exec, not the sleep action:
         # the chart supports Kubernetes 1.28, and the sleep action is on by default from 1.30.
-        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(spec.runtime.drain_delay_seconds)]}}},
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(shutdown.drain_wait(spec.runtime))]}}},
         "volumeMounts": [
             {"name": "model-repository", "mountPath": MODEL_REPOSITORY},
             {"name": "dshm", "mountPath": "/dev/shm"},  # Triton's python backend and pinned memory use shm
@@ -424,7 +424,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.runtime.shm_size}},
             *source_volumes,
         ],
-        "terminationGracePeriodSeconds": spec.runtime.grace_seconds,
+        "terminationGracePeriodSeconds": shutdown.grace(spec.runtime),
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}, **spec.runtime.security_context},
     }
     if spec.runtime.node_selector:

@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from tritonscale.scaling.prometheus_source import ROUND_TIMEOUT_S, MetricSource, Snapshot, redacted, shown_url
+from tritonscale.scaling.prometheus_http import redacted, shown_url
+from tritonscale.scaling.prometheus_source import ROUND_TIMEOUT_S, MetricSource, Snapshot
 
 SourceFactory = Callable[[str], MetricSource]
 # Rounds in flight at once per Prometheus URL, one per window: each URL has threads of its own, so a

@@ -734,7 +734,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                 except API_ERRORS as exc:
                     # Nothing changed: lastScaleTime stays the last change's (the decider stamped this tick's,
                     # and a refusal at every tick moved it every tick while nothing scaled).
-                    kept = dataclasses.replace(decision.state, last_scale_time=state.last_scale_time)
+                    kept = decision.state.scale_time_from(state, now, policy.interval_s)
                     _memory[uid] = kept
                     new_status = new_status.model_copy(update={
                         "scaling_state": kept.to_dict(), "last_scale_time": status.get("lastScaleTime")})

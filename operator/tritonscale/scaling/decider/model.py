@@ -238,40 +238,71 @@ class State:
             # by int()): start fresh rather than fail every tick -- the tick rewrites the memory it starts with
             return cls()
 
+    def scale_time_from(self, before: State, now: float, interval: float) -> State:
+        """This memory (decide's, of ``now``) with the lastScaleTime of ``before`` (the memory it started
+        from), on this memory's clock (``until``): for a scale the API server refused."""
+        return replace(self, last_scale_time=before.until(now, interval).last_scale_time)
+
     def until(self, now: float, interval: float) -> State:
-        """The memory on this clock: stamped at most one ``interval`` ahead of ``now``. A memory stamped
-        further ahead (a leader on a node whose clock runs ahead, a hand edit) is shifted back whole, its
-        newest stamp to one interval before ``now``, as if its last tick were the one before this.
-        Unshifted, an entry stamped ten minutes ahead sat in every look-back window until that clock's
-        time came (a fleet of 8 held up for ten minutes more; one stamped in milliseconds, for good).
-        Dropping such entries instead (until session 86) lost the newest of a memory from a clock that ran
-        ahead of the next leader's by more than an interval: a fleet the old leader had just raised was
-        held only by its older, lower recommendations (session 85's HA audit, S4). Shifted whole, the
-        entries keep their spacing (the rate's trend) and order, and the next reading comes after them."""
-        stamps = [e[0] for e in self.recommendations] + [e[0] for e in self.rates] + list(self.surprises) + [
-            e[2] for e in self.batch_samples] + [e[0] for e in self.queueing] + [
-            x for x in (self.last_scale_time, self.rolled_out_at,
-                        None if self.last_pending is None else self.last_pending.at) if x is not None]
-        newest = max(stamps, default=now)
-        if newest <= now + interval:
+        """The memory on this clock: the operator's stamps at most one ``interval`` ahead of ``now``. A
+        memory whose stamps run further ahead (a leader on a node whose clock runs ahead) is shifted back
+        whole, its newest stamp to one interval before ``now``, as if its last tick were the one before
+        this: the entries keep their spacing (the rate's trend) and order, and the next reading comes after
+        them. Cut instead (until session 86), a memory from a clock 60-120 s ahead lost its newest entries
+        (the fleet went down a tick early), and one 600 s ahead kept its look-back 45 s too long (session
+        85's HA audit, S4). ``last_pending.at`` is Prometheus' clock (when the queue was scraped): neither
+        read nor shifted. A stamp more than MAX_CLOCK_AHEAD_S ahead is no clock's (a hand edit, milliseconds
+        for seconds): such entries are dropped, the rest kept as they are."""
+        def operator_stamps(state: State) -> list[float]:
+            pending = state.last_pending
+            return [e[0] for e in state.recommendations] + [e[0] for e in state.rates] + list(state.surprises) + [
+                e[2] for e in state.batch_samples] + [e[0] for e in state.queueing] + [
+                x for x in (state.last_scale_time, state.rolled_out_at,
+                            None if pending is None else pending.joined_at) if x is not None]
+
+        if max(operator_stamps(self), default=now) <= now + interval:
             return self
+        bogus = now + MAX_CLOCK_AHEAD_S
+
+        def kept(stamp: float | None) -> bool:
+            return stamp is None or stamp <= bogus
+
+        state = replace(
+            self, recommendations=tuple(e for e in self.recommendations if kept(e[0])),
+            rates=tuple(e for e in self.rates if kept(e[0])), surprises=tuple(x for x in self.surprises if kept(x)),
+            batch_samples=tuple(e for e in self.batch_samples if kept(e[2])),
+            queueing=tuple(e for e in self.queueing if kept(e[0])),
+            last_scale_time=self.last_scale_time if kept(self.last_scale_time) else None,
+            rolled_out_at=self.rolled_out_at if kept(self.rolled_out_at) else None,
+            last_pending=(self.last_pending if self.last_pending is None or kept(self.last_pending.joined_at)
+                          else self.last_pending._replace(joined_at=None)))
+        newest = max(operator_stamps(state), default=now)
+        if newest <= now + interval:
+            return state
         back = newest - (now - interval)
 
         def at(stamp: float) -> float:
             return stamp - back
 
+        pending = state.last_pending
         return replace(
-            self,
-            recommendations=tuple((at(e[0]), *e[1:]) for e in self.recommendations),
-            rates=tuple((at(e[0]), *e[1:]) for e in self.rates),
-            surprises=tuple(at(x) for x in self.surprises),
-            batch_samples=tuple((e[0], e[1], at(e[2])) for e in self.batch_samples),
-            queueing=tuple((at(e[0]), *e[1:]) for e in self.queueing),
-            last_scale_time=None if self.last_scale_time is None else at(self.last_scale_time),
-            rolled_out_at=None if self.rolled_out_at is None else at(self.rolled_out_at),
-            last_pending=(None if self.last_pending is None
-                          else self.last_pending._replace(at=at(self.last_pending.at))),
+            state,
+            recommendations=tuple((at(e[0]), *e[1:]) for e in state.recommendations),
+            rates=tuple((at(e[0]), *e[1:]) for e in state.rates),
+            surprises=tuple(at(x) for x in state.surprises),
+            batch_samples=tuple((e[0], e[1], at(e[2])) for e in state.batch_samples),
+            queueing=tuple((at(e[0]), *e[1:]) for e in state.queueing),
+            last_scale_time=None if state.last_scale_time is None else at(state.last_scale_time),
+            rolled_out_at=None if state.rolled_out_at is None else at(state.rolled_out_at),
+            last_pending=(pending if pending is None or pending.joined_at is None
+                          else pending._replace(joined_at=at(pending.joined_at))),
         )
+
+
+# The most a memory's stamps may run ahead of this clock and still be read as another node's clock (shifted
+# back, ``State.until``): clocks under NTP differ by seconds, a badly set one by minutes. Further ahead is no
+# clock (a hand edit, milliseconds read as seconds), and only those entries go.
+MAX_CLOCK_AHEAD_S = 3600.0
 
 
 def _finite(v: Any) -> float:
