@@ -54,7 +54,7 @@ def render_documents(docs: Iterable[Any], path: str, require: bool = True) -> tu
     no InferenceService in ``docs`` is a problem (not for one file of a directory: its others may hold them)."""
     from tritonscale.api.spec import GROUP, KIND, VERSION
     from tritonscale.api.validation import validate_body
-    from tritonscale.reconcile.inference_service import children_refusals
+    from tritonscale.reconcile.child_refusals import children_refusals
     from tritonscale.render.kubernetes_objects import build_children
 
     objects: list[dict[str, Any]] = []

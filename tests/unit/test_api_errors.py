@@ -145,7 +145,7 @@ def _refusal(body: str) -> ApiException:
 def test_a_refusal_names_the_fields_it_gives_and_survives_any_body() -> None:
     """``api_problems`` (the reconciler's ChildRejected) reads the Status the API server sends; a
     body that is no Status (a proxy's page, JSON that is no object) is the reason line, not a crash."""
-    from tritonscale.reconcile.inference_service import api_problems
+    from tritonscale.reconcile.child_refusals import api_problems
 
     status = json.dumps({"kind": "Status", "message": "Deployment.apps \"x\" is invalid", "details": {"causes": [
         {"field": "spec.template.spec.containers[0].env[0].name", "message": "Required value"}]}})
@@ -162,7 +162,7 @@ def test_a_refusal_does_not_echo_the_object() -> None:
     server's words, seen by tests/integration/test_operator_core.py before the operator checked a
     patch's child itself): the condition was the Deployment's JSON (15 KB for a small spec, past the
     CRD's 32 KiB limit for a larger one), with the cause at its end."""
-    from tritonscale.reconcile.inference_service import api_problems
+    from tritonscale.reconcile.child_refusals import api_problems
 
     echo = json.dumps({"spec": {"template": {"spec": {"env": [{"name": f"V{i}", "value": 4} for i in range(500)]}}}})
     cause = (f"Invalid value: {json.dumps(echo)}: json: cannot unmarshal number into Go struct field "
@@ -297,14 +297,14 @@ def test_kopfs_retry_lines_are_said_once_a_minute_per_server_and_error() -> None
     ("metadata.annotations", "Deployment/x metadata.annotations"),
 ])
 def test_a_refused_child_field_is_named_by_the_spec_field_it_came_from(path: str, field: str) -> None:
-    from tritonscale.reconcile.inference_service import child_problem
+    from tritonscale.reconcile.child_refusals import child_problem
 
     assert child_problem("Deployment/x", path, "invalid").field == field
 
 
 def test_the_same_refusal_in_two_containers_is_said_once() -> None:
     from tritonscale.api.validation import Problem
-    from tritonscale.reconcile.inference_service import _once, child_problem
+    from tritonscale.reconcile.child_refusals import _once, child_problem
 
     a = child_problem("Deployment/x", "spec.template.spec.containers[0].env[0].name", "Required value")
     b = child_problem("Deployment/x", "spec.template.spec.initContainers[0].env[0].name", "Required value")
@@ -430,7 +430,7 @@ def test_the_api_servers_warnings_are_read_from_their_headers(header: str | None
     ("deprecated: use something else", "Deployment/x", "deprecated: use something else"),
 ])
 def test_a_warning_is_named_by_the_spec_field_it_came_from(text: str, field: str, message: str) -> None:
-    from tritonscale.reconcile.inference_service import child_warning
+    from tritonscale.reconcile.child_refusals import child_warning
 
     warning = child_warning("Deployment/x", text)
     assert (warning.field, warning.message) == (field, message)
@@ -443,7 +443,7 @@ def test_a_body_the_api_server_cannot_decode_is_named_by_the_field_go_names() ->
 
     from kubernetes.client import ApiException
 
-    from tritonscale.reconcile.inference_service import api_problems
+    from tritonscale.reconcile.child_refusals import api_problems
 
     exc = ApiException(status=400, reason="Bad Request")
     exc.body = json.dumps({"kind": "Status", "message": 'Deployment in version "v1" cannot be handled as a Deployment: '

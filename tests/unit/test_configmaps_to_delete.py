@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tritonscale.reconcile.inference_service import configmaps_to_delete, holds_other_content
+from tritonscale.reconcile.child_refusals import holds_other_content
+from tritonscale.reconcile.inference_service import configmaps_to_delete
 
 UID = "6f1c9a2e-3b7d-4f55-9e0a-1c2d3e4f5a6b"
 
