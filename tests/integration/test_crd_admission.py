@@ -3,7 +3,7 @@
 The validation table of tests/support/spec_cases.py (cross-field rules and
 type/range errors, each with the fields the operator names) is sent to the API
 server as server-side dry-run creates: what the operator would report, the API
-server refuses at admission, naming the same fields. tests/unit/test_crd.py
+server refuses at admission, naming the same fields. tests/unit/test_crd_agrees_with_operator.py
 checks the same table against a model of the API server; this is the API server.
 """
 

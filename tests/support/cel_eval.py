@@ -1,7 +1,8 @@
 """What kube-apiserver does with the CRD before and while it checks an object:
 structural defaulting (``default`` values, recursively) and the CEL rules of
 ``x-kubernetes-validations``, evaluated with ``cel-python``. Shared by
-tests/unit/test_rules_cel.py and tests/unit/test_crd.py.
+tests/unit/test_rules_cel.py, tests/unit/test_crd_schema.py and
+tests/unit/test_crd_agrees_with_operator.py.
 """
 
 from __future__ import annotations

@@ -33,3 +33,9 @@ def triton(dep: dict[str, Any]) -> dict[str, Any]:
     containers = dep["spec"]["template"]["spec"]["containers"]
     assert [c["name"] for c in containers] == ["triton"]
     return containers[0]
+
+
+def fetch(dep: dict[str, Any]) -> dict[str, Any]:
+    inits = dep["spec"]["template"]["spec"]["initContainers"]
+    assert [c["name"] for c in inits] == ["model-fetch"]
+    return inits[0]

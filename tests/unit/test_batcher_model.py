@@ -1,0 +1,99 @@
+"""The batcher model (scaling/decider/batcher_model.py): Triton's dynamic batcher over Poisson arrivals,
+the p95 and capacity it predicts against the simulator's replica, and the capacity the decider plans with.
+Tables; the tuner that chooses settings by it is test_batching_tuner.py's."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tritonscale.scaling.decider import UTILISATION, batch_capacity
+from tritonscale.scaling.decider.batcher_model import (
+    capacity_at_target,
+    greedy_p95_capacity,
+    predicted_p95_ms,
+    steady_state,
+)
+
+COST = (20.0, 2.0)  # the simulator's and the sandbox's model: 20 ms + 2 ms per item, max batch 16
+TIGHT, LOOSE = 104.0, 312.0  # the suite's SLOs: 2x and 6x the full-batch time
+
+
+# ---- the batcher model -----------------------------------------------------------------------
+
+@pytest.mark.parametrize(("delay_ms", "prefs", "rate", "p95"), [
+    # p95 of the simulator's replica (60,000 Poisson arrivals; tests/simulate/test_replica.py checks a grid)
+    (0.0, (), 100.0, 54.0),  # greedy: wait for the running batch, then run in one's own
+    (2.0, (4, 8, 16), 100.0, 54.0),  # a 2 ms delay has expired when the instance frees
+    (0.0, (), 250.0, 93.0),
+    (100.0, (), 100.0, 143.0),  # a 100 ms delay holds the batch: ~100 + (20 + 2 x 10)
+    (100.0, (), 200.0, 134.0),  # ... until a full batch is there first: 80 ms to gather 16, + 52
+    (100.0, (16,), 200.0, 134.0),
+    # preferred sizes with a long delay: what does not fit the largest preferred size waits for the next
+    # batch, and the queue grows only until a larger one fits (the mean-value model before session 67
+    # read it as a queue that grows to a full batch: 159, 132, 212 and 159 ms)
+    (100.0, (4, 8, 16), 150.0, 76.0),
+    (50.0, (4, 8, 16), 200.0, 88.0),
+    (50.0, (2,), 100.0, 90.0),
+    (100.0, (4,), 150.0, 113.0),
+])
+def test_steady_state_is_tritons_rule_over_poisson_arrivals(delay_ms: float, prefs: tuple[int, ...], rate: float,
+                                                           p95: float) -> None:
+    assert steady_state(COST, 16, delay_ms, prefs, rate).p95_ms == pytest.approx(p95, rel=0.06)
+
+
+@pytest.mark.parametrize(("delay_ms", "prefs", "rate", "batch"), [
+    (0.0, (), 100.0, 2.5),  # greedy: n = lambda*a / (1 - lambda*b)
+    (0.0, (), 250.0, 10.0),
+    (100.0, (), 100.0, 11.0),  # held 100 ms at 100 rps: ~10, plus the one that opened the hold
+    (100.0, (), 200.0, 16.0),  # full batches before the delay expires
+    # cut to 4 and 8: the mean is what keeps up, lambda*a / (1 - lambda*b) = 4.3, not a full batch
+    (100.0, (4, 8, 16), 150.0, 4.3),
+])
+def test_mean_batch_is_what_keeps_up_with_the_arrivals(delay_ms: float, prefs: tuple[int, ...], rate: float,
+                                                       batch: float) -> None:
+    assert steady_state(COST, 16, delay_ms, prefs, rate).batch == pytest.approx(batch, rel=0.12)
+
+
+def test_beyond_full_batches_back_to_back_is_overloaded() -> None:
+    assert math.isinf(predicted_p95_ms(COST, 16, 0.0, (), 16 / 0.052 * 1.01))
+
+
+def test_a_small_preferred_size_with_a_long_delay_cuts_batches_and_queues() -> None:
+    # preferred [2] within a 50 ms delay: batches of 2 (24 ms) serve 83 rps; at 150 rps the queue grows until
+    # the oldest's delay expires (the simulator: 101 ms against 63 greedy)
+    assert predicted_p95_ms(COST, 16, 50.0, (2,), 150.0) > predicted_p95_ms(COST, 16, 0.0, (), 150.0) + 30
+
+
+@pytest.mark.parametrize(("target", "simulated"), [(TIGHT, 267.0), (LOOSE, 301.0), (80.0, 218.0), (60.0, 136.0)])
+def test_greedy_capacity_is_the_simulated_replicas_and_the_decider_plans_no_higher(target: float,
+                                                                                   simulated: float) -> None:
+    # without a delay: the capacity of the simulator's replica (simulate.capacity.capacity_at_slo, 60,000
+    # Poisson arrivals), never above saturation; the analytic greedy_p95_capacity, which the decider plans
+    # with, reads 265, 301, 201 and 114
+    modelled = capacity_at_target(COST, 16, target, best_effort=False)
+    assert modelled == pytest.approx(simulated, rel=0.04)
+    assert modelled <= 16 / 0.052 * 1000
+    planned = batch_capacity(COST, 16, target) * UTILISATION
+    assert 0.8 * modelled < planned <= modelled
+
+
+def test_capacity_is_cached_on_the_cost_to_three_digits() -> None:
+    assert capacity_at_target((20.0001, 2.0), 16, TIGHT) == capacity_at_target(COST, 16, TIGHT)
+
+
+def test_decider_capacity_follows_the_delay_in_force() -> None:
+    assert batch_capacity(COST, 16, LOOSE, delay_ms=2.0) == batch_capacity(COST, 16, LOOSE)
+    # 100 ms: p95 ~ 100 + a + b*lambda*100 <= 312 up to saturation, but the tight target is met at no rate:
+    # the decider then plans at the rate with the lowest p95 (busier replicas fill batches sooner)
+    assert capacity_at_target(COST, 16, TIGHT, 100.0, best_effort=False) == 0.0
+    assert capacity_at_target(COST, 16, TIGHT, 100.0) > 250.0
+    # 60 ms, just over the full-batch time: held batches (~60 + 44 ms at 200 rps) reach the tight target near
+    # 175 rps (the simulator's replica: 163): the decider plans with that, not 265
+    assert batch_capacity(COST, 16, TIGHT, delay_ms=60.0) * UTILISATION == pytest.approx(170.0, rel=0.06)
+    # ... and with preferred sizes [4, 8, 16] and 100 ms, ~240 (simulator: 104 ms at 250 rps), not 143
+    assert batch_capacity(COST, 16, TIGHT, 100.0, (4, 8, 16)) * UTILISATION == pytest.approx(240.0, rel=0.06)
+    # 280 ms with a loose target: held batches at 50 rps miss it (280 + 48 ms); full ones from 62 rps make it
+    assert predicted_p95_ms(COST, 16, 280.0, (), 50.0) > LOOSE > predicted_p95_ms(COST, 16, 280.0, (), 100.0)
+    assert capacity_at_target(COST, 16, LOOSE, 280.0) == pytest.approx(greedy_p95_capacity(COST, 16, LOOSE), rel=0.01)
