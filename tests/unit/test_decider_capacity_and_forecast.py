@@ -222,13 +222,13 @@ def test_noise_of_alternating_readings_is_no_larger_than_their_spread():
     # few differences for an estimate); the noise is never more than the spread
     seen = [1966.7, 1737.9, 2174.2, 1738.1, 2178.8, 1741.0, 2170.0, 1740.0, 2175.0, 1739.0]
     first = rates(*((15 * k, r) for k, r in enumerate(seen)))
-    spread = D.signals._median_and_sd(seen)[1]
-    diffs = D.signals._median_and_sd([b - a for a, b in zip(seen, seen[1:], strict=False)])[1] / math.sqrt(2)
+    spread = D.rate_model._median_and_sd(seen)[1]
+    diffs = D.rate_model._median_and_sd([b - a for a, b in zip(seen, seen[1:], strict=False)])[1] / math.sqrt(2)
     assert D.noise(first, 135.0) == pytest.approx(min(diffs, spread))
     assert D.noise(rates(*((15 * k, r) for k, r in enumerate(seen[:9]))), 120.0) == 0.0
     for k in range(10, 16):  # alternating on: whichever of the two is smaller
         more = seen + [1966.7 if j % 2 == 0 else 1737.9 for j in range(6, k)]
-        s_k = D.signals._median_and_sd(more)[1]
+        s_k = D.rate_model._median_and_sd(more)[1]
         assert D.noise(rates(*((15 * j, r) for j, r in enumerate(more))), 15.0 * (len(more) - 1)) <= s_k + 1e-9
     # readings that do not alternate keep the differences' estimate (smaller than the spread of a trend)
     climbing = rates(*((15 * k, 1000 + 40 * k + (5 if k % 3 else -5)) for k in range(10)))
@@ -244,10 +244,10 @@ def test_noise_of_readings_that_blend_two_intervals_is_read_two_ticks_apart():
     x = [rng.gauss(0.0, 10.0) for _ in range(21)]
     blended = [(a + b) / 2 for a, b in zip(x, x[1:], strict=False)]
     hist = rates(*((15 * k, 500 + r) for k, r in enumerate(blended)))
-    lag1 = D.signals._median_and_sd([b - a for a, b in zip(blended, blended[1:], strict=False)])[1] / math.sqrt(2)
-    lag2 = D.signals._median_and_sd([b - a for a, b in zip(blended, blended[2:], strict=False)])[1] / math.sqrt(2)
+    lag1 = D.rate_model._median_and_sd([b - a for a, b in zip(blended, blended[1:], strict=False)])[1] / math.sqrt(2)
+    lag2 = D.rate_model._median_and_sd([b - a for a, b in zip(blended, blended[2:], strict=False)])[1] / math.sqrt(2)
     assert lag2 > 1.2 * lag1  # the lag-1 estimate reads low
-    assert D.noise(hist, 285.0) == pytest.approx(min(lag2, D.signals._median_and_sd(blended)[1]))
+    assert D.noise(hist, 285.0) == pytest.approx(min(lag2, D.rate_model._median_and_sd(blended)[1]))
     # independent readings: the two lags agree, near the noise itself (10)
     plain = rates(*((15 * k, 500 + e) for k, e in enumerate(x)))
     assert 6.0 < D.noise(plain, 300.0) < 15.0
@@ -306,7 +306,7 @@ def test_forecast_extrapolates_the_trend_as_far_as_the_rate_delivered_it(monkeyp
     delivered = D.trend_delivery(st.rates, 765.0, 75.0, POLICY.window_s)
     assert 0.0 < delivered < 0.1 and D.trend(st.rates, 765.0, 75.0) == pytest.approx(4.0)
     planned, _ = D.forecast(d, st, POLICY, 765.0)
-    monkeypatch.setattr(D.signals, "trend_delivery", lambda *a: 1.0)  # the trend trusted whole
+    monkeypatch.setattr(D.rate_model, "trend_delivery", lambda *a: 1.0)  # the trend trusted whole
     whole, _ = D.forecast(d, st, POLICY, 765.0)
     assert whole - planned == pytest.approx(4.0 * 75.0 * (1.0 - delivered))
 

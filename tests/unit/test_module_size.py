@@ -20,8 +20,6 @@ OVER_LIMIT: dict[str, int] = {
     "operator/tritonscale/reconcile/inference_service.py": 631,
     "operator/tritonscale/render/kubernetes_objects.py": 528,
     "operator/tritonscale/sandbox/orchestrator.py": 542,
-    "operator/tritonscale/scaling/decider/signals.py": 494,
-    "operator/tritonscale/scaling/decider/steps.py": 454,
     "operator/tritonscale/scaling/prometheus_source.py": 463,
     "operator/tritonscale/scaling/tick.py": 748,
     "operator/tritonscale/simulate/arrivals.py": 483,

@@ -57,6 +57,12 @@ from dataclasses import replace
 from typing import Any
 
 from tritonscale.scaling.decider import constants
+from tritonscale.scaling.decider.burst_memory import (
+    burst_hold,
+    sudden_fall,
+    surprise_cost,
+    surprises_for_memory,
+)
 from tritonscale.scaling.decider.capacity import (
     GUESSED,
     QUEUEING_OBSERVED,
@@ -72,6 +78,7 @@ from tritonscale.scaling.decider.capacity import (
 from tritonscale.scaling.decider.constants import *  # noqa: F403 (read-only copies, for callers and tests)
 from tritonscale.scaling.decider.model import (
     Decision,
+    Demand,
     Observation,
     PendingReading,
     Policy,
@@ -82,31 +89,31 @@ from tritonscale.scaling.decider.model import (
     Step,
     _clamp,
 )
-from tritonscale.scaling.decider.signals import (
-    Demand,
-    bought,
+from tritonscale.scaling.decider.rate_model import (
     cold_start,
     data_age,
-    demand,
     forecast,
-    forget_model,
     horizon_rise,
-    in_requests,
-    learn,
-    learn_cold_start,
     level,
     noise,
     noise_measured,
     plan_horizon,
-    recurring,
     saturation_share,
-    surprise,
     trend,
     trend_delivery,
 )
+from tritonscale.scaling.decider.signals import (
+    bought,
+    demand,
+    forget_model,
+    in_requests,
+    learn,
+    learn_cold_start,
+    recurring,
+    surprise,
+)
 from tritonscale.scaling.decider.steps import (
     breach,
-    burst_hold,
     clamp,
     climbing,
     complete,
@@ -119,9 +126,6 @@ from tritonscale.scaling.decider.steps import (
     scale_down_window,
     settle,
     stabilize,
-    sudden_fall,
-    surprise_cost,
-    surprises_for_memory,
     tolerate,
 )
 

@@ -103,7 +103,7 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     batch whose two batch times fit in the target, so it has expired whenever the instance
     frees) the p95 capacity of ``batcher_model.greedy_p95_capacity`` -- the
     queueing of random batch sizes is in it, so the plan lands on it, never above ``share`` of
-    saturation (signals.saturation_share: the rate's unforeseen movement; UTILISATION when not
+    saturation (rate_model.saturation_share: the rate's unforeseen movement; UTILISATION when not
     given): min(p95 capacity, share x saturation) / UTILISATION. E.g. a=20, b=2, max 16: 294 rps
     at a 104 ms target, planned at 265 (the simulated replica: 267) whatever the share; at a
     312 ms target the p95 capacity is 301 and saturation 308, planned at 277 at a share of 0.9

@@ -11,7 +11,7 @@
 # mean-value capacity rule this replaced; re-checked with the p95 capacity: 0.9 and 0.93 both
 # 32/42 (0.93 a little cheaper, median 1.20x against 1.21x the oracle, but the random walk at
 # 60 s, loose, fell to 88.3% of windows), 0.95 31/42. The share of saturation is now the
-# rate's (signals.saturation_share): up to the p95 capacity for a rate that holds still over a
+# rate's (rate_model.saturation_share): up to the p95 capacity for a rate that holds still over a
 # horizon, this share for one that moves -- whole suite and held-out seeds 3-4 (210 scenarios,
 # fixed-share baseline 163): 167, the loose target's diurnal and bursts no longer costlier than
 # Triton's queue HPA or KPA; a fixed 0.93 or 0.95 gave 160 and 156 (the Azure trace and long
@@ -46,7 +46,7 @@ TREND_HORIZON_SHARE = 1.0
 TREND_MAX_HORIZON_S = 140.0
 # ... and only as far as the rate has delivered its trends: the extrapolated rise is scaled by the
 # share of the rises planned at the history's earlier ticks that came one horizon later
-# (signals.trend_delivery: each tick's realized rise counted from none up to the rise it planned).
+# (rate_model.trend_delivery: each tick's realized rise counted from none up to the rise it planned).
 # A ramp goes on and delivers its trend whole; a random walk's excursion or the real trace's surge
 # stops or turns, and its trend buys replicas that are still there at the top. The rate history
 # bounds the evidence (RISE_HORIZONS + 1 horizons). Until TREND_EVIDENCE ticks have planned a rise
@@ -120,13 +120,13 @@ MAX_SURPRISES = 8
 SURPRISES_FOR_MEMORY = 2
 # ... unless one surprise already spends the budget: each costs about one horizon (cold start +
 # tick) of missed windows, and SURPRISE_BUDGET of MAX_BURST_HOLD_S is the 90% objective's share,
-# so with cold starts over ~75 s the memory engages at the first (steps.surprises_for_memory). Suite, cold
+# so with cold starts over ~75 s the memory engages at the first (burst_memory.surprises_for_memory). Suite, cold
 # start 180 s, 7 classes x 2 SLOs x seeds 0-4: 31/70 scenarios met the criteria after the
 # second surprise, 37/70 with this rule (steps 3 -> 7 of 10, flash crowds 6 -> 8, random walk
 # 2 -> 3; the Azure trace 4 -> 3: held peaks cost 2% more in one seed). Cold starts up to 75 s
 # are unchanged.
 # Once the surprises remembered have spent it, the memory holds MAX_BURST_HOLD_S, not ten cold
-# starts or 2 x the longest gap seen (steps.burst_hold): onoff/cold60s/tight/seed6's first
+# starts or 2 x the longest gap seen (burst_memory.burst_hold): onoff/cold60s/tight/seed6's first
 # surprises came 225 and 270 s apart, the memory held 600 s, and the next burst came 740 s after
 # the last. Re-runs against stored suites (session 75):
 # seeds 0-2 106 -> 106/126 (+0.3% replica-hours), held-out 3-4 64 -> 64/84 (+0.04%), 5-6
@@ -134,12 +134,12 @@ SURPRISES_FOR_MEMORY = 2
 # 62 -> 62/84; wide ranges 95 -> 95/126 (+0.5%: random walks at 60 s hold their peak longer).
 SURPRISE_BUDGET = 0.1
 # Where one surprise engages the memory, so does a sudden fall while it holds nothing
-# (steps.sudden_fall: below every reading of the minute before by more than the noise, and by a
+# (burst_memory.sudden_fall: below every reading of the minute before by more than the noise, and by a
 # replica's planned capacity below the highest): a jump down shows jumps as large, and the memory
 # then keeps the need from before it. Re-runs against stored baselines: suite seeds 0-2 95 -> 99/126
 # (steps at 180 s 4 -> 6 of 6, random walk at 180 s 1 -> 3), +0.4% replica-hours; held-out
 # seeds 3-4 59 -> 59/84 (+0.6%), 5-6 61 -> 61/84 (+0.01%): no verdict changed there.
-# The rate's rise over one horizon (signals.horizon_rise) is trusted -- and a steady rate
+# The rate's rise over one horizon (rate_model.horizon_rise) is trusted -- and a steady rate
 # allowed to run replicas up to the p95 capacity (saturation_share) -- only from a history of
 # at least this many horizons: differences a few seconds apart overlap, so a history of one
 # or two horizons holds one or two independent rises, too few for a 95% quantile (a 5-minute

@@ -96,6 +96,17 @@ class Replicas:
 
 
 @dataclass(frozen=True)
+class Demand:
+    """Arrivals this tick (``signals.demand``): what the plan is made for."""
+
+    rate: float  # arrival rate now (requests per second)
+    window_rate: float  # over the rate window (lags)
+    backlog: float  # requests queued now
+    growth: float = 0.0  # the queue's change since the last tick, per second
+    last: PendingReading | None = None  # the last tick's queue reading (None: no last tick)
+
+
+@dataclass(frozen=True)
 class Policy:
     min_replicas: int = 1
     max_replicas: int = 10
