@@ -68,7 +68,7 @@ class Case:
 
 
 # Prometheus base URLs, some good and some not: the CRD's rules (tests/unit/test_crd.py, the real API server in
-# tests/integration/test_crd_admission.py) and the chart (tests/install/test_chart.py) must each take exactly
+# tests/integration/test_crd_admission.py) and the chart (tests/install/test_chart_prometheus.py) must each take exactly
 # the ones `prometheus_base_url` takes (a URL one of them passes and the operator refuses is found only later:
 # an object refused in status, a crash loop after a clean install).
 PROMETHEUS_URLS = (
