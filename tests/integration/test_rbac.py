@@ -38,7 +38,8 @@ from tritonscale.render.kubernetes_objects import mounted_configmap
 # The same plugin lets an ownerReference be set on an existing object only by who may delete it
 # (adopting orphaned children: "cannot set an ownerRef on a resource you can't delete"); that grant is
 # rbac.ownerReferencesPermissionEnforcement's, not the default's on a cluster without OpenShift's API
-# (tests/install/test_chart.py), so the default values grant no delete of a Deployment, Service or PDB.
+# (tests/install/test_chart_rbac_and_network_policy.py), so the default values grant no delete of a
+# Deployment, Service or PDB.
 GRANTED_WITHOUT_REQUEST = {("tritonscale.io", "inferenceservices/finalizers", "update")}
 
 

@@ -4,7 +4,7 @@ for the lock while Kopf's pass of an edit made meanwhile applied the newer gener
 body it put the Deployment's template and the PodDisruptionBudget back to the spec before the edit and
 wrote that generation as observedGeneration, and the next pass put them forward again. A kubectl edit
 made in between was reverted as "updated to match the spec", not said as drift (the DriftReverted
-check of test_operator_core failed so in clean-clone CI runs of sessions 61 and 83).
+check of test_operator_core, now test_operator_lifecycle, failed so in clean-clone CI runs of sessions 61 and 83).
 
 Its status writes are made only while the object of the name is the one the pass read (its uid): one
 deleted and created again under a pass used to take the old one's status.
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 from kubernetes.client import ApiException
-from test_operator_core import Cluster
 
 from support.cluster import sample, wait_for
+from support.operator_cluster import Cluster
 from tritonscale.kube.client import Kube
 from tritonscale.reconcile.inference_service import reconcile
 

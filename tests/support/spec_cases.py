@@ -68,9 +68,10 @@ class Case:
 
 
 # Prometheus base URLs, some good and some not: the CRD's rules (tests/unit/test_crd_agrees_with_operator.py,
-# the real API server in tests/integration/test_crd_admission.py) and the chart (tests/install/test_chart.py)
-# must each take exactly the ones `prometheus_base_url` takes (a URL one of them passes and the operator refuses
-# is found only later: an object refused in status, a crash loop after a clean install).
+# the real API server in tests/integration/test_crd_admission.py) and the chart
+# (tests/install/test_chart_prometheus.py) must each take exactly the ones `prometheus_base_url` takes (a URL one
+# of them passes and the operator refuses is found only later: an object refused in status, a crash loop after a
+# clean install).
 PROMETHEUS_URLS = (
     "http://prometheus.monitoring:9090", "https://prom.example.com/prefix/", "http://10.0.0.7:9090",
     "http://[fd00::7]:9090/p", "http://prom:65535", "http://prom:65536", "http://prom:00080", "http://prom.:9090",

@@ -195,7 +195,7 @@ def test_the_daemon_ends_when_the_watch_sees_its_object_deleted_though_reads_are
 
 def test_the_daemon_holds_no_finalizer_on_its_objects() -> None:
     """Kopf's daemons require a finalizer, fixed; the operator's is replaced in the registry so that
-    none is put on an InferenceService (the real control plane's check: test_operator_core)."""
+    none is put on an InferenceService (the real control plane's check: test_operator_lifecycle)."""
     (daemon,) = [h for h in kopf.get_default_registry()._spawning.get_all_handlers() if h.fn is handlers.autoscale]
     assert daemon.requires_finalizer is False
 

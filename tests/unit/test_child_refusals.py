@@ -35,7 +35,7 @@ def test_a_refusal_names_the_fields_it_gives_and_survives_any_body() -> None:
 
 def test_a_refusal_does_not_echo_the_object() -> None:
     """A patch the API server cannot decode is refused with the object quoted whole (the real API
-    server's words, seen by tests/integration/test_operator_core.py before the operator checked a
+    server's words, seen by tests/integration/test_operator_spec_checks.py before the operator checked a
     patch's child itself): the condition was the Deployment's JSON (15 KB for a small spec, past the
     CRD's 32 KiB limit for a larger one), with the cause at its end."""
     from tritonscale.reconcile.child_refusals import api_problems

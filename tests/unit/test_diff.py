@@ -284,7 +284,7 @@ def test_key_removed_since_last_applied_is_nulled(field: str, value: Any) -> Non
 def test_removed_service_account_name_nulls_its_deprecated_alias_too() -> None:
     """The API server keeps a pod spec's deprecated ``serviceAccount`` equal to ``serviceAccountName``
     and fills the name back from it: nulling the name alone left both in place (seen on the real API
-    server by an exploratory review; tests/integration/test_operator_core.py checks it there)."""
+    server by an exploratory review; tests/integration/test_operator_spec_checks.py checks it there)."""
     before = _base()
     before["spec"]["runtime"]["serviceAccountName"] = "triton-reader"
     live = api_server_view(desired_children(before)["Deployment"])

@@ -25,8 +25,6 @@ OVER_LIMIT: dict[str, int] = {
     "operator/tritonscale/simulate/arrivals.py": 483,
     "operator/tritonscale/simulate/command.py": 529,
     "operator/tritonscale/simulate/suite.py": 495,
-    "tests/install/test_chart.py": 1008,
-    "tests/integration/test_operator_core.py": 968,
 }
 
 

@@ -78,7 +78,7 @@ def test_affinity_and_spread_constraints_reach_the_pods() -> None:
 
 def test_runtime_security_context_goes_over_the_default_one() -> None:
     """A namespace at the restricted Pod Security level refuses pods without runAsNonRoot, and the
-    spec had no way to give it (tests/integration/test_operator_core.py checks it on the real API
+    spec had no way to give it (tests/integration/test_operator_admission.py checks it on the real API
     server)."""
     doc = load(SAMPLES[0])
     pod = children(doc)["Deployment"]["spec"]["template"]["spec"]

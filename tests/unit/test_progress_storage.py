@@ -1,5 +1,5 @@
 """Kopf's progress annotations, except that a spec edit ends a handler's retry delay
-(``operator_main.EditsCutRetryDelays``; the real control plane's check is in test_operator_core)."""
+(``operator_main.EditsCutRetryDelays``; the real control plane's check is in test_operator_admission)."""
 
 from __future__ import annotations
 
