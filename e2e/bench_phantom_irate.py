@@ -3,7 +3,7 @@
 
     .venv/bin/python e2e/bench_phantom_irate.py SUITE.json [bench_suite_rerun.py options]
 
-Before ``prometheus_source.live_irate``, the operator summed ``irate(x[w])`` over every series in
+Before ``promql_queries.live_irate``, the operator summed ``irate(x[w])`` over every series in
 the range, and a range vector ignores staleness markers: a removed pod's last rate stayed in the
 sum until its last two samples left the window (``w`` - one scrape interval, as measured against
 Debian's Prometheus in ``tests/integration/test_prometheus_staleness.py``'s set-up). The

@@ -36,7 +36,8 @@ from support.cluster import until
 from tritonscale.api.spec import HASH_ANNOTATION, LABEL
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import client_for
-from tritonscale.render.kubernetes_objects import CONFIG_VOLUME, build_children, config_hash, configmap_name
+from tritonscale.render.kubernetes_objects import build_children, config_hash, configmap_name
+from tritonscale.render.triton_containers import CONFIG_VOLUME
 from tritonscale.sandbox.cluster_setup import provision_model_store
 from tritonscale.sandbox.kubelet import Kubelet
 from tritonscale.sandbox.node_registration import GPU, machine_resources

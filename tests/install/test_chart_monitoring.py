@@ -117,7 +117,7 @@ def test_prometheus_scrape_config(rendered):
 
     # Triton pods really carry the label and the port the job keeps.
     from tritonscale.api.spec import LABEL
-    from tritonscale.render.kubernetes_objects import METRICS_PORT
+    from tritonscale.render.triton_containers import METRICS_PORT
     assert LABEL == "tritonscale.io/inferenceservice" and METRICS_PORT == 8002
 
     cm = _one(rendered["non-default"], "ConfigMap", "tritonscale-prometheus-scrape-config")

@@ -3,7 +3,7 @@
 Two test exporters stand for two pods of one InferenceService, scraped every second. When one
 pod leaves service discovery (a scale-down), Prometheus writes staleness markers for its series,
 but range vectors ignore them: plain ``sum(irate(x[30s]))`` repeats the gone pod's last rate
-until its samples leave the range. The operator's queries (``prometheus_source.live_irate``)
+until its samples leave the range. The operator's queries (``promql_queries.live_irate``)
 must read only the pod still there -- else a scale-down from n replicas reads n/(n-1) of the
 traffic and scales straight back up.
 """

@@ -251,7 +251,7 @@ def test_a_write_refused_in_a_namespace_being_deleted_sets_no_condition_and_post
     """The handler ends quietly there; before it, the failed write's report set Ready=False ChildWriteFailed
     "... the operator tries again" (it does not) and posted a Warning event, whose create the namespace
     refused too (an exploratory audit). Another refusal is still reported."""
-    from tritonscale.reconcile.inference_service import _write_failed
+    from tritonscale.reconcile.reconciler_status import _write_failed
 
     class Kube:
         patched: list[Any] = []
@@ -274,7 +274,7 @@ def test_a_write_refused_in_a_namespace_being_deleted_sets_no_condition_and_post
 def test_a_failed_write_marks_the_spec_valid_at_its_generation_as_ready() -> None:
     """The checks passed (the refusal is not the spec's): SpecValid stayed at the previous generation beside
     a Ready of this one (an exploratory audit)."""
-    from tritonscale.reconcile.inference_service import _write_failed
+    from tritonscale.reconcile.reconciler_status import _write_failed
 
     patched: list[Any] = []
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tritonscale import handlers
-from tritonscale.reconcile.inference_service import Outcome
+from tritonscale.reconcile.child_writes import Outcome
 
 OWNER = {"metadata": {"name": "linear", "namespace": "prod", "uid": "u-1"}}
 SEEN = {"Deployment/linear": "107", "Service/linear": "98", "ConfigMap/linear-config-0123456789abcdef": "97",
@@ -102,7 +102,7 @@ def test_a_pass_that_stops_short_or_fails_leaves_nothing_known(passes, monkeypat
 
 
 def test_writers_of_a_child_are_the_other_managers_of_what_the_patch_puts_back() -> None:
-    from tritonscale.reconcile.inference_service import writers
+    from tritonscale.reconcile.child_writes import writers
 
     image = {"f:spec": {"f:template": {"f:spec": {"f:containers": {'k:{"name":"triton"}': {"f:image": {}}}}}}}
     restarted = {"f:spec": {"f:template": {"f:metadata": {"f:annotations": {

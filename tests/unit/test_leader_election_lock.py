@@ -1,4 +1,5 @@
-"""leader_election.py: the fencing the operator adds to the kubernetes client's election -- the Lease lock.
+"""lease_lock.py, under leader_election.py: the fencing the operator adds to the kubernetes client's election --
+the Lease lock.
 
 An in-memory Lease API with the API server's optimistic concurrency (a PUT with a stale
 resourceVersion gets 409, tests/support/lease_api.py) stands in for kube-apiserver; the real one is in

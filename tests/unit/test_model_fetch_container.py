@@ -1,4 +1,4 @@
-"""render/kubernetes_objects.py: the model-fetch init container that puts the model into /models (from a
+"""render/triton_containers.py: the model-fetch init container that puts the model into /models (from a
 PersistentVolumeClaim, S3 or GCS) -- its image, script, mounts and resources."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import yaml
 
 from support.rendered import children, fetch, triton
 from support.spec_cases import mutate
-from tritonscale.render.kubernetes_objects import FETCH_IMAGES
+from tritonscale.render.triton_containers import FETCH_IMAGES
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "manifests" / "samples").glob("*.yaml"))

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from tritonscale.scaling.prometheus_source import (
+from tritonscale.scaling.prometheus_source import Snapshot
+from tritonscale.scaling.promql_queries import (
     SIGNALS,
     SeriesSelector,
-    Snapshot,
     build_queries,
     promql_regex_alternation,
     promql_string,

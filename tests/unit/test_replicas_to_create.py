@@ -10,7 +10,8 @@ import pytest
 
 from support.spec_cases import load_sample
 from tritonscale.api.spec import InferenceServiceSpec
-from tritonscale.reconcile.inference_service import counts_from, replicas_to_create
+from tritonscale.reconcile.inference_service import replicas_to_create
+from tritonscale.reconcile.reconciler_status import counts_from
 
 
 def spec(min_replicas: int, warm_buffer: int, max_replicas: int) -> InferenceServiceSpec:

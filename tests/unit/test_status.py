@@ -13,7 +13,7 @@ from tritonscale.api import status as st
 from tritonscale.api.merge_patch import merge_patch
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.api.validation import Problem
-from tritonscale.reconcile.inference_service import counts_from, status_for_invalid, status_from_children
+from tritonscale.reconcile.reconciler_status import counts_from, status_for_invalid, status_from_children
 from tritonscale.scaling.decider import Decision, Observation, State
 from tritonscale.scaling.pod_census import PodCensus
 from tritonscale.scaling.tick import autoscaler_status
@@ -205,7 +205,7 @@ def test_a_condition_message_is_cut_to_what_the_crd_takes() -> None:
 def test_ready_says_when_the_deployments_pods_cannot_be_created() -> None:
     """A namespace's PodSecurity level or a missing ServiceAccount: the Deployment's ReplicaFailure
     condition, where Ready said the models were warming up."""
-    from tritonscale.reconcile.inference_service import ready_condition
+    from tritonscale.reconcile.reconciler_status import ready_condition
 
     failing = {"status": {"conditions": [
         {"type": "Progressing", "status": "True", "reason": "NewReplicaSetCreated"},
@@ -279,7 +279,7 @@ def _dep(ready: int, replicas: int, updated: int, progressing: tuple[str, str] |
 def test_ready_is_about_the_spec_as_applied_not_an_earlier_one_still_serving(dep, floor, status, reason) -> None:
     """A stuck rollout (a model path whose pods never become ready) read Ready=True, from the earlier
     generation's pods (found on the real control plane by an exploratory review)."""
-    from tritonscale.reconcile.inference_service import ready_condition
+    from tritonscale.reconcile.reconciler_status import ready_condition
 
     ok, why, message = ready_condition(floor, dep, 7)
     assert (ok, why) == (status, reason), message
@@ -302,7 +302,7 @@ def test_ready_waits_for_the_deployment_controller_and_knows_a_template_it_just_
     seen the patch): Ready read True at the new generation before any new pod existed (found by a review).
     A replica patch bumps the generation too, so a Deployment the controller has not caught up with keeps
     what Ready said, rather than flap."""
-    from tritonscale.reconcile.inference_service import ready_condition
+    from tritonscale.reconcile.reconciler_status import ready_condition
 
     patched = {"metadata": {"generation": 5}, "status": {"observedGeneration": 4, "readyReplicas": 2, "replicas": 2,
                                                          "updatedReplicas": 2}}
@@ -362,7 +362,7 @@ def test_metrics_available_says_when_prometheus_scrapes_less_often_than_measured
 def test_ready_names_minreplicas_as_what_it_counts_against() -> None:
     """bert-classifier (minReplicas 1, warmBuffer 1) read "0/1 replica(s) ready" while DESIRED and the
     Deployment said 2: Ready counts against minReplicas, and now says so (an exploration, session 55)."""
-    from tritonscale.reconcile.inference_service import ready_condition
+    from tritonscale.reconcile.reconciler_status import ready_condition
 
     starting = {"spec": {"replicas": 2}, "status": {"replicas": 2, "readyReplicas": 0}}
     assert ready_condition(1, starting)[1:] == ("ReplicasStarting", "0/1 replica(s) ready (minReplicas 1); the pods "

@@ -64,7 +64,7 @@ def test_the_digest_follows_what_can_change_a_pods_speed(path, value, same) -> N
 
 
 # The samples' digests as the operators of sessions 72-74 recorded them on their Deployments. A new spec field
-# must leave them as they are at its default (render.kubernetes_objects.serving_digest): a digest that
+# must leave them as they are at its default (render.deployment_records.serving_digest): a digest that
 # changes makes every service forget its learned model speed at the operator's upgrade. (Session 72's
 # grpcMaxConnectionAgeSeconds changed them once, from c7620eb2d8a91c5c for python-cpu; its rollout
 # replaced the pods anyway.)

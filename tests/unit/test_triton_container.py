@@ -1,5 +1,6 @@
-"""render/kubernetes_objects.py: the Deployment's triton container -- its GPU limit and resources, the
-flags tritonserver starts with, its environment, how a replica drains, and the startup probe."""
+"""render/triton_containers.py, in the pod template render/kubernetes_objects.py builds: the Deployment's
+triton container -- its GPU limit and resources, the flags tritonserver starts with, its environment, how a
+replica drains, and the startup probe."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from tritonscale import handlers
-from tritonscale.reconcile.inference_service import Outcome
+from tritonscale.reconcile.child_writes import Outcome
 from tritonscale.reconcile.upgrade_rollouts import UpgradeGate
 
 

@@ -438,7 +438,7 @@ def _string_map(description: str, max_value: int, rules: list[Any]) -> Any:
 # final newline (a YAML block scalar, `image: |`) was admitted and applied, and its ReplicaSet then
 # made no pods.
 GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
-# The ports the operator gives tritonserver (render.kubernetes_objects: Triton's defaults) and relies on:
+# The ports the operator gives tritonserver (render.triton_containers: Triton's defaults) and relies on:
 # the probes and the Service use the HTTP and gRPC ports, Prometheus scrapes the metrics port. A later
 # flag wins in tritonserver (checked with the pytriton build: --http-port=18000 ... --http-port=19000
 # served HTTP on 19000), so another port in extraArgs left the pods never ready. The same port again is

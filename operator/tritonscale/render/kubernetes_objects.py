@@ -22,36 +22,41 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import math
-import re
-import shlex
 from typing import Any
 
 from tritonscale import __version__
 from tritonscale.api import shutdown
 from tritonscale.api.spec import (
-    GPU_RESOURCE,
     GROUP,
-    GRPC_MAX_CONNECTION_AGE_SINCE,
     HASH_ANNOTATION,
     KIND,
     LABEL,
-    OPERATOR_PORTS,
     RENDERED_BY_ANNOTATION,
-    SPEC_ANNOTATION,
-    SPEC_ANNOTATION_MAX_BYTES,
     STARTUP_PROBE_PERIOD_S,
-    TRITON_IMAGE_REPOSITORY,
     VERSION,
     InferenceServiceSpec,
     model_name,
-    url_without_credentials,
 )
 from tritonscale.api.status import BatcherInForce, tuned_batcher
+from tritonscale.render.deployment_records import SERVING_ANNOTATION as SERVING_ANNOTATION  # for scaling/tick.py
+from tritonscale.render.deployment_records import recorded_spec as recorded_spec  # for scaling/tick.py
+from tritonscale.render.deployment_records import serving_digest as serving_digest  # for scaling/tick.py
+from tritonscale.render.deployment_records import spec_annotation
 from tritonscale.render.triton_config import render_config_pbtxt
+from tritonscale.render.triton_containers import (
+    _CONTAINER_SECURITY,
+    CONFIG_VOLUME,
+    GRPC_PORT,
+    HTTP_PORT,
+    METRICS_PORT,
+    MODEL_REPOSITORY,
+    _env,
+    _fetch_container,
+    _resources,
+    _tritonserver_args,
+)
 
-MODEL_REPOSITORY = "/models"
 # A rollout (a changed config.pbtxt, image or pod template) starts up to this share of
 # spec.replicas as extra pods at once -- the Deployment default, rounded up as Kubernetes rounds
 # it -- and, with maxUnavailable 0, removes an old pod only once a new one is ready. The extra
@@ -67,21 +72,6 @@ def max_surge(replicas: int) -> int:
     return max(1, math.ceil(int(MAX_SURGE.rstrip("%")) * max(replicas, 0) / 100))
 
 
-HTTP_PORT, GRPC_PORT, METRICS_PORT = (OPERATOR_PORTS[f] for f in ("--http-port", "--grpc-port", "--metrics-port"))
-
-# Images for the init container that assembles the model directory, unless runtime.fetchImage names one.
-FETCH_IMAGES = {
-    "s3": "amazon/aws-cli:2.17.0",
-    "gs": "gcr.io/google.com/cloudsdktool/google-cloud-cli:stable",
-    "pvc": "busybox:1.36",
-}
-
-# Baseline pod security for every container we run: no privilege escalation, no
-# Linux capabilities. (runAsNonRoot is left to runtime.securityContext: NGC Triton
-# images start as root by default.)
-_CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-
-
 def child_names(name: str) -> dict[str, str]:
     """The children's names but the ConfigMap's (``configmap_name``: it follows the config)."""
     return {"Deployment": name, "Service": name, "PodDisruptionBudget": name}
@@ -93,9 +83,6 @@ def configmap_name(name: str, config_pbtxt: str) -> str:
     mid-rollout (a replacement, a scale-up) loads the old config, and a failed rollout leaves the old
     pods on it."""
     return f"{name}-config-{config_hash(config_pbtxt)}"
-
-
-CONFIG_VOLUME = "model-config"
 
 
 def template_hash(workload: dict[str, Any]) -> str | None:
@@ -154,80 +141,8 @@ def _meta(name: str, owner: dict[str, Any], owner_name: str) -> dict[str, Any]:
     }
 
 
-def spec_annotation(owner: dict[str, Any]) -> dict[str, str]:
-    """The Deployment's record of the spec it was made from (``SPEC_ANNOTATION``): the owner's spec
-    as stored, compact JSON. Empty when it is larger than ``SPEC_ANNOTATION_MAX_BYTES``: emptied, not
-    left out, so an earlier record cannot outlive the spec it was. Credentials in
-    ``scaling.prometheus.url`` are not recorded (``url_without_credentials``): whoever may read
-    Deployments (the built-in ``view`` role) could read them there."""
-    spec = owner.get("spec") or {}
-    url = _prometheus_url(spec)
-    shown = None if url is None else url_without_credentials(url)
-    if shown != url:
-        spec = copy.deepcopy(spec)
-        spec["scaling"]["prometheus"]["url"] = shown
-    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return {SPEC_ANNOTATION: text if len(text.encode()) <= SPEC_ANNOTATION_MAX_BYTES else ""}
-
-
-def _prometheus_url(spec: Any) -> str | None:
-    node = spec
-    for key in ("scaling", "prometheus", "url"):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node if isinstance(node, str) else None
-
-
-def recorded_spec(deployment: dict[str, Any], live_spec: Any = None) -> dict[str, Any] | None:
-    """The spec a Deployment records it was made from, or None (none recorded, or not a JSON object).
-    A Prometheus URL recorded without its credentials takes them from ``live_spec`` (the object's
-    spec now) when its URL is that one with credentials."""
-    text = ((deployment.get("metadata") or {}).get("annotations") or {}).get(SPEC_ANNOTATION)
-    try:
-        raw = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    if not isinstance(raw, dict):
-        return None
-    recorded, live = _prometheus_url(raw), _prometheus_url(live_spec)
-    if recorded is not None and live is not None and live != recorded and url_without_credentials(live) == recorded:
-        raw["scaling"]["prometheus"]["url"] = live
-    return raw
-
-
 def config_hash(config_pbtxt: str) -> str:
     return hashlib.sha256(config_pbtxt.encode()).hexdigest()[:16]
-
-
-# The Deployment's record of what its pods serve (``serving_digest``): small, so kept when a large spec
-# is not recorded (``spec_annotation``); the autoscaler reads it each tick (``decider.forget_model``).
-SERVING_ANNOTATION = "tritonscale.io/serving"
-# Runtime fields with no bearing on how fast a pod serves (scheduling and identity only).
-_NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "securityContext", "topologySpreadConstraints",
-              "priorityClassName", "startupTimeoutSeconds", "terminationGracePeriodSeconds", "progressDeadlineSeconds",
-              "shmSize")
-# Speed fields added to the runtime after the digest was first recorded, and their defaults (``serving_digest``).
-_ADDED_LATER = {"gpuResource": GPU_RESOURCE}
-
-
-def serving_digest(spec: InferenceServiceSpec) -> str:
-    """What the pods serve, for the autoscaler's memory (``decider.forget_model``): a digest of the
-    model and of the runtime fields that can change its speed (image, GPUs, resources, node
-    selector, env, flags). The batcher's settings are left out: the tuner changes them, and a
-    batch's cost does not depend on them."""
-    runtime = {k: v for k, v in spec.runtime.model_dump(mode="json", by_alias=True).items() if k not in _NOT_SPEED}
-    # Node affinity can choose another GPU, as the node selector can; pod (anti-)affinity only places
-    # replicas. Kept out while unset, so the field's arrival changed no service's digest.
-    node_affinity = runtime.pop("affinity").get("nodeAffinity")
-    if node_affinity:
-        runtime["nodeAffinity"] = node_affinity
-    # Fields added after the digest was first recorded are left out at their defaults, so an operator upgrade
-    # does not make every service forget its learned speed (tests/unit/test_tick_model_change.py pins it).
-    for key, default in _ADDED_LATER.items():
-        if runtime.get(key) == default:
-            del runtime[key]
-    text = json.dumps({"model": spec.model.model_dump(mode="json", by_alias=True), "runtime": runtime},
-                      sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def batcher_in_force(spec: InferenceServiceSpec, owner: dict[str, Any]) -> BatcherInForce | None:
@@ -253,127 +168,11 @@ def build_configmap(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[s
     }
 
 
-def _fetch_container(
-    spec: InferenceServiceSpec, model: str
-) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Init container that assembles /models/<model>/ = versions from storageUri + our config.pbtxt.
-
-    Returns (init container, extra pod volumes, extra mounts the triton container needs)."""
-    uri = spec.model.storage_uri
-    scheme, rest = uri.split("://", 1)
-    dest = f"{MODEL_REPOSITORY}/{model}"
-    volumes: list[dict[str, Any]] = []
-    serving_mounts: list[dict[str, Any]] = []
-    mounts = [{"name": "model-repository", "mountPath": MODEL_REPOSITORY},
-              {"name": CONFIG_VOLUME, "mountPath": "/config", "readOnly": True}]
-    if scheme == "pvc":
-        claim, path = rest.split("/", 1)
-        src = f"/mnt/pvc/{path}"
-        volumes.append({"name": "model-source", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
-        mounts.append({"name": "model-source", "mountPath": "/mnt/pvc", "readOnly": True})
-        # Symlink the version directories instead of copying: no second copy of a multi-GB model.
-        # The links point into /mnt/pvc, so the triton container mounts the claim there too.
-        serving_mounts.append({"name": "model-source", "mountPath": "/mnt/pvc", "readOnly": True})
-        fetch = (f'for e in {shlex.quote(src)}/*; do [ "$(basename "$e")" = config.pbtxt ] || '
-                 f'ln -s "$e" {shlex.quote(dest)}/; done')
-    elif scheme == "s3":
-        fetch = f"aws s3 cp --recursive --only-show-errors {shlex.quote(uri)} {shlex.quote(dest)}"
-    else:
-        fetch = f"gcloud storage cp --recursive {shlex.quote(uri.rstrip('/') + '/*')} {shlex.quote(dest)}/"
-    script = (f"set -eu\nmkdir -p {shlex.quote(dest)}\n{fetch}\n"
-              f"cp /config/config.pbtxt {shlex.quote(dest)}/config.pbtxt\n")
-    container = {
-        "name": "model-fetch",
-        "image": spec.runtime.fetch_image or FETCH_IMAGES[scheme],
-        "command": ["/bin/sh", "-c", script],
-        "env": list(spec.runtime.env),
-        "volumeMounts": mounts,
-        "securityContext": copy.deepcopy(_CONTAINER_SECURITY),
-    }
-    if fetch_resources := _fetch_resources(spec):
-        container["resources"] = fetch_resources
-    return container, volumes, serving_mounts
-
-
-# What the init container takes of the triton container's resources: not its GPU or other extended
-# resources (a download needs none), nor its claims.
-_FETCH_RESOURCES = re.compile(r"(cpu|memory|ephemeral-storage|hugepages-.+)$")
-
-
-def _fetch_resources(spec: InferenceServiceSpec) -> dict[str, Any]:
-    """The model-fetch init container's requests and limits: the triton container's cpu, memory and
-    ephemeral storage. A namespace's ResourceQuota on requests.cpu or limits.memory refuses a pod any of
-    whose containers leaves them unset (found by an audit: "must specify requests.cpu for: model-fetch",
-    with no spec field to set them). The pod's own request is the larger of its largest init container's
-    and the sum of its containers', so this adds nothing to what it is scheduled with."""
-    out = {kind: {r: q for r, q in block.items() if _FETCH_RESOURCES.match(r)}
-           for kind, block in _resources(spec).items() if kind in ("requests", "limits") and isinstance(block, dict)}
-    return {kind: block for kind, block in out.items() if block}
-
-
-def _tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
-    args = [
-        "tritonserver",
-        f"--model-repository={MODEL_REPOSITORY}",
-        f"--http-port={HTTP_PORT}",
-        f"--grpc-port={GRPC_PORT}",
-        f"--metrics-port={METRICS_PORT}",
-        "--metrics-config=summary_latencies=true",
-        "--exit-on-error=true",
-        "--strict-readiness=true",
-        # What the pod's grace leaves Triton after the preStop wait (api/shutdown.py)
-        f"--exit-timeout-secs={shutdown.exit_timeout(spec.runtime)}",
-    ]
-    if spec.runtime.gpus == 0:
-        args.append("--allow-gpu-metrics=false")
-    if spec.model.response_cache:
-        args.append(f"--cache-config=local,size={spec.runtime.response_cache_bytes}")
-    age_s = spec.runtime.grpc_max_connection_age_seconds
-    if age_s and has_grpc_connection_age(spec.runtime.image):
-        args.append(f"--grpc-max-connection-age={age_s * 1000}")
-    return args + list(spec.runtime.extra_args)
-
-
-_NGC_TAG = re.compile(re.escape(TRITON_IMAGE_REPOSITORY) + r":(\d{2})\.(\d{2})(?:[-@]|$)")
-
-
-def has_grpc_connection_age(image: str) -> bool:
-    """Whether the image's tritonserver takes --grpc-max-connection-age: an NGC tag (YY.MM) from
-    GRPC_MAX_CONNECTION_AGE_SINCE on, or any other image (a custom build, a digest: the operator cannot
-    tell its release, and a release from 2024 on is assumed; spec.runtime.grpcMaxConnectionAgeSeconds
-    0 leaves the flag out)."""
-    m = _NGC_TAG.match(image)
-    return m is None or (int(m.group(1)), int(m.group(2))) >= GRPC_MAX_CONNECTION_AGE_SINCE
-
-
 # The pods' emptyDirs hold nothing a new pod cannot make again (the model is fetched again). Without this
 # annotation cluster-autoscaler (--skip-nodes-with-local-storage, its default) never removed a node that
 # held a replica, and an idle GPU node stayed for it.
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
 LOCAL_VOLUMES = ("model-repository", "dshm")
-
-
-def _env(spec: InferenceServiceSpec) -> list[dict[str, Any]]:
-    """runtime.env, and for a replica of no GPU ``NVIDIA_VISIBLE_DEVICES=void`` (unless env sets it): NGC images
-    say ``all``, so under a node's default NVIDIA runtime (the GPU Operator's) a pod that asks for no GPU sees
-    every GPU of the node, and Triton takes memory on GPUs other pods were given; ``void`` gives it none."""
-    env = list(spec.runtime.env)
-    if spec.runtime.gpus == 0 and not any(isinstance(e, dict) and e.get("name") == "NVIDIA_VISIBLE_DEVICES"
-                                          for e in env):
-        env.append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"})  # last: runtime.env[i] stays env[i]
-    return env
-
-
-def _resources(spec: InferenceServiceSpec) -> dict[str, Any]:
-    # Quantities as strings, as the API server returns them: a number here would never
-    # compare equal to the live object and the Deployment would be patched on every reconcile.
-    # Other keys (claims, a list) go as they are, for Kubernetes to take or refuse by field: they
-    # were dropped without a word.
-    res = {k: {q: str(n) for q, n in v.items()} if isinstance(v, dict) else v
-           for k, v in spec.runtime.resources.items()}
-    if spec.runtime.gpus > 0:
-        res.setdefault("limits", {})[spec.runtime.gpu_resource] = str(spec.runtime.gpus)
-    return res
 
 
 def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[str, Any]:

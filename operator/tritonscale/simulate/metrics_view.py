@@ -31,7 +31,7 @@ is a hash of its labels (``scrape.Target.offset``), so pods are scraped at unrel
 an autoscaler's tick reads data of every age up to one interval. The offset here is a hash of
 the pod's number (``scrape_offset``; ``PromConfig(spread=False)`` puts every pod on t = 0's
 grid). Instant values (p95, pending) are those of each pod's last scrape; ``irate``
-reads only live series, as the operator's queries do (``prometheus_source.live_irate``).
+reads only live series, as the operator's queries do (``promql_queries.live_irate``).
 
 ``rate()`` is Prometheus's own (``extrapolated_rate``, as in 2.42, the version the
 integration tests run): each series' increase between its first and last sample in the
