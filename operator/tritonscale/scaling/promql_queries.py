@@ -108,7 +108,7 @@ def live_irate(series: str, window: str) -> str:
     ``rate`` counts only what it served within the window, and fades out of it. The price: a
     single failed scrape also marks a live pod's series stale, so its rate is missing from the
     sum until the next scrape -- a one-tick dip, which the decider's level (the minute's mean,
-    ``signals.level``) and its scale-down window absorb, where the phantom came with every
+    ``rate_model.level``) and its scale-down window absorb, where the phantom came with every
     scale-down."""
     return f"(irate({series}[{window}]) and {series})"
 
