@@ -251,7 +251,7 @@ def test_a_write_refused_in_a_namespace_being_deleted_sets_no_condition_and_post
     """The handler ends quietly there; before it, the failed write's report set Ready=False ChildWriteFailed
     "... the operator tries again" (it does not) and posted a Warning event, whose create the namespace
     refused too (an exploratory audit). Another refusal is still reported."""
-    from tritonscale.reconcile.reconciler_status import _write_failed
+    from tritonscale.reconcile.reconciler_status import write_failed
 
     class Kube:
         patched: list[Any] = []
@@ -264,9 +264,9 @@ def test_a_write_refused_in_a_namespace_being_deleted_sets_no_condition_and_post
 
     events: list[tuple] = []
     body = {"metadata": {"namespace": "term-x", "name": "linear", "generation": 2, "uid": "u"}, "status": {}}
-    _write_failed(Kube(), body, "ConfigMap/new", _terminating(), lambda *a: events.append(a), 0.0)
+    write_failed(Kube(), body, "ConfigMap/new", _terminating(), lambda *a: events.append(a), 0.0)
     assert Kube.patched == [] and events == []
-    _write_failed(Kube(), body, "ConfigMap/new", ApiException(status=403, reason="Forbidden"),
+    write_failed(Kube(), body, "ConfigMap/new", ApiException(status=403, reason="Forbidden"),
                   lambda *a: events.append(a), 0.0)
     assert Kube.patched and events
 
@@ -274,7 +274,7 @@ def test_a_write_refused_in_a_namespace_being_deleted_sets_no_condition_and_post
 def test_a_failed_write_marks_the_spec_valid_at_its_generation_as_ready() -> None:
     """The checks passed (the refusal is not the spec's): SpecValid stayed at the previous generation beside
     a Ready of this one (an exploratory audit)."""
-    from tritonscale.reconcile.reconciler_status import _write_failed
+    from tritonscale.reconcile.reconciler_status import write_failed
 
     patched: list[Any] = []
 
@@ -286,7 +286,7 @@ def test_a_failed_write_marks_the_spec_valid_at_its_generation_as_ready() -> Non
              "observedGeneration": 1, "lastTransitionTime": "2026-12-01T00:00:00Z"}
     body = {"metadata": {"namespace": "ns", "name": "linear", "generation": 2, "uid": "u"},
             "status": {"conditions": [valid]}}
-    _write_failed(Kube(), body, "Service/linear", ApiException(status=403, reason="Forbidden"), lambda *a: None, 0.0)
+    write_failed(Kube(), body, "Service/linear", ApiException(status=403, reason="Forbidden"), lambda *a: None, 0.0)
     ((_, _, status),) = patched
     conds = {c["type"]: c for c in status["conditions"]}
     assert conds["SpecValid"]["observedGeneration"] == conds["Ready"]["observedGeneration"] == 2

@@ -157,7 +157,7 @@ def dry_run_refusals(kube: Kube, namespace: str, writes: list[Write],
                 problems.extend(refusals)
                 continue
         if holds_other_content(child, live):
-            continue  # deleted and created again (``_write_children``): a dry-run create would find the name taken
+            continue  # deleted and created again (``write_children``): a dry-run create would find the name taken
         try:
             if live is None:
                 _, warnings = kube.create_warned(child, dry_run=True)

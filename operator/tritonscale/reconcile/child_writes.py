@@ -14,7 +14,7 @@ from tritonscale.api.validation import Problem
 from tritonscale.kube.client import OWN_MANAGERS, Kube
 from tritonscale.reconcile.child_refusals import Write, holds_other_content
 from tritonscale.reconcile.diff import LAST_APPLIED
-from tritonscale.reconcile.reconciler_status import EventFn, _write_failed
+from tritonscale.reconcile.reconciler_status import EventFn, write_failed
 from tritonscale.render.kubernetes_objects import owned_by
 
 log = logging.getLogger("tritonscale")
@@ -61,7 +61,7 @@ def template_of(deployment: dict[str, Any]) -> Any:
     return (deployment.get("spec") or {}).get("template")
 
 
-def _write_children(kube: Kube, body: dict[str, Any], writes: list[Write], outcome: Outcome, event: EventFn,
+def write_children(kube: Kube, body: dict[str, Any], writes: list[Write], outcome: Outcome, event: EventFn,
                     now: Callable[[], float]) -> tuple[dict[str, Any] | None, bool]:
     """Create or patch each child (dry runs passed), recording what was done in ``outcome``. Returns the
     Deployment as written, and whether its pod template changed (every pod reported is then of the old
@@ -97,7 +97,7 @@ def _write_children(kube: Kube, body: dict[str, Any], writes: list[Write], outco
                 else:  # the operator's own record alone (an upgrade's new last-applied format)
                     log.debug("%s/%s: refreshed the last-applied record of %s/%s", ns, meta["name"], kind, cname)
         except Exception as exc:
-            _write_failed(kube, body, f"{kind}/{cname}", exc, event, now())
+            write_failed(kube, body, f"{kind}/{cname}", exc, event, now())
             raise
         version = ((live or {}).get("metadata") or {}).get("resourceVersion")
         if version:
@@ -142,7 +142,7 @@ def writers(child: dict[str, Any], patch: dict[str, Any]) -> list[str]:
     return out
 
 
-def _announce(outcome: Outcome, template_written: bool, event: EventFn, ns: str, name: str,
+def announce_writes(outcome: Outcome, template_written: bool, event: EventFn, ns: str, name: str,
               spec_unchanged: bool = False) -> None:
     """An event and a log line for each child created, adopted or changed. A child changed back while the
     spec is the one the last pass applied (``spec_unchanged``) was changed by someone else: a Warning
@@ -178,7 +178,7 @@ def _announce(outcome: Outcome, template_written: bool, event: EventFn, ns: str,
         log.info("%s/%s: updated %s to match the spec%s", ns, name, ref, rolls)
 
 
-def _warn(warned: list[Problem], event: EventFn, ns: str, name: str) -> None:
+def warn_dry_run_warnings(warned: list[Problem], event: EventFn, ns: str, name: str) -> None:
     """Warnings the API server gave on the dry runs, which the user would never see: kubectl prints the
     warnings of the objects it writes, and the operator writes these (an env var a later one of its name
     hides, a memory request of "0.5": half a byte)."""

@@ -26,17 +26,17 @@ from tritonscale.kube.client import (
 from tritonscale.kube.object_lock import object_lock
 from tritonscale.reconcile import upgrade_rollouts
 from tritonscale.reconcile.child_refusals import dry_run_refusals
-from tritonscale.reconcile.child_writes import Outcome, _announce, _warn, _write_children, writers
+from tritonscale.reconcile.child_writes import Outcome, announce_writes, warn_dry_run_warnings, write_children, writers
 from tritonscale.reconcile.diff import LAST_APPLIED, plan_patch, with_last_applied
 from tritonscale.reconcile.reconciler_status import (
     EventFn,
-    _patch_status,
-    _write_failed,
     conflict_message,
     counts_from,
+    patch_status,
     status_for_conflict,
     status_for_invalid,
     status_from_children,
+    write_failed,
 )
 from tritonscale.render.kubernetes_objects import (
     MANAGED_BY,
@@ -191,7 +191,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         body, meta = fresh, fresh["metadata"]
         spec, problems = validate_body(body)
         if spec is None:
-            _patch_status(kube, body, status_for_invalid(body, problems, now()), event, "InvalidSpec",
+            patch_status(kube, body, status_for_invalid(body, problems, now()), event, "InvalidSpec",
                           "; ".join(str(p) for p in problems),
                           counts=counts_from(kube.get("Deployment", ns, name), meta["uid"]))
             return Outcome(valid=False, problems=problems)
@@ -208,7 +208,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         if taken:
             message = conflict_message(taken)
             outcome.conflicts = taken
-            _patch_status(kube, body, status_for_conflict(body, message, now(), spec), event, "NameConflict", message)
+            patch_status(kube, body, status_for_conflict(body, message, now(), spec), event, "NameConflict", message)
             return outcome
         dep_desired, dep_live = next((c, live) for c, live in zip(desired, lives, strict=True)
                                      if c["kind"] == "Deployment")
@@ -220,13 +220,13 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
         # resource quantity that does not parse): every write is tried as a dry run first, so a
         # refusal leaves every child as it was -- not a new ConfigMap beside the old Deployment.
         refused, warned = dry_run_refusals(kube, ns, writes,
-                                           lambda child, exc: _write_failed(kube, body, child, exc, event, now()),
+                                           lambda child, exc: write_failed(kube, body, child, exc, event, now()),
                                            spec=body.get("spec"))
         if warned:
-            _warn(warned, event, ns, name)
+            warn_dry_run_warnings(warned, event, ns, name)
         if refused:
             outcome.valid, outcome.problems = False, refused
-            _patch_status(kube, body, status_for_invalid(body, refused, now(), reason=st.CHILD_REJECTED, spec=spec),
+            patch_status(kube, body, status_for_invalid(body, refused, now(), reason=st.CHILD_REJECTED, spec=spec),
                           event, st.CHILD_REJECTED, "; ".join(str(p) for p in refused),
                           counts=counts_from(dep_live, meta["uid"]))
             return outcome
@@ -245,10 +245,10 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             outcome.upgrade_waits_for = waiting
             _wait_for_upgrade(kube, body, spec, dep_live, waiting, event, now())
             return outcome
-        deployment, template_written = _write_children(kube, body, writes, outcome, event, now)
+        deployment, template_written = write_children(kube, body, writes, outcome, event, now)
         # The Deployment as written and as it was before (two edits in a row: see configmaps_to_delete).
         _delete_unmounted_configmaps(kube, body, [dep_desired, *([dep_live] if dep_live else [])], outcome)
-        _announce(outcome, template_written, event, ns, name, spec_unchanged=spec_unchanged)
+        announce_writes(outcome, template_written, event, ns, name, spec_unchanged=spec_unchanged)
         new = status_from_children(body, deployment, spec, now(), template_written)
         if st.is_true(new.conditions or [], st.UPGRADE_PENDING):
             new.conditions = st.set_condition(new.conditions or [], st.UPGRADE_PENDING, False, "RollingOut" if upgrade

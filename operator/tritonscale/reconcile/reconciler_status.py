@@ -176,7 +176,7 @@ def conflict_message(taken: list[str]) -> str:
             f"uses {it}; nothing was created or changed")
 
 
-def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceStatus, event: EventFn,
+def patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceStatus, event: EventFn,
                   reason: str, message: str, counts: st.InferenceServiceStatus | None = None) -> None:
     """Write the reconciler's status fields and a Warning event, and log it, once: nothing when they
     already say so (events expire after an hour; the log keeps it). ``counts`` (``counts_from``) go in
@@ -192,7 +192,7 @@ def _patch_status(kube: Kube, body: dict[str, Any], status: st.InferenceServiceS
         log.warning("%s/%s: %s: %s", meta["namespace"], meta["name"], reason, message[:1000])
 
 
-def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseException, event: EventFn,
+def write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseException, event: EventFn,
                   now: float) -> None:
     """A write failed after the dry run passed (a transient error, an admission policy that lets dry
     runs through), or its dry run failed other than as invalid (a ResourceQuota's or RBAC's 403, which
@@ -211,6 +211,6 @@ def _write_failed(kube: Kube, body: dict[str, Any], child: str, exc: BaseExcepti
     conds = _spec_valid(body, now, gen)
     conds = st.set_condition(conds, st.READY, False, "ChildWriteFailed", message, now, gen)
     try:
-        _patch_status(kube, body, st.InferenceServiceStatus(conditions=conds), event, "ChildWriteFailed", message)
+        patch_status(kube, body, st.InferenceServiceStatus(conditions=conds), event, "ChildWriteFailed", message)
     except API_ERRORS:  # the API server may be what failed: the handler's retry says it again
         pass

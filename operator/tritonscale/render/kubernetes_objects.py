@@ -45,16 +45,16 @@ from tritonscale.render.deployment_records import serving_digest as serving_dige
 from tritonscale.render.deployment_records import spec_annotation
 from tritonscale.render.triton_config import render_config_pbtxt
 from tritonscale.render.triton_containers import (
-    _CONTAINER_SECURITY,
     CONFIG_VOLUME,
+    CONTAINER_SECURITY,
     GRPC_PORT,
     HTTP_PORT,
     METRICS_PORT,
     MODEL_REPOSITORY,
-    _env,
-    _fetch_container,
-    _resources,
-    _tritonserver_args,
+    fetch_container,
+    triton_env,
+    triton_resources,
+    tritonserver_args,
 )
 
 # A rollout (a changed config.pbtxt, image or pod template) starts up to this share of
@@ -181,13 +181,13 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
     name = owner["metadata"]["name"]
     model = model_name(spec, name)
     config = rendered_config(spec, owner)
-    fetch, source_volumes, source_mounts = _fetch_container(spec, model)
+    fetch, source_volumes, source_mounts = fetch_container(spec, model)
     ready_probe = {"httpGet": {"path": f"/v2/models/{model}/ready", "port": "http"}}
     pod_labels = {**spec.runtime.pod_labels, **labels(name)}  # the operator's win (the spec refuses them anyway)
     container: dict[str, Any] = {
         "name": "triton",
         "image": spec.runtime.image,
-        "args": _tritonserver_args(spec),
+        "args": tritonserver_args(spec),
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
@@ -201,8 +201,8 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
         "readinessProbe": {**ready_probe, "periodSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {"httpGet": {"path": "/v2/health/live", "port": "http"},
                           "periodSeconds": 10, "failureThreshold": 6},
-        "resources": _resources(spec),
-        "env": _env(spec),
+        "resources": triton_resources(spec),
+        "env": triton_env(spec),
         # Serving on while the endpoints update and gRPC clients reconnect elsewhere; then SIGTERM, and
         # tritonserver refuses new requests at once (api/shutdown.py). An exec, not the sleep action:
         # the chart supports Kubernetes 1.28, and the sleep action is on by default from 1.30.
@@ -212,7 +212,7 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
             {"name": "dshm", "mountPath": "/dev/shm"},  # Triton's python backend and pinned memory use shm
             *source_mounts,
         ],
-        "securityContext": copy.deepcopy(_CONTAINER_SECURITY),
+        "securityContext": copy.deepcopy(CONTAINER_SECURITY),
     }
     pod_spec: dict[str, Any] = {
         "initContainers": [fetch],

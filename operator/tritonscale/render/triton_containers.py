@@ -32,10 +32,10 @@ FETCH_IMAGES = {
 # Baseline pod security for every container we run: no privilege escalation, no
 # Linux capabilities. (runAsNonRoot is left to runtime.securityContext: NGC Triton
 # images start as root by default.)
-_CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def _fetch_container(
+def fetch_container(
     spec: InferenceServiceSpec, model: str
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     """Init container that assembles /models/<model>/ = versions from storageUri + our config.pbtxt.
@@ -70,7 +70,7 @@ def _fetch_container(
         "command": ["/bin/sh", "-c", script],
         "env": list(spec.runtime.env),
         "volumeMounts": mounts,
-        "securityContext": copy.deepcopy(_CONTAINER_SECURITY),
+        "securityContext": copy.deepcopy(CONTAINER_SECURITY),
     }
     if fetch_resources := _fetch_resources(spec):
         container["resources"] = fetch_resources
@@ -89,11 +89,12 @@ def _fetch_resources(spec: InferenceServiceSpec) -> dict[str, Any]:
     with no spec field to set them). The pod's own request is the larger of its largest init container's
     and the sum of its containers', so this adds nothing to what it is scheduled with."""
     out = {kind: {r: q for r, q in block.items() if _FETCH_RESOURCES.match(r)}
-           for kind, block in _resources(spec).items() if kind in ("requests", "limits") and isinstance(block, dict)}
+           for kind, block in triton_resources(spec).items()
+           if kind in ("requests", "limits") and isinstance(block, dict)}
     return {kind: block for kind, block in out.items() if block}
 
 
-def _tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
+def tritonserver_args(spec: InferenceServiceSpec) -> list[str]:
     args = [
         "tritonserver",
         f"--model-repository={MODEL_REPOSITORY}",
@@ -128,7 +129,7 @@ def has_grpc_connection_age(image: str) -> bool:
     return m is None or (int(m.group(1)), int(m.group(2))) >= GRPC_MAX_CONNECTION_AGE_SINCE
 
 
-def _env(spec: InferenceServiceSpec) -> list[dict[str, Any]]:
+def triton_env(spec: InferenceServiceSpec) -> list[dict[str, Any]]:
     """runtime.env, and for a replica of no GPU ``NVIDIA_VISIBLE_DEVICES=void`` (unless env sets it): NGC images
     say ``all``, so under a node's default NVIDIA runtime (the GPU Operator's) a pod that asks for no GPU sees
     every GPU of the node, and Triton takes memory on GPUs other pods were given; ``void`` gives it none."""
@@ -139,7 +140,7 @@ def _env(spec: InferenceServiceSpec) -> list[dict[str, Any]]:
     return env
 
 
-def _resources(spec: InferenceServiceSpec) -> dict[str, Any]:
+def triton_resources(spec: InferenceServiceSpec) -> dict[str, Any]:
     # Quantities as strings, as the API server returns them: a number here would never
     # compare equal to the live object and the Deployment would be patched on every reconcile.
     # Other keys (claims, a list) go as they are, for Kubernetes to take or refuse by field: they
