@@ -115,7 +115,7 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 3, what="SpecValid")
     ready = k.condition("linear", "Ready")
     assert ready["status"] == "False" and ready["reason"] == "ReplicasStarting"
-    # No finalizer (handlers._without_finalizer): nothing holds the object, its namespace or the CRD
+    # No finalizer (handlers.autoscale_daemon._without_finalizer): nothing holds the object, its namespace or the CRD
     # when the operator is not there to remove one.
     assert not k.get("linear")["metadata"].get("finalizers")
     st = k.get("linear")["status"]
@@ -374,7 +374,7 @@ def test_a_name_another_object_holds_is_reported_and_never_taken_over(api_client
     (Ready=False, NameConflict, a Warning event), writes nothing -- the Service keeps its selector
     and gains no ownerReference, so deleting the InferenceService could never delete it -- and
     creates the children once the name is free (Kopf retries the handler)."""
-    from tritonscale.handlers import CONFLICT_RETRY_S
+    from tritonscale.handlers.reconciler import CONFLICT_RETRY_S
 
     op = start_operator()
     k = Cluster(api_client, namespace)
@@ -865,7 +865,7 @@ def test_a_child_a_resource_quota_refuses_is_reported(api_client, namespace, sta
     assert "exceeded quota: no-services" in cond["message"], cond
     wait_for(lambda: _warnings(k, "linear", "ChildWriteFailed"), 5, what="a ChildWriteFailed Warning event")
     k.core.delete_namespaced_resource_quota("no-services", namespace)
-    # the handler retries with a backoff (handlers.API_RETRY_S, doubled at each retry)
+    # the handler retries with a backoff (handlers.reconciler.API_RETRY_S, doubled at each retry)
     wait_for(lambda: exists(k.core.read_namespaced_service, "linear", namespace), 60,
              what="the Service once the quota is gone")
     assert op.alive()
