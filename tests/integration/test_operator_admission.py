@@ -114,7 +114,7 @@ def test_a_child_a_resource_quota_refuses_is_reported(api_client, namespace, sta
     assert "exceeded quota: no-services" in cond["message"], cond
     wait_for(lambda: _warnings(k, "linear", "ChildWriteFailed"), 5, what="a ChildWriteFailed Warning event")
     k.core.delete_namespaced_resource_quota("no-services", namespace)
-    # the handler retries with a backoff (handlers.API_RETRY_S, doubled at each retry)
+    # the handler retries with a backoff (handlers.reconciler.API_RETRY_S, doubled at each retry)
     wait_for(lambda: exists(k.core.read_namespaced_service, "linear", namespace), 60,
              what="the Service once the quota is gone")
     assert op.alive()

@@ -52,7 +52,7 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     wait_for(lambda: (k.condition("linear", "SpecValid") or {}).get("status") == "True", 3, what="SpecValid")
     ready = k.condition("linear", "Ready")
     assert ready["status"] == "False" and ready["reason"] == "ReplicasStarting"
-    # No finalizer (handlers._without_finalizer): nothing holds the object, its namespace or the CRD
+    # No finalizer (handlers.autoscale_daemon._without_finalizer): nothing holds the object, its namespace or the CRD
     # when the operator is not there to remove one.
     assert not k.get("linear")["metadata"].get("finalizers")
     st = k.get("linear")["status"]

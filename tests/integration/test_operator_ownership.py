@@ -24,7 +24,7 @@ def test_a_name_another_object_holds_is_reported_and_never_taken_over(api_client
     (Ready=False, NameConflict, a Warning event), writes nothing -- the Service keeps its selector
     and gains no ownerReference, so deleting the InferenceService could never delete it -- and
     creates the children once the name is free (Kopf retries the handler)."""
-    from tritonscale.handlers import CONFLICT_RETRY_S
+    from tritonscale.handlers.reconciler import CONFLICT_RETRY_S
 
     op = start_operator()
     k = Cluster(api_client, namespace)

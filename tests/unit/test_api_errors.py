@@ -13,7 +13,7 @@ import urllib3
 from kubernetes.client import ApiException
 from urllib3.connection import HTTPSConnection
 
-from tritonscale import handlers
+from tritonscale.handlers import reconciler
 from tritonscale.kube.client import describe_api_error, namespace_terminating
 
 
@@ -52,17 +52,17 @@ def test_the_reconcile_handler_retries_api_failures_without_a_traceback(monkeypa
     def refused(*_args, **_kwargs):
         raise api_error(403, "Forbidden", "exceeded quota: gpus")
 
-    monkeypatch.setattr(handlers, "reconcile", refused)
-    monkeypatch.setattr(handlers, "_kube", lambda: None)
-    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
+    monkeypatch.setattr(reconciler, "reconcile", refused)
+    monkeypatch.setattr(reconciler, "_kube", lambda: None)
+    monkeypatch.setattr(reconciler, "_events_for", lambda body: None)
     with pytest.raises(kopf.TemporaryError) as err:
-        handlers.reconcile_inference_service(body={"metadata": {"name": "x", "namespace": "y"}})
+        reconciler.reconcile_inference_service(body={"metadata": {"name": "x", "namespace": "y"}})
     assert str(err.value) == "the Kubernetes API refused or failed a request: 403 Forbidden: exceeded quota: gpus"
     assert err.value.__cause__ is None
-    assert err.value.delay == handlers.API_RETRY_S  # soon: Kopf's default is a flat 60 s
+    assert err.value.delay == reconciler.API_RETRY_S  # soon: Kopf's default is a flat 60 s
     with pytest.raises(kopf.TemporaryError) as err:
-        handlers.reconcile_inference_service(body={"metadata": {"name": "x", "namespace": "y"}}, retry=2)
-    assert err.value.delay == 4 * handlers.API_RETRY_S
+        reconciler.reconcile_inference_service(body={"metadata": {"name": "x", "namespace": "y"}}, retry=2)
+    assert err.value.delay == 4 * reconciler.API_RETRY_S
 
 
 class _Kube:
@@ -82,17 +82,17 @@ def test_a_failed_child_correction_is_one_line(monkeypatch, caplog) -> None:
     """A child's event handler is never retried by Kopf: its failure (here the owner's read) is one
     warning line, not a traceback; the daemon's resync (test_autoscale_daemon.py) corrects it."""
     kube, reconciled = _Kube(failures=1), []
-    monkeypatch.setattr(handlers, "_kube", lambda: kube)
-    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
-    monkeypatch.setattr(handlers, "reconcile", lambda _kube, owner, _events: reconciled.append(owner["metadata"]))
+    monkeypatch.setattr(reconciler, "_kube", lambda: kube)
+    monkeypatch.setattr(reconciler, "_events_for", lambda body: None)
+    monkeypatch.setattr(reconciler, "reconcile", lambda _kube, owner, _events: reconciled.append(owner["metadata"]))
     with caplog.at_level("WARNING", logger="tritonscale"):
-        handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="prod",
-                               type="MODIFIED")
+        reconciler.child_changed(body={"metadata": {"labels": {reconciler.LABEL: "linear"}}}, namespace="prod",
+                                 type="MODIFIED")
     assert reconciled == []
     assert [r.getMessage() for r in caplog.records] == [
         "prod/linear: correcting a child failed: 503 Service Unavailable: etcdserver: leader changed"]
-    handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="prod",
-                           type="MODIFIED")
+    reconciler.child_changed(body={"metadata": {"labels": {reconciler.LABEL: "linear"}}}, namespace="prod",
+                             type="MODIFIED")
     assert reconciled == [{"name": "linear", "namespace": "prod"}]
 
 
@@ -113,14 +113,14 @@ def _terminating() -> ApiException:
 
 
 def _reconcile_raises(monkeypatch, error, calls: list[str] | None = None) -> None:
-    """handlers.reconcile replaced by one that raises ``error()`` (and notes the owner's name in ``calls``)."""
+    """reconciler.reconcile replaced by one that raises ``error()`` (and notes the owner's name in ``calls``)."""
     def refused(_kube, owner, _events):
         if calls is not None:
             calls.append(owner["metadata"]["name"])
         raise error()
-    monkeypatch.setattr(handlers, "_kube", lambda: _Kube(failures=0))
-    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
-    monkeypatch.setattr(handlers, "reconcile", refused)
+    monkeypatch.setattr(reconciler, "_kube", lambda: _Kube(failures=0))
+    monkeypatch.setattr(reconciler, "_events_for", lambda body: None)
+    monkeypatch.setattr(reconciler, "reconcile", refused)
 
 
 def test_a_child_not_recreated_in_a_namespace_being_deleted_is_no_warning(monkeypatch, caplog) -> None:
@@ -129,8 +129,8 @@ def test_a_child_not_recreated_in_a_namespace_being_deleted_is_no_warning(monkey
     calls: list[str] = []
     _reconcile_raises(monkeypatch, _terminating, calls)
     with caplog.at_level("WARNING", logger="tritonscale"):
-        handlers.child_changed(body={"metadata": {"labels": {handlers.LABEL: "linear"}}}, namespace="term-x",
-                               type="DELETED")
+        reconciler.child_changed(body={"metadata": {"labels": {reconciler.LABEL: "linear"}}}, namespace="term-x",
+                                 type="DELETED")
     assert calls == ["linear"] and caplog.records == []
     other = ApiException(status=403, reason="Forbidden")
     other.body = json.dumps({"kind": "Status", "message": "quota", "details": {"causes": [{"reason": "x"}]}})
@@ -239,12 +239,12 @@ def test_the_object_handler_in_a_namespace_being_deleted_ends_without_a_retry(mo
     _reconcile_raises(monkeypatch, _terminating)
     body = {"metadata": {"namespace": "term-x", "name": "linear"}}
     with caplog.at_level("WARNING", logger="tritonscale"):
-        handlers.reconcile_inference_service(body=body)
+        reconciler.reconcile_inference_service(body=body)
     assert caplog.records == []
 
     _reconcile_raises(monkeypatch, lambda: ApiException(status=403, reason="Forbidden"))
     with pytest.raises(kopf.TemporaryError):
-        handlers.reconcile_inference_service(body=body)
+        reconciler.reconcile_inference_service(body=body)
 
 
 def test_a_write_refused_in_a_namespace_being_deleted_sets_no_condition_and_posts_no_event() -> None:

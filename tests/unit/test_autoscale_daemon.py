@@ -16,7 +16,7 @@ import kopf
 import pytest
 from kopf._cogs.aiokits.aioenums import AsyncFlagWaiter, FlagSetter
 
-from tritonscale import handlers
+from tritonscale.handlers import autoscale_daemon, reconciler, settings
 
 
 def _run(coro: Any) -> Any:
@@ -26,16 +26,17 @@ def _run(coro: Any) -> Any:
 @pytest.fixture
 def ticks(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     seen: list[float] = []
-    monkeypatch.setattr(handlers.autoscaler, "run_tick", lambda *args: seen.append(args[4]) is None)  # still there
-    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
-    monkeypatch.setattr(handlers, "KUBE", object())
+    monkeypatch.setattr(autoscale_daemon.autoscaler, "run_tick",
+                        lambda *args: seen.append(args[4]) is None)  # still there
+    monkeypatch.setattr(settings, "PROMETHEUS_URL", None)
+    monkeypatch.setattr(settings, "KUBE", object())
     return seen
 
 
 async def _start(spec: dict[str, Any]) -> tuple[asyncio.Task[None], FlagSetter[Any]]:
     setter: FlagSetter[Any] = FlagSetter()
     stopped = AsyncFlagWaiter(setter)
-    task = asyncio.create_task(handlers.autoscale(
+    task = asyncio.create_task(autoscale_daemon.autoscale(
         stopped=stopped, namespace="ns", name="svc", uid="u1", body={"metadata": {"generation": 1}, "spec": spec},
         logger=logging.getLogger("test")))
     return task, setter
@@ -45,11 +46,11 @@ def _stub_ticks(monkeypatch: pytest.MonkeyPatch, run_tick: Any, forgotten: list[
                 metrics: Any = lambda ns, name: f"metrics {ns}/{name}") -> None:
     """``run_tick`` for the autoscaler's tick; what the daemon forgets goes to ``forgotten``: the uid, and
     ``metrics(ns, name)`` when the metrics are (read when they are)."""
-    monkeypatch.setattr(handlers.autoscaler, "run_tick", run_tick)
-    monkeypatch.setattr(handlers.autoscaler, "forget", forgotten.append)
-    monkeypatch.setattr(handlers.om, "forget", lambda ns, name, uid=None: forgotten.append(metrics(ns, name)))
-    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
-    monkeypatch.setattr(handlers, "KUBE", object())
+    monkeypatch.setattr(autoscale_daemon.autoscaler, "run_tick", run_tick)
+    monkeypatch.setattr(autoscale_daemon.autoscaler, "forget", forgotten.append)
+    monkeypatch.setattr(autoscale_daemon.om, "forget", lambda ns, name, uid=None: forgotten.append(metrics(ns, name)))
+    monkeypatch.setattr(settings, "PROMETHEUS_URL", None)
+    monkeypatch.setattr(settings, "KUBE", object())
 
 
 def test_the_daemon_leaves_no_failing_task_for_kopfs_shutdown(ticks: list[float]) -> None:
@@ -92,13 +93,13 @@ def test_a_daemon_kopfs_killer_never_stops_ends_when_the_operator_stops(ticks: l
     that daemon's flag, and Kopf waited 5 s for it before cancelling it (the Lease went back 5 s late in a
     CI run). The operator's cleanup handler ends its wait between ticks, and one spawned after it returns
     before its first tick."""
-    monkeypatch.setattr(handlers, "_STOP_EVENTS", {})
+    monkeypatch.setattr(autoscale_daemon, "_STOP_EVENTS", {})
 
     async def scenario() -> tuple[bool, int, bool, int]:
         task, _ = await _start({"scaling": {"intervalSeconds": 600}})  # its flag is never set
         while not ticks:
             await asyncio.sleep(0.01)
-        await handlers._operator_stopping()
+        await autoscale_daemon._operator_stopping()
         await asyncio.wait([task], timeout=5)  # against a 600 s wait
         first, seen = task.done(), len(ticks)
         late, _ = await _start({"scaling": {"intervalSeconds": 600}})
@@ -121,8 +122,8 @@ def test_the_daemon_reconciles_its_object_again_every_resync_period(ticks: list[
         if len(resyncs) == 1:
             raise RuntimeError("the API server went away")
 
-    monkeypatch.setattr(handlers, "_reconcile_owner", reconcile_owner)
-    monkeypatch.setattr(handlers, "RESYNC_S", 1.5)
+    monkeypatch.setattr(autoscale_daemon, "_reconcile_owner", reconcile_owner)
+    monkeypatch.setattr(autoscale_daemon, "RESYNC_S", 1.5)
 
     async def scenario() -> None:
         task, setter = await _start({"scaling": {"intervalSeconds": 1}})
@@ -141,7 +142,7 @@ def test_the_daemon_reconciles_its_object_again_every_resync_period(ticks: list[
 
 def test_the_daemon_ends_and_forgets_its_object_once_it_is_gone(monkeypatch) -> None:
     """No finalizer holds a deleted InferenceService for Kopf to stop its daemon first
-    (``handlers._without_finalizer``): the daemon's own tick finds it gone, or replaced by another
+    (``autoscale_daemon._without_finalizer``): the daemon's own tick finds it gone, or replaced by another
     of its name, and the loop ends with the object's memory and metrics dropped."""
     calls: list[tuple] = []
     forgotten: list[str] = []
@@ -178,34 +179,36 @@ def test_the_daemon_ends_when_the_watch_sees_its_object_deleted_though_reads_are
             await asyncio.sleep(0.01)
         await asyncio.wait([task], timeout=1.5)
         assert not task.done()  # a refused tick is a failure to hold on, not an end
-        await handlers.note_deletion(event={"type": "MODIFIED"}, body={"metadata": {"uid": "u1"}})
+        await autoscale_daemon.note_deletion(event={"type": "MODIFIED"}, body={"metadata": {"uid": "u1"}})
         await asyncio.wait([task], timeout=1.5)
         assert not task.done()
-        await handlers.note_deletion(event={"type": "DELETED"}, body={"metadata": {"uid": "u1"}})
-        await asyncio.wait([task], timeout=handlers.EDIT_POLL_S + 1.0)  # within the wait, not at the next tick
+        await autoscale_daemon.note_deletion(event={"type": "DELETED"}, body={"metadata": {"uid": "u1"}})
+        await asyncio.wait([task], timeout=autoscale_daemon.EDIT_POLL_S + 1.0)  # within the wait, not at the next tick
         return task.done(), len(calls)
 
     done, ticked = _run(scenario())
     assert done and ticked == 1
     assert forgotten == ["u1", "metrics ns/svc"]
-    assert not handlers._looping and not handlers._deleted  # nothing kept of it
-    _run(handlers.note_deletion(event={"type": "DELETED"}, body={"metadata": {"uid": "u2"}}))  # no loop of its own
-    assert not handlers._deleted
+    assert not autoscale_daemon._looping and not autoscale_daemon._deleted  # nothing kept of it
+    _run(autoscale_daemon.note_deletion(event={"type": "DELETED"},
+                                        body={"metadata": {"uid": "u2"}}))  # no loop of its own
+    assert not autoscale_daemon._deleted
 
 
 def test_the_daemon_holds_no_finalizer_on_its_objects() -> None:
     """Kopf's daemons require a finalizer, fixed; the operator's is replaced in the registry so that
     none is put on an InferenceService (the real control plane's check: test_operator_lifecycle)."""
-    (daemon,) = [h for h in kopf.get_default_registry()._spawning.get_all_handlers() if h.fn is handlers.autoscale]
+    (daemon,) = [h for h in kopf.get_default_registry()._spawning.get_all_handlers()
+                 if h.fn is autoscale_daemon.autoscale]
     assert daemon.requires_finalizer is False
 
 
 def test_a_name_conflict_is_retried_ever_less_often() -> None:
     """Kopf logs and posts every retry; a conflict nobody resolves said so every 30 s forever."""
-    assert [handlers.retry_delay(r, handlers.CONFLICT_RETRY_S) for r in range(6)] == [
+    assert [reconciler.retry_delay(r, reconciler.CONFLICT_RETRY_S) for r in range(6)] == [
         30.0, 60.0, 120.0, 240.0, 300.0, 300.0]
-    assert handlers.retry_delay(10_000, handlers.CONFLICT_RETRY_S) == handlers.CONFLICT_RETRY_MAX_S
-    assert [handlers.retry_delay(r, handlers.API_RETRY_S) for r in range(8)] == [
+    assert reconciler.retry_delay(10_000, reconciler.CONFLICT_RETRY_S) == reconciler.CONFLICT_RETRY_MAX_S
+    assert [reconciler.retry_delay(r, reconciler.API_RETRY_S) for r in range(8)] == [
         5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0, 300.0]
 
 
@@ -224,10 +227,10 @@ def test_a_failure_that_goes_on_is_said_once_and_its_end_too(monkeypatch, caplog
         if what == "timeout":
             raise urllib3.exceptions.ReadTimeoutError(None, "/x", "Read timed out. (read timeout=30)")
         return True
-    monkeypatch.setattr(handlers.autoscaler, "run_tick", tick)
-    monkeypatch.setattr(handlers, "PROMETHEUS_URL", None)
-    monkeypatch.setattr(handlers, "KUBE", object())
-    monkeypatch.setattr(handlers.asyncio, "sleep", _no_wait(asyncio.sleep))
+    monkeypatch.setattr(autoscale_daemon.autoscaler, "run_tick", tick)
+    monkeypatch.setattr(settings, "PROMETHEUS_URL", None)
+    monkeypatch.setattr(settings, "KUBE", object())
+    monkeypatch.setattr(autoscale_daemon.asyncio, "sleep", _no_wait(asyncio.sleep))
 
     async def scenario() -> None:
         task, setter = await _start({"scaling": {"intervalSeconds": 1}})
@@ -278,14 +281,14 @@ def test_a_pass_whose_object_was_deleted_meanwhile_ends_quietly(monkeypatch, fou
     def refused(*_: object) -> None:
         raise ApiException(status=404, reason="Not Found")
 
-    monkeypatch.setattr(handlers, "reconcile", refused)
-    monkeypatch.setattr(handlers, "KUBE", _Gone(found))
+    monkeypatch.setattr(reconciler, "reconcile", refused)
+    monkeypatch.setattr(settings, "KUBE", _Gone(found))
     body = {"metadata": {"namespace": "ns", "name": "x", "uid": "u1"}}
     if quiet:
-        assert handlers.reconcile_inference_service(body) is None
+        assert reconciler.reconcile_inference_service(body) is None
     else:
         with pytest.raises(kopf.TemporaryError):
-            handlers.reconcile_inference_service(body)
+            reconciler.reconcile_inference_service(body)
 
 
 @pytest.mark.parametrize("reason", [kopf.DaemonStoppingReason.RESOURCE_DELETED,

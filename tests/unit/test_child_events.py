@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tritonscale import handlers
+from tritonscale.handlers import autoscale_daemon, reconciler
 from tritonscale.reconcile.child_writes import Outcome
 
 OWNER = {"metadata": {"name": "linear", "namespace": "prod", "uid": "u-1"}}
@@ -19,7 +19,7 @@ SEEN = {"Deployment/linear": "107", "Service/linear": "98", "ConfigMap/linear-co
 
 def _child(kind: str, name: str, version: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "prod", "resourceVersion": version,
-                         "labels": {handlers.LABEL: "linear"}}}
+                         "labels": {reconciler.LABEL: "linear"}}}
 
 
 @pytest.fixture
@@ -35,23 +35,23 @@ def passes(monkeypatch) -> list[str]:
         done.append(owner["metadata"]["name"])
         return Outcome(valid=True, seen=dict(SEEN))
 
-    monkeypatch.setattr(handlers, "_kube", Kube)
-    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
-    monkeypatch.setattr(handlers, "reconcile", reconcile)
-    handlers._seen.clear()
-    handlers._passed_once.clear()
+    monkeypatch.setattr(reconciler, "_kube", Kube)
+    monkeypatch.setattr(reconciler, "_events_for", lambda body: None)
+    monkeypatch.setattr(reconciler, "reconcile", reconcile)
+    reconciler._seen.clear()
+    reconciler._passed_once.clear()
     yield done
-    handlers._seen.clear()
-    handlers._passed_once.clear()
+    reconciler._seen.clear()
+    reconciler._passed_once.clear()
 
 
 def _event(kind: str, name: str, version: str, type_: str | None = None) -> None:
-    handlers.child_changed(body=_child(kind, name, version), namespace="prod",
-                           resource=SimpleNamespace(kind=kind), type=type_)
+    reconciler.child_changed(body=_child(kind, name, version), namespace="prod",
+                             resource=SimpleNamespace(kind=kind), type=type_)
 
 
 def test_a_restarts_listing_of_the_children_the_resume_pass_read_reconciles_nothing(passes) -> None:
-    handlers.reconcile_inference_service(body=OWNER)  # the resume
+    reconciler.reconcile_inference_service(body=OWNER)  # the resume
     for key, version in SEEN.items():
         kind, name = key.split("/")
         _event(kind, name, version)  # Kopf's initial listing: type None
@@ -65,7 +65,7 @@ def test_a_listing_before_the_owners_first_pass_waits_for_that_pass(passes) -> N
     _event("Deployment", "linear", "107")  # listed (type None) before the resume
     _event("Service", "linear", "98")
     assert passes == []
-    handlers.reconcile_inference_service(body=OWNER)  # the resume
+    reconciler.reconcile_inference_service(body=OWNER)  # the resume
     _event("ConfigMap", "linear-config-0123456789abcdef", "97")  # listed after it: the version it read
     assert passes == ["linear"]
     _event("PodDisruptionBudget", "linear", "100")  # a relisting (a watch started over) that finds a change
@@ -75,7 +75,7 @@ def test_a_listing_before_the_owners_first_pass_waits_for_that_pass(passes) -> N
 
 
 def test_a_new_version_a_deletion_or_an_unknown_child_reconciles(passes) -> None:
-    handlers.reconcile_inference_service(body=OWNER)
+    reconciler.reconcile_inference_service(body=OWNER)
     _event("Deployment", "linear", "108", "MODIFIED")  # its status moved (a pod became ready): Ready follows
     assert passes == ["linear", "linear"]
     _event("Service", "linear", "98", "DELETED")  # deleted by hand: put back
@@ -84,9 +84,9 @@ def test_a_new_version_a_deletion_or_an_unknown_child_reconciles(passes) -> None
 
 
 def test_a_pass_that_stops_short_or_fails_leaves_nothing_known(passes, monkeypatch) -> None:
-    handlers.reconcile_inference_service(body=OWNER)
-    monkeypatch.setattr(handlers, "reconcile", lambda *a: passes.append("short") or Outcome(valid=False))
-    handlers.reconcile_inference_service(body=OWNER)  # e.g. the spec became invalid, or a name conflict
+    reconciler.reconcile_inference_service(body=OWNER)
+    monkeypatch.setattr(reconciler, "reconcile", lambda *a: passes.append("short") or Outcome(valid=False))
+    reconciler.reconcile_inference_service(body=OWNER)  # e.g. the spec became invalid, or a name conflict
     _event("Deployment", "linear", "107", "MODIFIED")
     assert passes == ["linear", "short", "short"]
 
@@ -94,11 +94,11 @@ def test_a_pass_that_stops_short_or_fails_leaves_nothing_known(passes, monkeypat
         passes.append("failed")
         raise RuntimeError("half way")
 
-    handlers._seen[("prod", "linear")] = dict(SEEN)
-    monkeypatch.setattr(handlers, "reconcile", fails)
+    reconciler._seen[("prod", "linear")] = dict(SEEN)
+    monkeypatch.setattr(reconciler, "reconcile", fails)
     with pytest.raises(RuntimeError):
         _event("Service", "linear", "99", "MODIFIED")
-    assert ("prod", "linear") not in handlers._seen  # what the failed pass read is not known to be done
+    assert ("prod", "linear") not in reconciler._seen  # what the failed pass read is not known to be done
 
 
 def test_writers_of_a_child_are_the_other_managers_of_what_the_patch_puts_back() -> None:
@@ -134,15 +134,15 @@ def test_a_listing_during_the_owners_first_pass_is_not_skipped(passes, monkeypat
     """The pass read the child at one version; Kopf's listing, while the pass runs, shows a later one (and
     the watch then goes on from the listing: no event for that change follows)."""
     listed: list[str] = []
-    monkeypatch.setattr(handlers, "_reconcile_owner", lambda namespace, name: listed.append(name))
+    monkeypatch.setattr(reconciler, "_reconcile_owner", lambda namespace, name: listed.append(name))
 
     def slow_pass(_kube: Any, owner: dict[str, Any], _events: Any) -> Outcome:
         passes.append("first")
         _event("Deployment", "linear", "108")  # listed while this pass runs, after it read version 107
         return Outcome(valid=True, seen=dict(SEEN))
 
-    monkeypatch.setattr(handlers, "reconcile", slow_pass)
-    handlers.reconcile_inference_service(body=OWNER)
+    monkeypatch.setattr(reconciler, "reconcile", slow_pass)
+    reconciler.reconcile_inference_service(body=OWNER)
     assert passes == ["first"] and listed == ["linear"]  # the listing reconciles the owner again
 
 
@@ -153,19 +153,19 @@ def test_a_deleted_objects_upgrade_wait_goes_with_it_and_a_new_one_of_its_name_k
     from tritonscale.scaling import operator_metrics as om
 
     waiting = SimpleNamespace(seen={"Deployment": "1"}, upgrade_waits_for=("other",))
-    handlers._pass_starts("prod", "old", "uid-1")
-    handlers._passed("prod", "old", waiting)
-    assert ("prod", "old") in handlers._upgrade_waiters and om.UPGRADE_WAITING._value.get() >= 1
-    handlers._forget_object(None, "uid-1", "prod", "old")
-    assert ("prod", "old") not in handlers._upgrade_waiters and ("prod", "old") not in handlers._passed_once
-    handlers._pass_starts("prod", "again", "uid-2")
-    handlers._passed("prod", "again", waiting)
-    handlers._pass_starts("prod", "again", "uid-3")  # deleted and created again: the new one's pass
-    handlers._passed("prod", "again", waiting)
-    handlers._forget_object(None, "uid-2", "prod", "again")  # the old one's clean-up, after
-    assert ("prod", "again") in handlers._upgrade_waiters
-    handlers._forget_object(None, "uid-3", "prod", "again")
-    assert ("prod", "again") not in handlers._upgrade_waiters
+    reconciler._pass_starts("prod", "old", "uid-1")
+    reconciler._passed("prod", "old", waiting)
+    assert ("prod", "old") in reconciler._upgrade_waiters and om.UPGRADE_WAITING._value.get() >= 1
+    autoscale_daemon._forget_object(None, "uid-1", "prod", "old")
+    assert ("prod", "old") not in reconciler._upgrade_waiters and ("prod", "old") not in reconciler._passed_once
+    reconciler._pass_starts("prod", "again", "uid-2")
+    reconciler._passed("prod", "again", waiting)
+    reconciler._pass_starts("prod", "again", "uid-3")  # deleted and created again: the new one's pass
+    reconciler._passed("prod", "again", waiting)
+    autoscale_daemon._forget_object(None, "uid-2", "prod", "again")  # the old one's clean-up, after
+    assert ("prod", "again") in reconciler._upgrade_waiters
+    autoscale_daemon._forget_object(None, "uid-3", "prod", "again")
+    assert ("prod", "again") not in reconciler._upgrade_waiters
 
 
 def test_a_deleted_objects_clean_up_failure_goes_with_it() -> None:
@@ -173,5 +173,5 @@ def test_a_deleted_objects_clean_up_failure_goes_with_it() -> None:
     from tritonscale.reconcile import inference_service as isvc
 
     isvc._cleanup_failed["uid-9"] = "403 Forbidden"
-    handlers._forget_object(None, "uid-9", "prod", "gone")
+    autoscale_daemon._forget_object(None, "uid-9", "prod", "gone")
     assert "uid-9" not in isvc._cleanup_failed

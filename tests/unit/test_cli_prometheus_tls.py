@@ -79,14 +79,14 @@ def test_skipping_the_check_is_said_once_at_start_not_on_every_query(caplog, mon
 
     import urllib3
 
-    from tritonscale import handlers
+    from tritonscale.handlers import settings
 
-    monkeypatch.setattr(handlers, "Kube", lambda: object())
+    monkeypatch.setattr(settings, "Kube", lambda: object())
     for name in ("KUBE", "PROMETHEUS_URL", "SNAPSHOTS"):  # configure sets them: restored after
-        monkeypatch.setattr(handlers, name, getattr(handlers, name))
+        monkeypatch.setattr(settings, name, getattr(settings, name))
     with warnings.catch_warnings(record=True) as seen, caplog.at_level(logging.WARNING, logger="tritonscale"):
         warnings.simplefilter("always")
-        handlers.configure(operator_main.OperatorOptions(prometheus_url="https://p:9090", prometheus_tls_verify=False,
+        settings.configure(operator_main.OperatorOptions(prometheus_url="https://p:9090", prometheus_tls_verify=False,
                                                          metrics_port=0))
         warnings.warn("x", urllib3.exceptions.InsecureRequestWarning, stacklevel=1)
     assert seen == []
@@ -97,13 +97,13 @@ def test_skipping_the_check_is_said_once_at_start_not_on_every_query(caplog, mon
 def test_an_operator_without_a_prometheus_url_says_so_at_start(monkeypatch, caplog):
     import logging
 
-    from tritonscale import handlers
+    from tritonscale.handlers import settings
 
-    monkeypatch.setattr(handlers, "Kube", lambda: object())
+    monkeypatch.setattr(settings, "Kube", lambda: object())
     for name in ("KUBE", "PROMETHEUS_URL", "SNAPSHOTS"):  # configure sets them: restored after
-        monkeypatch.setattr(handlers, name, getattr(handlers, name))
+        monkeypatch.setattr(settings, name, getattr(settings, name))
     with caplog.at_level(logging.WARNING, logger="tritonscale"):
-        handlers.configure(operator_main.OperatorOptions(metrics_port=0))
+        settings.configure(operator_main.OperatorOptions(metrics_port=0))
     assert [r.getMessage().split(":")[0] for r in caplog.records] == ["no Prometheus URL (--prometheus-url, "
                                                                        "TRITONSCALE_PROMETHEUS_URL)"]
 
@@ -133,15 +133,15 @@ async def test_the_operators_cache_drops_a_forgotten_urls_failure_series(monkeyp
     but not while another URL in use shows as the same label (they differ only in credentials)."""
     from prometheus_client import REGISTRY
 
-    from tritonscale import handlers
+    from tritonscale.handlers import settings
     from tritonscale.scaling import operator_metrics as om
     from tritonscale.scaling import snapshot_cache as sc
 
-    monkeypatch.setattr(handlers, "Kube", lambda: object())
+    monkeypatch.setattr(settings, "Kube", lambda: object())
     for name in ("KUBE", "PROMETHEUS_URL", "SNAPSHOTS"):  # configure sets them: restored after
-        monkeypatch.setattr(handlers, name, getattr(handlers, name))
-    handlers.configure(operator_main.OperatorOptions(prometheus_url="http://p:9090", metrics_port=0))
-    cache = handlers.SNAPSHOTS
+        monkeypatch.setattr(settings, name, getattr(settings, name))
+    settings.configure(operator_main.OperatorOptions(prometheus_url="http://p:9090", metrics_port=0))
+    cache = settings.SNAPSHOTS
     now = [1000.0]
     monkeypatch.setattr(cache, "_clock", lambda: now[0])
     monkeypatch.setattr(cache, "_factory", lambda url: _Refused())
@@ -151,7 +151,7 @@ async def test_the_operators_cache_drops_a_forgotten_urls_failure_series(monkeyp
 
     for url in ("http://old:9090", "http://a:x@shared:9090", "http://b:y@shared:9090"):
         await cache.get(url, 60, max_age_s=15)
-        om.source_checked(handlers.shown_url(url), False)
+        om.source_checked(settings.shown_url(url), False)
     assert series("http://old:9090", "tritonscale_metric_source_up") == 0.0
     for _ in range(2):  # b ticks on; the other two are asked for no more
         now[0] += sc.FORGET_AFTER_S / 2 + 1
@@ -245,7 +245,7 @@ def test_every_thread_that_may_call_the_api_server_has_a_connection_to_keep():
 def test_allowed_prometheus_urls_reach_the_operator_and_refuse_the_others(started, capsys, monkeypatch):
     """--allowed-prometheus-url: a spec's URL that is none of them (nor under one) is not queried, and its
     ticks say why (the operator's pod would otherwise query any address a spec names)."""
-    from tritonscale import handlers
+    from tritonscale.handlers import autoscale_daemon, settings
 
     run = ["run", *NO_PORTS]
     assert cli.main([*run, "--allowed-prometheus-url", "http://prom.monitoring:9090",
@@ -255,24 +255,24 @@ def test_allowed_prometheus_urls_reach_the_operator_and_refuse_the_others(starte
     with pytest.raises(SystemExit):
         cli.main([*run, "--allowed-prometheus-url", "prom.monitoring:9090"])  # no scheme
     assert "--allowed-prometheus-url" in capsys.readouterr().err
-    monkeypatch.setattr(handlers, "ALLOWED_PROMETHEUS_URLS", options.allowed_prometheus_urls)
-    assert handlers.not_allowed(None) is None  # the operator's own --prometheus-url
-    assert handlers.not_allowed("http://prom.monitoring:9090/") is None
-    assert handlers.not_allowed("https://alice:pw@thanos.example/tenants/a/x") is None
-    refused = handlers.not_allowed("http://bob:secret@10.0.0.5:8080/admin")
+    monkeypatch.setattr(settings, "ALLOWED_PROMETHEUS_URLS", options.allowed_prometheus_urls)
+    assert settings.not_allowed(None) is None  # the operator's own --prometheus-url
+    assert settings.not_allowed("http://prom.monitoring:9090/") is None
+    assert settings.not_allowed("https://alice:pw@thanos.example/tenants/a/x") is None
+    refused = settings.not_allowed("http://bob:secret@10.0.0.5:8080/admin")
     assert refused == ("spec.scaling.prometheus.url http://***@10.0.0.5:8080/admin is not a Prometheus this "
                        "operator may query (its --allowed-prometheus-url: http://prom.monitoring:9090, "
                        "https://thanos.example/tenants/a); name one of them, or a path under one")
     # the tick's snapshot: never asked, and the reason names the setting, not an outage
     import asyncio
-    snap = asyncio.run(handlers._snapshot("http://10.0.0.5:8080/admin", "http://10.0.0.5:8080/admin", 60, 15.0))
-    assert (snap.ok, snap.failure, snap.error) == (False, "PrometheusNotAllowed", handlers.not_allowed(
+    snap = asyncio.run(autoscale_daemon._snapshot("http://10.0.0.5:8080/admin", "http://10.0.0.5:8080/admin", 60, 15.0))
+    assert (snap.ok, snap.failure, snap.error) == (False, "PrometheusNotAllowed", settings.not_allowed(
         "http://10.0.0.5:8080/admin"))
     assert snap.observation("ns", "svc", "m").failure == "PrometheusNotAllowed"
-    none = asyncio.run(handlers._snapshot(None, None, 60, 15.0))
+    none = asyncio.run(autoscale_daemon._snapshot(None, None, 60, 15.0))
     assert (none.ok, none.failure) == (False, "NoPrometheusURL") and none.error.startswith("no Prometheus URL: set")
-    monkeypatch.setattr(handlers, "ALLOWED_PROMETHEUS_URLS", ())
-    assert handlers.not_allowed("http://10.0.0.5:8080/admin") is None  # none given: any
+    monkeypatch.setattr(settings, "ALLOWED_PROMETHEUS_URLS", ())
+    assert settings.not_allowed("http://10.0.0.5:8080/admin") is None  # none given: any
 
 
 def test_a_source_label_no_object_reports_any_more_goes(monkeypatch):
@@ -280,22 +280,22 @@ def test_a_source_label_no_object_reports_any_more_goes(monkeypatch):
     no InferenceService's tick reports it (else TritonscaleMetricsFailing fired until a restart)."""
     from prometheus_client import REGISTRY
 
-    from tritonscale import handlers
+    from tritonscale.handlers import autoscale_daemon
 
-    monkeypatch.setattr(handlers, "_source_label", {})
-    monkeypatch.setattr(handlers, "_source_failing", {})
+    monkeypatch.setattr(autoscale_daemon, "_source_label", {})
+    monkeypatch.setattr(autoscale_daemon, "_source_failing", {})
 
     def up(label: str) -> float | None:
         return REGISTRY.get_sample_value("tritonscale_metric_source_up", {"url": label})
 
-    handlers._source_checked("uid-a", "", False)
-    handlers._source_checked("uid-b", "", False)
+    autoscale_daemon._source_checked("uid-a", "", False)
+    autoscale_daemon._source_checked("uid-b", "", False)
     assert up("") == 0.0
-    handlers._source_checked("uid-a", "http://prom:9090", True)  # a's spec now names a URL: b still has none
+    autoscale_daemon._source_checked("uid-a", "http://prom:9090", True)  # a's spec now names a URL: b still has none
     assert up("") == 0.0 and up("http://prom:9090") == 1.0
-    handlers._source_gone("uid-b")  # b deleted: nobody reports "" any more
+    autoscale_daemon._source_gone("uid-b")  # b deleted: nobody reports "" any more
     assert up("") is None
-    handlers._source_gone("uid-a")
+    autoscale_daemon._source_gone("uid-a")
     assert up("http://prom:9090") is None
 
 
@@ -305,24 +305,24 @@ def test_the_source_gauge_is_0_while_any_object_on_the_url_fails(monkeypatch):
     fired for the one whose credentials are wrong. It is 0 while any fails, 1 once none does."""
     from prometheus_client import REGISTRY
 
-    from tritonscale import handlers
+    from tritonscale.handlers import autoscale_daemon, settings
 
-    monkeypatch.setattr(handlers, "_source_label", {})
-    monkeypatch.setattr(handlers, "_source_failing", {})
-    shown = handlers.shown_url("http://alice:right@prom:9090")
-    assert handlers.shown_url("http://bob:WRONG@prom:9090") == shown
+    monkeypatch.setattr(autoscale_daemon, "_source_label", {})
+    monkeypatch.setattr(autoscale_daemon, "_source_failing", {})
+    shown = settings.shown_url("http://alice:right@prom:9090")
+    assert settings.shown_url("http://bob:WRONG@prom:9090") == shown
 
     def up() -> float | None:
         return REGISTRY.get_sample_value("tritonscale_metric_source_up", {"url": shown})
 
     for _ in range(3):  # ticks in turn
-        handlers._source_checked("uid-alice", shown, True)
+        autoscale_daemon._source_checked("uid-alice", shown, True)
         assert up() == 0.0 or _ == 0
-        handlers._source_checked("uid-bob", shown, False)
+        autoscale_daemon._source_checked("uid-bob", shown, False)
         assert up() == 0.0
-    handlers._source_checked("uid-bob", shown, True)  # bob's credentials fixed
+    autoscale_daemon._source_checked("uid-bob", shown, True)  # bob's credentials fixed
     assert up() == 1.0
-    handlers._source_checked("uid-bob", shown, False)
-    handlers._source_gone("uid-bob")  # the failing one deleted: alice answers
+    autoscale_daemon._source_checked("uid-bob", shown, False)
+    autoscale_daemon._source_gone("uid-bob")  # the failing one deleted: alice answers
     assert up() == 1.0
-    handlers._source_gone("uid-alice")
+    autoscale_daemon._source_gone("uid-alice")

@@ -12,9 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 LIMIT = 450
 # path -> its length when the rule was found broken (session 86): the most it may have until it is split
 OVER_LIMIT: dict[str, int] = {
-    "operator/tritonscale/api/spec.py": 885,
     "operator/tritonscale/cli.py": 519,
-    "operator/tritonscale/handlers.py": 564,
     "operator/tritonscale/operator_main.py": 562,
     "operator/tritonscale/sandbox/orchestrator.py": 542,
     "operator/tritonscale/scaling/tick.py": 748,

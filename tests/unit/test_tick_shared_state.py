@@ -1,5 +1,5 @@
 """Module state of scaling/tick.py that every InferenceService's tick shares: the ticks run on a pool
-of threads (handlers.autoscale, asyncio.to_thread), so one tick's loop over a shared dict meets
+of threads (handlers.autoscale_daemon, asyncio.to_thread), so one tick's loop over a shared dict meets
 another's insertion. Session 83's concurrency audit failed a tick with "dictionary changed size during
 iteration" both ways below (and 14 of ~152,000 _census calls from 8 threads, the clock sped up)."""
 

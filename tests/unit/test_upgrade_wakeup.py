@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from tritonscale import handlers
+from tritonscale.handlers import reconciler
 from tritonscale.reconcile.child_writes import Outcome
 from tritonscale.reconcile.upgrade_rollouts import UpgradeGate
 
@@ -22,7 +22,7 @@ class NoList:
 
 def _deployment(name: str, rolling: bool) -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": "prod", "generation": 2, "resourceVersion": "1",
-                         "labels": {handlers.LABEL: name}},
+                         "labels": {reconciler.LABEL: name}},
             "status": {"observedGeneration": 2, "replicas": 3 if rolling else 2, "updatedReplicas": 2}}
 
 
@@ -45,26 +45,26 @@ def fleet(monkeypatch):
             assert gate.admit(NoList(), "prod", name, 1) == []
         return Outcome(valid=True)
 
-    monkeypatch.setattr(handlers, "_kube", Kube)
-    monkeypatch.setattr(handlers, "_events_for", lambda body: None)
-    monkeypatch.setattr(handlers, "reconcile", reconcile)
-    monkeypatch.setattr(handlers, "UPGRADES", gate)
-    for store in (handlers._seen, handlers._passed_once, handlers._upgrade_waiters):
+    monkeypatch.setattr(reconciler, "_kube", Kube)
+    monkeypatch.setattr(reconciler, "_events_for", lambda body: None)
+    monkeypatch.setattr(reconciler, "reconcile", reconcile)
+    monkeypatch.setattr(reconciler, "UPGRADES", gate)
+    for store in (reconciler._seen, reconciler._passed_once, reconciler._upgrade_waiters):
         store.clear()
     yield state
-    for store in (handlers._seen, handlers._passed_once, handlers._upgrade_waiters):
+    for store in (reconciler._seen, reconciler._passed_once, reconciler._upgrade_waiters):
         store.clear()
 
 
 def _event(body: dict[str, Any], type_: str | None = "MODIFIED") -> None:
-    handlers.child_changed(body=body, namespace="prod", resource=SimpleNamespace(kind="Deployment"), type=type_)
+    reconciler.child_changed(body=body, namespace="prod", resource=SimpleNamespace(kind="Deployment"), type=type_)
 
 
 def test_the_end_of_a_rollout_wakes_the_oldest_waiter_only(fleet) -> None:
     fleet.waits = {"a", "b", "c"}
     for name in ("b", "a", "c"):  # their resume passes, in this order: all wait
-        handlers.reconcile_inference_service(body={"metadata": {"name": name, "namespace": "prod", "uid": name}})
-    assert list(handlers._upgrade_waiters) == [("prod", "b"), ("prod", "a"), ("prod", "c")]
+        reconciler.reconcile_inference_service(body={"metadata": {"name": name, "namespace": "prod", "uid": name}})
+    assert list(reconciler._upgrade_waiters) == [("prod", "b"), ("prod", "a"), ("prod", "c")]
     # the operator's /metrics: the upgrade's progress
     assert REGISTRY.get_sample_value("tritonscale_upgrade_waiting_fleets") == 3
     _event(_deployment("busy", rolling=True), type_=None)  # listed rolling
@@ -73,7 +73,7 @@ def test_the_end_of_a_rollout_wakes_the_oldest_waiter_only(fleet) -> None:
     _event(_deployment("busy", rolling=False))  # its rollout ends
     # busy's own owner gets its pass too (its child changed); of the waiters only b, which took the place
     assert fleet.passes == ["b", "busy"]
-    assert list(handlers._upgrade_waiters) == [("prod", "a"), ("prod", "c")]
+    assert list(reconciler._upgrade_waiters) == [("prod", "a"), ("prod", "c")]
     assert REGISTRY.get_sample_value("tritonscale_upgrade_waiting_fleets") == 2
 
 
@@ -82,18 +82,18 @@ def test_a_waiter_that_leaves_for_another_reason_gives_the_next_its_turn(fleet) 
     still free and b, the next, takes it; c waits for the next place."""
     fleet.waits = {"a", "b", "c"}
     for name in ("a", "b", "c"):
-        handlers.reconcile_inference_service(body={"metadata": {"name": name, "namespace": "prod", "uid": name}})
+        reconciler.reconcile_inference_service(body={"metadata": {"name": name, "namespace": "prod", "uid": name}})
     _event(_deployment("busy", rolling=True), type_=None)
     fleet.passes.clear()
     fleet.waits, fleet.upgrades = {"c"}, {"b"}
     _event(_deployment("busy", rolling=False))
     assert fleet.passes == ["a", "b", "busy"]
-    assert list(handlers._upgrade_waiters) == [("prod", "c")]
+    assert list(reconciler._upgrade_waiters) == [("prod", "c")]
 
 
 def test_no_wakeup_without_a_rollout_seen_to_end(fleet) -> None:
     fleet.waits = {"a"}
-    handlers.reconcile_inference_service(body={"metadata": {"name": "a", "namespace": "prod", "uid": "a"}})
+    reconciler.reconcile_inference_service(body={"metadata": {"name": "a", "namespace": "prod", "uid": "a"}})
     fleet.passes.clear()
     _event(_deployment("steady", rolling=False))  # never seen rolling: a replica change, a pod ready
     assert fleet.passes == ["steady"]
@@ -101,9 +101,9 @@ def test_no_wakeup_without_a_rollout_seen_to_end(fleet) -> None:
 
 def test_a_deleted_deployment_ends_its_rollout(fleet) -> None:
     fleet.waits = {"a"}
-    handlers.reconcile_inference_service(body={"metadata": {"name": "a", "namespace": "prod", "uid": "a"}})
+    reconciler.reconcile_inference_service(body={"metadata": {"name": "a", "namespace": "prod", "uid": "a"}})
     _event(_deployment("busy", rolling=True), type_=None)
     fleet.passes.clear()
     fleet.waits = set()
     _event(_deployment("busy", rolling=True), type_="DELETED")  # its InferenceService deleted mid-rollout
-    assert fleet.passes[0] == "a" and not handlers._upgrade_waiters
+    assert fleet.passes[0] == "a" and not reconciler._upgrade_waiters

@@ -27,7 +27,7 @@ from tritonscale.api.shutdown import ENDPOINTS_LAG_S, KILL_MARGIN_S, MAX_DRAINED
 # them, but need Kubernetes 1.30, and the chart supports 1.28. The operator refuses such a spec in status,
 # and `tritonscale render` and the CLI's checks before any write, as they do every rule.
 
-if TYPE_CHECKING:  # spec.py imports this module to put the CEL rules in its schema
+if TYPE_CHECKING:  # spec.py, spec_base.py and spec_scaling.py import this module to put the CEL rules in the schema
     from tritonscale.api.spec import BatchingSpec, InferenceServiceSpec, ScalingSpec
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # spec.py imports this module
+if TYPE_CHECKING:  # spec_runtime.py imports this module
     from tritonscale.api.spec import RuntimeSpec
 
 # A replica's shutdown (a scale-down, a rollout, a drain). On SIGTERM tritonserver finishes the requests

@@ -181,7 +181,7 @@ def reconcile(kube: Kube, body: dict[str, Any], event: EventFn, now: Callable[[]
             spec, problems = validate_body(body)
             return Outcome(valid=spec is not None, problems=problems)
         # The object as it is now, not the body handed in, which was read before this pass had the
-        # lock: a pass for a child's event (handlers._reconcile_owner) read its owner, then waited
+        # lock: a pass for a child's event (handlers.reconciler._reconcile_owner) read its owner, then waited
         # while Kopf's pass of an edit made meanwhile held the lock and applied the newer generation.
         # On the older body it put the children back to the spec before the edit and wrote that
         # generation as observedGeneration; the next pass put them forward again -- two rollouts, and

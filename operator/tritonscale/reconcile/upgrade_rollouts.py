@@ -25,7 +25,7 @@ A pass is the upgrade's (``is_upgrade``) when all of these hold:
 * no other writer owns what the patch puts back (a ``kubectl edit`` undone is not deferred).
 
 While it waits the pass writes no child and says why in the ``UpgradePending`` condition. It is tried
-again when one of the operator's Deployments gives up its place (``handlers.child_changed``: the oldest
+again when one of the operator's Deployments gives up its place (``handlers.reconciler.child_changed``: the oldest
 waiters first), and at the periodic resync.
 """
 

@@ -21,7 +21,7 @@ from tritonscale.scaling.decider import Observation, SourceFailure
 from tritonscale.scaling.prometheus_http import deadline_session, describe_failure, redacted, shown_url
 from tritonscale.scaling.promql_queries import SIGNALS as SIGNALS  # for tests/integration
 from tritonscale.scaling.promql_queries import TARGETS_LABEL
-from tritonscale.scaling.promql_queries import SeriesSelector as SeriesSelector  # for handlers.py
+from tritonscale.scaling.promql_queries import SeriesSelector as SeriesSelector  # for handlers/settings.py
 from tritonscale.scaling.promql_queries import build_queries as build_queries  # for tests
 from tritonscale.scaling.promql_queries import is_label_name as is_label_name  # for cli.py
 

@@ -142,7 +142,7 @@ class SnapshotCache:
             if source is None:
                 source = self._sources[url] = self._factory(url)
             # Their own threads: a round stuck on a slow Prometheus must not take the default
-            # executor's, which every object's tick runs in (handlers.autoscale).
+            # executor's, which every object's tick runs in (handlers.autoscale_daemon).
             executor = self._executors.get(url)
             if executor is None:  # threads start as rounds need them, up to FETCH_THREADS
                 executor = self._executors[url] = ThreadPoolExecutor(max_workers=FETCH_THREADS,
