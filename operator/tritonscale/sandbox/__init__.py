@@ -8,7 +8,8 @@ Service's EndpointSlices. Modules, by job:
 
 * the command: ``command`` (CLI), ``preflight`` (what is missing and how to get it),
   ``scenario`` (the InferenceService, its sizing, load shapes), ``orchestrator`` (start,
-  run, stop everything, in order);
+  run, stop everything, in order), ``load_phase`` (the load and what is recorded meanwhile),
+  ``cluster_reader`` (its reads of the cluster), ``stoppable_waits`` (waits a stop cuts short);
 * cluster side: ``cluster_setup`` (CRD, model store), ``operator_process``
   (``tritonscale run`` as a subprocess; the integration tests use it too);
 * the kubelet: ``kubelet``, ``node_registration``, ``list_watch``, ``pod_worker``,

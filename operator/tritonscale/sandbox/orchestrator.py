@@ -21,7 +21,6 @@ plot are written by the CLI (:mod:`command`).
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import tempfile
@@ -31,10 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
+from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.kube.client import client_for
-from tritonscale.sandbox import loadgen
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
+from tritonscale.sandbox.cluster_reader import ClusterReader, unscheduled
+from tritonscale.sandbox.cluster_reader import own_events as own_events
 from tritonscale.sandbox.cluster_setup import (
     apply_crd,
     check_free,
@@ -43,8 +43,9 @@ from tritonscale.sandbox.cluster_setup import (
     remove_sandbox_objects,
     remove_service,
 )
-from tritonscale.sandbox.kubelet import Kubelet, KubeletEvent, ScrapeTargets
+from tritonscale.sandbox.kubelet import Kubelet, ScrapeTargets
 from tritonscale.sandbox.live_view import LiveView, Recorder, Sample, ScaleEvent
+from tritonscale.sandbox.load_phase import LoadPhase
 from tritonscale.sandbox.node_registration import machine_resources
 from tritonscale.sandbox.operator_process import OperatorProcess
 from tritonscale.sandbox.pod_network import PodNetwork
@@ -59,6 +60,7 @@ from tritonscale.sandbox.scenario import (
     scrape_interval_s,
 )
 from tritonscale.sandbox.service_routing import ServiceRouter
+from tritonscale.sandbox.stoppable_waits import Stopped, poll, until
 from tritonscale.sandbox.summary import build_summary
 
 if TYPE_CHECKING:
@@ -72,25 +74,6 @@ DEPLOYMENT_TIMEOUT_S = 60.0
 FIRST_READY_TIMEOUT_S = 120.0
 TARGET_UP_TIMEOUT_S = 30.0
 TEARDOWN_STEP_S = 30.0
-
-
-def unscheduled(core: Any, namespace: str, name: str) -> str | None:
-    """Why the service's pods are not scheduled, as the scheduler says it (PodScheduled=False), or None:
-    a sandbox that never saw a ready pod named nothing when the cause was a Pending one. ``core``: a
-    CoreV1Api."""
-    try:
-        pods = core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}")
-    except Exception:  # noqa: BLE001 -- a best-effort hint in an error message
-        return None
-    for pod in pods.items:
-        for cond in (pod.status.conditions or []) if pod.status else []:
-            if cond.type == "PodScheduled" and cond.status == "False":
-                return f"pod {pod.metadata.name} is not scheduled: {cond.reason}: {cond.message}"
-    return None
-
-
-class Stopped(Exception):
-    """``stop`` was set (Ctrl-C, SIGTERM) while waiting."""
 
 
 @dataclass
@@ -124,87 +107,9 @@ def group_alive(pid: int) -> bool:
     return True
 
 
-async def until(stop: asyncio.Event, awaitable: Awaitable[Any]) -> Any:
-    """Await ``awaitable`` unless ``stop`` is set first (then raise Stopped)."""
-    task = asyncio.ensure_future(awaitable)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        done, _ = await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if task not in done:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        raise Stopped()
-    return task.result()
-
-
-async def poll(stop: asyncio.Event, predicate: Callable[[], Any], timeout: float, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        await until(stop, asyncio.sleep(interval))
-    return None
-
-
-class ClusterReader:
-    """The once-a-second reads of the live view: the Deployment, the InferenceService, Events."""
-
-    def __init__(self, client: Any, namespace: str, name: str) -> None:
-        import kubernetes
-
-        self.apps = kubernetes.client.AppsV1Api(client)
-        self.custom = kubernetes.client.CustomObjectsApi(client)
-        self.core = kubernetes.client.CoreV1Api(client)
-        self.namespace, self.name = namespace, name
-
-    def deployment(self) -> dict[str, Any] | None:
-        import kubernetes
-
-        try:
-            return json.loads(self.apps.read_namespaced_deployment(self.name, self.namespace,
-                                                                  _preload_content=False).data)
-        except kubernetes.client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    def restart_counts(self) -> dict[str, int]:
-        """``containerStatuses[].restartCount`` of the InferenceService's pods, as the API has them."""
-        pods = json.loads(self.core.list_namespaced_pod(self.namespace, label_selector=f"{LABEL}={self.name}",
-                                                        _preload_content=False).data)["items"]
-        return {p["metadata"]["name"]: sum(c.get("restartCount", 0) for c in
-                                           (p.get("status") or {}).get("containerStatuses") or [])
-                for p in pods}
-
-    def read(self) -> tuple[int | None, int, float | None, list[tuple[str, str, str]]]:
-        """(spec.replicas, status.readyReplicas, the operator's p95, the Scaled and BatchingTuned Events
-        as (uid, reason, message))."""
-        dep = self.deployment() or {}
-        desired = (dep.get("spec") or {}).get("replicas")
-        ready = int((dep.get("status") or {}).get("readyReplicas") or 0)
-        obj = self.custom.get_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, self.name)
-        p95 = (obj.get("status") or {}).get("p95Milliseconds")
-        items = json.loads(self.core.list_namespaced_event(self.namespace, _preload_content=False).data)["items"]
-        return desired, ready, p95, own_events(items, obj)
-
-
-def own_events(events: list[dict[str, Any]], obj: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """The Scaled and BatchingTuned Events of this very InferenceService, as (uid, reason, message): by
-    its uid, not its name alone -- on a cluster given with --kubeconfig, an earlier object of the name
-    (deleted, its Events kept for an hour) had its scale counted as this run's."""
-    meta = obj.get("metadata") or {}
-    return [(e["metadata"]["uid"], e["reason"], e.get("message") or "") for e in events
-            if e.get("reason") in ("Scaled", "BatchingTuned")
-            and (e.get("involvedObject") or {}).get("name") == meta.get("name")
-            and (e.get("involvedObject") or {}).get("uid") == meta.get("uid")]
-
-
-class _Run:
+class _Run(LoadPhase):
     """One sandbox run: the parts it started (each with its teardown, stopped in reverse), the recorder,
-    and the phases of ``run_sandbox`` as methods, in order."""
+    and the phases of ``run_sandbox`` as methods, in order (the load's in ``load_phase.LoadPhase``)."""
 
     def __init__(self, scenario: Scenario, stop: asyncio.Event, view: LiveView | None) -> None:
         self.scenario, self.stop = scenario, stop
@@ -229,20 +134,6 @@ class _Run:
         self.plane: ControlPlane | None = None  # the control plane the sandbox started; None with --kubeconfig
         self.t0: float | None = None  # perf_counter at the start of the load
         self.leftovers: list[int] = []
-
-    def load_t(self) -> float:
-        return time.perf_counter() - self.t0 if self.t0 is not None else 0.0
-
-    def on_kubelet_event(self, ev: KubeletEvent) -> None:
-        if ev.service != self.name:
-            return
-        text = ev.message.split(" (")[0] if ev.kind in ("started", "restarted", "stopping") else ev.message
-        if self.t0 is None:
-            self.view.say(f"sandbox: {text}")
-            return
-        if ev.kind in ("crashed", "restarted", "ready", "backoff", "unhealthy", "stopping"):
-            self.recorder.add_mark(self.load_t(), ev.kind, ev.message)
-        self.view.note(text)
 
     def announce(self) -> None:
         config, view = self.config, self.view
@@ -385,86 +276,6 @@ class _Run:
         slices = ", ".join(f"{a}:{p}" for a, p in router.endpoints())
         self.view.say(f"sandbox: {name} ready, in its EndpointSlices ({slices})"
                       f" and scraped after {time.monotonic() - self.wall0:.1f} s; starting the load")
-
-    async def record(self, reader: ClusterReader, operator: OperatorProcess) -> None:
-        """Once a second: the operator still running, the replicas, p95, Scaled and BatchingTuned Events,
-        pod restarts -- into the recorder and the live line."""
-        assert self.t0 is not None
-        recorder, view = self.recorder, self.view
-        desired, ready, p95 = self.config["floor"], 0, None
-        restarts: dict[str, int] = {}
-        tuned: set[str] = set()
-        tick = 1
-        while True:
-            await asyncio.sleep(max(0.0, self.t0 + tick - time.perf_counter()))
-            if self.operator_exited_at is None and not operator.alive():  # the run measures nothing after
-                self.operator_exited_at = self.load_t()
-                code = operator.proc.returncode if operator.proc else None
-                text = (f"the operator (pid {operator.pid}) exited during the load, exit code {code}: nothing "
-                        f"autoscales the service after this (its log: {operator.log_path})")
-                recorder.add_mark(self.operator_exited_at, "operatorExited", text)
-                view.note(text)
-            try:
-                got, ready, p95, scaled = await asyncio.to_thread(reader.read)
-                desired = got if got is not None else desired
-                for uid, reason, message in scaled:
-                    if reason == "BatchingTuned":  # the tuner's change, rolled out to the pods
-                        if uid not in tuned:
-                            tuned.add(uid)
-                            view.note(recorder.add_mark(self.load_t(), "batchingTuned", message).text)
-                        continue
-                    ev = recorder.add_scale_event(uid, self.load_t(), message)
-                    if ev is not None:
-                        view.note(ev.text)
-                for pod, count in (await asyncio.to_thread(reader.restart_counts)).items():
-                    if count > restarts.get(pod, 0):
-                        recorder.add_mark(self.load_t(), "restartCount", f"{pod} restartCount {count} in its status")
-                    restarts[pod] = count
-            except Exception as exc:  # the view must survive an API hiccup
-                view.note(f"(reading the cluster failed: {exc.__class__.__name__})")
-            view.show(recorder.take_sample(self.load_t(), ready, desired, p95))
-            tick += 1
-
-    async def chaos(self) -> None:
-        """--kill-at: SIGKILL one ready pod's tritonserver."""
-        assert self.scenario.kill_at_s is not None and self.t0 is not None
-        await asyncio.sleep(max(0.0, self.t0 + self.scenario.kill_at_s - time.perf_counter()))
-        for kubelet in self.kubelets:
-            try:
-                pod = kubelet.kill(self.ns, self.name)
-            except LookupError:
-                continue
-            self.recorder.add_mark(self.load_t(), "killed", f"killed {pod}'s tritonserver (SIGKILL)")
-            self.view.note(f"killed {pod} (SIGKILL)")
-            return
-        self.view.note("kill skipped: no ready pod")
-
-    async def run_load(self, reader: ClusterReader, router: ServiceRouter, operator: OperatorProcess) -> None:
-        """7. The load, the live view and (optionally) a crash; a last sample at the end."""
-        self.t0 = time.perf_counter()
-        load_task = asyncio.create_task(loadgen.run_load(
-            router.backends, self.model, self.shape.arrivals,
-            on_result=lambda rec: self.recorder.on_result(rec, self.load_t()),
-            timeout_s=self.scenario.request_timeout_s))
-        side = [asyncio.create_task(self.record(reader, operator))]
-        if self.scenario.kill_at_s is not None:
-            side.append(asyncio.create_task(self.chaos()))
-        try:
-            await until(self.stop, asyncio.shield(load_task))
-        finally:
-            for task in side:
-                task.cancel()
-            if not load_task.done():
-                load_task.cancel()
-            await asyncio.gather(load_task, *side, return_exceptions=True)
-        samples = self.recorder.samples
-        if not samples or samples[-1].t < self.load_t() - 0.5:
-            try:
-                desired, ready, p95, _ = await asyncio.to_thread(reader.read)
-            except Exception:
-                last = samples[-1] if samples else None
-                desired, ready, p95 = (last.desired if last else None), (last.ready if last else 0), None
-            self.view.show(self.recorder.take_sample(self.load_t(), ready, desired or 0, p95))
 
     async def bring_up_and_load(self) -> None:
         admin = await self.start_control_plane()

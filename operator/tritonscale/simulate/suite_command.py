@@ -20,20 +20,17 @@ from tritonscale.simulate import suite_report, traffic, tuner_suite
 from tritonscale.simulate.arrivals import MAX_REPLAY_SPAN_S
 from tritonscale.simulate.engine import CONNECTION_AGE_S, CONNECTIONS, RELOAD_PAUSE_S, TickRecord
 from tritonscale.simulate.replica import DEFAULT_PREFERRED, BatcherConfig
-from tritonscale.simulate.suite import (
+from tritonscale.simulate.suite import Progress, run_suite
+from tritonscale.simulate.suite_scenarios import (
     COLD_STARTS,
     DEFAULT_TRACE,
     QUICK_COLD_STARTS,
     QUICK_SEEDS,
     QUICK_SLOS,
-    Progress,
-    ScenarioResult,
     SuiteConfig,
-    check,
     checked_trace,
-    run_suite,
-    to_dict,
 )
+from tritonscale.simulate.suite_scoring import ScenarioResult, check, to_dict
 
 REPO = Path(__file__).resolve().parents[3]
 # ``--check``: the exit code when tritonscale misses a criterion in some scenario; 1 and 2 stay what they

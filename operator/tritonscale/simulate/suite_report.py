@@ -6,13 +6,11 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from tritonscale.simulate.suite import (
+from tritonscale.simulate.suite_scenarios import ROUTING_TEXT, SCRAPES, SuiteConfig
+from tritonscale.simulate.suite_scoring import (
     OURS,
-    ROUTING_TEXT,
-    SCRAPES,
     PolicySummary,
     ScenarioResult,
-    SuiteConfig,
     Verdict,
     check,
     summarise_policies,

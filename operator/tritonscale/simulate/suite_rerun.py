@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from tritonscale.simulate import suite
+from tritonscale.simulate import engine, suite
 from tritonscale.simulate.benchmark import Options, run_benchmark
 from tritonscale.simulate.replica import BatcherConfig
 from tritonscale.simulate.report import Summary
-from tritonscale.simulate.suite import OURS, Row, Scenario, ScenarioResult, SuiteConfig, row_of
+from tritonscale.simulate.suite_scenarios import Scenario, SuiteConfig
+from tritonscale.simulate.suite_scoring import OURS, Row, ScenarioResult, row_of
 
 _ROW_FIELDS = tuple(Row.__dataclass_fields__)
 
@@ -51,8 +52,8 @@ def config_from_json(d: dict[str, Any], trace_path: str | None) -> SuiteConfig:
                            # scraped at the ticks' instants
                            scrape_spread=setup.get("scrapes", suite.SCRAPES[False]) == suite.SCRAPES[True],
                            routing=_routing(setup.get("routing", suite.ROUTING)),
-                           connections=int(setup.get("connections", suite.engine.CONNECTIONS)),
-                           connection_age_s=float(setup.get("connection_age_s", suite.engine.CONNECTION_AGE_S)))
+                           connections=int(setup.get("connections", engine.CONNECTIONS)),
+                           connection_age_s=float(setup.get("connection_age_s", engine.CONNECTION_AGE_S)))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ValueError(f"not a suite result (tritonscale simulate --suite --json): {e}") from None
 

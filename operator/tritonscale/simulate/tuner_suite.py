@@ -32,16 +32,8 @@ from tritonscale.simulate.benchmark import Options, build, fair_start, start_win
 from tritonscale.simulate.engine import simulate
 from tritonscale.simulate.policies.oracle import window_needs
 from tritonscale.simulate.report import ATTAINMENT_WINDOW_S, summarise, window_p95_ms
-from tritonscale.simulate.suite import (
-    Progress,
-    Scenario,
-    SuiteConfig,
-    _calibration,
-    _cluster,
-    fork_map,
-    prepare,
-    scenario_arrivals,
-)
+from tritonscale.simulate.suite import Progress, _calibration, _cluster, fork_map, prepare
+from tritonscale.simulate.suite_scenarios import Scenario, SuiteConfig, scenario_arrivals
 
 GRID_DELAYS_MS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 GRID_PREFERRED: tuple[tuple[int, ...], ...] = ((), (4, 8, 16), (16,))
