@@ -139,9 +139,13 @@ def test_an_earlier_configs_orphaned_configmap_is_adopted_and_goes_with_the_obje
     applied["spec"].setdefault("batching", {})["maxQueueDelayMicroseconds"] = 4321
     uid = k.create(applied)["metadata"]["uid"]
     names = {c.metadata.name for c in configmaps}
-    wait_for(lambda: all(any(r.uid == uid for r in c.metadata.owner_references or [])
-                         for c in k.core.list_namespaced_config_map(namespace, label_selector=f"{LABEL}=linear").items
-                         if c.metadata.name in names), 15, what="both ConfigMaps owned by the new object",
+
+    def owned_by_new() -> set[str]:  # both must be there and owned: one missing is not "all owned"
+        return {c.metadata.name for c in k.core.list_namespaced_config_map(
+            namespace, label_selector=f"{LABEL}=linear").items
+            if any(r.uid == uid for r in c.metadata.owner_references or [])}
+
+    wait_for(lambda: owned_by_new() == names, 15, what="both ConfigMaps owned by the new object",
              detail=op.log_tail)
     assert {c.metadata.name for c in k.core.list_namespaced_config_map(
         namespace, label_selector=f"{LABEL}=linear").items} == names
