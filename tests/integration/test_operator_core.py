@@ -273,7 +273,7 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     op.stop()
     k.delete("linear")
     wait_for(lambda: not exists(k.get, "linear"), 5, what=f"{again['metadata']['uid']} deleted, operator stopped")
-    # Kopf's line for every child event handled is left out (operator_main.QuietChildEvents): the
+    # Kopf's line for every child event handled is left out (operator_logging.QuietChildEvents): the
     # children changed dozens of times above, and the handler's name must still be Kopf's.
     # Kopf's lines about the object name it ([namespace/name]).
     assert f"kopf.objects: [{ns}/linear] Handler 'reconcile_inference_service' succeeded." in op.output(), \
@@ -877,7 +877,7 @@ def test_an_edit_is_handled_at_once_while_a_refused_write_waits_for_its_retry(ap
     """A write the API server refused (here a ResourceQuota; RBAC or a webhook alike) is retried after a delay
     doubled at each retry (5, 10, 20, 40 s ...), and Kopf ran no handler for an edit made meanwhile: the
     edit that follows a fix waited for the retry (an exploratory audit: 32 s; up to 5 minutes). Now an edit
-    ends the delay (operator_main.EditsCutRetryDelays)."""
+    ends the delay (kopf_settings.EditsCutRetryDelays)."""
     op = start_operator()
     k = Cluster(api_client, namespace)
     _no_services_quota(k)
