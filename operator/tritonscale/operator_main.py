@@ -1,20 +1,19 @@
-"""Start the Kopf operator with tritonscale's settings (the `tritonscale run` command)."""
+"""Start the Kopf operator with tritonscale's settings (the `tritonscale run` command).
+
+Beside it: the objects ``configure`` plugs into Kopf's settings (``kopf_settings``) and the operator's
+log, its filters included (``operator_logging``)."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import itertools
 import json
 import logging
 import os
-import re
 import signal
 import socket
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,8 +22,10 @@ import kopf
 from kubernetes.config import ConfigException
 
 from tritonscale import http_listener
+from tritonscale.kopf_settings import EditsCutRetryDelays, NamespaceWatchRetries, TolerantDiffBaseStorage
 from tritonscale.kube.client import KOPF_WORKERS, TICK_THREADS
 from tritonscale.leader_election import ElectionSettings
+from tritonscale.operator_logging import configure_logging
 from tritonscale.process_exit import flush_and_exit
 from tritonscale.reconcile.upgrade_rollouts import DEFAULT_MAX_ROLLOUTS
 
@@ -45,243 +46,6 @@ class OperatorOptions:
     leader_election: ElectionSettings | None = None  # None: act at once, alone (standalone)
     # Fleets an operator upgrade's new pod template rolls at once (reconcile.upgrade_rollouts); 0: all
     max_upgrade_rollouts: int = DEFAULT_MAX_ROLLOUTS
-
-
-class QuietChildEvents(logging.Filter):
-    """Drops Kopf's INFO line for each child event handled (``Handler 'child_changed' succeeded.``):
-    one per change of every child of every InferenceService -- a Deployment's status moves at each
-    pod's start and readiness -- so at scale most of the operator's log, for nothing done. What the
-    handler does (a correction, a failure) it logs itself. Likewise for each event of an InferenceService
-    (``note_deletion``, which notes deletions for the autoscaler's loop). ``tritonscale run --verbose``
-    keeps them."""
-
-    SUCCEEDED = ("Handler 'child_changed' succeeded.", "Handler 'note_deletion' succeeded.")
-    # Kopf stops the autoscaler's daemons by cancelling them (the daemon's loop is written for it:
-    # handlers.autoscale), and says so at WARNING for each InferenceService at every stop of the
-    # operator -- a thousand warnings per rollout for the designed way out.
-    CANCELLED = "Daemon 'autoscale' is cancelled. Will escalate."
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not ((record.levelno == logging.INFO and message in self.SUCCEEDED)
-                    or (record.levelno == logging.WARNING and message == self.CANCELLED))
-
-
-class ApiRetryDigest(logging.Filter):
-    """Kopf logs every failed attempt of every API request at ERROR (``Request attempt #3/9 failed;
-    will retry: GET https://10.0.0.1/apis/apps/v1/deployments?watch=true... -> ClientConnectorError(...)``):
-    while the API server is away (a control-plane upgrade) that is about 8 lines per watched resource
-    per 54 s of Kopf's backoffs -- 42 for a 45 s outage (tests/integration/test_apiserver_outage.py),
-    and as many again per watched namespace -- for one problem, which Kopf handles (it retries, and a
-    watch that escalates starts over). Here the first failure of a kind (the API server's address and
-    the error's class) is said at WARNING, and that kind again at most every ``quiet_s``, with a count
-    of those not shown; other records pass unchanged. Kopf's wording is matched, so if it changes,
-    its own lines come through as before. ``tritonscale run --verbose`` keeps every one."""
-
-    RETRY = re.compile(r"^Request attempt #\d+(?:/\d+)? failed; (?:will retry|escalating): "
-                       r"\S+ (https?://[^/\s]+)\S* -> (\w+)")
-
-    def __init__(self, quiet_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__()
-        self.quiet_s, self.clock = quiet_s, clock
-        self._said: dict[tuple[str, str], float] = {}  # kind -> when last shown
-        self._hidden: dict[tuple[str, str], int] = {}  # kind -> not shown since
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING or not record.name.startswith("kopf"):
-            return True
-        message = record.getMessage()
-        m = self.RETRY.match(message)
-        if m is None:
-            return True
-        kind, now = (m.group(1), m.group(2)), self.clock()
-        said = self._said.get(kind)
-        if said is not None and now - said < self.quiet_s:
-            self._hidden[kind] = self._hidden.get(kind, 0) + 1
-            return False
-        self._said[kind] = now
-        hidden = self._hidden.pop(kind, 0)
-        more = f" ({hidden} more like it since the last shown)" if hidden else ""
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
-        record.msg, record.args = (f"Kubernetes API request failed, retrying{more}; the same failure is "
-                                   f"said again at most every {self.quiet_s:g} s: {message}"), ()
-        return True
-
-
-class TemporaryAsWarning(logging.Filter):
-    """Kopf logs a handler's ``kopf.TemporaryError`` at ERROR ("Handler 'reconcile_inference_service' failed
-    temporarily: another object holds the name of ..."), at each of its retries. The handlers raise it for
-    what they already report in status and retry by design -- a name another object holds, an API refusal
-    -- so it is a WARNING: ERROR is left for what nobody handles."""
-
-    TEMPORARY = re.compile(r"^Handler '[^']+' failed temporarily: ")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.ERROR and record.name.startswith("kopf") and \
-                self.TEMPORARY.match(record.getMessage()):
-            record.levelno, record.levelname = logging.WARNING, "WARNING"
-        return True
-
-
-class HiddenCredentials(logging.Filter):
-    """Credentials in a URL (``http://user:pass@host``) written as ``***`` in every log line, as status,
-    Events and metric labels show them (``url_without_credentials``): with ``--verbose`` Kopf logs whole
-    objects at DEBUG ("Creation is in progress: {...}"), a spec.scaling.prometheus.url with a password
-    in it included, and the operator's log is read by more people than the InferenceService."""
-
-    USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s'\"@]+@")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        hidden = self.USERINFO.sub(r"\g<scheme>***@", message)
-        if hidden != message:
-            record.msg, record.args = hidden, ()
-        return True
-
-
-# Kopf's diff-base is a copy of the object's spec, labels and annotations in one annotation, and an
-# object's annotations may take 256 KiB in all -- kubectl apply's own copy of the object among them.
-# Past this size the diff-base holds digests of its largest parts instead (``elide_essence``), so a
-# spec of about 128 KiB applied with kubectl no longer made every write of Kopf's fail (422, "Too
-# long") with two tracebacks at each event of the object.
-DIFFBASE_MAX_BYTES = 16 * 1024
-DIFFBASE_PART_BYTES = 1024  # parts larger than this are what a too large diff-base digests
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _digest(text: str) -> str:
-    return f"sha256:{hashlib.sha256(text.encode()).hexdigest()} ({len(text)} bytes, elided)"
-
-
-def _elide(node: Any, part_bytes: int) -> Any:
-    text = _json(node)
-    if len(text) <= part_bytes:
-        return node
-    if isinstance(node, dict):
-        node = {k: _elide(v, part_bytes) for k, v in node.items()}
-    elif isinstance(node, list):
-        node = [_elide(v, part_bytes) for v in node]
-    else:
-        return _digest(text)
-    return node if len(_json(node)) <= part_bytes else _digest(text)
-
-
-def elide_essence(essence: dict[str, Any], max_bytes: int = DIFFBASE_MAX_BYTES,
-                  part_bytes: int = DIFFBASE_PART_BYTES) -> dict[str, Any]:
-    """``essence`` as it is when its JSON fits ``max_bytes``; else, below spec and metadata, every
-    part larger than ``part_bytes`` (a large parameter, a long env list, a whole block of them)
-    replaced by the digest of its JSON. Deterministic, so the essence stored and the one Kopf builds
-    at the next event compare part by part: a change of an elided part still shows as a change (and
-    reconciles, which reads the whole object, not the diff). ``status`` is never elided: it holds only
-    the fields Kopf's field handlers follow (``status.batching.*``), whose diffs need their values.
-    The top-level stanzas stay dicts."""
-    if len(_json(essence)) <= max_bytes:
-        return essence
-    return {key: value if key == "status" or not isinstance(value, dict)
-            else {k: _elide(v, part_bytes) for k, v in value.items()} for key, value in essence.items()}
-
-
-class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
-    """Kopf's annotation diff-base, read as none where it is not JSON: hand-edited or truncated, it
-    made Kopf fail every event of the object with a traceback (JSONDecodeError), and spec changes
-    reached the children only through the periodic resync. Without a diff-base the next event is
-    handled as a resume: reconciled from the spec as it is, and the annotation written afresh.
-    Built small enough for an annotation (``elide_essence``).
-
-    Read as none, too, on an object with no status: the API server drops status when an object is
-    created (status is a subresource), and this operator writes one at its first reconcile, so such
-    an object was never handled here. It is one restored from its own YAML (``kubectl get -o yaml``
-    then ``apply``, ``replace --force``, a GitOps move), which carries the old object's diff-base:
-    equal to its spec, it read as "nothing changed", and the object got no children, no status and
-    no autoscaler, with nothing logged, until its spec was edited or the operator restarted."""
-
-    def build(self, *, body: Any, extra_fields: Any = None) -> Any:
-        essence = super().build(body=body, extra_fields=extra_fields)
-        return elide_essence(dict(essence))
-
-    def fetch(self, *, body: Any) -> Any:
-        if not body.get("status"):
-            return None
-        try:
-            return super().fetch(body=body)
-        except ValueError:  # json.JSONDecodeError
-            return None
-
-
-class EditsCutRetryDelays(kopf.AnnotationsProgressStorage):
-    """Kopf's annotation progress storage, except that a spec edit ends a handler's retry delay. A handler
-    that raised ``kopf.TemporaryError`` (an API refusal: RBAC, a ResourceQuota, a webhook; ChildWriteFailed in
-    status) is retried after its delay, doubled at each retry up to 5 minutes, and Kopf ran no handler for
-    an edit made meanwhile: an edit that fixed the cause (resources lowered under the quota), or followed a
-    fix of it, waited for the retry (32 s in an exploratory audit; up to 5 minutes). Here a record stored
-    with a delay at one generation is read without it once the object has another: the edit is handled
-    at once, and a failure again is delayed from then on. In this process's memory only: after a restart
-    the delay stands, as before."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._delayed_at: dict[tuple[str, str], Any] = {}  # (uid, handler) -> generation a delay was set at
-
-    @staticmethod
-    def _ids(key: Any, body: Any) -> tuple[tuple[str, str], Any]:
-        meta = body.get("metadata") or {}
-        return (str(meta.get("uid")), str(key)), meta.get("generation")
-
-    def store(self, *, key: Any, record: Any, body: Any, patch: Any) -> None:
-        ids, generation = self._ids(key, body)
-        if record.get("delayed"):
-            self._delayed_at[ids] = generation
-        else:
-            self._delayed_at.pop(ids, None)
-        super().store(key=key, record=record, body=body, patch=patch)
-
-    def fetch(self, *, key: Any, body: Any) -> Any:
-        record = super().fetch(key=key, body=body)
-        ids, generation = self._ids(key, body)
-        if record and record.get("delayed") and ids in self._delayed_at and self._delayed_at[ids] != generation:
-            record = {**record, "delayed": None}
-        return record
-
-    def purge(self, *, key: Any, body: Any, patch: Any) -> None:
-        self._delayed_at.pop(self._ids(key, body)[0], None)
-        super().purge(key=key, body=body, patch=patch)
-
-
-class NamespaceWatchRetries:
-    """Kopf's backoffs for its own API requests: its default ones (1, 1, 2, 3, 5, 8, 13, 21 s), and,
-    for its watches in one namespace of several (``--namespace``: the InferenceServices' and their
-    children's), then every ``RETRY_EVERY_S`` for as long as it takes.
-
-    Kopf fails as a whole when one watch's backoffs run out: a namespace the operator may not read (a
-    tenant deleted and recreated it, and the chart's Role in it went too) stopped it for every
-    namespace, and Kopf 1.45 could then hang in its own cancellation with the Lease still renewed. Now
-    that namespace's watch fails at each retry (said as ApiRetryDigest says Kopf's retries: a WARNING at most
-    every 60 s), and the others are served. Every
-    other request keeps Kopf's bounded backoffs: its fallbacks for a namespace list or a CRD watch it may
-    not make (it falls back to the --namespace list) need them to run out, and a cluster-wide watch
-    that may not list InferenceServices serves nothing -- it still fails, and the process exits 1.
-
-    Kopf reads these backoffs at each request, in the task that makes it: a watch's is named
-    ``watcher for RESOURCE@NAMESPACE`` (``@None`` cluster-wide, e.g.
-    ``watcher for inferenceservices.v1alpha1.tritonscale.io@team-a``). Not Sized: Kopf then retries
-    without end."""
-
-    RETRY_EVERY_S = 30.0
-    FIRST = (1, 1, 2, 3, 5, 8, 13, 21)
-    WATCHER = "watcher for "
-
-    def __iter__(self) -> Iterator[float]:
-        try:
-            task = asyncio.current_task()
-        except RuntimeError:  # no running loop
-            task = None
-        name = task.get_name() if task is not None else ""
-        if name.startswith(self.WATCHER) and "@" in name and not name.endswith("@None"):
-            return itertools.chain(self.FIRST, itertools.repeat(self.RETRY_EVERY_S))
-        return iter(self.FIRST)
 
 
 @kopf.on.startup()
@@ -324,30 +88,6 @@ def check_crd(**_: Any) -> None:
     """Once the operator acts (the leader, or alone; a standby reads nothing but its Lease): is the CRD in
     the cluster this version's? (``warn_crd_drift``)"""
     warn_crd_drift(_live_crd)
-
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-def configure_logging(verbose: bool) -> None:
-    """Kopf's own set-up of the root logger, with its object prefix: its per-object lines ("Handler
-    'reconcile_inference_service' failed temporarily: ...") open with [namespace/name], which the
-    plain format dropped -- with many InferenceServices nobody could tell which one failed."""
-    text_format: Any = LOG_FORMAT  # Kopf takes a format string as well as its LogFormat
-    kopf.configure(verbose=verbose, log_format=text_format, log_prefix=True)
-    for handler in logging.getLogger().handlers:  # Kopf's, which every logger's records reach
-        handler.addFilter(HiddenCredentials())
-        handler.addFilter(TemporaryAsWarning())
-        if not verbose:
-            handler.addFilter(ApiRetryDigest())
-    # Kopf mutes asyncio outside debug; its "Task exception was never retrieved" is worth a line.
-    asyncio_log = logging.getLogger("asyncio")
-    asyncio_log.propagate, asyncio_log.handlers[:] = True, []
-    if not verbose:
-        logging.getLogger("kopf.objects").addFilter(QuietChildEvents())
-        # Kopf's /healthz (the operator alone, without --leader-elect) is aiohttp's, whose access log
-        # wrote a line per probe: 8,640 a day at a 10 s liveness probe.
-        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
 def run(options: OperatorOptions) -> int:

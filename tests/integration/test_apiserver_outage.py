@@ -233,7 +233,7 @@ def test_standalone_operator_rides_out_an_apiserver_outage(control_plane, api_cl
         if "Traceback" in out:
             problems.append("a traceback in the operator's log:\n" + out[out.index("Traceback") - 300:][:3000])
         # Kopf's retry lines, one per failed attempt of each watch at ERROR (42 for this outage), come
-        # out as one WARNING a minute per kind of failure (operator_main.ApiRetryDigest); the kinds an
+        # out as one WARNING a minute per kind of failure (operator_logging.ApiRetryDigest); the kinds an
         # outage raises: connection refused, 403 and 429 while the API server starts, a tick's failure
         loud = [ln for ln in during if re.search(r" (WARNING|ERROR|CRITICAL) ", ln)]
         if len(loud) > 10:

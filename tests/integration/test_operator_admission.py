@@ -126,7 +126,7 @@ def test_an_edit_is_handled_at_once_while_a_refused_write_waits_for_its_retry(ap
     """A write the API server refused (here a ResourceQuota; RBAC or a webhook alike) is retried after a delay
     doubled at each retry (5, 10, 20, 40 s ...), and Kopf ran no handler for an edit made meanwhile: the
     edit that follows a fix waited for the retry (an exploratory audit: 32 s; up to 5 minutes). Now an edit
-    ends the delay (operator_main.EditsCutRetryDelays)."""
+    ends the delay (kopf_settings.EditsCutRetryDelays)."""
     op = start_operator()
     k = Cluster(api_client, namespace)
     _no_services_quota(k)

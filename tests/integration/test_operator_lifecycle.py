@@ -210,7 +210,7 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     op.stop()
     k.delete("linear")
     wait_for(lambda: not exists(k.get, "linear"), 5, what=f"{again['metadata']['uid']} deleted, operator stopped")
-    # Kopf's line for every child event handled is left out (operator_main.QuietChildEvents): the
+    # Kopf's line for every child event handled is left out (operator_logging.QuietChildEvents): the
     # children changed dozens of times above, and the handler's name must still be Kopf's.
     # Kopf's lines about the object name it ([namespace/name]).
     assert f"kopf.objects: [{ns}/linear] Handler 'reconcile_inference_service' succeeded." in op.output(), \

@@ -43,7 +43,7 @@ def test_a_watched_namespace_it_may_not_read_stops_only_that_namespace(control_p
     Role went with it; Helm does not put it back): Kopf gave up on its watch after its backoffs (54 s) and
     then failed as a whole -- every namespace unserved, and the process hung with its Lease renewed, or
     exited with 22 tracebacks (an exploratory review). Now that namespace's watch is retried without end
-    (operator_main.NamespaceWatchRetries), and the other namespace is served past those 54 s."""
+    (kopf_settings.NamespaceWatchRetries), and the other namespace is served past those 54 s."""
     team_a, team_x = (create_namespace(api_client, f"partial-{t}") for t in "ax")
     try:
         install = install_chart(control_plane.kubeconfig, tmp_path, "tritonscale-partial",

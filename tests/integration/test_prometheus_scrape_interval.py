@@ -1,7 +1,7 @@
 """How far apart Prometheus scrapes the pods, read from Debian's Prometheus by the operator's own query.
 
 The autoscaler's figures were all measured at a 15 s scrape; MetricsAvailable says when the pods are
-scraped less often (``tick._scrape_note``). The ``scrape_s`` query reads the seconds between each pod's
+scraped less often (``tick_status._scrape_note``). The ``scrape_s`` query reads the seconds between each pod's
 last two scrapes from the counter Triton moves with every request (``idelta / irate``).
 """
 

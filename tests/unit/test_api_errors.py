@@ -170,11 +170,11 @@ def test_the_operators_api_client_has_a_connection_per_worker_thread(tmp_path, m
 
 
 def test_the_operator_log_leaves_out_kopfs_routine_lines_only() -> None:
-    """operator_main.QuietChildEvents: Kopf's INFO line per child event and its WARNING per daemon
+    """operator_logging.QuietChildEvents: Kopf's INFO line per child event and its WARNING per daemon
     cancelled at the operator's stop (the designed way out) are dropped; anything else is kept."""
     import logging
 
-    from tritonscale.operator_main import QuietChildEvents
+    from tritonscale.operator_logging import QuietChildEvents
 
     def kept(level: int, message: str) -> bool:
         return QuietChildEvents().filter(logging.LogRecord("kopf.objects", level, "", 0, message, None, None))
@@ -188,12 +188,12 @@ def test_the_operator_log_leaves_out_kopfs_routine_lines_only() -> None:
 
 
 def test_kopfs_retry_lines_are_said_once_a_minute_per_server_and_error() -> None:
-    """operator_main.ApiRetryDigest: while the API server is away Kopf logs each failed attempt of each
+    """operator_logging.ApiRetryDigest: while the API server is away Kopf logs each failed attempt of each
     watch at ERROR (its wording, kopf/_cogs/clients/api.py); one WARNING per API server and error
     class a minute is left, with a count of those not shown. Other records pass as they were."""
     import logging
 
-    from tritonscale.operator_main import ApiRetryDigest
+    from tritonscale.operator_logging import ApiRetryDigest
 
     now = [0.0]
     digest = ApiRetryDigest(quiet_s=60.0, clock=lambda: now[0])

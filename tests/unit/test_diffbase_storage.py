@@ -7,7 +7,7 @@ import json
 import kopf
 import pytest
 
-from tritonscale.operator_main import TolerantDiffBaseStorage
+from tritonscale.kopf_settings import TolerantDiffBaseStorage
 
 KEY = "tritonscale.io/last-handled-configuration"
 

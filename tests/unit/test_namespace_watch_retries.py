@@ -1,4 +1,4 @@
-"""operator_main.NamespaceWatchRetries: Kopf's backoffs, endless only for its watches in one namespace
+"""kopf_settings.NamespaceWatchRetries: Kopf's backoffs, endless only for its watches in one namespace
 of several (the integration test: tests/integration/test_operator_namespaced.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from tritonscale.operator_main import NamespaceWatchRetries
+from tritonscale.kopf_settings import NamespaceWatchRetries
 
 
 def _taken(task_name: str | None) -> list[float]:

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tritonscale.operator_main import configure_logging
+from tritonscale.operator_logging import configure_logging
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Kopf's progress annotations, except that a spec edit ends a handler's retry delay
-(``operator_main.EditsCutRetryDelays``; the real control plane's check is in test_operator_admission)."""
+(``kopf_settings.EditsCutRetryDelays``; the real control plane's check is in test_operator_admission)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import kopf
 
-from tritonscale.operator_main import EditsCutRetryDelays
+from tritonscale.kopf_settings import EditsCutRetryDelays
 
 HANDLER = "reconcile_inference_service"
 DELAYED = {"started": "2026-12-04T12:00:00.000000+00:00", "delayed": "2026-12-04T12:05:00.000000+00:00",

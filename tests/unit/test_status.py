@@ -16,7 +16,7 @@ from tritonscale.api.validation import Problem
 from tritonscale.reconcile.reconciler_status import counts_from, status_for_invalid, status_from_children
 from tritonscale.scaling.decider import Decision, Observation, State
 from tritonscale.scaling.pod_census import PodCensus
-from tritonscale.scaling.tick import autoscaler_status
+from tritonscale.scaling.tick_status import autoscaler_status
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 

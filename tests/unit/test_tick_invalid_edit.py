@@ -11,7 +11,7 @@ from test_tick_scale_failed import UID, Kube
 from tritonscale.api.spec import SPEC_ANNOTATION
 from tritonscale.api.validation import validate_body
 from tritonscale.render.kubernetes_objects import build_deployment, build_pdb
-from tritonscale.scaling import tick
+from tritonscale.scaling import spec_in_force, tick
 from tritonscale.scaling.prometheus_source import Snapshot
 
 
@@ -161,24 +161,24 @@ def test_an_invalid_scaling_edit_keeps_the_loops_prometheus_window_and_interval(
     tick.forget(UID)
     kube.body["spec"]["scaling"].update(prometheus={"url": "http://tenant-prom:9090"}, windowSeconds=120,
                                         intervalSeconds=30)
-    assert tick.scaling_in_force(UID, kube.body).prometheus.url == "http://tenant-prom:9090"
+    assert spec_in_force.scaling_in_force(UID, kube.body).prometheus.url == "http://tenant-prom:9090"
     down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
     tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
     edited = copy.deepcopy(kube.body)
     edited["spec"]["scaling"]["windowSeconds"] = 2  # below the field's minimum: the whole block fails to parse
     kube.body = edited
-    before = tick.scaling_in_force(UID, edited)  # before the next tick
+    before = spec_in_force.scaling_in_force(UID, edited)  # before the next tick
     tick.run_tick(kube, "default", "linear", down, 1030.0, lambda body, *e: events.append(e))
-    after = tick.scaling_in_force(UID, edited)
+    after = spec_in_force.scaling_in_force(UID, edited)
     for scaling in (before, after):
         assert (scaling.prometheus.url, scaling.window_seconds, scaling.interval_seconds) == \
             ("http://tenant-prom:9090", 120, 30)
     assert "scaling by the last valid one" in _scaling(kube)["message"]
     tick.forget(UID)  # nothing known (a restart, no Deployment record yet): the block's defaults
-    assert tick.scaling_in_force(UID, edited).prometheus.url is None
+    assert spec_in_force.scaling_in_force(UID, edited).prometheus.url is None
     fixed = copy.deepcopy(edited["spec"])
     fixed["scaling"]["windowSeconds"] = 30  # valid again: the edit is in force at once
-    assert tick.scaling_in_force(UID, {**edited, "spec": fixed}).window_seconds == 30
+    assert spec_in_force.scaling_in_force(UID, {**edited, "spec": fixed}).window_seconds == 30
     # Valid, but its children refused as rendered (SpecValid=False ChildRejected for this generation): the
     # fleet is scaled by the last valid spec, and the loop queries by it too.
     kube.body = copy.deepcopy(edited)
@@ -187,4 +187,4 @@ def test_an_invalid_scaling_edit_keeps_the_loops_prometheus_window_and_interval(
     refused = {**kube.body, "spec": fixed, "metadata": {**kube.body["metadata"], "generation": 7},
                "status": {"conditions": [{"type": "SpecValid", "status": "False", "reason": "ChildRejected",
                                           "observedGeneration": 7}]}}
-    assert tick.scaling_in_force(UID, refused).window_seconds == 120
+    assert spec_in_force.scaling_in_force(UID, refused).window_seconds == 120

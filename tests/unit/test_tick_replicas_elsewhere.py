@@ -9,6 +9,7 @@ from test_tick_scale_failed import UID, Kube
 
 from tritonscale.scaling import tick
 from tritonscale.scaling.prometheus_source import Snapshot
+from tritonscale.scaling.replicas_elsewhere import FIGHT_WINDOW_S, OVERRIDE_REPEAT_S, replicas_writers
 
 HPA = {"manager": "kube-controller-manager", "operation": "Update", "subresource": "scale",
        "fieldsV1": {"f:spec": {"f:replicas": {}}}}
@@ -20,12 +21,12 @@ TEMPLATE_ONLY = {"manager": "kubectl-edit", "operation": "Update",
 def test_replicas_writers_names_other_managers_of_spec_replicas() -> None:
     def dep(*entries: dict[str, Any]) -> dict[str, Any]:
         return {"metadata": {"managedFields": list(entries)}}
-    assert tick.replicas_writers(dep(OURS, TEMPLATE_ONLY)) == []
-    assert tick.replicas_writers(dep(OURS, HPA)) == ["kube-controller-manager (through /scale)"]
-    assert tick.replicas_writers(dep({"manager": "kubectl", "fieldsV1": {"f:spec": {"f:replicas": {}}}})) == [
+    assert replicas_writers(dep(OURS, TEMPLATE_ONLY)) == []
+    assert replicas_writers(dep(OURS, HPA)) == ["kube-controller-manager (through /scale)"]
+    assert replicas_writers(dep({"manager": "kubectl", "fieldsV1": {"f:spec": {"f:replicas": {}}}})) == [
         "kubectl"]
-    assert tick.replicas_writers({"metadata": {}}) == []
-    assert tick.replicas_writers(dep("junk", {"manager": "x", "fieldsV1": "junk"})) == []  # type: ignore[arg-type]
+    assert replicas_writers({"metadata": {}}) == []
+    assert replicas_writers(dep("junk", {"manager": "x", "fieldsV1": "junk"})) == []  # type: ignore[arg-type]
 
 
 def test_a_count_set_elsewhere_is_reported_once_and_overruled() -> None:
@@ -66,9 +67,9 @@ def test_a_count_set_elsewhere_is_reported_once_and_overruled() -> None:
     assert len(said) == 1 and said[0][0] == "Warning", said
     assert "spec.replicas is 1, set by kube-controller-manager (through /scale), not the 2" in said[0][2]
     # No override for the window: the condition is the decision's again.
-    tick.run_tick(kube, "default", "linear", down, 1062.0 + tick.FIGHT_WINDOW_S, lambda body, *e: events.append(e))
+    tick.run_tick(kube, "default", "linear", down, 1062.0 + FIGHT_WINDOW_S, lambda body, *e: events.append(e))
     assert _scaling(kube)["reason"] != "ReplicasSetElsewhere"
-    cycle(1015.0 + tick.OVERRIDE_REPEAT_S)  # the first event has expired: said again
+    cycle(1015.0 + OVERRIDE_REPEAT_S)  # the first event has expired: said again
     assert len([e for e in events if e[1] == "ReplicasSetElsewhere"]) == 2
 
     # The previous operator version's writes (the client's default field manager) are this operator's.

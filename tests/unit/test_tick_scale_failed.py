@@ -13,6 +13,7 @@ import pytest
 import yaml
 from kubernetes.client import ApiException
 
+from tritonscale.scaling import prometheus_events as pe
 from tritonscale.scaling import tick
 from tritonscale.scaling.prometheus_source import Snapshot
 
@@ -23,8 +24,8 @@ def _a_new_process() -> None:
     Events said): the tests share one uid with other files' (run after test_tick_invalid_edit alone, one
     failed on the memory that file left)."""
     tick.forget(UID)
-    with tick._prometheus_said_lock:
-        tick._prometheus_said.clear()
+    with pe._prometheus_said_lock:
+        pe._prometheus_said.clear()
 
 SAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "samples" / "python-cpu.yaml"
 UID = "0b8d3f2e-1111-4222-8333-444455556666"
@@ -192,7 +193,7 @@ def test_prometheus_going_away_and_back_is_an_event(before, after, said):
 
     new = st.InferenceServiceStatus(conditions=st.set_condition([], st.METRICS_AVAILABLE, after[0] == "True",
                                                                 after[1], "connection refused", 1000.0))
-    got = tick.prometheus_transition(before, new)
+    got = pe.prometheus_transition(before, new)
     assert (got[:2] if got else None) == said
     if got and got[0] == "Warning":
         assert got[2].startswith("connection refused; the autoscaler holds the replica count"), got
@@ -205,13 +206,13 @@ def _ticks(states: list[tuple[float, str | None]], uid: str = "u-flap") -> list[
     the last one's: the events said, by time."""
     from tritonscale.api import status as st
 
-    tick._prometheus_said.pop(uid, None)
+    pe._prometheus_said.pop(uid, None)
     status: dict[str, Any] | None = None
     said = []
     for t, failure in states:
         new = st.InferenceServiceStatus(conditions=st.set_condition(
             st.conditions_of(status), st.METRICS_AVAILABLE, failure is None, failure or "Available", "m", t))
-        got = tick.prometheus_event(uid, status, new, t)
+        got = pe.prometheus_event(uid, status, new, t)
         if got is not None:
             said.append((t, got[1]))
         status = {"conditions": [c.model_dump(by_alias=True, exclude_none=True) for c in new.conditions]}
@@ -228,7 +229,7 @@ def test_a_flapping_prometheus_is_one_warning_and_one_all_clear() -> None:
     said = _ticks(flaps + steady)
     assert [r for _, r in said] == ["PrometheusUnavailable", "PrometheusAvailable"], said
     last_failure = max(t for t, f in flaps if f)
-    assert said[1][0] >= last_failure + tick.PROMETHEUS_BACK_S
+    assert said[1][0] >= last_failure + pe.PROMETHEUS_BACK_S
 
 
 def test_an_outage_after_the_all_clear_is_warned_of_again_and_another_cause_at_once() -> None:
@@ -240,29 +241,29 @@ def test_an_outage_after_the_all_clear_is_warned_of_again_and_another_cause_at_o
 def test_a_restarted_operator_takes_the_outage_status_shows_as_warned_of() -> None:
     from tritonscale.api import status as st
 
-    tick._prometheus_said.pop("u-restart", None)
+    pe._prometheus_said.pop("u-restart", None)
     before = {"conditions": [{"type": "MetricsAvailable", "status": "False", "reason": "PrometheusUnavailable",
                               "message": "m", "lastTransitionTime": "2026-11-27T00:00:00Z"}]}
     up = st.InferenceServiceStatus(conditions=st.set_condition([], st.METRICS_AVAILABLE, True, "Available", "m",
                                                                1000.0))
-    assert tick.prometheus_event("u-restart", before, up, 1000.0) is None  # not yet: answering since now
+    assert pe.prometheus_event("u-restart", before, up, 1000.0) is None  # not yet: answering since now
     later = {"conditions": [c.model_dump(by_alias=True, exclude_none=True) for c in up.conditions]}
-    got = tick.prometheus_event("u-restart", later, up, 1000.0 + tick.PROMETHEUS_BACK_S)
+    got = pe.prometheus_event("u-restart", later, up, 1000.0 + pe.PROMETHEUS_BACK_S)
     assert got is not None and got[:2] == ("Normal", "PrometheusAvailable")
 
 
 def test_one_outage_is_one_warning_line_for_every_service_it_reaches() -> None:
     """200 InferenceServices on one Prometheus logged 200 warnings for its one outage (an exploration at
     scale, session 55): the first says it at WARNING, the rest at INFO for SAME_OUTAGE_S; each keeps its Event."""
-    tick._outages_said.clear()
+    pe._outages_said.clear()
     down = ("Warning", "PrometheusUnavailable", "Prometheus at http://p:9090: connection refused; ...")
     other = ("Warning", "PrometheusUnavailable", "Prometheus at http://q:9090: no answer within 5 s; ...")
-    levels = [tick._transition_level(down, 1000.0 + i) for i in range(200)]
+    levels = [pe._transition_level(down, 1000.0 + i) for i in range(200)]
     assert levels == [logging.WARNING] + [logging.INFO] * 199
-    assert tick._transition_level(other, 1001.0) == logging.WARNING  # another source: said at once
-    assert tick._transition_level(("Normal", "PrometheusAvailable", "answers again"), 1002.0) == logging.INFO
-    assert tick._transition_level(down, 1000.0 + tick.SAME_OUTAGE_S) == logging.WARNING  # the next outage
-    tick._outages_said.clear()
+    assert pe._transition_level(other, 1001.0) == logging.WARNING  # another source: said at once
+    assert pe._transition_level(("Normal", "PrometheusAvailable", "answers again"), 1002.0) == logging.INFO
+    assert pe._transition_level(down, 1000.0 + pe.SAME_OUTAGE_S) == logging.WARNING  # the next outage
+    pe._outages_said.clear()
 
 
 def test_a_decision_that_fails_holds_the_count_and_says_so_in_the_scaling_condition(monkeypatch) -> None:

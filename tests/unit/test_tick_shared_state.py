@@ -1,13 +1,14 @@
-"""Module state of scaling/tick.py that every InferenceService's tick shares: the ticks run on a pool
-of threads (handlers.autoscale_daemon, asyncio.to_thread), so one tick's loop over a shared dict meets
-another's insertion. Session 83's concurrency audit failed a tick with "dictionary changed size during
-iteration" both ways below (and 14 of ~152,000 _census calls from 8 threads, the clock sped up)."""
+"""Module state of scaling/tick.py and prometheus_events.py that every InferenceService's tick shares: the
+ticks run on a pool of threads (handlers.autoscale_daemon, asyncio.to_thread), so one tick's loop over a shared
+dict meets another's insertion. Session 83's concurrency audit failed a tick with "dictionary changed size
+during iteration" both ways below (and 14 of ~152,000 _census calls from 8 threads, the clock sped up)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 
+from tritonscale.scaling import prometheus_events as pe
 from tritonscale.scaling import tick
 
 
@@ -45,12 +46,12 @@ def test_a_node_another_tick_adds_while_this_one_drops_old_nodes_fails_nothing()
 
 
 def test_the_outage_warning_is_said_once_while_other_ticks_say_theirs():
-    tick._outages_said.clear()
-    tick._outages_said[("Old", "long ago")] = 0.0
+    pe._outages_said.clear()
+    pe._outages_said[("Old", "long ago")] = 0.0
     other: list[int] = []
 
     def another_tick() -> None:  # another service's tick, at the same moment, with another outage
-        t = threading.Thread(target=lambda: other.append(tick._transition_level(("Warning", "X", "y"), 1000.5)))
+        t = threading.Thread(target=lambda: other.append(pe._transition_level(("Warning", "X", "y"), 1000.5)))
         t.start()
         t.join(0.2)
         assert not other, "another tick changed the outages while this one went through them"
@@ -58,9 +59,9 @@ def test_the_outage_warning_is_said_once_while_other_ticks_say_theirs():
 
     threads: list[threading.Thread] = []
     Now.countdown, Now.hook = 1, another_tick
-    assert tick._transition_level(("Warning", "PrometheusUnavailable", "down"), Now(1000.0)) == logging.WARNING
+    assert pe._transition_level(("Warning", "PrometheusUnavailable", "down"), Now(1000.0)) == logging.WARNING
     threads[0].join(5)
     assert other == [logging.WARNING]
-    assert tick._transition_level(("Warning", "PrometheusUnavailable", "down"), 1001.0) == logging.INFO
-    assert set(tick._outages_said) == {("PrometheusUnavailable", "down"), ("X", "y")}
-    tick._outages_said.clear()
+    assert pe._transition_level(("Warning", "PrometheusUnavailable", "down"), 1001.0) == logging.INFO
+    assert set(pe._outages_said) == {("PrometheusUnavailable", "down"), ("X", "y")}
+    pe._outages_said.clear()

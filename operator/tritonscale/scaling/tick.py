@@ -9,6 +9,10 @@ It also lists the Deployment's pods: the scheduler's verdict (pods Pending as
 Unschedulable, e.g. for lack of nvidia.com/gpu) and the cold starts of pods that
 just became ready reach the decider, and the first one reaches the user as the
 ``Schedulable`` condition.
+
+Beside it: which spec a fleet is scaled by (``spec_in_force``), another writer of
+spec.replicas (``replicas_elsewhere``), the status a decision makes (``tick_status``)
+and the Events of Prometheus' answers stopping and coming back (``prometheus_events``).
 """
 
 from __future__ import annotations
@@ -17,45 +21,36 @@ import contextlib
 import dataclasses
 import logging
 import socket
-import threading
-from collections.abc import Callable, Mapping
-from typing import Any, get_args
+from collections.abc import Mapping
+from typing import Any
 
 from kubernetes.client import ApiException
 
 from tritonscale.api import status as st
 from tritonscale.api.merge_patch import merge_patch
-from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec, model_name
-from tritonscale.api.validation import scaling_spec, validate_body, validate_spec
-from tritonscale.kube.client import API_ERRORS, OWN_MANAGERS, Kube, describe_api_error, writes_together
+from tritonscale.api.spec import InferenceServiceSpec, model_name
+from tritonscale.api.validation import validate_body
+from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, writes_together
 from tritonscale.kube.object_lock import object_lock
-from tritonscale.render.kubernetes_objects import (
-    SERVING_ANNOTATION,
-    build_pdb,
-    config_hash,
-    owned_by,
-    recorded_spec,
-    rendered_config,
-    serving_digest,
-    template_hash,
-)
+from tritonscale.render.kubernetes_objects import SERVING_ANNOTATION, owned_by, recorded_spec, serving_digest
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling import operator_metrics as om
-from tritonscale.scaling.decider import (
-    Decision,
-    Observation,
-    Policy,
-    Replicas,
-    SourceFailure,
-    State,
-    decide,
-    replicas_text,
-)
+from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide, replicas_text
 from tritonscale.scaling.pod_census import PodCensus, first_census_since, node_names, parse_time, take_census
+from tritonscale.scaling.prometheus_events import _prometheus_said, _transition_level, prometheus_event
 from tritonscale.scaling.prometheus_source import Snapshot
+from tritonscale.scaling.replicas_elsewhere import (
+    OVERRIDE_REPEAT_S,
+    EventFn,
+    _overridden,
+    _overrides_seen,
+    _replicas_overridden,
+)
+from tritonscale.scaling.spec_in_force import _scaling_spec, _valid_specs
+from tritonscale.scaling.spec_in_force import scaling_in_force as scaling_in_force  # re-exported for handlers
+from tritonscale.scaling.tick_status import autoscaler_status
 
-EventFn = Callable[[dict[str, Any], str, str, str], None]  # (body, type, reason, message)
 log = logging.getLogger("tritonscale.autoscaler")
 
 # In-memory decider state by object uid; seeded from status.scalingState after a restart.
@@ -63,22 +58,6 @@ _memory: dict[str, State] = {}
 # By object uid: when the last tick ran and which pods were ready then, so each
 # pod's cold start reaches the decider once.
 _pods_seen: dict[str, tuple[float, frozenset[str]]] = {}
-# By object uid: the last spec that was valid. An edit the operator refuses (SpecValid=False) leaves the
-# running fleet as it was, and the autoscaler keeps scaling it by this spec: the load does not wait for
-# the fix. After a restart it is the spec the Deployment records it was made from (SPEC_ANNOTATION).
-_valid_specs: dict[str, InferenceServiceSpec] = {}
-# By object uid: which other writers of the Deployment's spec.replicas were last named, and when. An
-# HPA fighting the autoscaler overrides it every 15 s; the event names the same writers again only
-# once the last one has expired (an hour, the API server's default event TTL).
-_overridden: dict[str, tuple[str, float]] = {}
-OVERRIDE_REPEAT_S = 3600.0
-# By object uid: when each override of spec.replicas was seen, within the last FIGHT_WINDOW_S. Once one
-# recurs -- another scaler that keeps setting the count (an HPA reconciles every 15 s), not one `kubectl
-# scale` -- the Scaling condition says so at every tick until none has been seen for the window: the
-# hourly event alone left status saying Steady while the fleet flapped, a cold start at each swing.
-_overrides_seen: dict[str, list[float]] = {}
-FIGHT_WINDOW_S = 600.0
-FIGHT_OVERRIDES = 2
 # Object uids this process has logged a decision of at INFO: its first tick of each object is, so an
 # operator started (or elected) while a problem goes on says so -- the change-of-reason rule compares
 # with the Scaling condition the previous process wrote, and would stay silent.
@@ -123,60 +102,6 @@ def _cordoned(kube: Kube, names: frozenset[str], now: float) -> frozenset[str]:
     return frozenset(out)
 
 
-def _refused_as_rendered(body: dict[str, Any]) -> bool:
-    """The API server refused this generation's children as rendered (SpecValid=False, ChildRejected,
-    reported by the reconciler): the spec passes the operator's checks, but nothing of it was applied,
-    so the fleet is not scaled by it either (its maxReplicas, say)."""
-    gen = body["metadata"].get("generation")
-    for c in (body.get("status") or {}).get("conditions") or []:
-        if isinstance(c, dict) and c.get("type") == st.SPEC_VALID:
-            return c.get("status") == "False" and c.get("reason") == st.CHILD_REJECTED \
-                and c.get("observedGeneration") == gen
-    return False
-
-
-def _made_from(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]) -> InferenceServiceSpec | None:
-    """The valid spec the Deployment records it was made from (``SPEC_ANNOTATION``): after an operator
-    restart, the last valid spec of an object edited into one the operator refuses. None when it
-    records none, when this operator's version refuses it too, or when it no longer describes the
-    children: the config it renders is not the one the pod template carries, or its minReplicas not the
-    PodDisruptionBudget's (an older operator version, which keeps no record, applied later edits and
-    left this one behind; scaling by it cut a fleet from 6 to 4)."""
-    raw = recorded_spec(deployment, (body.get("spec") or {}))
-    if raw is None:
-        return None
-    meta = body.get("metadata") or {}
-    spec, _ = validate_body({"metadata": meta, "spec": raw})
-    if spec is None:
-        return None
-    owner = {**body, "spec": raw}
-    if config_hash(rendered_config(spec, owner)) != template_hash(deployment):
-        return None
-    pdb = kube.get("PodDisruptionBudget", str(meta.get("namespace")), str(meta.get("name")))
-    floor = build_pdb(spec, owner)["spec"]["minAvailable"]
-    if pdb is not None and (pdb.get("spec") or {}).get("minAvailable") != floor:
-        return None
-    return spec
-
-
-def scaling_in_force(uid: str, body: Mapping[str, Any]) -> ScalingSpec:
-    """The ``scaling`` block the autoscaler loop paces its ticks and queries Prometheus by: the spec's,
-    when the whole spec is valid and its children were not refused as rendered; else the one the last tick
-    scaled by (the last valid spec, or the one the fleet was made from: ``_scaling_spec``), so an edit the
-    operator or the API server refuses changes neither the Prometheus URL, the rate window nor the interval
-    of a fleet that goes on being scaled by its old spec; else, before any tick, the block parsed on its own
-    (``scaling_spec``: defaults where it does not parse)."""
-    spec = body.get("spec")
-    try:
-        edited, _ = validate_spec(spec)
-    except TypeError:  # Kopf's ``spec`` is a view, a Mapping whatever the spec is: "hello" raises when read
-        edited = None
-    known = _valid_specs.get(uid)
-    if edited is not None and (known is None or not _refused_as_rendered(dict(body))):
-        return edited.scaling
-    return known.scaling if known is not None else scaling_spec(spec)
-
-
 def forget(uid: str) -> None:
     _stamped.discard(uid)
     for key in [k for k in list(_conflicts) if k[0] == uid]:  # ticks (threads) write it meanwhile
@@ -203,75 +128,6 @@ def log_level(scaled: bool, reason: str, last: str | None, first: bool) -> int:
     DEBUG (``tritonscale run --verbose``)."""
     routine = reason in ROUTINE_HOLDS and last in ROUTINE_HOLDS
     return logging.INFO if scaled or first or (reason != last and not routine) else logging.DEBUG
-
-
-def replicas_writers(deployment: dict[str, Any]) -> list[str]:
-    """The field managers other than this operator's that own the Deployment's spec.replicas (the last
-    writer of a field owns it): an HorizontalPodAutoscaler (kube-controller-manager, through the scale
-    subresource), `kubectl scale` (kubectl), another controller."""
-    out = []
-    for entry in (deployment.get("metadata") or {}).get("managedFields") or []:
-        if not isinstance(entry, dict) or entry.get("manager") in OWN_MANAGERS:
-            continue
-        fields = entry.get("fieldsV1") or {}
-        if isinstance(fields, dict) and "f:replicas" in (fields.get("f:spec") or {}):
-            via = f" (through /{entry['subresource']})" if entry.get("subresource") else ""
-            out.append(f"{entry.get('manager') or 'an unnamed writer'}{via}")
-    return out
-
-
-@dataclasses.dataclass(frozen=True)
-class Override:
-    """What a tick found of another writer of spec.replicas: who set the count it found (none: it is this
-    operator's), and what the Scaling condition says while overrides recur (None: they do not)."""
-
-    asked: int | None = None
-    writers: tuple[str, ...] = ()
-    fight: str | None = None
-
-
-def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deployment: dict[str, Any],
-                         current: int, last_reason: str | None, now: float, event: EventFn) -> Override:
-    """spec.replicas is not what this operator asked for last, and another writer owns it: a Warning
-    event and a log line, once per set of writers (again after OVERRIDE_REPEAT_S). The autoscaler owns
-    the field; a second scaler on the Deployment (an HPA, `kubectl scale`) is overruled at every tick,
-    and the fleet flaps between the two. Not while this operator's own last patch failed (ScaleFailed):
-    the count then differs with nobody else involved. ``last_reason``: the Scaling condition's. The
-    ``Override`` says who, and what the Scaling condition says while overrides recur (``FIGHT_OVERRIDES``
-    within FIGHT_WINDOW_S)."""
-    asked = status.get("desiredReplicas")
-    uid = body["metadata"]["uid"]
-    failed = last_reason == "ScaleFailed"
-    writers = replicas_writers(deployment) if isinstance(asked, int) and asked != current and not failed else []
-    seen = [t for t in _overrides_seen.get(uid, ()) if now - t < FIGHT_WINDOW_S] + ([now] if writers else [])
-    if seen:
-        _overrides_seen[uid] = seen
-    else:
-        _overrides_seen.pop(uid, None)
-    fight = None
-    if len(seen) >= FIGHT_OVERRIDES:
-        who = ", ".join(writers) if writers else (_overridden.get(uid) or ("another writer", 0.0))[0]
-        fight = (f"another writer keeps setting the Deployment's spec.replicas ({who}: {len(seen)} times in the "
-                 f"last {FIGHT_WINDOW_S / 60:g} minutes), and each change is undone at the next tick: a second "
-                 f"scaler on the Deployment (an HorizontalPodAutoscaler's writes come from kube-controller-manager). "
-                 f"Remove it, and scale through spec.scaling")
-    found = Override(asked if isinstance(asked, int) else None, tuple(writers), fight)
-    if not writers:
-        return found
-    key = ", ".join(writers)
-    said = _overridden.get(uid)
-    if said is not None and said[0] == key and now - said[1] < OVERRIDE_REPEAT_S:
-        return found
-    message = (f"the Deployment's spec.replicas is {current}, set by {key}, not the {asked} this "
-               f"operator asked for: the autoscaler owns that field, so another scaler on the Deployment (an "
-               f"HorizontalPodAutoscaler, kubectl scale) and the autoscaler's own decisions overrule each other "
-               f"(while its metrics fail, the autoscaler holds the count it finds); remove it, and scale through "
-               f"spec.scaling instead")
-    _overridden[uid] = (key, now)
-    event(body, "Warning", "ReplicasSetElsewhere", message[:1000])
-    meta = body["metadata"]
-    log.warning("%s/%s: %s", meta["namespace"], meta["name"], message)
-    return found
 
 
 def _serving(body: dict[str, Any], deployment: dict[str, Any]) -> tuple[str | None, bool]:
@@ -314,197 +170,6 @@ def _last_tick_known(status: Mapping[str, Any], state: State, now: float) -> flo
     known = [t for t in (parse_time(stamp) if isinstance(stamp, str) else None,
                          state.rates[-1][0] if state.rates else None) if t is not None and t < now]
     return max(known) if known else None
-
-
-def _round(v: float | None, nd: int = 1) -> float | None:
-    return None if v is None else round(v, nd)
-
-
-def _series_per_pod(obs: Observation, live_pods: int) -> str:
-    """A note when Prometheus has at least two series of Triton's per pod: a Prometheus that scrapes
-    the pods under two jobs (the chart's PodMonitor and an annotation-based job, say) makes every rate
-    count twice, and the fleet twice as large, with nothing else to show for it. Several loaded
-    versions of the model do the same, so it is a note, not a correction. ``live_pods`` counts the
-    terminating pods too: Prometheus scrapes them until they exit (after every scale-down and rollout,
-    the note read "3 series for 1 pod")."""
-    if not obs.pods or live_pods < 1 or obs.pods < 2 * live_pods:
-        return ""
-    return (f"; {obs.pods:.0f} series of Triton's for {live_pods} pod(s): if Prometheus scrapes the pods under "
-            f"more than one job, every rate counts each pod more than once (--series-label job=NAME keeps one)")
-
-
-def _window_note(obs: Observation) -> str:
-    """A note when some pods' series have no rate over the window (fewer than two scrapes in it): the
-    rates then miss those pods' traffic, and a window shorter than two scrape intervals does it at every
-    tick (only the pods whose scrape phase fits it have a rate), reading a third or half of the load
-    as all of it."""
-    if obs.pods is None or obs.rate_pods is None or obs.rate_pods >= obs.pods:
-        return ""
-    return (f"; only {obs.rate_pods:.0f} of {obs.pods:.0f} pods have two scrapes in the rate window, so the "
-            "rates miss the others' traffic (a pod scraped once so far; at every tick, windowSeconds is "
-            "under twice the scrape interval); scale-downs keep a replica for each")
-
-
-# The scrape interval every autoscaler figure was measured at (the chart's PodMonitor and scrape config,
-# the suite's simulated Prometheus). Half as long again is no jitter of it.
-MEASURED_SCRAPE_S = 15.0
-
-
-def _scrape_note(obs: Observation) -> str:
-    """A note when Prometheus scrapes the pods less often than the figures were measured at: a burst
-    shorter than a scrape shows only once it has built a queue, and each reading smooths the rate
-    over a longer span, so the plan's noise margin reads low (``e2e/bench_scrape_interval.py``: at a
-    30 s scrape tritonscale met fewer windows in 19 of 42 scenarios, more in 3)."""
-    if obs.scrape_s is None or obs.scrape_s < 1.5 * MEASURED_SCRAPE_S:
-        return ""
-    return (f"; Prometheus scrapes the pods every {obs.scrape_s:.0f} s: the autoscaler was measured at "
-            f"{MEASURED_SCRAPE_S:.0f} s (the chart's podMonitor.interval), and bursts shorter than a scrape "
-            "go unseen until they queue")
-
-
-# MetricsAvailable's reasons for no answer at all (Observation.failure).
-SOURCE_FAILURES: frozenset[str] = frozenset(get_args(SourceFailure))
-
-
-def prometheus_transition(status: Mapping[str, Any] | None,
-                          new: st.InferenceServiceStatus) -> tuple[str, str, str] | None:
-    """(type, reason, message) of an Event when Prometheus's answers stop or come back: MetricsAvailable
-    turning False with PrometheusUnavailable, or with NoPrometheusURL or PrometheusNotAllowed (nothing to
-    ask) -- a Warning named so: the autoscaler holds its count, bursts go unserved -- and any other reason
-    after it -- NoData too, an answer with too little in it yet. The
-    conditions said so, but events and the log (where the API server's outage is a warning) did not.
-    NoData alone is not the dependency failing (new pods, a model not loaded yet): its own condition
-    says it, with no event."""
-    def metrics(conds: list[st.Condition]) -> st.Condition | None:
-        return next((c for c in conds if c.type == st.METRICS_AVAILABLE), None)
-
-    def down(c: st.Condition | None) -> bool:
-        return c is not None and c.status == "False" and c.reason in SOURCE_FAILURES
-
-    before, after = metrics(st.conditions_of(status)), metrics(new.conditions)
-    was_down = before.reason if before is not None and down(before) else None  # why it was down, if it was
-    if after is None:
-        return None
-    if down(after) and after.reason != was_down:
-        until = ("Prometheus answers" if after.reason == "PrometheusUnavailable"
-                 else "it has a Prometheus URL it may query")
-        return "Warning", after.reason, (f"{after.message}; the autoscaler holds the replica count "
-                                         f"(spec.scaling.fallbackReplicas, if set, after failureThreshold "
-                                         f"failed ticks) until {until}")[:1000]
-    if was_down and not down(after):
-        # NoData too: Prometheus answers, with too little yet (after its own restart, fewer than two scrapes)
-        return "Normal", "PrometheusAvailable", f"Prometheus answers again: {after.message}"[:1000]
-    return None
-
-
-# Per object: the source failure its last Prometheus Warning event named (None: none outstanding), and
-# since when Prometheus has answered after it. A flapping Prometheus (a restart loop, a round that times out
-# now and then) posted a Warning and a PrometheusAvailable event at every flap: 7 Events in 2 minutes for
-# one object, 2N for N objects on that Prometheus (auditK D2). Now the Warning is posted once per
-# outstanding cause, and its PrometheusAvailable once Prometheus has answered for PROMETHEUS_BACK_S; the
-# MetricsAvailable condition follows every tick, as before.
-_prometheus_said: dict[str, tuple[str | None, float | None]] = {}
-_prometheus_said_lock = threading.Lock()
-PROMETHEUS_BACK_S = 60.0
-
-
-def _down_reason(conds: list[st.Condition]) -> str | None:
-    c = next((c for c in conds if c.type == st.METRICS_AVAILABLE), None)
-    return c.reason if c is not None and c.status == "False" and c.reason in SOURCE_FAILURES else None
-
-
-def prometheus_event(uid: str, status: Mapping[str, Any] | None, new: st.InferenceServiceStatus,
-                     now: float) -> tuple[str, str, str] | None:
-    """The Event for Prometheus' state this tick, if any: ``prometheus_transition``'s, debounced. A Warning
-    for a cause already warned of and not yet followed by its PrometheusAvailable is not said again; the
-    PrometheusAvailable is said once Prometheus has answered for PROMETHEUS_BACK_S since the last failure
-    (a restarted operator takes a failure that status shows as warned of)."""
-    said = prometheus_transition(status, new)
-    down = _down_reason(new.conditions)
-    with _prometheus_said_lock:
-        warned, up_since = _prometheus_said.get(uid, (_down_reason(st.conditions_of(status)), None))
-        if down is not None:
-            _prometheus_said[uid] = (down, None)
-            return None if said is not None and said[0] == "Warning" and said[1] == warned else said
-        if warned is None:
-            _prometheus_said[uid] = (None, None)
-            return None
-        up_since = now if up_since is None else up_since
-        if now - up_since < PROMETHEUS_BACK_S:
-            _prometheus_said[uid] = (warned, up_since)
-            return None
-        _prometheus_said[uid] = (None, None)
-    metrics = next((c for c in new.conditions if c.type == st.METRICS_AVAILABLE), None)
-    return "Normal", "PrometheusAvailable", f"Prometheus answers again: {metrics.message if metrics else ''}"[:1000]
-
-
-# When each Prometheus outage warning (its reason and message) was last logged at WARNING: one outage is
-# one line per InferenceService that uses the URL -- 200 warnings for one problem at 200 objects. The
-# first says it at WARNING; the others within SAME_OUTAGE_S at INFO (each object keeps its own Event).
-_outages_said: dict[tuple[str, str], float] = {}
-SAME_OUTAGE_S = 300.0
-
-
-_outages_lock = threading.Lock()  # every service's tick thread reads and writes _outages_said
-
-
-def _transition_level(said: tuple[str, str, str], now: float) -> int:
-    if said[0] != "Warning":
-        return logging.INFO
-    with _outages_lock:
-        for key in [k for k, t in _outages_said.items() if now - t >= SAME_OUTAGE_S]:
-            del _outages_said[key]
-        key = (said[1], said[2])
-        if key in _outages_said:
-            return logging.INFO
-        _outages_said[key] = now
-        return logging.WARNING
-
-
-def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs: Observation,
-                      census: PodCensus | None, census_error: str, live_pods: int, now: float,
-                      gen: int | None) -> st.InferenceServiceStatus:
-    """The autoscaler's fields (``st.FIELD_OWNERS``) after one decision: what it saw, what it
-    asked for and why, and its memory for a restart. ``gen``: the object's generation."""
-    conds = st.set_condition(st.conditions_of(status), st.SCALING, decision.metrics_ok, decision.reason,
-                             decision.message, now, gen)
-    if obs.status == "failed":
-        conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, obs.failure, obs.message, now, gen)
-    elif obs.status == "no_data":
-        conds = st.set_condition(conds, st.METRICS_AVAILABLE, False, "NoData", obs.message, now, gen)
-    elif obs.p95_ms is not None:
-        conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "Available",
-                                 f"p95 {obs.p95_ms:.1f} ms at {obs.rps:.2f} rps" + _window_note(obs)
-                                 + _series_per_pod(obs, max(live_pods, census.listed if census else 0))
-                                 + _scrape_note(obs),
-                                 now, gen)
-    elif not obs.rps:
-        conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "Idle", "no requests in the rate window",
-                                 now, gen)
-    else:  # requests, but no p95: Triton's summary covers its own last 60 s, which may hold none of them
-        conds = st.set_condition(conds, st.METRICS_AVAILABLE, True, "NoLatency",
-                                 f"{obs.rps:.2f} rps, but no p95 ({obs.message or 'no latency series'}); "
-                                 "scaling on the rate and the queue" + _window_note(obs) + _scrape_note(obs),
-                                 now, gen)
-    if census is None:
-        conds = st.set_condition(conds, st.SCHEDULABLE, "Unknown", "PodsUnreadable", census_error, now, gen)
-    elif census.unschedulable:
-        conds = st.set_condition(conds, st.SCHEDULABLE, False, "Unschedulable",
-                                 f"{census.unschedulable} of {live_pods} pods cannot be scheduled: "
-                                 f"{census.unschedulable_message}"[:1000], now, gen)
-    else:
-        conds = st.set_condition(conds, st.SCHEDULABLE, True, "NoUnschedulablePods",
-                                 f"none of the {live_pods} pods is unschedulable", now, gen)
-    new = st.InferenceServiceStatus(
-        p95_milliseconds=_round(obs.p95_ms),
-        requests_per_second=_round(obs.rps, 2),
-        desired_replicas=decision.replicas,
-        conditions=conds,
-        scaling_state=decision.state.to_dict(),
-    )
-    if decision.state.last_scale_time is not None:
-        new.last_scale_time = st.rfc3339(decision.state.last_scale_time)
-    return new
 
 
 def _scale_failed(kube: Kube, body: dict[str, Any], last: st.Condition | None, written: Mapping[str, Any],
@@ -565,21 +230,6 @@ def _tune(spec: InferenceServiceSpec, status: Mapping[str, Any], obs: Observatio
         log.error("%s: the batching tuner failed, scaling goes on without it: %s: %s", who, type(exc).__name__, exc)
         log.debug("%s: the batching tuner's failure", who, exc_info=True)
         return None
-
-
-def _scaling_spec(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]
-                  ) -> tuple[InferenceServiceSpec, bool] | None:
-    """The spec to scale by, and whether it is stale (the spec as edited is invalid, or the API server
-    refused what it renders): then what the fleet runs -- the spec its Deployment was made from, else
-    the last valid one seen. None: invalid, and no valid spec known."""
-    uid = body["metadata"]["uid"]
-    edited, _ = validate_body(body)
-    stale = edited is None or _refused_as_rendered(body)
-    found = (_made_from(kube, body, deployment) or _valid_specs.get(uid)) if stale else edited
-    if found is None:
-        return None
-    _valid_specs[uid] = found
-    return found, stale
 
 
 def other_operator(status: Mapping[str, Any], uid: str) -> str | None:
