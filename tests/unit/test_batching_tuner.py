@@ -63,8 +63,7 @@ def test_breach_relief_goes_to_greedy_batching() -> None:
 
 
 def test_a_breach_the_settings_cannot_help_changes_nothing() -> None:
-    # a long delay is in force but the rate is near saturation: all candidates predict the same p95 there?
-    # No -- here: greedy in force, overloaded replicas; nothing lowers p95, so nothing changes
+    # greedy in force on overloaded replicas: no candidate lowers p95 there, so nothing changes
     out = tune(_obs(rate=300.0, p95_ms=400.0), GREEDY, B16, TunerState(), 1000.0)
     assert not out.changed and out.reason == "Optimal"
 
