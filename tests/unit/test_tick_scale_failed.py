@@ -258,11 +258,11 @@ def test_one_outage_is_one_warning_line_for_every_service_it_reaches() -> None:
     pe._outages_said.clear()
     down = ("Warning", "PrometheusUnavailable", "Prometheus at http://p:9090: connection refused; ...")
     other = ("Warning", "PrometheusUnavailable", "Prometheus at http://q:9090: no answer within 5 s; ...")
-    levels = [pe._transition_level(down, 1000.0 + i) for i in range(200)]
+    levels = [pe.transition_level(down, 1000.0 + i) for i in range(200)]
     assert levels == [logging.WARNING] + [logging.INFO] * 199
-    assert pe._transition_level(other, 1001.0) == logging.WARNING  # another source: said at once
-    assert pe._transition_level(("Normal", "PrometheusAvailable", "answers again"), 1002.0) == logging.INFO
-    assert pe._transition_level(down, 1000.0 + pe.SAME_OUTAGE_S) == logging.WARNING  # the next outage
+    assert pe.transition_level(other, 1001.0) == logging.WARNING  # another source: said at once
+    assert pe.transition_level(("Normal", "PrometheusAvailable", "answers again"), 1002.0) == logging.INFO
+    assert pe.transition_level(down, 1000.0 + pe.SAME_OUTAGE_S) == logging.WARNING  # the next outage
     pe._outages_said.clear()
 
 

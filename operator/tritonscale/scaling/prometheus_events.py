@@ -58,6 +58,12 @@ _prometheus_said_lock = threading.Lock()
 PROMETHEUS_BACK_S = 60.0
 
 
+def forget(uid: str) -> None:
+    """A deleted object's entry goes (under the lock: a tick's read-then-write would put it back)."""
+    with _prometheus_said_lock:
+        _prometheus_said.pop(uid, None)
+
+
 def _down_reason(conds: list[st.Condition]) -> str | None:
     c = next((c for c in conds if c.type == st.METRICS_AVAILABLE), None)
     return c.reason if c is not None and c.status == "False" and c.reason in SOURCE_FAILURES else None
@@ -98,7 +104,7 @@ SAME_OUTAGE_S = 300.0
 _outages_lock = threading.Lock()  # every service's tick thread reads and writes _outages_said
 
 
-def _transition_level(said: tuple[str, str, str], now: float) -> int:
+def transition_level(said: tuple[str, str, str], now: float) -> int:
     if said[0] != "Warning":
         return logging.INFO
     with _outages_lock:

@@ -29,6 +29,12 @@ FIGHT_WINDOW_S = 600.0
 FIGHT_OVERRIDES = 2
 
 
+def forget(uid: str) -> None:
+    """A deleted object's entries go."""
+    _overridden.pop(uid, None)
+    _overrides_seen.pop(uid, None)
+
+
 def replicas_writers(deployment: dict[str, Any]) -> list[str]:
     """The field managers other than this operator's that own the Deployment's spec.replicas (the last
     writer of a field owns it): an HorizontalPodAutoscaler (kube-controller-manager, through the scale
@@ -54,7 +60,7 @@ class Override:
     fight: str | None = None
 
 
-def _replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deployment: dict[str, Any],
+def replicas_overridden(body: dict[str, Any], status: Mapping[str, Any], deployment: dict[str, Any],
                          current: int, last_reason: str | None, now: float, event: EventFn) -> Override:
     """spec.replicas is not what this operator asked for last, and another writer owns it: a Warning
     event and a log line, once per set of writers (again after OVERRIDE_REPEAT_S). The autoscaler owns

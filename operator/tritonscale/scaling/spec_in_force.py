@@ -26,6 +26,11 @@ from tritonscale.render.kubernetes_objects import (
 _valid_specs: dict[str, InferenceServiceSpec] = {}
 
 
+def forget(uid: str) -> None:
+    """A deleted object's last valid spec goes."""
+    _valid_specs.pop(uid, None)
+
+
 def _refused_as_rendered(body: dict[str, Any]) -> bool:
     """The API server refused this generation's children as rendered (SpecValid=False, ChildRejected,
     reported by the reconciler): the spec passes the operator's checks, but nothing of it was applied,
@@ -65,7 +70,7 @@ def _made_from(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]) -> 
 def scaling_in_force(uid: str, body: Mapping[str, Any]) -> ScalingSpec:
     """The ``scaling`` block the autoscaler loop paces its ticks and queries Prometheus by: the spec's,
     when the whole spec is valid and its children were not refused as rendered; else the one the last tick
-    scaled by (the last valid spec, or the one the fleet was made from: ``_scaling_spec``), so an edit the
+    scaled by (the last valid spec, or the one the fleet was made from: ``spec_to_scale_by``), so an edit the
     operator or the API server refuses changes neither the Prometheus URL, the rate window nor the interval
     of a fleet that goes on being scaled by its old spec; else, before any tick, the block parsed on its own
     (``scaling_spec``: defaults where it does not parse)."""
@@ -80,7 +85,7 @@ def scaling_in_force(uid: str, body: Mapping[str, Any]) -> ScalingSpec:
     return known.scaling if known is not None else scaling_spec(spec)
 
 
-def _scaling_spec(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]
+def spec_to_scale_by(kube: Kube, body: dict[str, Any], deployment: dict[str, Any]
                   ) -> tuple[InferenceServiceSpec, bool] | None:
     """The spec to scale by, and whether it is stale (the spec as edited is invalid, or the API server
     refused what it renders): then what the fleet runs -- the spec its Deployment was made from, else

@@ -36,19 +36,18 @@ from tritonscale.render.kubernetes_objects import SERVING_ANNOTATION, owned_by, 
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling import operator_metrics as om
+from tritonscale.scaling import prometheus_events, replicas_elsewhere, spec_in_force
 from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide, replicas_text
 from tritonscale.scaling.pod_census import PodCensus, first_census_since, node_names, parse_time, take_census
-from tritonscale.scaling.prometheus_events import _prometheus_said, _transition_level, prometheus_event
+from tritonscale.scaling.prometheus_events import prometheus_event, transition_level
 from tritonscale.scaling.prometheus_source import Snapshot
 from tritonscale.scaling.replicas_elsewhere import (
     OVERRIDE_REPEAT_S,
     EventFn,
-    _overridden,
-    _overrides_seen,
-    _replicas_overridden,
+    replicas_overridden,
 )
-from tritonscale.scaling.spec_in_force import _scaling_spec, _valid_specs
 from tritonscale.scaling.spec_in_force import scaling_in_force as scaling_in_force  # re-exported for handlers
+from tritonscale.scaling.spec_in_force import spec_to_scale_by
 from tritonscale.scaling.tick_status import autoscaler_status
 
 log = logging.getLogger("tritonscale.autoscaler")
@@ -108,10 +107,9 @@ def forget(uid: str) -> None:
         _conflicts.pop(key, None)
     _memory.pop(uid, None)
     _pods_seen.pop(uid, None)
-    _prometheus_said.pop(uid, None)
-    _valid_specs.pop(uid, None)
-    _overridden.pop(uid, None)
-    _overrides_seen.pop(uid, None)
+    prometheus_events.forget(uid)
+    spec_in_force.forget(uid)
+    replicas_elsewhere.forget(uid)
     _logged.discard(uid)
 
 
@@ -281,7 +279,7 @@ def _write_status(kube: Kube, body: dict[str, Any], status: dict[str, Any], new_
     said = prometheus_event(str(body["metadata"].get("uid")), status, new_status, now)
     if said is not None:
         event(body, *said)
-        log.log(_transition_level(said, now), "%s/%s: %s: %s", namespace, name, said[1], said[2])
+        log.log(transition_level(said, now), "%s/%s: %s: %s", namespace, name, said[1], said[2])
     if tuning is not None and tuning.changed:
         event(body, "Normal", "BatchingTuned", f"{tuning.reason}: {tuning.message}"[:1000])
         log.info("%s/%s: batching tuned: %s: %s", namespace, name, tuning.reason, tuning.message)
@@ -306,7 +304,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         deployment = kube.get("Deployment", namespace, name)
         if deployment is None or not owned_by(deployment, uid):
             return True  # not made yet, or someone else's of that name (the reconciler reports NameConflict)
-        scaled_by = _scaling_spec(kube, body, deployment)
+        scaled_by = spec_to_scale_by(kube, body, deployment)
         if scaled_by is None:
             return True  # invalid, and no valid spec known to scale it by
         spec, stale = scaled_by
@@ -321,7 +319,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         # reason is logged at INFO.
         scaling = next((c for c in st.conditions_of(status) if c.type == st.SCALING), None)
         last = scaling.reason if scaling is not None else None
-        override = _replicas_overridden(body, status, deployment, current, last, now, event)
+        override = replicas_overridden(body, status, deployment, current, last, now, event)
         model = model_name(spec, name)
         obs = snapshot.observation(namespace, name, model)
 
