@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from support.tuner_cases import COST, LOOSE, TIGHT
 from tritonscale.scaling.decider import UTILISATION, batch_capacity
 from tritonscale.scaling.decider.batcher_model import (
     capacity_at_target,
@@ -15,10 +16,6 @@ from tritonscale.scaling.decider.batcher_model import (
     predicted_p95_ms,
     steady_state,
 )
-
-COST = (20.0, 2.0)  # the simulator's and the sandbox's model: 20 ms + 2 ms per item, max batch 16
-TIGHT, LOOSE = 104.0, 312.0  # the suite's SLOs: 2x and 6x the full-batch time
-
 
 # ---- the batcher model -----------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from support.tuner_cases import B16, COST, GREEDY, OVERSIZED, TIGHT
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling.batching_tuner import (
@@ -28,12 +29,6 @@ from tritonscale.scaling.decider import (
     learned_cost,
     slope_known,
 )
-
-COST = (20.0, 2.0)  # the simulator's and the sandbox's model: 20 ms + 2 ms per item, max batch 16
-TIGHT = 104.0  # the suite's tight SLO: 2x the full-batch time
-B16 = Bounds(16)
-GREEDY, OVERSIZED = Settings(0, ()), Settings(100_000, ())
-
 
 # ---- status.batching and the tick's inputs ----------------------------------------------------
 

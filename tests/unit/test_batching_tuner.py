@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from support.tuner_cases import B16, COST, DEFAULT, GREEDY, OVERSIZED, TIGHT
 from tritonscale.scaling.batching_tuner import (
     CONFIRM_S,
     MIN_CHANGE_INTERVAL_S,
@@ -20,14 +21,7 @@ from tritonscale.scaling.batching_tuner import (
     tune,
 )
 
-COST = (20.0, 2.0)  # the simulator's and the sandbox's model: 20 ms + 2 ms per item, max batch 16
-TIGHT = 104.0  # the suite's tight SLO: 2x the full-batch time
-
-
 # ---- the tuner -------------------------------------------------------------------------------
-
-B16 = Bounds(16)
-GREEDY, OVERSIZED, DEFAULT = Settings(0, ()), Settings(100_000, ()), Settings(2000, (4, 8, 16))
 
 
 def _obs(rate: float = 150.0, target: float | None = TIGHT, **kw: Any) -> TunerObservation:
