@@ -92,7 +92,7 @@ def _http_url(text: str) -> str | None:
 
 
 def _label_pair(text: str) -> tuple[str, str]:
-    from tritonscale.scaling.prometheus_source import is_label_name
+    from tritonscale.scaling.promql_queries import is_label_name
 
     name, sep, value = text.partition("=")
     if not sep or not name:

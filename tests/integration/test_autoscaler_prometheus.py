@@ -18,7 +18,8 @@ from support.cluster import sample, wait_for
 from support.deployment_watch import ReplicaRecorder, needs_prometheus
 from support.triton_exporter import ready_replicas, scraped_exporter
 from tritonscale.api.spec import GROUP, PLURAL, VERSION
-from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector
+from tritonscale.scaling.prometheus_source import PrometheusSource
+from tritonscale.scaling.promql_queries import SeriesSelector
 
 NAME = "linear"
 

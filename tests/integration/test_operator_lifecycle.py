@@ -19,7 +19,8 @@ from support.cluster import exists, sample, wait_for
 from support.operator_cluster import Cluster
 from tritonscale.api.spec import HASH_ANNOTATION, LABEL
 from tritonscale.reconcile.diff import LAST_APPLIED
-from tritonscale.render.kubernetes_objects import mounted_configmap, recorded_spec
+from tritonscale.render.deployment_records import recorded_spec
+from tritonscale.render.kubernetes_objects import mounted_configmap
 
 
 def test_operator_creates_children_sets_status_and_corrects_drift(api_client, namespace, models_claim, node,

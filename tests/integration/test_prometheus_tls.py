@@ -15,7 +15,8 @@ import pytest
 from support.deployment_watch import needs_prometheus
 from tritonscale import process_group
 from tritonscale.sandbox.prometheus_server import PrometheusServer
-from tritonscale.scaling.prometheus_source import SIGNALS, PrometheusSource
+from tritonscale.scaling.prometheus_source import PrometheusSource
+from tritonscale.scaling.promql_queries import SIGNALS
 
 
 def _self_signed(directory: Path) -> tuple[Path, Path]:

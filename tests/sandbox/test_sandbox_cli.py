@@ -312,7 +312,7 @@ def test_a_refused_run_makes_no_folder(tmp_path, capsys):
 def test_a_first_ready_timeout_names_the_schedulers_reason():
     from types import SimpleNamespace as NS
 
-    from tritonscale.sandbox.orchestrator import unscheduled
+    from tritonscale.sandbox.cluster_reader import unscheduled
 
     def pod(name, scheduled, reason="", message=""):
         cond = NS(type="PodScheduled", status="True" if scheduled else "False", reason=reason, message=message)

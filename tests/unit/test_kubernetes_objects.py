@@ -21,12 +21,12 @@ from tritonscale.api.spec import (
     SPEC_ANNOTATION_MAX_BYTES,
     InferenceServiceSpec,
 )
+from tritonscale.render.deployment_records import recorded_spec
 from tritonscale.render.kubernetes_objects import (
     build_children,
     config_hash,
     max_surge,
     mounted_configmap,
-    recorded_spec,
 )
 from tritonscale.render.triton_config import render_config_pbtxt
 

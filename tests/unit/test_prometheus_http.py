@@ -248,7 +248,8 @@ def test_a_failed_answer_is_said_plainly(status, answer, said):
 def test_the_targets_query_is_best_effort():
     """It only words messages: a Prometheus (or label proxy) that refuses `up` must not fail the round, which
     would hold every service and count towards fallbackReplicas (found by a review)."""
-    from tritonscale.scaling.prometheus_source import PrometheusSource, build_queries
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+    from tritonscale.scaling.promql_queries import build_queries
 
     source = PrometheusSource("http://127.0.0.1:1")
     queries = build_queries(source.selector, 60)

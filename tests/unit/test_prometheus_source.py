@@ -154,7 +154,8 @@ def test_an_answer_that_is_no_instant_vector_fails_the_round_naming_prometheus(m
 def test_no_series_names_the_series_label_matchers_too(monkeypatch):
     """The operator's --series-label matchers filter every query; a message naming only namespace,
     inferenceservice and model sent the user to check those (an exploratory review's finding)."""
-    from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector
+    from tritonscale.scaling.prometheus_source import PrometheusSource
+    from tritonscale.scaling.promql_queries import SeriesSelector
 
     source = PrometheusSource("http://127.0.0.1:1", selector=SeriesSelector(extra=(("job", 'tri"ton\\x'),)))
     monkeypatch.setattr(source._prom, "custom_query", lambda q: [])

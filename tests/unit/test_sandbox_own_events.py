@@ -4,7 +4,7 @@ keeps a deleted object's Events for an hour: session 83's walkthrough saw one co
 
 from __future__ import annotations
 
-from tritonscale.sandbox.orchestrator import own_events
+from tritonscale.sandbox.cluster_reader import own_events
 
 
 def event(uid: str, reason: str, name: str, owner_uid: str) -> dict:

@@ -15,7 +15,7 @@ from test_tick_invalid_edit import Made
 from test_tick_scale_failed import UID
 
 from tritonscale.api.validation import validate_body
-from tritonscale.render.kubernetes_objects import SERVING_ANNOTATION, recorded_spec, serving_digest
+from tritonscale.render.deployment_records import SERVING_ANNOTATION, recorded_spec, serving_digest
 from tritonscale.scaling import tick
 from tritonscale.scaling.prometheus_source import Snapshot
 

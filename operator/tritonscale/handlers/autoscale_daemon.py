@@ -22,6 +22,7 @@ from tritonscale.handlers.settings import _kube, _snapshots, not_allowed
 from tritonscale.kube.client import API_ERRORS, describe_api_error
 from tritonscale.reconcile.inference_service import forget_deleted
 from tritonscale.scaling import operator_metrics as om
+from tritonscale.scaling import spec_in_force
 from tritonscale.scaling import tick as autoscaler
 from tritonscale.scaling.prometheus_http import shown_url
 from tritonscale.scaling.prometheus_source import Snapshot
@@ -90,7 +91,7 @@ async def autoscale(stopped: kopf.DaemonStopped, namespace: str | None, name: st
             if uid in _deleted:  # the watch saw it go (note_deletion)
                 gone = True
                 return
-            scaling = autoscaler.scaling_in_force(uid, body)
+            scaling = spec_in_force.scaling_in_force(uid, body)
             interval = float(scaling.interval_seconds)
             window = scaling.window_seconds
             url = scaling.prometheus.url or settings.PROMETHEUS_URL  # configure's, read now

@@ -15,7 +15,8 @@ from tritonscale.kube.client import Kube
 from tritonscale.reconcile.inference_service import UPGRADES
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling.prometheus_http import allowed_by, shown_url
-from tritonscale.scaling.prometheus_source import PrometheusSource, SeriesSelector
+from tritonscale.scaling.prometheus_source import PrometheusSource
+from tritonscale.scaling.promql_queries import SeriesSelector
 from tritonscale.scaling.snapshot_cache import SnapshotCache
 
 log = logging.getLogger("tritonscale")

@@ -39,10 +39,7 @@ from tritonscale.api.spec import (
     model_name,
 )
 from tritonscale.api.status import BatcherInForce, tuned_batcher
-from tritonscale.render.deployment_records import SERVING_ANNOTATION as SERVING_ANNOTATION  # for scaling/tick.py
-from tritonscale.render.deployment_records import recorded_spec as recorded_spec  # for scaling/tick.py
-from tritonscale.render.deployment_records import serving_digest as serving_digest  # for scaling/tick.py
-from tritonscale.render.deployment_records import spec_annotation
+from tritonscale.render.deployment_records import SERVING_ANNOTATION, serving_digest, spec_annotation
 from tritonscale.render.triton_config import render_config_pbtxt
 from tritonscale.render.triton_containers import (
     CONFIG_VOLUME,

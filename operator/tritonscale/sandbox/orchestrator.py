@@ -34,7 +34,6 @@ from tritonscale.api.spec import GROUP, PLURAL, VERSION
 from tritonscale.kube.client import client_for
 from tritonscale.sandbox import prometheus_server as prometheus_runtime
 from tritonscale.sandbox.cluster_reader import ClusterReader, unscheduled
-from tritonscale.sandbox.cluster_reader import own_events as own_events
 from tritonscale.sandbox.cluster_setup import (
     apply_crd,
     check_free,

@@ -19,11 +19,7 @@ from typing import Any, Protocol
 
 from tritonscale.scaling.decider import Observation, SourceFailure
 from tritonscale.scaling.prometheus_http import deadline_session, describe_failure, redacted, shown_url
-from tritonscale.scaling.promql_queries import SIGNALS as SIGNALS  # for tests/integration
-from tritonscale.scaling.promql_queries import TARGETS_LABEL
-from tritonscale.scaling.promql_queries import SeriesSelector as SeriesSelector  # for handlers/settings.py
-from tritonscale.scaling.promql_queries import build_queries as build_queries  # for tests
-from tritonscale.scaling.promql_queries import is_label_name as is_label_name  # for cli.py
+from tritonscale.scaling.promql_queries import TARGETS_LABEL, SeriesSelector, build_queries
 
 # Signals only messages read: asked last, and a round that cannot get them (a label proxy that refuses
 # ``up``, the round's deadline) goes on without them, where a failed round would hold every service.

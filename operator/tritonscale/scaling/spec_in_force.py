@@ -12,10 +12,10 @@ from tritonscale.api import status as st
 from tritonscale.api.spec import InferenceServiceSpec, ScalingSpec
 from tritonscale.api.validation import scaling_spec, validate_body, validate_spec
 from tritonscale.kube.client import Kube
+from tritonscale.render.deployment_records import recorded_spec
 from tritonscale.render.kubernetes_objects import (
     build_pdb,
     config_hash,
-    recorded_spec,
     rendered_config,
     template_hash,
 )

@@ -32,7 +32,8 @@ from tritonscale.api.spec import InferenceServiceSpec, model_name
 from tritonscale.api.validation import validate_body
 from tritonscale.kube.client import API_ERRORS, Kube, describe_api_error, writes_together
 from tritonscale.kube.object_lock import object_lock
-from tritonscale.render.kubernetes_objects import SERVING_ANNOTATION, owned_by, recorded_spec, serving_digest
+from tritonscale.render.deployment_records import SERVING_ANNOTATION, recorded_spec, serving_digest
+from tritonscale.render.kubernetes_objects import owned_by
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling import operator_metrics as om
@@ -46,7 +47,6 @@ from tritonscale.scaling.replicas_elsewhere import (
     EventFn,
     replicas_overridden,
 )
-from tritonscale.scaling.spec_in_force import scaling_in_force as scaling_in_force  # re-exported for handlers
 from tritonscale.scaling.spec_in_force import spec_to_scale_by
 from tritonscale.scaling.tick_status import autoscaler_status
 
