@@ -27,6 +27,7 @@ import pytest
 
 from support.chart_render import NON_DEFAULT_VALUES, helm_template, rbac_grants
 from support.cluster import OPERATOR_NAMESPACE, RELEASE, client_for, sample, wait_for
+from support.operator_cluster import Cluster
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 from tritonscale.render.kubernetes_objects import mounted_configmap
 
@@ -50,32 +51,14 @@ def _sample(namespace: str, name: str, **scaling: Any) -> dict[str, Any]:
     return body
 
 
-class _Api:
-    def __init__(self, client: kubernetes.client.ApiClient, namespace: str):
-        self.custom = kubernetes.client.CustomObjectsApi(client)
-        self.core = kubernetes.client.CoreV1Api(client)
-        self.apps = kubernetes.client.AppsV1Api(client)
-        self.policy = kubernetes.client.PolicyV1Api(client)
-        self.ns = namespace
-
-    def create(self, body: dict[str, Any]) -> dict[str, Any]:
-        return self.custom.create_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, body)
-
-    def get(self, name: str) -> dict[str, Any]:
-        return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
-
-    def patch(self, name: str, patch: dict[str, Any]) -> None:
-        self.custom.patch_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name, patch,
-                                                   _content_type="application/merge-patch+json")
-
-    def condition(self, name: str, type_: str) -> dict[str, Any]:
-        conds = (self.get(name).get("status") or {}).get("conditions") or []
-        return next((c for c in conds if c["type"] == type_), {})
+class _Api(Cluster):
+    """``Cluster`` and what this test reads besides: the mounted ConfigMap's name and config.pbtxt, and
+    whether the object is gone."""
 
     def configmap(self, name: str) -> str:
         """The ConfigMap the Deployment mounts (NAME-config-HASH)."""
         deployment = self.apps.read_namespaced_deployment(name, self.ns)
-        return mounted_configmap(self.apps.api_client.sanitize_for_serialization(deployment))
+        return mounted_configmap(self.client.sanitize_for_serialization(deployment))
 
     def config_pbtxt(self, name: str) -> str:
         return self.core.read_namespaced_config_map(self.configmap(name), self.ns).data["config.pbtxt"]
@@ -95,7 +78,7 @@ def _lifecycle(k: _Api) -> None:
     k.create(_sample(ns, "linear"))
     wait_for(lambda: k.apps.read_namespaced_deployment("linear", ns) and k.config_pbtxt("linear"), 5,
              what="children of linear")
-    wait_for(lambda: k.condition("linear", "Ready").get("status") == "True", 15, what="Ready=True")
+    wait_for(lambda: (k.condition("linear", "Ready") or {}).get("status") == "True", 15, what="Ready=True")
 
     # A spec change that touches the ConfigMap, the Deployment's pod template and the PDB.
     k.patch("linear", {"spec": {"batching": {"maxQueueDelayMicroseconds": 500}, "scaling": {"minReplicas": 2}}})
@@ -133,7 +116,7 @@ def _lifecycle(k: _Api) -> None:
     conflicting = _sample(ns, "linear-v2")
     conflicting["spec"]["runtime"].update(gpus=1, resources={"limits": {"nvidia.com/gpu": 2}})
     k.create(conflicting)
-    wait_for(lambda: k.condition("linear-v2", "SpecValid").get("status") == "False", 5, what="SpecValid=False")
+    wait_for(lambda: (k.condition("linear-v2", "SpecValid") or {}).get("status") == "False", 5, what="SpecValid=False")
 
     k.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "linear")
     wait_for(lambda: k.gone("linear"), 5, what="linear deleted")
