@@ -16,6 +16,9 @@ class ScaleUpPolicy(_Model):
         default=0, ge=0, le=3600,
         description="Scale up to the lowest recommendation of this look-back window (0 = act at once).",
     )
+    # 4, the Kubernetes HPA's 4 pods per 15 s. The suite (session 88, the simulator README's fresher-rate
+    # entry): unlimited 99 -> 97/126 (a burst's first readings overshoot, and this damps them); the HPA's
+    # whole default, max(4 pods, 100%), 99 -> 99, no scenario moved.
     max_step: int = Field(default=4, ge=1, le=1000, description="Most replicas added per tick.")
 
 
