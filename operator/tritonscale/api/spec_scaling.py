@@ -69,6 +69,8 @@ class ScalingSpec(_Model):
         default=15, ge=1, le=600,
         description="Seconds between autoscaler ticks; an edit of spec.scaling is acted on at once, not at the "
                     "next tick.")
+    # 60: the suite (session 88, for tritonscale alone) with 30 s 99 -> 95/126, with 120 s 99 -> 97 (the
+    # simulator README's fresher-rate entry).
     window_seconds: int = Field(
         default=60, ge=5, le=3600,
         description="Range of the rate() windows for request rate and queue time; the autoscaler plans from the "
