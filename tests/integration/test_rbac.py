@@ -57,8 +57,7 @@ class _Api(Cluster):
 
     def configmap(self, name: str) -> str:
         """The ConfigMap the Deployment mounts (NAME-config-HASH)."""
-        deployment = self.apps.read_namespaced_deployment(name, self.ns)
-        return mounted_configmap(self.client.sanitize_for_serialization(deployment))
+        return mounted_configmap(self.deployment(name))
 
     def config_pbtxt(self, name: str) -> str:
         return self.core.read_namespaced_config_map(self.configmap(name), self.ns).data["config.pbtxt"]
@@ -118,7 +117,7 @@ def _lifecycle(k: _Api) -> None:
     k.create(conflicting)
     wait_for(lambda: (k.condition("linear-v2", "SpecValid") or {}).get("status") == "False", 5, what="SpecValid=False")
 
-    k.custom.delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "linear")
+    k.delete("linear")
     wait_for(lambda: k.gone("linear"), 5, what="linear deleted")
 
 
