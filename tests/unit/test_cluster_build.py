@@ -197,9 +197,16 @@ def test_an_interrupted_build_stops_gos_processes_too(monkeypatch, tmp_path):
             time.sleep(0.05)
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
-    threading.Thread(target=interrupt_once_go_runs, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        build.ensure_binaries()
+    # Python turns SIGINT into KeyboardInterrupt only if it was not ignored when the interpreter started, and
+    # a shell without job control starts its background jobs with SIGINT ignored: a CI run started as
+    # `.ci/run &` from a script lost the signal, and the four fake builds ran their 60 s each (session 89).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt_once_go_runs, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            build.ensure_binaries()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     child = int(pidfile.read_text())
     for _ in range(100):  # reaped by init once killed
         try:
