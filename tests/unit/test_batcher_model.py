@@ -11,7 +11,9 @@ import pytest
 from support.tuner_cases import COST, LOOSE, TIGHT
 from tritonscale.scaling.decider import UTILISATION, batch_capacity
 from tritonscale.scaling.decider.batcher_model import (
+    SAMPLE_EXCESS,
     capacity_at_target,
+    greedy_capacity,
     greedy_p95_capacity,
     predicted_p95_ms,
     steady_state,
@@ -94,3 +96,23 @@ def test_decider_capacity_follows_the_delay_in_force() -> None:
     # 280 ms with a loose target: held batches at 50 rps miss it (280 + 48 ms); full ones from 62 rps make it
     assert predicted_p95_ms(COST, 16, 280.0, (), 50.0) > LOOSE > predicted_p95_ms(COST, 16, 280.0, (), 100.0)
     assert capacity_at_target(COST, 16, LOOSE, 280.0) == pytest.approx(greedy_p95_capacity(COST, 16, LOOSE), rel=0.01)
+
+
+# ---- greedy_capacity: the closed form held within the sample model's band --------------------------
+
+@pytest.mark.parametrize(("cost", "k", "target", "held"), [
+    ((20.0, 2.0), 16, 104.0, "closed"),  # the suite's tight target: within the band, the closed form stands
+    ((20.0, 2.0), 16, 312.0, "closed"),  # ... and its loose one
+    ((40.0, 1.0), 16, 84.0, "floor"),  # 1.5 full batches of a fixed-cost model: the closed form read 7 rps
+    ((20.0, 5.0), 4, 100.0, "floor"),  # between the closed form's regimes: 62 rps where the sample says 75
+    ((20.0, 15.0), 4, 120.0, "sample"),  # the closed form above the sample: 31.7 rps where the replica serves 27
+    ((20.0, 2.0), 1, 33.0, "closed"),  # no batching: the closed form's M/D/1 is exact
+    ((20.0, 2.0), 16, 15.0, "closed"),  # no rate meets the target (a batch of one takes 22 ms): the sample has none
+])
+def test_greedy_capacity_holds_the_closed_form_within_the_samples_band(cost, k, target, held) -> None:
+    closed = greedy_p95_capacity(cost, k, target)
+    sample = capacity_at_target(cost, k, target, best_effort=False)
+    expect = {"closed": closed, "floor": sample / SAMPLE_EXCESS, "sample": sample}[held]
+    assert greedy_capacity(cost, k, target) == pytest.approx(expect)
+    if held != "closed":
+        assert greedy_capacity(cost, k, target) != pytest.approx(closed, rel=0.03)  # the band moved it

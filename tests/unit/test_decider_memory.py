@@ -101,11 +101,11 @@ def test_a_tuner_failure_does_not_stop_the_tick(monkeypatch: pytest.MonkeyPatch,
 
 
 def _steady_seven() -> tuple[State, float]:
-    """A memory of 20 minutes at ~1,500 rps on 7 replicas (15 s ticks, a learned 10 s cold start: a 30 s
+    """A memory of 20 minutes at ~1,600 rps on 7 replicas (15 s ticks, a learned 10 s cold start: a 30 s
     scale-down window), as the operator writes it to status; and the time of its last tick."""
     state, current, now = State(cold_start_s=10.0), 2, NOW
     for i in range(80):
-        d = decide(_busy(1500.0 + (37 * i) % 101 - 50), Replicas(current, current), _BUSY_POLICY, state, now)
+        d = decide(_busy(1600.0 + (37 * i) % 101 - 50), Replicas(current, current), _BUSY_POLICY, state, now)
         state, current, now = d.state, d.replicas, now + 15.0
     assert current == 7
     return restarted(state), now - 15.0

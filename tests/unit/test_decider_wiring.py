@@ -29,14 +29,14 @@ def test_a_queue_drained_right_after_replicas_joined_holds_the_count_and_remembe
     st = replace(BASE, last_pending=PendingReading(NOW - 15.0, 400.0, 2.0, 0.0, 0.0, 2.0))
     d = D.decide(_obs(1000.0, 100.0), Replicas(3, 3), POLICY, st, NOW)
     assert (d.replicas, d.reason) == (3, "QueueDraining")
-    assert d.message == ("980.0 rps now, planning 980.0 rps + 100 queued at ~285.7 rps per replica (batch cost); "
+    assert d.message == ("980.0 rps now, planning 980.0 rps + 100 queued at ~287.6 rps per replica (batch cost); "
                          "replicas joined within the last two ticks and the queue drained from 400 to 100: waiting "
                          "a tick for a reading without the drain -> 3 replicas")
     assert d.state.recommendations == ((NOW, 4, 4),)
 
 
 def test_the_history_remembers_the_bare_need_of_the_rate_now() -> None:
-    """At a steady 600 rps on 6 replicas the bare need is ceil(600 / 285.7) = 3: that, not the 6 running,
+    """At a steady 600 rps on 6 replicas the bare need is ceil(600 / 287.6) = 3: that, not the 6 running,
     is what the burst memory may hold later. Remembering the current count as the need would make every
     later burst hold keep the whole fleet."""
     st = replace(BASE, last_pending=PendingReading(NOW - 15.0, 0.0, 6.0, 0.0, 0.0, 6.0))
@@ -54,6 +54,6 @@ def test_the_burst_memory_holds_the_peak_bare_need_not_the_fleet() -> None:
                  surprises=(NOW - 300.0, NOW - 200.0), recommendations=((NOW - 200.0, 3, 5), (NOW - 15.0, 4, 3)))
     d = D.decide(_obs(600.0, 0.0), Replicas(6, 6), POLICY, st, NOW)
     assert (d.replicas, d.reason) == (5, "BurstMemory")
-    assert d.message == ("600.0 rps now, planning 600.0 rps at ~285.7 rps per replica (batch cost); holding the "
+    assert d.message == ("600.0 rps now, planning 600.0 rps at ~287.6 rps per replica (batch cost); holding the "
                          "peak need of 5 for 600s after the rate's last unforeseen jump 200s ago -> 5 replicas")
     assert d.state.recommendations == ((NOW - 200.0, 3, 5), (NOW - 15.0, 4, 3), (NOW, 3, 3))

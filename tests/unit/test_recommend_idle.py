@@ -12,7 +12,7 @@ from tritonscale.scaling.decider import Demand, Step
 @pytest.mark.parametrize(("d", "planned", "expect"), [
     # the last scrape read nothing, but the window still carries 600 rps: not idle, planned as usual
     (Demand(0.0, 600.0, 0.0), 600.0,
-     Step(3, "Steady", "0.0 rps now, planning 600.0 rps at ~285.7 rps per replica (batch)")),
+     Step(3, "Steady", "0.0 rps now, planning 600.0 rps at ~287.6 rps per replica (batch)")),
     # nothing now, nothing over the window, nothing queued: idle, back to the floor
     (Demand(0.0, 0.0, 0.0), 0.0, Step(1, "Idle", "no requests: back to the warm floor")),
 ])

@@ -9,7 +9,7 @@ from dataclasses import replace
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.batcher_model import (
     capacity_at_target,
-    greedy_p95_capacity,
+    greedy_capacity,
     md1_p95_capacity,
     md1_p95_wait_ms,
     saturation_rps,
@@ -101,7 +101,8 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     """Requests per second per replica that the decider plans at UTILISATION of: with greedy
     batching (the queue delay no longer than the batch time n* of the fluid model, the largest
     batch whose two batch times fit in the target, so it has expired whenever the instance
-    frees) the p95 capacity of ``batcher_model.greedy_p95_capacity`` -- the
+    frees) the p95 capacity of ``batcher_model.greedy_capacity`` (the closed form
+    ``greedy_p95_capacity``, held within the error band of Triton's rule over a sample) -- the
     queueing of random batch sizes is in it, so the plan lands on it, never above ``share`` of
     saturation (rate_model.saturation_share: the rate's unforeseen movement; UTILISATION when not
     given): min(p95 capacity, share x saturation) / UTILISATION. E.g. a=20, b=2, max 16: 294 rps
@@ -126,7 +127,7 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     if delay_ms > a + b * n_star:
         rate = capacity_at_target(cost, big, target_ms, delay_ms, preferred)
     else:
-        rate = greedy_p95_capacity(cost, big, target_ms)
+        rate = greedy_capacity(cost, big, target_ms, delay_ms, preferred)
     if rate <= 0.0:
         return 1000.0 / (a + b)
     return min(rate, (C.UTILISATION if share is None else share) * saturation_rps(cost, big)) / C.UTILISATION
