@@ -163,7 +163,7 @@ def test_deciders_p95_capacity_agrees_with_the_simulated_replica(a, b, k, target
 @pytest.mark.parametrize(("a", "b", "k", "targets"), [
     (40.0, 1.0, 16, 1.5),  # fixed cost dominates, below two full batches: the closed form read 7 rps for 59
     (20.0, 5.0, 4, 2.5),  # small batches between the regimes: 17% low
-    (20.0, 15.0, 4, 1.5),  # per-item cost dominates, below two full batches: 16.5% high (too few replicas)
+    (20.0, 15.0, 4, 1.5),  # per-item cost dominates, below two full batches: 17% high (too few replicas)
     (5.0, 20.0, 4, 3.0),  # 14% low
 ])
 def test_the_decider_plans_greedy_batching_within_the_sample_models_band(a, b, k, targets):
