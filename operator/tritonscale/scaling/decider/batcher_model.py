@@ -56,10 +56,10 @@ _OVERFLOW_SHARE = 0.02
 # (``capacity_at_target``) reads at most: its 2,000 arrivals see fewer of the long queues that build
 # near saturation. Over 12 batch costs (fixed cost 2-50 ms, per item 1-20 ms, maxBatchSize 4-32) x
 # targets of 1.5-6 full-batch times (72 points, session 90: ``e2e/bench_capacity_model.py``): +4.4% at
-# most, -2.8% at least, median +3.5% -- 5%, rounded up. ``greedy_capacity``
-# reads the sample's figure divided by this as a lower bound. (4.5% gave 99 -> 98 on the suite's stored
-# run, each change one window of a smooth class at the tight target, where the sample over 4.5% reads
-# 0.15% above the closed form; at 5% the closed form stands there.)
+# most, -2.8% at least, median +3.5% -- 5%, rounded up. ``greedy_capacity`` reads the sample's figure
+# divided by this as a lower bound. (4.5% gave 99 -> 98 on the suite's stored run, each change one
+# window of a smooth class at the tight target, where the sample over 4.5% reads 0.15% above the
+# closed form; at 5% the closed form stands there.)
 SAMPLE_EXCESS = 1.05
 # The arrivals ``steady_state`` serves: unit-mean exponential gaps, cumulated, from a fixed seed
 # (the same sample at every rate, so p95 moves smoothly with the rate and the model is a pure
@@ -195,10 +195,11 @@ def greedy_capacity(cost: tuple[float, float], max_batch: int, target_ms: float,
     it: over the 72 points SAMPLE_EXCESS was measured on, -88% (40 + n ms, K = 16, at 1.5 full-batch
     times: 7 rps where the replica serves 59 -- eight times the replicas), -17% (20 + 5n, K = 4, at
     2.5) and +16.8% (20 + 15n, K = 4, at 1.5: too few replicas for the target), against -7.4% ..
-    +4.4% (median -1.0%) held so. Where the closed form lies within the band it stands, so the suite's figures barely
-    move (``tritonscale simulate``'s README, "Adopted in session 90"). maxBatchSize 1 keeps the closed
-    form: an M/D/1 queue, exact, where the sample's short tail runs 12% low at 1.5 service times. A
-    sample that finds no rate within the target (0) says nothing the closed form does not."""
+    +4.4% (median -1.0%) held so. Where the closed form lies within the band it stands, so the
+    suite's figures barely move (``tritonscale simulate``'s README, "Adopted in session 90").
+    maxBatchSize 1 keeps the closed form: an M/D/1 queue, exact, where the sample's short tail runs
+    12% low at 1.5 service times. A sample that finds no rate within the target (0) says nothing the
+    closed form does not."""
     closed = greedy_p95_capacity(cost, max_batch, target_ms)
     if max(1, max_batch) <= 1:
         return closed

@@ -2,7 +2,7 @@
 ``tritonscale simulate --suite``). The steps read them as ``constants.NAME`` at call time."""
 
 # Share of a replica's capacity the rate signal plans for. With batch statistics the capacity
-# is the p95 capacity (batcher_model.greedy_p95_capacity: the queueing of random batch sizes is
+# is the p95 capacity (batcher_model.greedy_capacity: the queueing of random batch sizes is
 # in it) divided by this share, no more than saturation -- the plan lands on the p95 capacity and
 # never above this share of saturation, where rate noise within a tick would build a queue; from
 # p95 alone (no batch statistics) the share covers the estimate's error. Growth is planned for
