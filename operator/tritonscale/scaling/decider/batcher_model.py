@@ -201,7 +201,7 @@ def greedy_capacity(cost: tuple[float, float], max_batch: int, target_ms: float,
     12% low at 1.5 service times. A sample that finds no rate within the target (0) says nothing the
     closed form does not."""
     closed = greedy_p95_capacity(cost, max_batch, target_ms)
-    if max(1, max_batch) <= 1:
+    if max_batch <= 1:
         return closed
     sample = capacity_at_target(cost, max_batch, target_ms, delay_ms, preferred, best_effort=False)
     if sample <= 0.0:
