@@ -13,8 +13,10 @@ from tritonscale.scaling.decider import UTILISATION, batch_capacity
 from tritonscale.scaling.decider.batcher_model import (
     SAMPLE_EXCESS,
     capacity_at_target,
+    delayed_capacity,
     greedy_capacity,
     greedy_p95_capacity,
+    heavy_traffic_capacity,
     predicted_p95_ms,
     steady_state,
 )
@@ -89,10 +91,12 @@ def test_decider_capacity_follows_the_delay_in_force() -> None:
     assert capacity_at_target(COST, 16, TIGHT, 100.0, best_effort=False) == 0.0
     assert capacity_at_target(COST, 16, TIGHT, 100.0) > 250.0
     # 60 ms, just over the full-batch time: held batches (~60 + 44 ms at 200 rps) reach the tight target near
-    # 175 rps (the simulator's replica: 163): the decider plans with that, not 265
-    assert batch_capacity(COST, 16, TIGHT, delay_ms=60.0) * UTILISATION == pytest.approx(170.0, rel=0.06)
-    # ... and with preferred sizes [4, 8, 16] and 100 ms, ~240 (simulator: 104 ms at 250 rps), not 143
-    assert batch_capacity(COST, 16, TIGHT, 100.0, (4, 8, 16)) * UTILISATION == pytest.approx(240.0, rel=0.06)
+    # 175 rps by the sample (the simulator's replica: 163): the decider plans with that over SAMPLE_EXCESS, 166,
+    # not 265
+    assert batch_capacity(COST, 16, TIGHT, delay_ms=60.0) * UTILISATION == pytest.approx(166.0, rel=0.02)
+    # ... and with preferred sizes [4, 8, 16] and 100 ms, 240 by the sample (simulator: 104 ms at 250 rps),
+    # planned at 229, not 143
+    assert batch_capacity(COST, 16, TIGHT, 100.0, (4, 8, 16)) * UTILISATION == pytest.approx(229.0, rel=0.02)
     # 280 ms with a loose target: held batches at 50 rps miss it (280 + 48 ms); full ones from 62 rps make it
     assert predicted_p95_ms(COST, 16, 280.0, (), 50.0) > LOOSE > predicted_p95_ms(COST, 16, 280.0, (), 100.0)
     assert capacity_at_target(COST, 16, LOOSE, 280.0) == pytest.approx(greedy_p95_capacity(COST, 16, LOOSE), rel=0.01)
@@ -116,3 +120,29 @@ def test_greedy_capacity_holds_the_closed_form_within_the_samples_band(cost, k, 
     assert greedy_capacity(cost, k, target) == pytest.approx(expect)
     if held != "closed":
         assert greedy_capacity(cost, k, target) != pytest.approx(closed, rel=0.03)  # the band moved it
+
+
+# ---- delayed_capacity: a delay longer than the batch time, the sample held by the heavy-traffic limit --
+
+@pytest.mark.parametrize(("cost", "k", "delay_ms", "prefs", "target", "held"), [
+    # two full batches leave the heavy-traffic limit no slack: the sample over SAMPLE_EXCESS
+    (COST, 16, 60.0, (), TIGHT, "floor"),
+    (COST, 16, 100.0, (4, 8, 16), TIGHT, "floor"),
+    # six full batches of 10 + 10n, K = 8 (480 ms): near saturation every batch is full, delay or not
+    ((10.0, 10.0), 8, 80.0, (), 480.0, "closed"),
+    # 2.5 full batches with a delay of two: only light traffic meets it (delay + a small batch); the
+    # heavy-traffic limit's 64.7 rps is above the sample's 5.7, which caps it
+    ((10.0, 10.0), 8, 180.0, (), 225.0, "sample"),
+    (COST, 16, 100.0, (), TIGHT, "best effort"),  # no rate meets it: the rate with the lowest p95, as before
+])
+def test_delayed_capacity_holds_the_sample_within_its_band(cost, k, delay_ms, prefs, target, held) -> None:
+    sample = capacity_at_target(cost, k, target, delay_ms, prefs, best_effort=False)
+    heavy = heavy_traffic_capacity(cost, k, target)
+    expect = {"floor": sample / SAMPLE_EXCESS, "closed": heavy, "sample": sample,
+              "best effort": capacity_at_target(cost, k, target, delay_ms, prefs)}[held]
+    assert delayed_capacity(cost, k, target, delay_ms, prefs) == pytest.approx(expect)
+    assert (sample > 0.0) == (held != "best effort")
+    if held == "closed":
+        assert sample / SAMPLE_EXCESS < heavy < sample
+    if held == "sample":
+        assert heavy > sample

@@ -88,3 +88,28 @@ def capacity_at_slo(cfg: BatcherConfig, slo_ms: float, headroom: float = 0.8, se
     at = _run_one(cfg, headroom * cap, gaps)
     return Calibration(cap, top, headroom, at.busy, headroom * cap * at.mean_latency_s, at.p95_ms,
                        at.mean_queue_s * 1000.0)
+
+
+def robust_capacity_at_slo(cfg: BatcherConfig, slo_ms: float, share: float, steps: int = 64, seed: int = 0,
+                           requests: int = CALIBRATION_REQUESTS) -> float:
+    """The largest Poisson rate at which one replica's p95 is within ``slo_ms`` and stays within it at
+    every rate down to ``share`` of it (0 if none): ``steps`` rates evenly up to saturation, then a
+    bisection above the last that holds. For a queue delay longer than the batch time, whose p95 is
+    not monotone in the rate (light traffic waits out the delay, heavier traffic fills batches
+    before it), where ``capacity_at_slo``'s bisection assumes it is; the decider's batcher model asks
+    the same of its sample (``batcher_model.ROBUST_SHARE``), so the two are compared like for like."""
+    gaps = np.random.default_rng(seed).exponential(1.0, requests)
+    top = cfg.max_throughput_rps
+    rates = [top * (i + 1) / steps for i in range(steps)]
+    meets = [_run_one(cfg, r, gaps).p95_ms <= slo_ms for r in rates]
+    held = [i for i in range(steps) if all(meets[j] for j in range(steps) if share * rates[i] <= rates[j] <= rates[i])]
+    if not held:
+        return 0.0
+    i = held[-1]
+    if i + 1 == steps:
+        return rates[i]
+    lo, hi = rates[i], rates[i + 1]
+    for _ in range(12):  # to saturation / steps / 4096
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if _run_one(cfg, mid, gaps).p95_ms <= slo_ms else (lo, mid)
+    return lo

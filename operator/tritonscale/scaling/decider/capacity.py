@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.batcher_model import (
-    capacity_at_target,
+    delayed_capacity,
     greedy_capacity,
     md1_p95_capacity,
     md1_p95_wait_ms,
@@ -114,18 +114,18 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     lowest latency there is.
 
     A longer delay holds batches back, and the p95 capacity is the batcher model's
-    (``batcher_model.capacity_at_target``: Triton's rule over Poisson arrivals), planned the same
-    way: a tuned delay changes what the decider plans with at once, while the learned cost
-    a + b*n -- the model's, not the settings' -- stays. E.g. a 100 ms delay with preferred sizes
-    [4, 8, 16] at a 104 ms target: 240 rps (the simulated replica: 237), where the mean-value
-    model before session 67 said 143."""
+    (``batcher_model.delayed_capacity``: Triton's rule over Poisson arrivals, held within the same
+    band by the heavy-traffic limit), planned the same way: a tuned delay changes what the decider
+    plans with at once, while the learned cost a + b*n -- the model's, not the settings' -- stays.
+    E.g. a 100 ms delay with preferred sizes [4, 8, 16] at a 104 ms target: 229 rps (the sample 240,
+    the simulated replica 237), where the mean-value model before session 67 said 143."""
     a, b = cost
     big = max(1, max_batch)
     n_star = big  # the fluid model's batch at the target: the largest whose two batch times fit
     while n_star > 1 and 2 * (a + b * n_star) > target_ms:
         n_star -= 1
     if delay_ms > a + b * n_star:
-        rate = capacity_at_target(cost, big, target_ms, delay_ms, preferred)
+        rate = delayed_capacity(cost, big, target_ms, delay_ms, preferred)
     else:
         rate = greedy_capacity(cost, big, target_ms, delay_ms, preferred)
     if rate <= 0.0:
