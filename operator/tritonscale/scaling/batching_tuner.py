@@ -17,8 +17,8 @@ b*lambda*delay), and a delay no longer than it has expired whenever the instance
 are "whatever is queued"): the capacity at the target is about the same whatever the delay up
 to ~T/2, and the tuner's gain is taking an oversized delay, or a preferred size that cuts batches
 short, back to that. Example (a=20 ms, b=2 ms, max batch 16, T=104 ms): a 100 ms delay predicts
-p95 >= 115 ms at every rate -- no rate meets the target -- against 277 rps at the target with no
-delay.
+p95 >= 115 ms at every rate -- no rate meets the target -- against 265 rps at the target with no
+delay (what the decider plans it with; Triton's rule over the model's sample reads 277).
 
 When it may change (reasons in CamelCase, for status.batching.reason):
 
@@ -43,7 +43,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tritonscale.scaling.decider.batcher_model import capacity_at_target, p95_at
+from tritonscale.scaling.decider.batcher_model import p95_at, planned_capacity
 from tritonscale.scaling.decider.steps import ms_text
 
 # Delays tried (ms), up to the bound: a geometric ladder; the batch time of typical models
@@ -240,11 +240,14 @@ class Score:
 
 
 def score(s: Settings, cost: tuple[float, float], max_batch: int, target_ms: float, rate: float) -> Score:
-    """Capacity at the target (0: no rate meets it) and p95 now. Both depend on the cost only through
+    """Capacity at the target (0: no rate meets it) and p95 now. The capacity is the one the decider
+    plans these settings with (``batcher_model.planned_capacity``; session 91: until then the sample's
+    figure, up to 4-5% above it, which changed no run of e2e/bench_batching_tuner.py). Both depend on the
+    cost only through
     the batcher model's curves, cached on the cost to three significant digits (finer than the fit's
     error; rounded to 0.1 ms and 0.01 ms per item, a fast model's 0.04 + 0.004n ms was a cost of 0,
     and its capacity a division by it); p95 now is read off the curve (``batcher_model.p95_at``)."""
-    return Score(capacity_at_target(cost, max_batch, target_ms, s.delay_ms, s.preferred, best_effort=False),
+    return Score(planned_capacity(cost, max_batch, target_ms, s.delay_ms, s.preferred, best_effort=False),
                  p95_at(cost, max_batch, s.delay_ms, s.preferred, rate))
 
 

@@ -230,6 +230,27 @@ def delayed_capacity(cost: tuple[float, float], max_batch: int, target_ms: float
     return min(max(heavy_traffic_capacity(cost, max_batch, target_ms), sample / SAMPLE_EXCESS), sample)
 
 
+def planned_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, delay_ms: float = 0.0,
+                     preferred: tuple[int, ...] = (), best_effort: bool = True) -> float:
+    """The p95 capacity the decider plans these settings with (``capacity.batch_capacity``, before its
+    utilisation and share of saturation), and the one the batching tuner weighs them by, so that the
+    settings it picks for the most capacity are the ones the decider plans the fewest replicas for.
+    Greedy batching -- no delay, or one no longer than the batch time n* of the fluid model (the
+    largest batch whose two batch times fit in the target), so it has expired whenever the instance
+    frees -- is ``greedy_capacity``; a longer delay ``delayed_capacity``. Without ``best_effort`` a
+    delay no rate meets the target with reads 0, as the tuner needs it to."""
+    a, b = cost
+    big = max(1, max_batch)
+    n_star = big
+    while n_star > 1 and 2 * (a + b * n_star) > target_ms:
+        n_star -= 1
+    if delay_ms > a + b * n_star:
+        if not best_effort and capacity_at_target(cost, big, target_ms, delay_ms, preferred, best_effort=False) <= 0:
+            return 0.0
+        return delayed_capacity(cost, big, target_ms, delay_ms, preferred)
+    return greedy_capacity(cost, big, target_ms, delay_ms, preferred)
+
+
 def heavy_traffic_capacity(cost: tuple[float, float], max_batch: int, target_ms: float) -> float:
     """Requests per second near saturation: full batches back to back, and the requests queued
     beyond the next batch exponential with mean x / (2 (K - x)), x = lambda s(K) arrivals per full

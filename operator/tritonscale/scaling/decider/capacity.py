@@ -8,10 +8,9 @@ from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.batcher_model import (
-    delayed_capacity,
-    greedy_capacity,
     md1_p95_capacity,
     md1_p95_wait_ms,
+    planned_capacity,
     saturation_rps,
 )
 from tritonscale.scaling.decider.model import Observation, Policy, State
@@ -118,16 +117,11 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     band by the heavy-traffic limit), planned the same way: a tuned delay changes what the decider
     plans with at once, while the learned cost a + b*n -- the model's, not the settings' -- stays.
     E.g. a 100 ms delay with preferred sizes [4, 8, 16] at a 104 ms target: 229 rps (the sample 240,
-    the simulated replica 237), where the mean-value model before session 67 said 143."""
+    the simulated replica 237), where the mean-value model before session 67 said 143. Both branches
+    are ``batcher_model.planned_capacity``, which the batching tuner weighs settings by too."""
     a, b = cost
     big = max(1, max_batch)
-    n_star = big  # the fluid model's batch at the target: the largest whose two batch times fit
-    while n_star > 1 and 2 * (a + b * n_star) > target_ms:
-        n_star -= 1
-    if delay_ms > a + b * n_star:
-        rate = delayed_capacity(cost, big, target_ms, delay_ms, preferred)
-    else:
-        rate = greedy_capacity(cost, big, target_ms, delay_ms, preferred)
+    rate = planned_capacity(cost, big, target_ms, delay_ms, preferred)  # the branch above, shared with the tuner
     if rate <= 0.0:
         return 1000.0 / (a + b)
     return min(rate, (C.UTILISATION if share is None else share) * saturation_rps(cost, big)) / C.UTILISATION
