@@ -17,6 +17,7 @@ from tritonscale.scaling.decider.batcher_model import (
     greedy_capacity,
     greedy_p95_capacity,
     heavy_traffic_capacity,
+    planned_capacity,
     predicted_p95_ms,
     steady_state,
 )
@@ -146,3 +147,28 @@ def test_delayed_capacity_holds_the_sample_within_its_band(cost, k, delay_ms, pr
         assert sample / SAMPLE_EXCESS < heavy < sample
     if held == "sample":
         assert heavy > sample
+
+
+# ---- planned_capacity: the branch the decider and the tuner share ------------------------------------
+
+@pytest.mark.parametrize(("delay_ms", "prefs", "branch"), [
+    (0.0, (), "greedy"),
+    (52.0, (4, 8, 16), "greedy"),  # no longer than the full-batch time: expired whenever the instance frees
+    (60.0, (), "delayed"),
+    (100.0, (4, 8, 16), "delayed"),
+    (100.0, (), "none"),  # no rate meets the tight target: 0 for the tuner, the best effort for the decider
+])
+def test_planned_capacity_is_greedy_up_to_the_batch_time_and_delayed_past_it(delay_ms, prefs, branch) -> None:
+    strict = planned_capacity(COST, 16, TIGHT, delay_ms, prefs, best_effort=False)
+    planned = planned_capacity(COST, 16, TIGHT, delay_ms, prefs)
+    if branch == "greedy":
+        assert strict == planned == pytest.approx(greedy_capacity(COST, 16, TIGHT, delay_ms, prefs))
+    elif branch == "delayed":
+        assert strict == planned == pytest.approx(delayed_capacity(COST, 16, TIGHT, delay_ms, prefs))
+        assert planned < greedy_capacity(COST, 16, TIGHT)  # holding batches back costs capacity here
+    else:
+        assert strict == 0.0
+        assert planned == pytest.approx(capacity_at_target(COST, 16, TIGHT, delay_ms, prefs))
+        assert planned > 0.0
+    assert batch_capacity(COST, 16, TIGHT, delay_ms, prefs, share=1.0) * UTILISATION == pytest.approx(
+        min(planned, 1000.0 * 16 / 52.0))
