@@ -242,11 +242,11 @@ class Score:
 def score(s: Settings, cost: tuple[float, float], max_batch: int, target_ms: float, rate: float) -> Score:
     """Capacity at the target (0: no rate meets it) and p95 now. The capacity is the one the decider
     plans these settings with (``batcher_model.planned_capacity``; session 91: until then the sample's
-    figure, up to 4-5% above it, which changed no run of e2e/bench_batching_tuner.py). Both depend on the
-    cost only through
-    the batcher model's curves, cached on the cost to three significant digits (finer than the fit's
-    error; rounded to 0.1 ms and 0.01 ms per item, a fast model's 0.04 + 0.004n ms was a cost of 0,
-    and its capacity a division by it); p95 now is read off the curve (``batcher_model.p95_at``)."""
+    figure, up to 4-5% above it, which changed no run of e2e/bench_batching_tuner.py). Both depend on
+    the cost only through the batcher model's curves, cached on the cost to three significant digits
+    (finer than the fit's error; rounded to 0.1 ms and 0.01 ms per item, a fast model's 0.04 + 0.004n
+    ms was a cost of 0, and its capacity a division by it); p95 now is read off the curve
+    (``batcher_model.p95_at``)."""
     return Score(planned_capacity(cost, max_batch, target_ms, s.delay_ms, s.preferred, best_effort=False),
                  p95_at(cost, max_batch, s.delay_ms, s.preferred, rate))
 
