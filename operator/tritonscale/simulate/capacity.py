@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tritonscale.scaling.decider.batcher_model import bisect_up, robust_top
 from tritonscale.simulate.replica import BatcherConfig, Replica
 
 CALIBRATION_REQUESTS = 60_000  # ~3.5 minutes at 285 rps: a 95th percentile to ~1%
@@ -101,15 +102,9 @@ def robust_capacity_at_slo(cfg: BatcherConfig, slo_ms: float, share: float, step
     gaps = np.random.default_rng(seed).exponential(1.0, requests)
     top = cfg.max_throughput_rps
     rates = [top * (i + 1) / steps for i in range(steps)]
-    meets = [_run_one(cfg, r, gaps).p95_ms <= slo_ms for r in rates]
-    held = [i for i in range(steps) if all(meets[j] for j in range(steps) if share * rates[i] <= rates[j] <= rates[i])]
-    if not held:
+    i = robust_top(rates, [_run_one(cfg, r, gaps).p95_ms <= slo_ms for r in rates], share)
+    if i is None:
         return 0.0
-    i = held[-1]
     if i + 1 == steps:
         return rates[i]
-    lo, hi = rates[i], rates[i + 1]
-    for _ in range(12):  # to saturation / steps / 4096
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if _run_one(cfg, mid, gaps).p95_ms <= slo_ms else (lo, mid)
-    return lo
+    return bisect_up(rates[i], rates[i + 1], lambda r: _run_one(cfg, r, gaps).p95_ms <= slo_ms)  # to top/steps/4096

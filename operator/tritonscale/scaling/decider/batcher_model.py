@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -385,20 +386,34 @@ def capacity_at_target(cost: tuple[float, float], max_batch: int, target_ms: flo
 def _capacity_at_target(cost: tuple[float, float], big: int, delay_ms: float, preferred: tuple[int, ...],
                         target_ms: float, best_effort: bool) -> float:
     rates, p95s = _p95_curve(cost, big, delay_ms, preferred)
-    meets = [p <= target_ms for p in p95s]
-    # a rate counts only if the rates down to ROBUST_SHARE of it meet the target too: replicas run
-    # anywhere in that range (the decider plans below capacity and rounds replicas up)
-    ok = [i for i in range(len(rates)) if all(meets[j] for j in range(len(rates))
-                                              if ROBUST_SHARE * rates[i] <= rates[j] <= rates[i])]
-    if not ok:
+    i = robust_top(rates, [p <= target_ms for p in p95s], ROBUST_SHARE)
+    if i is None:
         if not best_effort:
             return 0.0
         return rates[min(range(len(rates)), key=lambda i: p95s[i])]
-    i = ok[-1]
     if i + 1 == len(rates):  # met up to saturation by the sample: the heavy-traffic limit decides
         return heavy_traffic_capacity(cost, big, target_ms) or rates[i]
-    lo, hi = rates[i], rates[i + 1]
-    for _ in range(12):  # to saturation / 48 / 4096: finer than the sample's noise
+    # to saturation / 48 / 4096: finer than the sample's noise
+    return bisect_up(rates[i], rates[i + 1],
+                     lambda r: predicted_p95_ms(cost, big, delay_ms, preferred, r) <= target_ms)
+
+
+def robust_top(rates: Sequence[float], meets: Sequence[bool], share: float) -> int | None:
+    """The index of the largest of ``rates`` (ascending) that meets the target with every rate down to
+    ``share`` of it meeting it too (None if none): replicas run anywhere in that range, since the
+    decider plans below capacity and rounds replicas up. A queue delay's p95 is not monotone in the
+    rate (light traffic waits out the delay), so a rate that meets the target alone says little. The
+    batcher model reads its sample's curve so (``capacity_at_target``), and the simulator measures its
+    replica the same way (``simulate.capacity.robust_capacity_at_slo``)."""
+    held = [i for i in range(len(rates))
+            if all(meets[j] for j in range(len(rates)) if share * rates[i] <= rates[j] <= rates[i])]
+    return held[-1] if held else None
+
+
+def bisect_up(lo: float, hi: float, meets: Callable[[float], bool], steps: int = 12) -> float:
+    """The largest rate in [lo, hi) found to meet the target, ``lo`` meeting it and ``hi`` not, to
+    (hi - lo) / 2**steps."""
+    for _ in range(steps):
         mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if predicted_p95_ms(cost, big, delay_ms, preferred, mid) <= target_ms else (lo, mid)
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
     return lo
