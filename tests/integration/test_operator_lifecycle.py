@@ -101,6 +101,11 @@ def test_operator_creates_children_sets_status_and_corrects_drift(api_client, na
     # The Deployment records the spec it was made from (the last valid one, after an operator restart).
     wait_for(lambda: recorded_spec(k.deployment("linear")) == k.get("linear")["spec"], 3, what="the recorded spec")
     wait_for(lambda: k.children("linear")["PodDisruptionBudget"]["spec"]["minAvailable"] == 2, 3, what="PDB floor")
+    # Without autoTune, status.batching (kubectl get tis -o wide's QUEUEDELAY) shows the spec's delay in force;
+    # the autoscaler's tick writes it (the daemon wakes for a new generation).
+    wait_for(lambda: ((k.get("linear")["status"].get("batching") or {}).get("maxQueueDelayMicroseconds"),
+                      (k.get("linear")["status"].get("batching") or {}).get("source")) == (500, "spec"),
+             20, what="status.batching to show the edited delay")
     wait_for(lambda: k.get("linear")["status"].get("observedGeneration") == k.get("linear")["metadata"]["generation"],
              3, what="observedGeneration")
 

@@ -100,12 +100,16 @@ def test_rollout_stuck_is_the_deployments_progress_deadline_while_old_pods_remai
     assert (bs.template_updating(dep), bs.rollout_stuck(dep)) == (updating, stuck)
 
 
-def test_without_autotune_the_spec_is_in_force_and_status_batching_is_removed() -> None:
+def test_without_autotune_the_spec_is_in_force_and_status_batching_shows_it() -> None:
     spec = _spec(None)
     assert bs.in_force(spec, {"batching": {"source": "tuner", "maxQueueDelayMicroseconds": 0}}) == \
         (Settings(100_000, ()), "spec")
     assert bs.tune_tick(spec, {}, Observation("ok"), _decision(100.0), Policy(), 2, DEPLOY_DONE, 0.0) is None
-    assert bs.batching_status(spec, {"batching": {}}, None, 0.0) is None
+    shown = bs.batching_status(spec, {"batching": {}}, None, 0.0)
+    assert shown is not None and (shown.max_queue_delay_microseconds, shown.source, shown.tuner_state) == \
+        (100_000, "spec", None)
+    off = InferenceServiceSpec.model_validate({**spec.model_dump(by_alias=True), "batching": {"enabled": False}})
+    assert bs.batching_status(off, {"batching": {}}, None, 0.0) is None  # no dynamic batching: no delay to show
 
 
 def test_tick_writes_the_spec_values_first_then_the_tuners_change() -> None:

@@ -116,16 +116,58 @@ TUNED = {"maxQueueDelayMicroseconds": 1000, "preferredBatchSizes": [8], "source"
          "lastChangeTime": "2026-11-26T00:00:00Z", "reason": "MoreCapacity", "message": "m"}
 
 
-def test_status_batching_is_removed_once_auto_tune_is_switched_off() -> None:
-    """status.batching holds tuned settings, then the user switches autoTune off: the tick removes it
-    (writes null), so the pods go back to the spec's own batching and status says nothing stale. The
-    status patch leaves out fields never set, so only an explicit removal clears it."""
+def test_once_auto_tune_is_switched_off_status_batching_shows_the_specs_values() -> None:
+    """status.batching holds tuned settings, then the user switches autoTune off: the tick writes the
+    spec's values (what the pods go back to), when they came into force, and drops the tuner's memory.
+    The status patch merges, so the memory goes only by an explicit null."""
     kube = Nodes()
     _deployment(kube, 1, 1)
-    kube.body["status"] = {"batching": dict(TUNED)}  # autoTune is off in the sample
+    kube.body["status"] = {"batching": {**TUNED, "tunerState": {"lastChange": 900.0}}}  # autoTune is off
     _run(kube, 1000.0)
-    assert "batching" in kube.status_patches[-1]
+    live = kube.body["status"]["batching"]
+    assert (live["maxQueueDelayMicroseconds"], live["preferredBatchSizes"], live["source"], live["reason"]) == \
+        (2000, [4, 8, 16], "spec", "SpecValues")
+    assert live["lastChangeTime"] == "1970-01-01T00:16:40Z" and live.get("tunerState") is None
+    assert "in place of the tuner's (queue delay 1000 us, preferred sizes [8])" in live["message"]
+    # the next tick changes nothing: the same values, the same time
+    before = len(kube.status_patches)
+    _run(kube, 1015.0)
+    assert all("batching" not in p for p in kube.status_patches[before:])
+
+
+def test_without_auto_tune_status_batching_shows_the_specs_delay_and_goes_with_batching() -> None:
+    """Never tuned: the first tick writes the spec's delay (kubectl get tis -o wide's QUEUEDELAY), with no
+    change time (not known); an edit of the delay gives the tick's time; batching switched off removes it."""
+    kube = Nodes()
+    _deployment(kube, 1, 1)
+    _run(kube, 1000.0)
+    live = kube.body["status"]["batching"]
+    assert (live["maxQueueDelayMicroseconds"], live["source"], live.get("lastChangeTime")) == (2000, "spec", None)
+    kube.body["spec"]["batching"]["maxQueueDelayMicroseconds"] = 500
+    _run(kube, 1015.0)
+    live = kube.body["status"]["batching"]
+    assert (live["maxQueueDelayMicroseconds"], live["lastChangeTime"]) == (500, "1970-01-01T00:16:55Z")
+    kube.body["spec"]["batching"]["enabled"] = False
+    _run(kube, 1030.0)
     assert kube.body["status"]["batching"] is None
+
+
+def test_a_tuner_failure_leaves_the_tuned_batcher_in_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tuner raises (a bug; the tick logs it and scales on without it): status.batching keeps the
+    settings in force and the tuner's memory. Removed, the reconciler would render the spec's values
+    instead and roll every pod back to them, and the tuner would start again from nothing."""
+    def broken(*_: Any, **__: Any) -> None:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(bs, "tune_tick", broken)
+    kube = Nodes()
+    _deployment(kube, 1, 1)
+    kube.body["spec"]["batching"]["autoTune"] = {"enabled": True}
+    tuned = {**TUNED, "tunerState": {"lastChange": 900.0}}
+    kube.body["status"] = {"batching": copy.deepcopy(tuned)}
+    _run(kube, 1000.0)
+    assert kube.status_patches, "the tick wrote no status"
+    assert kube.body["status"]["batching"] == tuned
 
 
 def test_the_tuner_does_not_run_on_a_remembered_spec(monkeypatch: pytest.MonkeyPatch) -> None:

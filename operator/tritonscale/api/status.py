@@ -69,8 +69,9 @@ class Endpoints(_Model):
 
 
 class BatchingStatus(_Model):
-    """The dynamic-batching settings in force while ``spec.batching.autoTune`` is enabled: what
-    config.pbtxt carries (the reconciler renders these two values instead of the spec's)."""
+    """The dynamic-batching settings in force: what config.pbtxt carries. While ``spec.batching.autoTune``
+    is enabled and the tuner has changed them (``source: tuner``) the reconciler renders these two values
+    instead of the spec's; otherwise they are the spec's, shown (``source: spec``)."""
 
     max_queue_delay_microseconds: int = Field(description="Queue delay in force (config.pbtxt).")
     preferred_batch_sizes: list[int] = Field(
@@ -165,6 +166,8 @@ class InferenceServiceStatus(_Model):
         default_factory=list, description="SpecValid, Ready and UpgradePending (the reconciler); Scaling, "
         "MetricsAvailable and Schedulable (the autoscaler).")
     batching: BatchingStatus | None = Field(
+        # Since session 92 the spec's values too, without autoTune (the class docstring); the description
+        # says the old rule until the CRD next changes, since a new CRD needs a new version (test_version_record).
         default=None, description="Batcher settings in force, while spec.batching.autoTune is enabled.",
     )
     scaling_state: dict[str, Any] | None = Field(

@@ -2,10 +2,11 @@
 
 While ``spec.batching.autoTune.enabled`` the settings in force are ``status.batching``'s (the
 reconciler renders config.pbtxt from them); until the tuner first changes them they follow the
-spec (``source: spec``). Without autoTune the spec's are in force and ``status.batching`` is
-removed. The decider plans with the settings in force (``decider.Policy.queue_delay_ms``), the
-tuner (``batching_tuner.tune``, pure) may change them, and this module turns its answer into the
-status the tick writes -- only the fields that changed reach the API (``status_patch``).
+spec (``source: spec``). Without autoTune the spec's are in force, and ``status.batching`` shows
+them (``source: spec``, no tuner memory); with dynamic batching off it is removed. The decider
+plans with the settings in force (``decider.Policy.queue_delay_ms``), the tuner
+(``batching_tuner.tune``, pure) may change them, and this module turns its answer into the status
+the tick writes -- only the fields that changed reach the API (``status_patch``).
 """
 
 from __future__ import annotations
@@ -94,10 +95,12 @@ def tuner_observation(obs: Observation, decision: Decision, policy: Policy, read
 
 def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, tuning: bt.Tuning | None,
                     now: float) -> st.BatchingStatus | None:
-    """status.batching after this tick; None (removed) without autoTune."""
-    if not auto_tune_enabled(spec) or tuning is None:
-        return None
+    """status.batching after this tick: the settings in force. Without autoTune, the spec's
+    (``untuned_status``); with it, ``tuning`` is this tick's answer of the tuner (the caller writes
+    nothing where the tuner failed: the settings in force and its memory stay as they are)."""
     live = (status or {}).get("batching") if isinstance((status or {}).get("batching"), Mapping) else None
+    if not auto_tune_enabled(spec) or tuning is None:
+        return untuned_status(spec, live, now)
     settings, source = in_force(spec, status)
     state = {**tuning.state.to_dict(), "verdict": tuning.reason, "verdictMessage": tuning.message[:1000]}
     if tuning.changed:
@@ -155,6 +158,40 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
     return st.BatchingStatus(
         max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
         source="spec", last_change_time=changed_at, reason=reason, message=message, tuner_state=state)
+
+
+def untuned_status(spec: InferenceServiceSpec, live: Mapping[str, Any] | None, now: float) -> st.BatchingStatus | None:
+    """status.batching without autoTune: the spec's queue delay and preferred sizes, which config.pbtxt
+    carries, so that ``kubectl get tis -o wide`` shows the delay in force whether or not the tuner runs
+    (an empty column had read as no delay). No tuner memory: switched on, the tuner starts from the spec.
+    ``lastChangeTime`` is when the tick first saw other values in force than the ones written before (a
+    spec edit, or autoTune switched off after it had changed them); unknown (absent) until then. None
+    (removed) where dynamic batching is off: Triton has no queue delay then."""
+    b = spec.batching
+    if b is None or not b.enabled:
+        return None
+    settings = spec_settings(spec)
+    values = (settings.delay_us, list(settings.preferred))
+    message, changed_at = "spec.batching's values: batching.autoTune is off", None
+    if live is not None:
+        was = (live.get("maxQueueDelayMicroseconds"), live.get("preferredBatchSizes") or [])
+        if was == values:  # as written: the time, and the message said then (until the next change)
+            changed_at = live.get("lastChangeTime") if isinstance(live.get("lastChangeTime"), str) else None
+            if live.get("source") == "spec" and isinstance(live.get("message"), str) and live.get("message"):
+                message = str(live["message"])
+        else:
+            changed_at = st.rfc3339(now)
+            if live.get("source") == "tuner":
+                message = (f"batching.autoTune is off: spec.batching's values are in force again, in place of "
+                           f"the tuner's (queue delay {was[0]} us, preferred sizes {_sizes(was[1])})")
+    # A null removes a field (the tuner's memory, a time no longer known); only where there is one to remove,
+    # so that a tick that changes nothing writes nothing.
+    gone = {k: None for k, field in (("last_change_time", "lastChangeTime"), ("tuner_state", "tunerState"))
+            if live is not None and live.get(field) is not None}
+    return st.BatchingStatus(
+        **{**gone, **({"last_change_time": changed_at} if changed_at else {})},
+        max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
+        source="spec", reason="SpecValues", message=message)
 
 
 def _sizes(prefs: Any) -> str:

@@ -354,7 +354,9 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         # count from the same memory).
         new_status = autoscaler_status(status, decision, obs, census, census_error, live_pods, now,
                                        body["metadata"].get("generation"))
-        if not stale and (tuning is not None or "batching" in status):  # written while tuning, removed after
+        # The settings in force; not where the tuner failed this tick (``_tune``): removed, status.batching
+        # would send the pods back to the spec's values and the tuner's memory with it.
+        if not stale and (tuning is not None or not st.auto_tune_enabled(spec)):
             new_status.batching = bs.batching_status(spec, status, tuning, now)
         if override.fight is not None:
             new_status.conditions = st.set_condition(
