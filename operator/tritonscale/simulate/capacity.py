@@ -102,7 +102,7 @@ def robust_capacity_at_slo(cfg: BatcherConfig, slo_ms: float, share: float, step
     gaps = np.random.default_rng(seed).exponential(1.0, requests)
     top = cfg.max_throughput_rps
     rates = [top * (i + 1) / steps for i in range(steps)]
-    i = robust_top(rates, [_run_one(cfg, r, gaps).p95_ms <= slo_ms for r in rates], share)
+    i = robust_top(rates, lambda j: _run_one(cfg, rates[j], gaps).p95_ms <= slo_ms, share)
     if i is None:
         return 0.0
     if i + 1 == steps:

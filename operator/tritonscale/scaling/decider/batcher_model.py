@@ -41,6 +41,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 # Rates tried when searching the largest one that meets a target (plus a bisection after).
 _RATE_STEPS = 48
 ROBUST_SHARE = 0.8
@@ -83,6 +85,7 @@ def _arrivals(n: int, seed: int) -> tuple[float, ...]:
 
 
 _SAMPLE = _arrivals(_SAMPLE_SIZE, 20261202)
+_SAMPLE_ARRAY = np.asarray(_SAMPLE)
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,8 @@ def steady_state(cost: tuple[float, float], max_batch: int, delay_ms: float, pre
     # in the sample's time unit (one mean gap = 1 / lambda ms)
     hold, fixed, per_item = max(delay_ms, 0.0) * lam, a * lam, b * lam
     arr, n = _SAMPLE, len(_SAMPLE)
-    free, head, batches, lats = 0.0, 0, 0, []
+    free, head, batches = 0.0, 0, 0
+    ends: list[float] = []  # per request counted, its batch's end (latency: end - arrival, below)
     first_start = last_start = 0.0
     while head < n:
         first = arr[head]
@@ -130,11 +134,13 @@ def steady_state(cost: tuple[float, float], max_batch: int, delay_ms: float, pre
                 first_start = start
             batches += 1
             last_start = start
-            lats.extend([end - arr[i] for i in range(head, head + q)])
+            ends.extend([end] * q)
         free, head = end, head + q
-    lats.sort()
+    counted = len(ends)
+    lats = np.asarray(ends) - _SAMPLE_ARRAY[n - counted:]  # the counted requests are the sample's last
+    k = int(0.95 * (counted - 1))
     cycle = (last_start - first_start) / max(batches - 1, 1) / lam
-    return SteadyState(len(lats) / max(batches, 1), cycle, lats[int(0.95 * (len(lats) - 1))] / lam)
+    return SteadyState(counted / max(batches, 1), cycle, float(np.partition(lats, k)[k]) / lam)
 
 
 def greedy_p95_capacity(cost: tuple[float, float], max_batch: int, target_ms: float) -> float:
@@ -340,9 +346,14 @@ def saturation_rps(cost: tuple[float, float], max_batch: int) -> float:
 def _p95_curve(cost: tuple[float, float], big: int, delay_ms: float,
                preferred: tuple[int, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """p95 at _RATE_STEPS rates evenly up to saturation: (rates, p95s)."""
-    saturation = saturation_rps(cost, big)
-    rates = tuple(saturation * (i + 1) / _RATE_STEPS for i in range(_RATE_STEPS))
+    rates = _rates(cost, big)
     return rates, tuple(predicted_p95_ms(cost, big, delay_ms, preferred, r) for r in rates)
+
+
+def _rates(cost: tuple[float, float], big: int) -> tuple[float, ...]:
+    """The rates the model's curves are read at: _RATE_STEPS evenly up to saturation."""
+    saturation = saturation_rps(cost, big)
+    return tuple(saturation * (i + 1) / _RATE_STEPS for i in range(_RATE_STEPS))
 
 
 def _settings_key(cost: tuple[float, float], max_batch: int, delay_ms: float,
@@ -382,14 +393,18 @@ def capacity_at_target(cost: tuple[float, float], max_batch: int, target_ms: flo
     return _capacity_at_target(*_settings_key(cost, max_batch, delay_ms, preferred), float(target_ms), best_effort)
 
 
-@lru_cache(maxsize=4096)
+# A float per entry: room for every cost a thousand services' fits visit as they jitter in their third
+# digit (``_settings_key``), so that a fleet's ticks hit it once it is warm (e2e/bench_autoscaler_tick.py).
+@lru_cache(maxsize=65536)
 def _capacity_at_target(cost: tuple[float, float], big: int, delay_ms: float, preferred: tuple[int, ...],
                         target_ms: float, best_effort: bool) -> float:
-    rates, p95s = _p95_curve(cost, big, delay_ms, preferred)
-    i = robust_top(rates, [p <= target_ms for p in p95s], ROBUST_SHARE)
+    rates = _rates(cost, big)
+    i = robust_top(rates, lambda j: predicted_p95_ms(cost, big, delay_ms, preferred, rates[j]) <= target_ms,
+                   ROBUST_SHARE)
     if i is None:
         if not best_effort:
             return 0.0
+        _, p95s = _p95_curve(cost, big, delay_ms, preferred)
         return rates[min(range(len(rates)), key=lambda i: p95s[i])]
     if i + 1 == len(rates):  # met up to saturation by the sample: the heavy-traffic limit decides
         return heavy_traffic_capacity(cost, big, target_ms) or rates[i]
@@ -398,16 +413,27 @@ def _capacity_at_target(cost: tuple[float, float], big: int, delay_ms: float, pr
                      lambda r: predicted_p95_ms(cost, big, delay_ms, preferred, r) <= target_ms)
 
 
-def robust_top(rates: Sequence[float], meets: Sequence[bool], share: float) -> int | None:
+def robust_top(rates: Sequence[float], meets: Callable[[int], bool], share: float) -> int | None:
     """The index of the largest of ``rates`` (ascending) that meets the target with every rate down to
     ``share`` of it meeting it too (None if none): replicas run anywhere in that range, since the
     decider plans below capacity and rounds replicas up. A queue delay's p95 is not monotone in the
     rate (light traffic waits out the delay), so a rate that meets the target alone says little. The
     batcher model reads its sample's curve so (``capacity_at_target``), and the simulator measures its
-    replica the same way (``simulate.capacity.robust_capacity_at_slo``)."""
-    held = [i for i in range(len(rates))
-            if all(meets[j] for j in range(len(rates)) if share * rates[i] <= rates[j] <= rates[i])]
-    return held[-1] if held else None
+    replica the same way (``simulate.capacity.robust_capacity_at_slo``). ``meets(i)``: rate ``i``
+    meets the target. It is asked from the top down, at most once per rate, and only as far down as the
+    answer needs: each answer costs a run of the batcher (a curve served whole had cost the decider
+    ~36 ms per new batch cost, session 92)."""
+    known: dict[int, bool] = {}
+
+    def ok(j: int) -> bool:
+        if j not in known:
+            known[j] = meets(j)
+        return known[j]
+
+    for i in range(len(rates) - 1, -1, -1):
+        if all(ok(j) for j in range(i, -1, -1) if rates[j] >= share * rates[i]):
+            return i
+    return None
 
 
 def bisect_up(lo: float, hi: float, meets: Callable[[float], bool], steps: int = 12) -> float:
