@@ -342,14 +342,22 @@ def saturation_rps(cost: tuple[float, float], max_batch: int) -> float:
     return 1000.0 * big / (a + b * big)
 
 
-@lru_cache(maxsize=4096)
 def _p95_curve(cost: tuple[float, float], big: int, delay_ms: float,
                preferred: tuple[int, ...]) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """p95 at _RATE_STEPS rates evenly up to saturation: (rates, p95s)."""
-    rates = _rates(cost, big)
-    return rates, tuple(predicted_p95_ms(cost, big, delay_ms, preferred, r) for r in rates)
+    return _rates(cost, big), tuple(_p95_point(cost, big, delay_ms, preferred, i) for i in range(_RATE_STEPS))
 
 
+# A float per entry, as _capacity_at_target's: the points of the curves a fleet's fits visit.
+@lru_cache(maxsize=65536)
+def _p95_point(cost: tuple[float, float], big: int, delay_ms: float, preferred: tuple[int, ...], i: int) -> float:
+    """p95 at the curve's ``i``-th rate (``_rates``): served once, and only where it is read (a whole
+    curve is 48 runs of the batcher; reading p95 at one rate takes two of its points, a capacity
+    the points from the top of the curve down to the answer)."""
+    return predicted_p95_ms(cost, big, delay_ms, preferred, _rates(cost, big)[i])
+
+
+@lru_cache(maxsize=4096)
 def _rates(cost: tuple[float, float], big: int) -> tuple[float, ...]:
     """The rates the model's curves are read at: _RATE_STEPS evenly up to saturation."""
     saturation = saturation_rps(cost, big)
@@ -366,17 +374,17 @@ def _settings_key(cost: tuple[float, float], max_batch: int, delay_ms: float,
 
 def p95_at(cost: tuple[float, float], max_batch: int, delay_ms: float, preferred: tuple[int, ...],
            rate_rps: float) -> float:
-    """``predicted_p95_ms`` read off the cached curve of these settings (linear between its rates,
+    """``predicted_p95_ms`` read off the curve of these settings (linear between its cached points,
     infinite past saturation): what the tuner weighs every candidate by at every tick, without
     serving the sample again for each (below the curve's first rate, served)."""
     key = _settings_key(cost, max_batch, delay_ms, preferred)
-    rates, p95s = _p95_curve(*key)
+    rates = _rates(*key[:2])
     if rate_rps <= rates[0]:
         return predicted_p95_ms(*key, rate_rps)
     i = bisect_right(rates, rate_rps)
     if i >= len(rates):
-        return p95s[-1] if rate_rps <= rates[-1] else math.inf
-    lo, hi = p95s[i - 1], p95s[i]
+        return _p95_point(*key, len(rates) - 1) if rate_rps <= rates[-1] else math.inf
+    lo, hi = _p95_point(*key, i - 1), _p95_point(*key, i)
     if math.isinf(lo) or math.isinf(hi):
         return math.inf
     w = (rate_rps - rates[i - 1]) / (rates[i] - rates[i - 1])
@@ -399,8 +407,7 @@ def capacity_at_target(cost: tuple[float, float], max_batch: int, target_ms: flo
 def _capacity_at_target(cost: tuple[float, float], big: int, delay_ms: float, preferred: tuple[int, ...],
                         target_ms: float, best_effort: bool) -> float:
     rates = _rates(cost, big)
-    i = robust_top(rates, lambda j: predicted_p95_ms(cost, big, delay_ms, preferred, rates[j]) <= target_ms,
-                   ROBUST_SHARE)
+    i = robust_top(rates, lambda j: _p95_point(cost, big, delay_ms, preferred, j) <= target_ms, ROBUST_SHARE)
     if i is None:
         if not best_effort:
             return 0.0
