@@ -7,7 +7,9 @@ Triton-format series for N services (p95 summary, success and queue counters,
 pending gauge) and prints:
 
   1. queries per tick, and ms for one round of them (PrometheusSource.fetch);
-  2. ms to turn that snapshot into N decisions (observation + decide);
+  2. ms to turn that snapshot into N decisions (observation + decide), with no batch cost learned
+     and with one (the batcher model: each service its own cost, so its cache helps only while a
+     cost stays the same);
   3. ms for N full operator ticks (run_tick: read the object and its Deployment,
      list the Deployment's pods, decide, patch status) against a real
      kube-apiserver (tritonscale.cluster) -- the API round trips.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import shutil
 import signal
 import statistics
@@ -38,7 +41,7 @@ from tritonscale.kube.client import Kube, client_for
 from tritonscale.sandbox.cluster_setup import apply_crd
 from tritonscale.sandbox.prometheus_server import PrometheusServer
 from tritonscale.scaling.decider import Policy, Replicas, State, decide
-from tritonscale.scaling.prometheus_source import PrometheusSource
+from tritonscale.scaling.prometheus_source import PrometheusSource, Snapshot
 from tritonscale.scaling.tick import run_tick
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,6 +74,32 @@ def exporter(n: int) -> tuple[ThreadingHTTPServer, str]:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv, f"127.0.0.1:{srv.server_address[1]}"
+
+
+JITTER = 0.005  # the fit's tick-to-tick movement in the suite (batching_tuner.scoring_cost's comment)
+LEARNED_TICKS = 10
+
+
+def decide_learned(snap: Snapshot, n: int, now: float) -> list[float]:
+    """ms for N decisions with a batch cost learned (so the decider plans with the batcher model: the
+    greedy closed form held within the sample's band, or the delayed branch at a 60 ms delay), each
+    service its own cost, over LEARNED_TICKS ticks in which every fit moves by JITTER (a normal draw,
+    seeded) about its own centre: the first tick finds nothing cached; later ones find the costs a fit
+    has visited before (``batcher_model._settings_key`` keys them to three significant digits)."""
+    rng = random.Random(92)
+    policies = [Policy(min_replicas=1, max_replicas=20, target_p95_ms=150, max_batch_size=16, queue_delay_ms=d)
+                for d in (0.0, 2.0, 60.0)]
+    out = []
+    for _ in range(LEARNED_TICKS):
+        t = time.perf_counter()
+        for i in range(n):
+            a = (20.0 + (i % 97) * 0.05) * (1.0 + JITTER * rng.gauss(0.0, 1.0))  # ms
+            b = (2.0 + (i % 89) * 0.01) * (1.0 + JITTER * rng.gauss(0.0, 1.0))  # ms per item
+            state = State(batch_samples=((4.0, a + 4 * b, now - 30.0), (16.0, a + 16 * b, now - 15.0)))
+            obs = snap.observation(f"ns{i % 10}", f"svc-{i}", f"svc-{i}")
+            decide(obs, Replicas(3, 3), policies[i % 3], state, now)
+        out.append((time.perf_counter() - t) * 1000)
+    return out
 
 
 def main() -> int:
@@ -117,6 +146,7 @@ def main() -> int:
             obs = snap.observation(f"ns{i % 10}", f"svc-{i}", f"svc-{i}")
             decide(obs, Replicas(3, 3), policy, State(), time.time())
         decide_ms = (time.perf_counter() - t) * 1000
+        learned_ms = decide_learned(snap, n, time.time())
 
         # Full ticks against the real API server: N objects and their Deployments (paused:
         # the Deployment controller makes no ReplicaSets or pods for them).
@@ -147,6 +177,12 @@ def main() -> int:
         print(f"ms per query round (median of {args.rounds}):   {statistics.median(fetch_ms):.1f} "
               f"(min {min(fetch_ms):.1f}, max {max(fetch_ms):.1f})")
         print(f"ms to decide all {n} from the snapshot: {decide_ms:.1f} ({decide_ms / n * 1000:.0f} us each)")
+        print(f"ms to decide all {n} with a learned batch cost, each its own (the batcher model; delays 0, 2 "
+              f"and 60 ms), every fit moving {JITTER:.1%} a tick:")
+        print(f"  first tick, nothing cached:          {learned_ms[0]:.1f} ({learned_ms[0] / n * 1000:.0f} us each)")
+        later = learned_ms[-5:]
+        print(f"  ticks {LEARNED_TICKS - 4}-{LEARNED_TICKS} (mean, max):              {statistics.mean(later):.1f}, "
+              f"{max(later):.1f} ({statistics.mean(later) / n * 1000:.0f} us each)")
         print(f"ms for {n} full operator ticks:        {tick_ms:.0f} ({tick_ms / n:.2f} ms each; "
               f"2 GETs + 1 pod LIST + status PATCH against kube-apiserver)")
         clean = True
