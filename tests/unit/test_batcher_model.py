@@ -5,20 +5,25 @@ Tables; the tuner that chooses settings by it is test_batching_tuner.py's."""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from support.tuner_cases import COST, LOOSE, TIGHT
 from tritonscale.scaling.decider import UTILISATION, batch_capacity
 from tritonscale.scaling.decider.batcher_model import (
+    _RATE_STEPS,
     SAMPLE_EXCESS,
     capacity_at_target,
     delayed_capacity,
     greedy_capacity,
     greedy_p95_capacity,
     heavy_traffic_capacity,
+    p95_at,
     planned_capacity,
     predicted_p95_ms,
+    robust_top,
+    saturation_rps,
     steady_state,
 )
 
@@ -172,3 +177,48 @@ def test_planned_capacity_is_greedy_up_to_the_batch_time_and_delayed_past_it(del
         assert planned > 0.0
     assert batch_capacity(COST, 16, TIGHT, delay_ms, prefs, share=1.0) * UTILISATION == pytest.approx(
         min(planned, 1000.0 * 16 / 52.0))
+
+
+# ---- reading the curve lazily (session 92) ---------------------------------------------------------
+
+def _robust_top_by_definition(rates: list[float], meets: list[bool], share: float) -> int | None:
+    """robust_top as its docstring defines it, every rate judged first."""
+    held = [i for i in range(len(rates)) if all(meets[j] for j in range(len(rates))
+                                                  if share * rates[i] <= rates[j] <= rates[i])]
+    return held[-1] if held else None
+
+
+def test_robust_top_asks_each_rate_once_and_only_down_to_its_answer() -> None:
+    """Asked from the top down, robust_top gives the index its definition gives (for 2,000 random curves,
+    a non-monotone delay's included), asks no rate twice, and asks none below ``share`` of the answer:
+    each question is a run of the batcher, and a capacity whose answer is high needs none of the low rates."""
+    rng = random.Random(92)
+    rates = [10.0 * (i + 1) for i in range(48)]
+    for _ in range(2000):
+        cut = rng.random()
+        meets = [rng.random() < (0.97 if r < cut * 480 else 0.2) for r in rates]
+        asked: list[int] = []
+
+        def ask(j: int, meets: list[bool] = meets, asked: list[int] = asked) -> bool:
+            asked.append(j)
+            return meets[j]
+
+        got = robust_top(rates, ask, 0.8)
+        assert got == _robust_top_by_definition(rates, meets, 0.8)
+        assert len(asked) == len(set(asked))
+        if got is not None:
+            assert min(asked) >= min(j for j in range(48) if rates[j] >= 0.8 * rates[got])
+
+
+@pytest.mark.parametrize(("delay_ms", "prefs"), [(0.0, ()), (100.0, ()), (50.0, (4, 8, 16))])
+def test_p95_at_reads_the_curve_between_its_points(delay_ms: float, prefs: tuple[int, ...]) -> None:
+    """p95 at a rate between two of the curve's points is the line between the batcher's p95 at those two;
+    below the first point it is served at the rate itself, and past saturation it is unbounded."""
+    top = saturation_rps(COST, 16)
+    step = top / _RATE_STEPS
+    for i in (3, 20, 40):
+        lo, hi = predicted_p95_ms(COST, 16, delay_ms, prefs, step * i), predicted_p95_ms(COST, 16, delay_ms, prefs,
+                                                                                          step * (i + 1))
+        assert p95_at(COST, 16, delay_ms, prefs, step * (i + 0.25)) == pytest.approx(lo + 0.25 * (hi - lo), rel=1e-12)
+    assert p95_at(COST, 16, delay_ms, prefs, step / 2) == predicted_p95_ms(COST, 16, delay_ms, prefs, step / 2)
+    assert math.isinf(p95_at(COST, 16, delay_ms, prefs, top * 1.01))
