@@ -430,13 +430,7 @@ def robust_top(rates: Sequence[float], meets: Callable[[int], bool], share: floa
     meets the target. It is asked from the top down, at most once per rate, and only as far down as the
     answer needs: each answer costs a run of the batcher (a curve served whole had cost the decider
     ~36 ms per new batch cost, session 92)."""
-    known: dict[int, bool] = {}
-
-    def ok(j: int) -> bool:
-        if j not in known:
-            known[j] = meets(j)
-        return known[j]
-
+    ok = lru_cache(maxsize=None)(meets)  # each rate asked once
     for i in range(len(rates) - 1, -1, -1):
         if all(ok(j) for j in range(i, -1, -1) if rates[j] >= share * rates[i]):
             return i
