@@ -128,6 +128,23 @@ def test_the_reconciler_writes_only_its_own_fields() -> None:
     _owned_only(st.RECONCILER, LIVE, counts)
 
 
+@pytest.mark.parametrize(("threshold", "noted"), [(None, False), (2.0, False), (3.0, True)])
+def test_spec_valid_says_when_the_deprecated_panic_threshold_is_set(threshold: float | None, noted: bool) -> None:
+    """panicThreshold is kept so old objects stay valid, and nothing reads it: a value other than the API
+    server's default of 2 was a user's, and SpecValid's message tells them it does nothing."""
+    body = _body(copy.deepcopy(LIVE))
+    if threshold is not None:
+        body["spec"]["scaling"]["panicThreshold"] = threshold
+    spec = InferenceServiceSpec.model_validate(body["spec"])
+    (valid,) = [c for c in status_from_children(body, DEPLOYMENT, spec, T0).conditions if c.type == st.SPEC_VALID]
+    assert valid.status == "True"
+    if noted:
+        assert valid.message == ("spec is valid; spec.scaling.panicThreshold (3) is deprecated and ignored: a p95 "
+                                 "breach with a queue behind it adds one replica, whatever the ratio")
+    else:
+        assert valid.message == "spec is valid"
+
+
 def test_a_refused_spec_names_its_model_only_when_it_parsed() -> None:
     """MODEL (``status.model``) for a spec the API server refused as rendered (ChildRejected) is the spec's
     model, as for a NameConflict; for a spec that did not parse the field is left as a valid generation

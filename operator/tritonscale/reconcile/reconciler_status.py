@@ -5,7 +5,7 @@ them with a Warning event. The conditions are pure functions of the object and i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes.client import (
@@ -96,9 +96,22 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
 
 
 def _spec_valid(body: dict[str, Any], now: float, gen: int | None) -> list[st.Condition]:
-    """The object's conditions with SpecValid=True at generation ``gen``."""
-    return st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid", "spec is valid", now,
-                            gen)
+    """The object's conditions with SpecValid=True at generation ``gen``, its message noting a field set
+    that nothing reads (``ignored_fields``)."""
+    return st.set_condition(st.conditions_of(body.get("status")), st.SPEC_VALID, True, "Valid",
+                            "spec is valid" + ignored_fields(body.get("spec")), now, gen)
+
+
+def ignored_fields(spec: Any) -> str:
+    """"; ..." naming a deprecated field the spec sets, or "": ``spec.scaling.panicThreshold`` is kept so
+    that existing objects stay valid, and nothing reads it. The API server defaults it to 2, so only
+    another value is known to be a user's, who should hear that it does nothing."""
+    scaling = spec.get("scaling") if isinstance(spec, Mapping) else None  # Kopf's views are Mappings
+    value = scaling.get("panicThreshold") if isinstance(scaling, Mapping) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value != 2:
+        return (f"; spec.scaling.panicThreshold ({value:g}) is deprecated and ignored: a p95 breach with a queue "
+                "behind it adds one replica, whatever the ratio")
+    return ""
 
 
 def status_from_children(body: dict[str, Any], deployment: dict[str, Any] | None, spec: InferenceServiceSpec,
