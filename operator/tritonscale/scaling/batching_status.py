@@ -119,7 +119,7 @@ def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None
     if source == "tuner" and live is not None:
         reason, message = str(live.get("reason") or ""), str(live.get("message") or "")
         changed_at = live.get("lastChangeTime")
-        was = (live.get("maxQueueDelayMicroseconds"), live.get("preferredBatchSizes") or [])
+        was = _written(live)
         if was != (settings.delay_us, list(settings.preferred)):
             # A spec edited since brought them within its bounds (api.status.within_spec): the settings in
             # force, and the pods' config, changed now.
@@ -174,7 +174,7 @@ def untuned_status(spec: InferenceServiceSpec, live: Mapping[str, Any] | None, n
     values = (settings.delay_us, list(settings.preferred))
     message, changed_at = "spec.batching's values: batching.autoTune is off", None
     if live is not None:
-        was = (live.get("maxQueueDelayMicroseconds"), live.get("preferredBatchSizes") or [])
+        was = _written(live)
         if was == values:  # as written: the time, and the message said then (until the next change)
             changed_at = live.get("lastChangeTime") if isinstance(live.get("lastChangeTime"), str) else None
             if live.get("source") == "spec" and isinstance(live.get("message"), str) and live.get("message"):
@@ -184,14 +184,21 @@ def untuned_status(spec: InferenceServiceSpec, live: Mapping[str, Any] | None, n
             if live.get("source") == "tuner":
                 message = (f"batching.autoTune is off: spec.batching's values are in force again, in place of "
                            f"the tuner's (queue delay {was[0]} us, preferred sizes {_sizes(was[1])})")
-    # A null removes a field (the tuner's memory, a time no longer known); only where there is one to remove,
-    # so that a tick that changes nothing writes nothing.
-    gone = {k: None for k, field in (("last_change_time", "lastChangeTime"), ("tuner_state", "tunerState"))
-            if live is not None and live.get(field) is not None}
-    return st.BatchingStatus(
-        **{**gone, **({"last_change_time": changed_at} if changed_at else {})},
-        max_queue_delay_microseconds=settings.delay_us, preferred_batch_sizes=list(settings.preferred),
-        source="spec", reason="SpecValues", message=message)
+    shown = st.BatchingStatus(max_queue_delay_microseconds=settings.delay_us,
+                              preferred_batch_sizes=list(settings.preferred), source="spec", reason="SpecValues",
+                              message=message)
+    # A field left unset is left as it is; a null removes it (the tuner's memory, a time no longer known),
+    # set only where there is one to remove, so that a tick that changes nothing writes nothing.
+    if changed_at is not None or (live is not None and live.get("lastChangeTime") is not None):
+        shown.last_change_time = changed_at
+    if live is not None and live.get("tunerState") is not None:
+        shown.tuner_state = None
+    return shown
+
+
+def _written(live: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(queue delay, preferred sizes) as status.batching has them, to compare with the settings in force."""
+    return live.get("maxQueueDelayMicroseconds"), live.get("preferredBatchSizes") or []
 
 
 def _sizes(prefs: Any) -> str:
