@@ -152,6 +152,31 @@ def test_tritonscale_leaves_an_oversized_delay_at_the_first_breach_and_the_repli
     assert np.quantile(late, 0.95) * 1000.0 < 104.0
 
 
+def test_the_decider_hears_of_the_rollout_and_learns_no_batch_cost_from_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Old and new settings side by side run other batch sizes: the decider is told (Replicas.rolling_out, as
+    the operator tells it of a Deployment rolling out), and keeps no batch sample from those ticks."""
+    from tritonscale.scaling import decider
+
+    seen: list[tuple[float, bool]] = []
+    real = decider.decide
+
+    def spy(obs, replicas, policy, state, now):  # type: ignore[no-untyped-def]
+        seen.append((now, replicas.rolling_out))
+        return real(obs, replicas, policy, state, now)
+
+    monkeypatch.setattr(decider, "decide", spy)
+    rng = np.random.default_rng(0)
+    arrivals = np.cumsum(rng.exponential(1 / 400.0, 400 * 600))
+    arrivals = arrivals[arrivals < 600.0]
+    cluster = ClusterConfig(BatcherConfig(max_queue_delay_ms=104.0, preferred=(), queue_timeout_ms=208.0),
+                            cold_start_s=15.0, max_replicas=8)
+    policy = build("tritonscale", Options(104.0, cluster, batching_tuner=True), None, 2)  # type: ignore[arg-type]
+    simulate(arrivals, policy, cluster, 600.0)
+    rolling = {t for t, r in seen if r}
+    assert rolling and len(rolling) < len(seen)  # the rollout's ticks, and the ticks before and after it
+    assert policy.state.batch_samples and not {when for _, _, when in policy.state.batch_samples} & rolling
+
+
 def test_without_the_flag_the_settings_never_change() -> None:
     cluster = ClusterConfig(BatcherConfig(max_queue_delay_ms=104.0, preferred=()), cold_start_s=15.0)
     policy = build("tritonscale", Options(104.0, cluster), None, 1)  # type: ignore[arg-type]

@@ -254,6 +254,24 @@ def test_learn_skips_batch_samples_while_a_replica_that_just_joined_is_in_the_re
     assert sorted(round(e[0]) for e in s.batch_samples) == [4, 5, 16]
 
 
+def test_learn_skips_batch_samples_while_a_new_pod_template_rolls_out():
+    """Old and new pods side by side for the whole rollout (a batcher change: one queue delay on some pods,
+    another on the rest) run batches of different sizes, and the request-weighted time reads high; no pod
+    joins within the readings at most ticks of it, so ``joined`` alone let such samples in."""
+    s = D.learn(State(), ok(100, pending=1.0, batch=4.0), Replicas(3, 3), POLICY, 0.0, 100.0)
+    s = D.learn(s, ok(100, pending=1.0, batch=4.1), Replicas(3, 3), POLICY, 15.0, 100.0)
+    assert sorted(round(e[0]) for e in s.batch_samples) == [4]
+    for t in (30.0, 45.0, 60.0):  # steady readings, the ready count held: only the rollout is in the way
+        s = D.learn(s, ok(150, pending=1.0, batch=6.0), Replicas(4, 3, rolling_out=True), POLICY, t, 150.0)
+    assert sorted(round(e[0]) for e in s.batch_samples) == [4]
+    full = ok(900, pending=1.0, batch=16.0)  # full batches on every pod, whatever its settings: taken
+    s = D.learn(s, full, Replicas(4, 3, rolling_out=True), POLICY, 75.0, 900.0)
+    assert sorted(round(e[0]) for e in s.batch_samples) == [4, 16]
+    s = D.learn(s, ok(150, pending=1.0, batch=6.0), Replicas(3, 3), POLICY, 90.0, 150.0)  # rolled out
+    s = D.learn(s, ok(150, pending=1.0, batch=6.0), Replicas(3, 3), POLICY, 105.0, 150.0)
+    assert sorted(round(e[0]) for e in s.batch_samples) == [4, 6, 16]
+
+
 # Overload: 3 ready replicas serving 3 x 16 / 52 ms = 923 rps, the saturation rate, in full batches.
 SATURATED = replace(ok(923.0, pending=200.0), recent_served_rps=923.0)
 

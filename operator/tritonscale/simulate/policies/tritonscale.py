@@ -56,7 +56,10 @@ class TritonscalePolicy:
 
     def step(self, view: View) -> tuple[int, str]:
         obs = view.observe()
-        d = decider.decide(obs, decider.Replicas(current=view.current, ready=view.ready, startup_s=view.startups),
+        # old and new batcher settings side by side: a rollout, or a rolling reload (--batching-apply reload)
+        mixing = view.rolling or view.now < self.reload_until
+        d = decider.decide(obs, decider.Replicas(current=view.current, ready=view.ready, startup_s=view.startups,
+                                                 rolling_out=mixing),
                            self.policy, self.state, view.now)
         self.state = d.state
         self.last = d
