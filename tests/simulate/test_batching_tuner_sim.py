@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from support.documented_fields import documented_json_fields
 from tritonscale.simulate import tuner_suite
 from tritonscale.simulate.benchmark import Options, build
 from tritonscale.simulate.command import main_simulate
-from tritonscale.simulate.engine import ClusterConfig, simulate
+from tritonscale.simulate.engine import ClusterConfig, RunResult, simulate
 from tritonscale.simulate.replica import BatcherConfig, Replica
 from tritonscale.simulate.suite import Scenario, SuiteConfig
 
@@ -137,14 +138,19 @@ def test_a_reload_pauses_the_replicas_instead_of_replacing_them() -> None:
     assert waited.max() > 1.0  # requests queued behind a reload pause
 
 
-def test_tritonscale_leaves_an_oversized_delay_at_the_first_breach_and_the_replicas_follow() -> None:
+def _tuned_from_an_oversized_delay() -> tuple[Any, RunResult]:
+    """Ten minutes of 400 rps on 2 replicas whose queue delay is the whole 104 ms target, tuned: (policy, run)."""
     rng = np.random.default_rng(0)
     arrivals = np.cumsum(rng.exponential(1 / 400.0, 400 * 600))
     arrivals = arrivals[arrivals < 600.0]
     cluster = ClusterConfig(BatcherConfig(max_queue_delay_ms=104.0, preferred=(), queue_timeout_ms=208.0),
                             cold_start_s=15.0, max_replicas=8)
     policy = build("tritonscale", Options(104.0, cluster, batching_tuner=True), None, 2)  # type: ignore[arg-type]
-    run = simulate(arrivals, policy, cluster, 600.0)
+    return policy, simulate(arrivals, policy, cluster, 600.0)
+
+
+def test_tritonscale_leaves_an_oversized_delay_at_the_first_breach_and_the_replicas_follow() -> None:
+    policy, run = _tuned_from_an_oversized_delay()
     assert [why for _, why, _ in policy.tunings] == ["BreachRelief"]
     assert policy.batcher is not None and policy.batcher.max_queue_delay_ms == 0.0
     assert policy.policy.queue_delay_ms == 0.0  # the decider plans with the settings in force
@@ -165,13 +171,7 @@ def test_the_decider_hears_of_the_rollout_and_learns_no_batch_cost_from_it(monke
         return real(obs, replicas, policy, state, now)
 
     monkeypatch.setattr(decider, "decide", spy)
-    rng = np.random.default_rng(0)
-    arrivals = np.cumsum(rng.exponential(1 / 400.0, 400 * 600))
-    arrivals = arrivals[arrivals < 600.0]
-    cluster = ClusterConfig(BatcherConfig(max_queue_delay_ms=104.0, preferred=(), queue_timeout_ms=208.0),
-                            cold_start_s=15.0, max_replicas=8)
-    policy = build("tritonscale", Options(104.0, cluster, batching_tuner=True), None, 2)  # type: ignore[arg-type]
-    simulate(arrivals, policy, cluster, 600.0)
+    policy, _ = _tuned_from_an_oversized_delay()
     rolling = {t for t, r in seen if r}
     assert rolling and len(rolling) < len(seen)  # the rollout's ticks, and the ticks before and after it
     assert policy.state.batch_samples and not {when for _, _, when in policy.state.batch_samples} & rolling
