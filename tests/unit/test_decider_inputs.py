@@ -256,8 +256,8 @@ def test_learn_skips_batch_samples_while_a_replica_that_just_joined_is_in_the_re
 
 def test_learn_skips_batch_samples_while_a_new_pod_template_rolls_out():
     """Old and new pods side by side for the whole rollout (a batcher change: one queue delay on some pods,
-    another on the rest) run batches of different sizes, and the request-weighted time reads high; no pod
-    joins within the readings at most ticks of it, so ``joined`` alone let such samples in."""
+    another on the rest) run batches of different sizes, and the request-weighted time reads high; at most of
+    its ticks no pod has joined within the readings, so ``joined`` alone let such samples in."""
     s = D.learn(State(), ok(100, pending=1.0, batch=4.0), Replicas(3, 3), POLICY, 0.0, 100.0)
     s = D.learn(s, ok(100, pending=1.0, batch=4.1), Replicas(3, 3), POLICY, 15.0, 100.0)
     assert sorted(round(e[0]) for e in s.batch_samples) == [4]

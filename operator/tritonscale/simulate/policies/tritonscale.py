@@ -64,16 +64,16 @@ class TritonscalePolicy:
         self.state = d.state
         self.last = d
         if self.batcher is not None and self.bounds is not None:
-            self._tune(view, obs, d)
+            self._tune(view, obs, d, mixing)
         return d.replicas, f"{d.reason}: {d.message}"
 
-    def _tune(self, view: View, obs: decider.Observation, d: decider.Decision) -> None:
+    def _tune(self, view: View, obs: decider.Observation, d: decider.Decision, mixing: bool) -> None:
         """The operator's tuner call (``batching_status.tune_tick`` from the tick), with the same
         observation and the same policy update; the rollout flags come from the simulated fleet."""
         assert self.batcher is not None and self.bounds is not None
         now = batcher_settings(self.batcher)
         tobs = bs.tuner_observation(obs, d, self.policy, min(view.ready, view.current),
-                                    rollout=view.rolling or view.ready < view.current or view.now < self.reload_until,
+                                    rollout=mixing or view.ready < view.current,
                                     updating=view.rolling)
         out = bt.tune(tobs, now, self.bounds, self.tuner_state, view.now)
         self.tuner_state = out.state
