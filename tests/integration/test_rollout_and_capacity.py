@@ -98,6 +98,59 @@ def test_config_change_rolls_pods_without_dipping_below_the_floor(api_client, na
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
 
 
+def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new_pod_at_once(
+        api_client, namespace, models_claim, node, start_operator):
+    """status.batching.tunerState.rolloutAtOnce (the tuner's change away from settings predicted to miss the
+    target) renders maxSurge 100%: the real Deployment controller creates both new pods at once. The Node has
+    one GPU to spare, so the scheduler places one; the other waits Pending until an old pod leaves -- a full
+    pool's rollout is the gradual one again, and the floor holds throughout."""
+    ns = namespace
+    core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    node(gpus=3, ready_after_s=1.0)
+    op = start_operator()
+    body = sample(ns)
+    body["spec"]["runtime"]["gpus"] = 1
+    body["spec"]["batching"] = {**body["spec"].get("batching", {}), "enabled": True,
+                                "maxQueueDelayMicroseconds": 100_000, "autoTune": {"enabled": True}}
+    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 3, "targetP95Milliseconds": 100})
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 30, what="the warm floor of 2 ready pods")
+    old_hash = apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
+    tuned = {"maxQueueDelayMicroseconds": 0, "preferredBatchSizes": [], "source": "tuner", "reason": "BreachRelief",
+             "message": "set by the test, acting as the tuner", "lastChangeTime": "2026-12-06T12:00:00Z",
+             "tunerState": {"previous": {"delayUs": 100_000, "preferred": []}, "lastChange": 0.0,
+                            "rolloutAtOnce": True}}
+
+    sampler = PodSampler(core, ns)
+    sampler.start()
+    try:
+        def rolled_out() -> bool:
+            got = (custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME).get("status") or {})
+            if (got.get("batching") or {}).get("source") != "tuner":  # a tick that read status before this write
+                custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, NAME,
+                                                             {"status": {"batching": tuned}})
+            d = apps.read_namespaced_deployment(NAME, ns)
+            pods = [p for p in _pods(core, ns) if not p.metadata.deletion_timestamp]
+            return (d.spec.template.metadata.annotations[HASH_ANNOTATION] != old_hash
+                    and (d.status.updated_replicas, d.status.ready_replicas) == (2, 2) and len(pods) == 2
+                    and all(p.metadata.annotations.get(HASH_ANNOTATION) != old_hash for p in pods))
+
+        wait_for(rolled_out, 60, interval=0.2, what="the Deployment controller to roll both pods")
+        strategy = apps.read_namespaced_deployment(NAME, ns).spec.strategy.rolling_update
+    finally:
+        sampler.stop_flag.set()
+        sampler.join(5)
+
+    assert (strategy.max_surge, strategy.max_unavailable) == ("100%", 0)
+    lowest = min(r for r, _, _ in sampler.samples)
+    most = max(n for _, n, _ in sampler.samples)
+    print(f"\nrollout at once: {len(sampler.samples)} samples, ready pods never below {lowest}, at most {most} pods")
+    assert lowest >= 2, "ready pods dipped below minReplicas during the rollout"
+    assert most == 4, "maxSurge 100%: both new pods created at once (one Pending for want of a GPU)"
+    assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
+
+
 @needs_prometheus
 def test_scaling_beyond_the_nodes_gpus_leaves_pods_pending_and_stops_asking(api_client, namespace, models_claim,
                                                                               node, start_operator, tmp_path):

@@ -293,3 +293,44 @@ def test_the_tuner_weighs_settings_only_by_a_cost_the_decider_plans_by(samples, 
         out = tune(tobs, OVERSIZED, B16, TunerState(), 1000.0)
         assert (out.reason, out.changed) == ("LearningCost", False)
         assert "one size alone" in out.message
+
+
+def test_a_change_from_settings_that_miss_the_target_renders_a_rollout_of_every_pod_at_once() -> None:
+    """The tick's change away from a 100 ms delay (predicted over the 104 ms target) is written with
+    tunerState.rolloutAtOnce, which the reconciler renders as the Deployment's maxSurge 100%; once its rollout
+    is done the flag goes, and the next render is back at the default 25%. Settings not the tuner's never
+    surge at once, whatever tunerState says."""
+    from support.rendered import children
+
+    spec = _spec({"enabled": True})
+    doc = {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService",
+           "metadata": {"name": "m", "namespace": "default"}, "spec": spec.model_dump(by_alias=True, exclude_none=True)}
+
+    def surge(status: dict[str, Any]) -> str:
+        return children({**doc, "status": status})["Deployment"]["spec"]["strategy"]["rollingUpdate"]["maxSurge"]
+
+    policy = bs.with_settings(Policy(target_p95_ms=TIGHT, max_batch_size=16), Settings(100_000, ()))
+    obs = Observation("ok", p95_ms=140.0, rps=200.0)
+    tuning = bs.tune_tick(spec, {}, obs, _decision(200.0), policy, 2, DEPLOY_DONE, 1000.0)
+    assert tuning is not None and tuning.reason == "BreachRelief"
+    written = bs.batching_status(spec, {}, tuning, 1000.0)
+    assert written is not None
+    live = {"batching": written.model_dump(by_alias=True, exclude_none=True)}
+    assert live["batching"]["tunerState"]["rolloutAtOnce"] is True
+    assert surge(live) == "100%"
+    # rolled out: the next ticks clear it, and a render then (a spec edit's) rolls gradually again
+    greedy = bs.with_settings(policy, Settings(0, ()))
+    calm = Observation("ok", p95_ms=60.0, rps=200.0)
+    rolling = {"metadata": {"generation": 3}, "status": {"observedGeneration": 3, "replicas": 4, "updatedReplicas": 2}}
+    for now, dep in ((1015.0, rolling), (1200.0, DEPLOY_DONE)):
+        t = bs.tune_tick(spec, live, calm, _decision(200.0), greedy, 2, dep, now)
+        kept = bs.batching_status(spec, live, t, now)
+        assert kept is not None
+        live = {"batching": kept.model_dump(by_alias=True, exclude_none=True)}
+        assert surge(live) == ("100%" if dep is rolling else "25%")
+    assert surge({}) == "25%"
+    spec_values = {"batching": {**live["batching"], "source": "spec", "tunerState": {"rolloutAtOnce": True}}}
+    assert surge(spec_values) == "25%"
+    no_tuner = {**doc, "spec": {**doc["spec"], "batching": {"maxQueueDelayMicroseconds": 0}}}
+    assert children({**no_tuner, "status": {"batching": {**live["batching"], "tunerState": {"rolloutAtOnce": True}}}})[
+        "Deployment"]["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == "25%"

@@ -217,3 +217,33 @@ def test_state_survives_a_round_trip_and_corrupt_memory_starts_fresh() -> None:
     assert TunerState.from_dict(None) == TunerState()
     assert TunerState.from_dict({"lastChange": "inf"}) == TunerState()
     assert TunerState.from_dict({"candidateSince": "nan"}) == TunerState()
+
+
+def test_settings_that_miss_the_target_roll_out_to_every_replica_at_once() -> None:
+    """A change away from settings predicted to miss the target at the rate now (an oversized delay) starts every
+    new pod at once (TunerState.at_once, which the reconciler renders as maxSurge 100%): every old pod misses
+    until it goes. A change from settings within the target rolls a quarter of the fleet at a time."""
+    t = 1000.0
+    relief = tune(_obs(p95_ms=130.0), OVERSIZED, B16, TunerState(), t)
+    assert (relief.reason, relief.state.at_once) == ("BreachRelief", True)
+    assert "rolled out to every replica at once" in relief.message
+    # no breach measured yet (within the tolerance), but the 100 ms delay is predicted at 144 ms: at once too
+    out = tune(_obs(), OVERSIZED, B16, TunerState(), t)
+    out = tune(_obs(), OVERSIZED, B16, out.state, t + CONFIRM_S)
+    assert (out.reason, out.state.at_once) == ("MoreCapacity", True)
+    # 50 ms is predicted at 90 ms at this rate, within the 104 ms target: more headroom, rolled gradually
+    calm = tune(_obs(), Settings(50_000, ()), B16, TunerState(), t)
+    calm = tune(_obs(), Settings(50_000, ()), B16, calm.state, t + CONFIRM_S)
+    assert (calm.reason, calm.changed, calm.state.at_once) == ("MoreHeadroom", True, False)
+    assert "at once" not in calm.message
+    # the flag lives while the change rolls out (a restart keeps it), and goes when the rollout is done
+    rolling = tune(_obs(p95_ms=60.0, rollout=True, updating=True), GREEDY, B16, relief.state, t + 15.0)
+    assert rolling.state.at_once and TunerState.from_dict(rolling.state.to_dict()) == rolling.state
+    assert rolling.state.to_dict()["rolloutAtOnce"] is True
+    done = tune(_obs(p95_ms=60.0), GREEDY, B16, rolling.state, t + 200.0)
+    assert (done.state.previous, done.state.at_once, done.state.to_dict()["rolloutAtOnce"]) == (None, False, False)
+    # going back from a stuck rollout is not at once: the settings it goes back to were the trouble
+    stuck = tune(_obs(p95_ms=130.0, rollout=True, updating=True, stuck=True), GREEDY, B16, rolling.state, t + 700.0)
+    assert (stuck.reason, stuck.state.at_once) == ("RolloutStuck", False)
+    # only a literal true is read back
+    assert TunerState.from_dict({"rolloutAtOnce": "true"}).at_once is False

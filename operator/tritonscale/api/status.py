@@ -126,6 +126,21 @@ def tuned_batcher(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) 
     return within_spec(spec, tuned)
 
 
+# status.batching.tunerState's flag that the rollout of the tuner's settings in force starts every new pod at
+# once (the batching tuner's ``TunerState.at_once``, written under ``batching_tuner.AT_ONCE_KEY``).
+ROLLOUT_AT_ONCE_KEY = "rolloutAtOnce"
+
+
+def rollout_at_once(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) -> bool:
+    """Whether the tuner's settings in force (``tuned_batcher``) roll out to every replica at once: they
+    replaced settings predicted to miss the target, and their rollout has not ended (the tuner clears
+    the flag then). Anything but a literal true, or settings not the tuner's, is the gradual default."""
+    if tuned_batcher(spec, status) is None:
+        return False
+    state = ((status or {}).get("batching") or {}).get("tunerState")
+    return isinstance(state, Mapping) and state.get(ROLLOUT_AT_ONCE_KEY) is True
+
+
 def within_spec(spec: InferenceServiceSpec, tuned: BatcherInForce) -> BatcherInForce | None:
     """The tuner's settings within a spec edited since they were chosen: the delay capped at a lowered
     autoTune.maxQueueDelayMicroseconds, preferred sizes above a smaller model.maxBatchSize or outside

@@ -38,7 +38,7 @@ from tritonscale.api.spec import (
     InferenceServiceSpec,
     model_name,
 )
-from tritonscale.api.status import BatcherInForce, tuned_batcher
+from tritonscale.api.status import BatcherInForce, rollout_at_once, tuned_batcher
 from tritonscale.render.deployment_records import SERVING_ANNOTATION, serving_digest, spec_annotation
 from tritonscale.render.triton_config import render_config_pbtxt
 from tritonscale.render.triton_containers import (
@@ -62,11 +62,23 @@ from tritonscale.render.triton_containers import (
 # keep the settings being replaced). On a cluster without a free GPU the extra pods wait Pending
 # and, with maxUnavailable 0, the rollout does not move until one is free (README, Upgrading).
 MAX_SURGE = "25%"
+# ... except the batching tuner's replacement of settings predicted to miss the target
+# (status.batching.tunerState.rolloutAtOnce, ``api.status.rollout_at_once``): every old pod serves
+# them until it goes, so every new pod starts at once -- the same extra replica-time, one cold start
+# of misses instead of replicas / maxSurge of them. A full GPU pool places the extra pods one by one as
+# old ones leave, which is the gradual rollout again.
+AT_ONCE_SURGE = "100%"
 
 
-def max_surge(replicas: int) -> int:
-    """Extra pods a rollout starts at once for ``replicas`` (MAX_SURGE, rounded up; at least 1)."""
-    return max(1, math.ceil(int(MAX_SURGE.rstrip("%")) * max(replicas, 0) / 100))
+def rollout_surge(at_once: bool) -> str:
+    """The Deployment's maxSurge: AT_ONCE_SURGE for a rollout that replaces every pod at once, else MAX_SURGE."""
+    return AT_ONCE_SURGE if at_once else MAX_SURGE
+
+
+def max_surge(replicas: int, surge: str = MAX_SURGE) -> int:
+    """Extra pods a rollout starts at once for ``replicas`` at maxSurge ``surge`` (a percentage, rounded up
+    as Kubernetes rounds it; at least 1)."""
+    return max(1, math.ceil(int(surge.rstrip("%")) * max(replicas, 0) / 100))
 
 
 def child_names(name: str) -> dict[str, str]:
@@ -250,7 +262,8 @@ def build_deployment(spec: InferenceServiceSpec, owner: dict[str, Any]) -> dict[
             "progressDeadlineSeconds": spec.runtime.progress_deadline,
             "selector": {"matchLabels": {LABEL: name}},
             # New pods are warm before an old one goes: rollouts never dip below the floor.
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": MAX_SURGE}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+                "maxUnavailable": 0, "maxSurge": rollout_surge(rollout_at_once(spec, owner.get("status")))}},
             "template": {
                 "metadata": {
                     "labels": pod_labels,

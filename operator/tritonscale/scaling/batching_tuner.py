@@ -35,6 +35,11 @@ When it may change (reasons in CamelCase, for status.batching.reason):
   less predicted p95 (hysteresis: smaller gains are within the fit's error), proposed by the
   same candidate for CONFIRM_S, and no sooner than MIN_CHANGE_INTERVAL_S after the last change
   (each change rolls every replica, a cold start each) -- MoreCapacity / MoreHeadroom.
+
+How a change rolls out (``TunerState.at_once``, which the reconciler renders as the Deployment's maxSurge):
+a quarter of the fleet at a time, as Kubernetes' default, unless the settings in force are predicted to
+miss the target at the rate each replica sees (an oversized delay; every BreachRelief) -- then every
+replica's successor starts at once.
 """
 
 from __future__ import annotations
@@ -65,13 +70,17 @@ MIN_HEADROOM_GAIN = 0.10
 # one per-replica rate, not a single tick's noise) ...
 CONFIRM_S = 60.0
 # ... and changes are at least this far apart: the operator applies a change by rolling every
-# replica (one cold start each, up to maxSurge -- 25% -- at a time; README "Applying a batcher change"),
+# replica (one cold start each, up to maxSurge -- 25%, or all at once away from settings that miss the target --
+# at a time; README "Applying a batcher change"),
 # and the cost fit needs a few minutes of the new batches.
 MIN_CHANGE_INTERVAL_S = 600.0
 # After a change's rollout was stuck and went back: a cluster with no room for the rollout's extra
 # pod (or a config its pods cannot start) rarely has it minutes later, so the tuner waits an hour
 # rather than roll and go back at every MIN_CHANGE_INTERVAL_S.
 STUCK_HOLD_S = 3600.0
+# status.batching.tunerState's key for ``TunerState.at_once``, which the reconciler reads too
+# (``api.status.rollout_at_once``): the rollout of the settings in force starts every new pod at once.
+AT_ONCE_KEY = "rolloutAtOnce"
 
 
 @dataclass(frozen=True)
@@ -174,12 +183,16 @@ class TunerState:
     held_until: float | None = None  # after a stuck rollout went back: no change before this
     rolling_seen: bool = False  # the last change's rollout was seen under way (so its end is its end)
     cost: tuple[float, float] | None = None  # the batch cost the candidates were last scored with
+    # The last change replaces settings predicted to miss the target at the rate each replica saw: its
+    # rollout starts every replica's successor at once (maxSurge 100%, ``render.kubernetes_objects.
+    # rollout_surge``), not a quarter of the fleet per cold start. Cleared with ``previous``, once it rolled out.
+    at_once: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"candidate": _settings_dict(self.candidate), "candidateSince": self.candidate_since,
                 "lastChange": self.last_change, "previous": _settings_dict(self.previous),
                 "heldUntil": self.held_until, "rollingSeen": self.rolling_seen,
-                "cost": None if self.cost is None else list(self.cost)}
+                "cost": None if self.cost is None else list(self.cost), AT_ONCE_KEY: self.at_once}
 
     @classmethod
     def from_dict(cls, d: Any) -> TunerState:
@@ -191,7 +204,7 @@ class TunerState:
             if any(t is not None and not math.isfinite(t) for t in times):
                 raise ValueError("not a finite time")  # written back as NaN, the status patch would fail
             return cls(_settings_of(d.get("candidate")), times[0], times[1], _settings_of(d.get("previous")),
-                       times[2], d.get("rollingSeen") is True, _cost_of(d.get("cost")))
+                       times[2], d.get("rollingSeen") is True, _cost_of(d.get("cost")), d.get(AT_ONCE_KEY) is True)
         except (TypeError, ValueError, KeyError, OverflowError):
             return cls()  # corrupt memory (1e400 read as infinity): start fresh rather than crash the tick
 
@@ -276,9 +289,11 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     def hold(reason: str, why: str, st: TunerState | None = None) -> Tuning:
         return Tuning(current, reason, why, state if st is None else st, False)  # ``state`` as it is by then
 
-    def change(to: Settings, reason: str, why: str) -> Tuning:
-        return Tuning(to, reason, f"{current.describe()} -> {to.describe()}: {why}",
-                      TunerState(None, None, now, previous=current, cost=state.cost), True)
+    def change(to: Settings, reason: str, why: str, at_once: bool = False) -> Tuning:
+        how = "; rolled out to every replica at once: the settings in force are predicted to miss the target" \
+            if at_once else ""
+        return Tuning(to, reason, f"{current.describe()} -> {to.describe()}: {why}{how}",
+                      TunerState(None, None, now, previous=current, cost=state.cost, at_once=at_once), True)
 
     if obs.updating and obs.stuck and state.previous is not None and state.previous != current:
         # A change whose pods the cluster cannot place or start: the running pods serve the settings
@@ -296,7 +311,7 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         elif not obs.updating and (state.rolling_seen or state.last_change is None
                                    or now - state.last_change >= MIN_CHANGE_INTERVAL_S):
             # rolled out (or none came: the reconciler did not roll the change out): nothing to go back to
-            state = replace(state, previous=None, rolling_seen=False)
+            state = replace(state, previous=None, rolling_seen=False, at_once=False)
     if state.held_until is not None and now >= state.held_until:
         state = replace(state, held_until=None)  # passed: status shows no hold that no longer holds
     if not obs.target_ms:  # first: the one hold only a spec edit ends (a pod not ready hid it as Rollout)
@@ -335,7 +350,7 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         # with replicas: a change then rolled every replica, a cold start each, for a predicted 118 -> 118 ms
         # (auditB, session 82), and with no room for the surge pod the rollout stuck half made.
         if mine.p95_now_ms > target and theirs.p95_now_ms < mine.p95_now_ms * (1.0 - P95_TIE):
-            return change(pick, "BreachRelief", f"p95 {ms_text(obs.p95_ms)} ms > target; {numbers}")
+            return change(pick, "BreachRelief", f"p95 {ms_text(obs.p95_ms)} ms > target; {numbers}", at_once=True)
         why = ("the settings in force are predicted within the target at this rate: replicas, not the batcher, "
                "answer it" if mine.p95_now_ms <= target else "no change is predicted to lower it")
         return hold("Breach", f"p95 {ms_text(obs.p95_ms)} ms > target and {why} ({numbers})",
@@ -360,7 +375,12 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return hold("TooSoon", f"last change {now - state.last_change:.0f}s ago (at least "
                                f"{MIN_CHANGE_INTERVAL_S:.0f}s apart); proposing {pick.describe()} ({numbers})",
                     proposing)
-    return change(pick, "MoreCapacity" if gain else "MoreHeadroom", numbers)
+    # Settings that miss the target at this rate (an oversized delay) cost every request on an old pod: their
+    # replacement starts every new pod at once. A rollout's extra replica-time is one cold start per pod
+    # replaced however many start together, so this costs no more replica-hours, only GPUs at the same time
+    # -- which a full pool grants one by one, as pods leave -- and ends the misses one cold start in, not
+    # replicas / maxSurge cold starts in (9 minutes for 4 pods at a 180 s cold start: README, "Applying").
+    return change(pick, "MoreCapacity" if gain else "MoreHeadroom", numbers, at_once=mine.p95_now_ms > target)
 
 
 def _ms(v: float) -> str:

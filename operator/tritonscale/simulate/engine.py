@@ -43,7 +43,7 @@ import numpy as np
 from numba import njit
 
 from tritonscale.api.spec import DEFAULT_GRPC_MAX_CONNECTION_AGE_S
-from tritonscale.render.kubernetes_objects import max_surge
+from tritonscale.render.kubernetes_objects import MAX_SURGE, max_surge
 from tritonscale.scaling.decider import Observation
 from tritonscale.simulate import metrics_view
 from tritonscale.simulate.metrics_view import PromConfig
@@ -315,8 +315,9 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
             remove(surge[-1], t)
 
     def roll(t: float) -> None:
-        """Start extra pods while old pods remain to be replaced, up to maxSurge starting at once."""
-        limit = max_surge(len(alive) - len(surge))
+        """Start extra pods while old pods remain to be replaced, up to maxSurge starting at once (the
+        scaler's ``rollout_surge`` for its batcher change: every pod at once for settings that miss the target)."""
+        limit = max_surge(len(alive) - len(surge), getattr(scaler, "rollout_surge", MAX_SURGE))
         while len(surge) < min(limit, len(old)):
             surge.append(create(t, warm=False))
 

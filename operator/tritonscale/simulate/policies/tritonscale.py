@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from tritonscale.render.kubernetes_objects import MAX_SURGE, rollout_surge
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling import decider
@@ -53,6 +54,7 @@ class TritonscalePolicy:
     reload_until: float = 0.0  # the rolling reload of the last change ends then (a rollout: no change)
     reload_pause_s: float = 0.0
     tuner_verdict: str = ""  # the tuner's reason and message at the last step (--decisions' batching column)
+    rollout_surge: str = MAX_SURGE  # the Deployment's maxSurge for the last change, as the reconciler renders it
 
     def step(self, view: View) -> tuple[int, str]:
         obs = view.observe()
@@ -84,3 +86,4 @@ class TritonscalePolicy:
             self.policy = bs.with_settings(self.policy, s)
             self.tunings.append((view.now, out.reason, s.describe()))
             self.reload_until = view.now + view.current * self.reload_pause_s
+            self.rollout_surge = rollout_surge(out.state.at_once)
