@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from support.rendered import children
 from support.tuner_cases import B16, COST, GREEDY, OVERSIZED, TIGHT
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.scaling import batching_status as bs
@@ -300,8 +301,6 @@ def test_a_change_from_settings_that_miss_the_target_renders_a_rollout_of_every_
     tunerState.rolloutAtOnce, which the reconciler renders as the Deployment's maxSurge 100%; once its rollout
     is done the flag goes, and the next render is back at the default 25%. Settings not the tuner's never
     surge at once, whatever tunerState says."""
-    from support.rendered import children
-
     spec = _spec({"enabled": True})
     doc = {"apiVersion": "tritonscale.io/v1alpha1", "kind": "InferenceService",
            "metadata": {"name": "m", "namespace": "default"}, "spec": spec.model_dump(by_alias=True, exclude_none=True)}

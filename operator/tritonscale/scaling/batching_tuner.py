@@ -340,6 +340,9 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
                f"capacity {mine.capacity_rps:.0f} -> {theirs.capacity_rps:.0f} rps per replica, predicted p95 "
                f"{_ms(mine.p95_now_ms)} -> {_ms(theirs.p95_now_ms)}")
     breaching = obs.p95_ms is not None and obs.p95_ms > target * (1.0 + obs.tolerance)
+    # The settings in force are predicted to miss the target at the rate each replica sees: every request on an
+    # old pod misses until its pod goes, so a change away from them rolls out to every replica at once
+    missing = mine.p95_now_ms > target
     if pick == current:
         return hold("Optimal", f"the settings in force are the best predicted ({numbers})",
                     replace(state, candidate=None, candidate_since=None))
@@ -349,7 +352,7 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         # load step, the backlog of a burst, the 60 s summary's memory of one) is the decider's to answer
         # with replicas: a change then rolled every replica, a cold start each, for a predicted 118 -> 118 ms
         # (auditB, session 82), and with no room for the surge pod the rollout stuck half made.
-        if mine.p95_now_ms > target and theirs.p95_now_ms < mine.p95_now_ms * (1.0 - P95_TIE):
+        if missing and theirs.p95_now_ms < mine.p95_now_ms * (1.0 - P95_TIE):
             return change(pick, "BreachRelief", f"p95 {ms_text(obs.p95_ms)} ms > target; {numbers}", at_once=True)
         why = ("the settings in force are predicted within the target at this rate: replicas, not the batcher, "
                "answer it" if mine.p95_now_ms <= target else "no change is predicted to lower it")
@@ -375,12 +378,11 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return hold("TooSoon", f"last change {now - state.last_change:.0f}s ago (at least "
                                f"{MIN_CHANGE_INTERVAL_S:.0f}s apart); proposing {pick.describe()} ({numbers})",
                     proposing)
-    # Settings that miss the target at this rate (an oversized delay) cost every request on an old pod: their
-    # replacement starts every new pod at once. A rollout's extra replica-time is one cold start per pod
-    # replaced however many start together, so this costs no more replica-hours, only GPUs at the same time
-    # -- which a full pool grants one by one, as pods leave -- and ends the misses one cold start in, not
-    # replicas / maxSurge cold starts in (9 minutes for 4 pods at a 180 s cold start: README, "Applying").
-    return change(pick, "MoreCapacity" if gain else "MoreHeadroom", numbers, at_once=mine.p95_now_ms > target)
+    # Away from settings that miss the target (an oversized delay), at once: a rollout's extra replica-time is one
+    # cold start per pod replaced however many start together, so this costs no more replica-hours, only GPUs at
+    # the same time -- which a full pool grants one by one, as pods leave -- and ends the misses one cold start
+    # in, not replicas / maxSurge cold starts in (9 minutes for 4 pods at a 180 s cold start: README, "Applying").
+    return change(pick, "MoreCapacity" if gain else "MoreHeadroom", numbers, at_once=missing)
 
 
 def _ms(v: float) -> str:
