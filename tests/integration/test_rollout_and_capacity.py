@@ -103,7 +103,8 @@ def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new
     """status.batching.tunerState.rolloutAtOnce (the tuner's change away from settings predicted to miss the
     target) renders maxSurge 100%: the real Deployment controller creates both new pods at once. The Node has
     one GPU to spare, so the scheduler places one; the other waits Pending until an old pod leaves -- a full
-    pool's rollout is the gradual one again, and the floor holds throughout."""
+    pool's rollout is the gradual one again, and the floor holds throughout. Once the tuner clears the flag,
+    the Deployment is back to maxSurge 25% at once (a field handler on the flag)."""
     ns = namespace
     core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
     custom = kubernetes.client.CustomObjectsApi(api_client)
@@ -148,6 +149,15 @@ def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new
     print(f"\nrollout at once: {len(sampler.samples)} samples, ready pods never below {lowest}, at most {most} pods")
     assert lowest >= 2, "ready pods dipped below minReplicas during the rollout"
     assert most == 4, "maxSurge 100%: both new pods created at once (one Pending for want of a GPU)"
+
+    # The rollout is done, and the tuner clears the flag (the test acts as it): the Deployment is back to the
+    # gradual rollout at once, not at the autoscaler daemon's first resync (150-300 s after it started).
+    custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, NAME,
+                                                 {"status": {"batching": {"tunerState": {"rolloutAtOnce": False}}}})
+    wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.strategy.rolling_update.max_surge == "25%", 20,
+             interval=0.2, what="maxSurge back to 25% once status.batching.tunerState.rolloutAtOnce is cleared")
+    pods = [p for p in _pods(core, ns) if not p.metadata.deletion_timestamp]
+    assert len(pods) == 2, "the strategy's change rolled no pod"
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
 
 

@@ -131,6 +131,12 @@ def tuned_batcher(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) 
 ROLLOUT_AT_ONCE_KEY = "rolloutAtOnce"
 
 
+def rollout_at_once_field() -> str:
+    """The path of that flag in the object, as Kopf's field handlers take it:
+    ``status.batching.tunerState.rolloutAtOnce``."""
+    return f"{batching_field('tuner_state')}.{ROLLOUT_AT_ONCE_KEY}"
+
+
 def rollout_at_once(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) -> bool:
     """Whether the tuner's settings in force (``tuned_batcher``) roll out to every replica at once: they
     replaced settings predicted to miss the target, and their rollout has not ended (the tuner clears

@@ -44,11 +44,15 @@ def _events_for(body: Any) -> Any:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 # The batching tuner (in the autoscaler's tick) writes the settings in force to status.batching;
-# the reconciler renders them into config.pbtxt, which rolls the pods. Only these three fields:
+# the reconciler renders them into config.pbtxt, which rolls the pods. Only these fields:
 # status.batching.tunerState changes every tick and must not reconcile every tick.
 @kopf.on.field(GROUP, VERSION, PLURAL, field=st.batching_field("max_queue_delay_microseconds"))
 @kopf.on.field(GROUP, VERSION, PLURAL, field=st.batching_field("preferred_batch_sizes"))
 @kopf.on.field(GROUP, VERSION, PLURAL, field=st.batching_field("source"))
+# tunerState.rolloutAtOnce (the Deployment's maxSurge) changes twice per tuner change, never per tick: set in the
+# same write as the settings, and cleared by the tuner once their rollout is done. Rendered at once, maxSurge is
+# back to 25% when the rollout ends -- not at the autoscaler daemon's next resync, up to RESYNC_S (5 min) later.
+@kopf.on.field(GROUP, VERSION, PLURAL, field=st.rollout_at_once_field())
 def reconcile_inference_service(body: kopf.Body, retry: int = 0, **_: Any) -> None:
     meta = body.get("metadata", {})
     key = (str(meta.get("namespace")), str(meta.get("name")))
