@@ -9,6 +9,7 @@ preferred sizes none, [4,8,16], [16]); see ``tritonscale.simulate.tuner_suite``.
 ~25 runs per scenario: ~8 min for the default matrix on 2 cores).
 
     .venv/bin/python e2e/bench_batching_tuner.py [--seeds 0,1] [--cold-start 60] [--trace FILE] [--json out.json]
+    .venv/bin/python e2e/bench_batching_tuner.py --batch-base-ms 5 --batch-item-ms 5 --max-batch 8   # another model
     .venv/bin/python e2e/bench_batching_tuner.py --from-json out.json   # a stored run's verdicts, counted again
 """
 
@@ -23,9 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))  # run from a checkout
 
+from tritonscale.cli_numbers import int_in, non_negative_float  # noqa: E402
 from tritonscale.simulate import traffic, tuner_suite  # noqa: E402
+from tritonscale.simulate.replay_inputs import MAX_BATCH  # noqa: E402
+from tritonscale.simulate.replica import BatcherConfig  # noqa: E402
 from tritonscale.simulate.suite import DEFAULT_TRACE, SuiteConfig, benchmark_trace  # noqa: E402
-from tritonscale.simulate.suite_command import stderr_progress  # noqa: E402
+from tritonscale.simulate.suite_command import preferred_sizes, stderr_progress  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,6 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write every run as JSON")
     p.add_argument("--trace", type=Path,
                    help="the trace class's real trace (default ../shared/data/azure-llm-conv-2023.csv)")
+    # the replica model (a batch of n costs a + b*n ms), as `tritonscale simulate --suite` takes it; the load of
+    # each scenario is scaled by its default batcher config (a 2 ms delay, the preferred sizes of 4,8,16 within it)
+    defaults = BatcherConfig()
+    p.add_argument("--batch-base-ms", type=non_negative_float, default=defaults.base_ms,
+                   help=f"a (default {defaults.base_ms:g})")
+    p.add_argument("--batch-item-ms", type=non_negative_float, default=defaults.per_item_ms,
+                   help=f"b (default {defaults.per_item_ms:g})")
+    p.add_argument("--max-batch", type=int_in(1, MAX_BATCH), default=defaults.max_batch,
+                   help=f"max_batch_size (default {defaults.max_batch})")
     p.add_argument("--from-json", metavar="FILE", type=Path,
                    help="judge a run stored with --json again, with the verdicts as they are counted now (no "
                         "simulation)")
@@ -52,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(tuner_suite.text(results))
         return 0
+    if args.batch_base_ms + args.batch_item_ms <= 0:
+        p.error("--batch-base-ms, --batch-item-ms: both 0 is a batch that takes no time; give either")
+    batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch, defaults.max_queue_delay_ms,
+                            preferred_sizes(None, args.max_batch))
     classes = tuple(c for c in args.classes.split(",") if c)
     try:
         trace, kept = benchmark_trace(classes, args.trace, REPO)
@@ -62,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_batching_tuner: no trace at {REPO / DEFAULT_TRACE}: the trace class is skipped "
               "(--trace names one)", file=sys.stderr)
     cfg = SuiteConfig(classes=kept, cold_starts=(args.cold_start,), slos=tuple(args.slos.split(",")),
-                      seeds=tuple(int(s) for s in args.seeds.split(",")), trace_path=trace, jobs=args.jobs)
+                      seeds=tuple(int(s) for s in args.seeds.split(",")), batcher=batcher, trace_path=trace,
+                      jobs=args.jobs)
     started = time.perf_counter()
     results = tuner_suite.run_tuner_suite(cfg, progress=stderr_progress("bench_batching_tuner", started))
     print(tuner_suite.text(results))
