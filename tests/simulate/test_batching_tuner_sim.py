@@ -129,6 +129,34 @@ def test_a_scale_down_during_a_rollout_takes_the_old_pods_first() -> None:
     assert _alive(run, 100.0) == 1
 
 
+class _ScaleUpThenChange(_Changer):
+    """``_Changer`` that scales up to ``up`` replicas at ``up_at`` (before the change: its pod still starts at
+    the change) and rolls its change out as ``surge`` (the reconciler's maxSurge)."""
+
+    def __init__(self, up: int, up_at: float, surge: str, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.up, self.up_at, self.rollout_surge = up, up_at, surge
+
+    def step(self, view):  # type: ignore[no-untyped-def]
+        _, why = super().step(view)
+        return (self.up, "up") if view.now >= self.up_at else (self.replicas, why)
+
+
+def test_a_change_while_a_scale_up_starts_replaces_its_pod_too() -> None:
+    """The scale-up's pod started with the old settings (its template): it serves them once ready and goes
+    with the rest, as the Deployment controller replaces it -- not a pod that takes the new settings
+    unrestarted, at no cost. Every pod of the old template gets a successor, all at once at maxSurge 100%."""
+    arrivals = np.arange(0.0, 120.0, 0.01)  # 100 rps
+    cluster = ClusterConfig(OLD, cold_start_s=10.0, max_replicas=8)
+    scaler = _ScaleUpThenChange(3, 25.0, "100%", 2, OLD, NEW, at=30.0)
+    run = simulate(arrivals, scaler, cluster, 120.0)
+    assert sorted(c for c, _, _, _ in run.pods) == [0.0, 0.0, 25.0, 30.0, 30.0, 30.0]
+    assert sorted(r for _, _, _, r in run.pods if r is not None) == [40.0, 40.0, 40.0]  # the scale-up's too
+    assert _alive(run, 37.0) == 6 and _alive(run, 100.0) == 3
+    assert [t for t, _, _, r in scaler.seen if r] == [35.0]  # from the change until the three successors are ready
+    assert np.all(np.isfinite(run.latency))
+
+
 def test_a_reload_pauses_the_replicas_instead_of_replacing_them() -> None:
     arrivals = np.arange(0.0, 120.0, 0.01)
     cluster = ClusterConfig(OLD, cold_start_s=10.0, max_replicas=8, batching_apply="reload", reload_pause_s=2.0)

@@ -150,6 +150,30 @@ def test_the_tuner_holds_while_an_operator_upgrade_waits_to_roll() -> None:
     assert changed is not None and changed.changed and changed.reason == "BreachRelief"
 
 
+def test_a_scale_ups_starting_pod_does_not_hold_a_change_away_from_settings_that_miss_the_target() -> None:
+    """A scale-up's pod still starting, no pod of an earlier template: the oversized delay, predicted to miss
+    the target, is left at once. A template rolling out or an operator upgrade waiting to still holds it, and so
+    does the scale-up under settings predicted within the target."""
+    spec = _spec({"enabled": True})
+    policy = bs.with_settings(Policy(target_p95_ms=TIGHT, max_batch_size=16), Settings(100_000, ()))
+    obs = Observation("ok", p95_ms=140.0, rps=200.0)
+    scaling_up = {"metadata": {"generation": 3}, "spec": {"replicas": 3},
+                  "status": {"observedGeneration": 3, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 2}}
+    assert bs.rollout_in_progress(scaling_up) and not bs.template_updating(scaling_up)
+    relief = bs.tune_tick(spec, {}, obs, _decision(200.0), policy, 2, scaling_up, 1000.0)
+    assert relief is not None and (relief.reason, relief.changed, relief.state.at_once) == ("BreachRelief", True, True)
+    updating = {**scaling_up, "status": {**scaling_up["status"], "replicas": 4, "updatedReplicas": 1}}
+    pending = {"conditions": [{"type": "UpgradePending", "status": "True", "reason": "WaitingForRollouts",
+                               "message": "", "lastTransitionTime": "1970-01-01T00:00:00Z"}]}
+    for status, dep in (({}, updating), (pending, scaling_up)):
+        held = bs.tune_tick(spec, status, obs, _decision(200.0), policy, 2, dep, 1000.0)
+        assert held is not None and (held.reason, held.changed) == ("Rollout", False)
+    calm_spec = _spec({"enabled": True}, maxQueueDelayMicroseconds=20_000)
+    calm = bs.tune_tick(calm_spec, {}, Observation("ok", p95_ms=60.0, rps=200.0), _decision(200.0),
+                        bs.with_settings(policy, Settings(20_000, ())), 2, scaling_up, 1000.0)
+    assert calm is not None and (calm.reason, calm.changed) == ("Rollout", False), calm.message
+
+
 def test_before_any_change_status_shows_the_spec_values() -> None:
     spec = _spec({"enabled": True})
     obs = Observation("ok", p95_ms=None, rps=0.0)

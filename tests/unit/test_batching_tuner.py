@@ -156,6 +156,33 @@ def test_change_needs_the_same_candidate_for_confirm_s_then_waits_out_the_interv
 def test_a_rollout_holds_even_a_breach_relief() -> None:
     out = tune(_obs(p95_ms=200.0, rollout=True), OVERSIZED, B16, TunerState(), 1000.0)
     assert not out.changed and out.reason == "Rollout"
+    out = tune(_obs(p95_ms=200.0, rollout=True, updating=True), OVERSIZED, B16, TunerState(), 1000.0)
+    assert not out.changed and out.reason == "Rollout"
+
+
+def test_a_scale_ups_starting_pods_do_not_hold_a_change_away_from_settings_that_miss_the_target() -> None:
+    """Only replicas of the template in force still starting (``starting``): every old pod misses until its
+    successor is ready, and waiting for the scale-up's pods first put the change's cold start after theirs
+    (steps/cold180s/tight/seed1 of the tuner's evaluation: from 30 s to 210 s). Anything else waits for them."""
+    starting: dict[str, Any] = {"rollout": True, "starting": True}
+    relief = tune(_obs(p95_ms=130.0, **starting), OVERSIZED, B16, TunerState(), 1000.0)
+    assert (relief.reason, relief.changed, relief.settings, relief.state.at_once) == \
+        ("BreachRelief", True, GREEDY, True)
+    # predicted at 144 ms, no breach measured yet: proposed and confirmed as ever, then at once
+    first = tune(_obs(**starting), OVERSIZED, B16, TunerState(), 1000.0)
+    assert (first.reason, first.changed) == ("Confirming", False)
+    later = tune(_obs(**starting), OVERSIZED, B16, first.state, 1000.0 + CONFIRM_S)
+    assert (later.reason, later.changed, later.state.at_once) == ("MoreCapacity", True, True)
+    # 50 ms is predicted within the target at this rate, and a cost or a rate still unknown predicts nothing:
+    # they wait for the pods, as for a rollout (not Confirming, LearningCost, Idle); so does a bounds change
+    for obs, current, bounds in ((_obs(**starting), Settings(50_000, ()), B16),
+                                 (_obs(cost=None, **starting), OVERSIZED, B16),
+                                 (_obs(rate=0.0, **starting), OVERSIZED, B16),
+                                 (_obs(p95_ms=130.0, **starting), OVERSIZED, Bounds(16, max_delay_us=50_000))):
+        out = tune(obs, current, bounds, TunerState(), 1000.0)
+        assert (out.reason, out.changed) == ("Rollout", False), out.message
+    # the flag means nothing without a rollout to qualify
+    assert tune(_obs(starting=True), Settings(50_000, ()), B16, TunerState(), 1000.0).reason != "Rollout"
 
 
 def test_bounds_narrowed_apply_at_once_and_candidates_stay_within_them() -> None:

@@ -81,7 +81,8 @@ def rollout_stuck(deployment: Mapping[str, Any]) -> bool:
 
 
 def tuner_observation(obs: Observation, decision: Decision, policy: Policy, ready: int,
-                      rollout: bool, updating: bool = False, stuck: bool = False) -> bt.TunerObservation:
+                      rollout: bool, updating: bool = False, stuck: bool = False,
+                      starting: bool = False) -> bt.TunerObservation:
     """What the decider learned this tick, per replica: the cost fit and the arrival rate, over the ready
     replicas that serve it once this tick's decision is made (a scale-down's leave now: a tick that went
     2 -> 1 scored the settings at 7 rps per replica, and the one left took 14; a scale-up's start later)."""
@@ -90,7 +91,7 @@ def tuner_observation(obs: Observation, decision: Decision, policy: Policy, read
     per = float(rate) / serving if isinstance(rate, (int, float)) and serving > 0 else None
     cost = learned_cost(decision.state.batch_samples, policy.max_batch_size)  # as the decider's capacity reads it
     return bt.TunerObservation(cost, per, policy.target_p95_ms, obs.p95_ms, rollout, updating, stuck,
-                               policy.tolerance)
+                               policy.tolerance, starting=rollout and starting)
 
 
 def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, tuning: bt.Tuning | None,
@@ -218,7 +219,10 @@ def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs:
     state = bt.TunerState.from_dict(live.get("tunerState") if isinstance(live, Mapping) else None)
     # An operator upgrade's pod template waiting to roll out (UpgradePending, reconcile.upgrade_rollouts) is held
     # as a rollout: a change now would wait with it, while status.batching said the pods serve it.
-    rollout = rollout_in_progress(deployment) or st.is_true(st.conditions_of(status), st.UPGRADE_PENDING)
-    tobs = tuner_observation(obs, decision, policy, ready, rollout, template_updating(deployment),
-                             rollout_stuck(deployment))
+    upgrade = st.is_true(st.conditions_of(status), st.UPGRADE_PENDING)
+    updating = template_updating(deployment)
+    rollout = rollout_in_progress(deployment) or upgrade
+    # only replicas of the template in force still starting (a scale-up): TunerObservation.starting
+    tobs = tuner_observation(obs, decision, policy, ready, rollout, updating, rollout_stuck(deployment),
+                             starting=not (updating or upgrade))
     return bt.tune(tobs, settings, bounds(spec), state, now)

@@ -162,6 +162,10 @@ class TunerObservation:
     stuck: bool = False
     # spec.scaling.tolerance: a p95 up to target x (1 + tolerance) is no breach, as for the decider (steps.breach)
     tolerance: float = 0.0
+    # ``rollout`` is raised only by replicas of the template in force still starting (a scale-up): no pod of an
+    # earlier template left, and no template waiting to roll out. A change away from settings that miss the
+    # target does not wait for them (``tune``)
+    starting: bool = False
 
 
 def _settings_dict(s: Settings | None) -> dict[str, Any] | None:
@@ -285,6 +289,9 @@ def best(cands: list[Settings], scores: dict[Settings, Score]) -> Settings:
     return min(calm, key=lambda c: (c.delay_us, len(c.preferred), c.preferred))
 
 
+ROLLOUT_WHY = "pods are not all updated and ready: no change until the rollout ends"
+
+
 def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerState, now: float) -> Tuning:
     def hold(reason: str, why: str, st: TunerState | None = None) -> Tuning:
         return Tuning(current, reason, why, state if st is None else st, False)  # ``state`` as it is by then
@@ -316,14 +323,23 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         state = replace(state, held_until=None)  # passed: status shows no hold that no longer holds
     if not obs.target_ms:  # first: the one hold only a spec edit ends (a pod not ready hid it as Rollout)
         return hold("NoTarget", "no scaling.targetP95Milliseconds to tune against")
-    if obs.rollout:
-        return hold("Rollout", "pods are not all updated and ready: no change until the rollout ends")
+    # While replicas of a scale-up start, a change away from settings predicted to miss the target goes ahead
+    # (below): every old pod misses until its successor is ready, and waiting for the scale-up's pods first puts
+    # the change's cold start after theirs. Those pods, started with the old settings, are replaced like the rest.
+    # Anything else waits for the pods, as for a rollout.
+    starting = obs.rollout and obs.starting
+    if obs.rollout and not starting:
+        return hold("Rollout", ROLLOUT_WHY)
     if state.held_until is not None:
         return hold("HeldAfterStuckRollout", f"a rollout of the tuner's last change was stuck; no change for "
                                              f"{state.held_until - now:.0f}s more")
     fitted = bounds.within(current)
     if fitted != current:
+        if starting:
+            return hold("Rollout", ROLLOUT_WHY)
         return change(fitted, "Bounds", "the settings in force were outside spec.batching.autoTune's bounds")
+    if starting and (obs.cost is None or not obs.rate_per_replica or obs.rate_per_replica <= 0):
+        return hold("Rollout", ROLLOUT_WHY)
     if obs.cost is None:
         return hold("LearningCost", "no batch cost a + b*n learned yet from Triton's batch statistics (batches of "
                                     "one size alone do not tell the cost per item)")
@@ -343,6 +359,8 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     # The settings in force are predicted to miss the target at the rate each replica sees: every request on an
     # old pod misses until its pod goes, so a change away from them rolls out to every replica at once
     missing = mine.p95_now_ms > target
+    if starting and not missing:
+        return hold("Rollout", ROLLOUT_WHY)
     if pick == current:
         return hold("Optimal", f"the settings in force are the best predicted ({numbers})",
                     replace(state, candidate=None, candidate_since=None))

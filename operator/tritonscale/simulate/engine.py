@@ -399,10 +399,11 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
                         r.advance(t_next, t_next)
                         r.reconfigure(t_next + i * cfg.reload_pause_s, tuned, cfg.reload_pause_s)
                 else:
-                    for r in alive:
-                        if r not in routed:  # still starting: it loads the new config
-                            r.reconfigure(t_next, tuned, 0.0)
-                    old[:] = [r for r in routed if r.cfg != tuned]
+                    # a scale-up's pods still starting (``TunerObservation.starting``) started with the old
+                    # settings: the rollout replaces them too (first, as the Deployment controller deletes a pod
+                    # not ready before a ready one)
+                    old[:] = [r for r in alive if r not in routed and r not in surge and r.cfg != tuned] + \
+                        [r for r in routed if r.cfg != tuned]
                     roll(t_next)
             desired = min(max(int(desired), cfg.min_replicas), cfg.max_replicas)
             records.append(TickRecord(t_next, current, len(routed), desired, reason,

@@ -76,7 +76,7 @@ class TritonscalePolicy:
         now = batcher_settings(self.batcher)
         tobs = bs.tuner_observation(obs, d, self.policy, min(view.ready, view.current),
                                     rollout=mixing or view.ready < view.current,
-                                    updating=view.rolling)
+                                    updating=view.rolling, starting=not mixing)
         out = bt.tune(tobs, now, self.bounds, self.tuner_state, view.now)
         self.tuner_state = out.state
         self.tuner_verdict = f"{out.reason}: {out.message}"
