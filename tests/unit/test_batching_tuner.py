@@ -163,7 +163,8 @@ def test_a_rollout_holds_even_a_breach_relief() -> None:
 def test_a_scale_ups_starting_pods_do_not_hold_a_change_away_from_settings_that_miss_the_target() -> None:
     """Only replicas of the template in force still starting (``starting``): every old pod misses until its
     successor is ready, and waiting for the scale-up's pods first put the change's cold start after theirs
-    (steps/cold180s/tight/seed1 of the tuner's evaluation: from 30 s to 210 s). Anything else waits for them."""
+    (steps/cold180s/tight/seed1 of the tuner's evaluation: proposed at 30 s, changed at 210 s instead of 90 s).
+    Anything else waits for them."""
     starting: dict[str, Any] = {"rollout": True, "starting": True}
     relief = tune(_obs(p95_ms=130.0, **starting), OVERSIZED, B16, TunerState(), 1000.0)
     assert (relief.reason, relief.changed, relief.settings, relief.state.at_once) == \
