@@ -66,6 +66,19 @@ def test_the_tuner_scores_at_the_rate_each_replica_serves_after_the_decision(rea
     assert tobs.rate_per_replica == per_replica
 
 
+def test_while_only_a_scale_up_starts_the_tuner_scores_at_the_rate_of_the_fleet_decided() -> None:
+    """A change made while a scale-up's pods start is ready when they are: scored at the rate each replica
+    sees then, not at the shortage of the ready ones (a breach the replicas cause read as the settings')."""
+    decision = Decision(4, "LoadIncreased", "m", State(), True, {"rate": 14.0})
+    obs, policy = Observation(status="ok", p95_ms=50.0), Policy(target_p95_ms=TIGHT)
+    starting = bs.tuner_observation(obs, decision, policy, 2, rollout=True, starting=True)
+    assert (starting.rate_per_replica, starting.starting) == (3.5, True)
+    updating = bs.tuner_observation(obs, decision, policy, 2, rollout=True, updating=True)
+    assert (updating.rate_per_replica, updating.starting) == (7.0, False)
+    # the flag qualifies a rollout only
+    assert bs.tuner_observation(obs, decision, policy, 2, rollout=False, starting=True).starting is False
+
+
 def _decision(rate: float) -> Decision:
     samples = ((1.0, 22.0, 0.0), (16.0, 52.0, 0.0))
     return Decision(2, "Steady", "m", State(batch_samples=samples), True, {"rate": rate})

@@ -85,13 +85,18 @@ def tuner_observation(obs: Observation, decision: Decision, policy: Policy, read
                       starting: bool = False) -> bt.TunerObservation:
     """What the decider learned this tick, per replica: the cost fit and the arrival rate, over the ready
     replicas that serve it once this tick's decision is made (a scale-down's leave now: a tick that went
-    2 -> 1 scored the settings at 7 rps per replica, and the one left took 14; a scale-up's start later)."""
+    2 -> 1 scored the settings at 7 rps per replica, and the one left took 14; a scale-up's start later).
+    While only a scale-up's pods start (``starting``), over the fleet decided: a change made now is ready
+    when they are, a cold start on, and scored at the shortage of the ready ones it read a breach the
+    replicas cause as the settings' (a fixed-cost model, 40 + 1n ms, went from no delay to 20 ms in the middle
+    of a random walk's climb, at +2.9% replica-hours and no window more)."""
     rate = decision.details.get("rate")
-    serving = min(ready, decision.replicas)
+    starting = rollout and starting
+    serving = decision.replicas if starting else min(ready, decision.replicas)
     per = float(rate) / serving if isinstance(rate, (int, float)) and serving > 0 else None
     cost = learned_cost(decision.state.batch_samples, policy.max_batch_size)  # as the decider's capacity reads it
     return bt.TunerObservation(cost, per, policy.target_p95_ms, obs.p95_ms, rollout, updating, stuck,
-                               policy.tolerance, starting=rollout and starting)
+                               policy.tolerance, starting=starting)
 
 
 def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, tuning: bt.Tuning | None,
