@@ -29,7 +29,7 @@ from tritonscale.simulate import traffic, tuner_suite  # noqa: E402
 from tritonscale.simulate.replay_inputs import MAX_BATCH  # noqa: E402
 from tritonscale.simulate.replica import BatcherConfig  # noqa: E402
 from tritonscale.simulate.suite import DEFAULT_TRACE, SuiteConfig, benchmark_trace  # noqa: E402
-from tritonscale.simulate.suite_command import preferred_sizes, stderr_progress  # noqa: E402
+from tritonscale.simulate.suite_command import check_batch_cost, preferred_sizes, stderr_progress  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -65,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(tuner_suite.text(results))
         return 0
-    if args.batch_base_ms + args.batch_item_ms <= 0:
-        p.error("--batch-base-ms, --batch-item-ms: both 0 is a batch that takes no time; give either")
+    try:
+        check_batch_cost(args)
+    except ValueError as exc:
+        p.error(str(exc))
     batcher = BatcherConfig(args.batch_base_ms, args.batch_item_ms, args.max_batch, defaults.max_queue_delay_ms,
                             preferred_sizes(None, args.max_batch))
     classes = tuple(c for c in args.classes.split(",") if c)

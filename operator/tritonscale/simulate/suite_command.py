@@ -112,10 +112,15 @@ def _trace_path(args: argparse.Namespace) -> str | None:
     return None
 
 
-def check_model_flags(args: argparse.Namespace) -> None:
-    """The replica model's flags, as a suite and one run share them: a ValueError naming the flag."""
+def check_batch_cost(args: argparse.Namespace) -> None:
+    """--batch-base-ms and --batch-item-ms (a batch of n costs a + b*n ms): a ValueError naming them."""
     if args.batch_base_ms + args.batch_item_ms <= 0:
         raise ValueError("--batch-base-ms, --batch-item-ms: both 0 is a batch that takes no time; give either")
+
+
+def check_model_flags(args: argparse.Namespace) -> None:
+    """The replica model's flags, as a suite and one run share them: a ValueError naming the flag."""
+    check_batch_cost(args)
     if args.max_queue_delay_us > MAX_QUEUE_DELAY_US:
         raise ValueError(f"--max-queue-delay-us: {args.max_queue_delay_us:g}; at most {MAX_QUEUE_DELAY_US} (the "
                          "CRD's batching.maxQueueDelayMicroseconds)")
