@@ -243,6 +243,7 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         "failed_rps": rates.failure,
         "recent_rps": recent if recent_series else None,
         "recent_served_rps": recent_served if recent_series else None,
+        "recent_pods": float(recent_series) if recent_series else None,  # count(irate(success) and success)
         # min(idelta / irate): the seconds between a pod's last two scrapes, of the pods whose counters moved
         "scrape_s": cfg.scrape_s if recent > 0 else None,
     }
