@@ -197,7 +197,7 @@ class PrometheusSource:
         self.url = url.rstrip("/")
         self._timeout_s = timeout_s
         # ``timeout_s`` bounds each read, not a query: a Prometheus that answers slowly, or trickles
-        # bytes, would stretch one round of 16 queries past several ticks with no failure counted.
+        # bytes, would stretch one round of queries past several ticks with no failure counted.
         # The round stops after this (s), short of the default 15 s tick, as a failed snapshot (the
         # tick holds and counts it towards fallbackReplicas).
         self._round_timeout_s = round_timeout_s
