@@ -95,6 +95,7 @@ ROLLING, SCALED = Replicas(3, 3, rolling_out=True), Replicas(3, 3)
     (600.0, None, ROLLING, 880.0, 600.0),  # not known (a source without the count): as read
     (600.0, 0.0, ROLLING, 880.0, 600.0),  # no pod in the sum: nothing to scale
     (600.0, 2.0, Replicas(3, 2, rolling_out=True), 880.0, 600.0),  # the ready pods are all in the sum
+    (600.0, 3.0, Replicas(3, 4, rolling_out=True), 880.0, 800.0),  # a surge pod ready beside the three: 4 shares
     # a scale-up's new pod is missing too, but the others' irate still reads from before it took its share
     (600.0, 2.0, SCALED, 880.0, 600.0),
     (600.0, 2.0, None, 880.0, 600.0),  # no replica counts given

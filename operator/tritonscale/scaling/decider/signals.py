@@ -65,10 +65,11 @@ def rollout_reading(rate: float, obs: Observation, state: State, replicas: Repli
     (simulate/README, "Adopted in session 96")."""
     if replicas is None or not replicas.rolling_out or obs.recent_pods is None or not state.rates:
         return rate
-    ready = min(replicas.ready, replicas.current)
-    if not 0 < obs.recent_pods < ready:
+    # every ready pod takes a share, a surge pod of the rollout too (Deployment readyReplicas counts it, and
+    # may run above spec.replicas until the old pod it replaces goes)
+    if not 0 < obs.recent_pods < replicas.ready:
         return rate
-    return max(rate, min(state.rates[-1][1], rate * ready / obs.recent_pods))
+    return max(rate, min(state.rates[-1][1], rate * replicas.ready / obs.recent_pods))
 
 
 def joined(d: Demand, ready: int, ticks: int = 1) -> int:
