@@ -245,18 +245,6 @@ def test_rate_pods_counts_the_series_with_a_rate_over_the_window_as_the_operator
     assert (obs.pods, obs.rate_pods) == (1.0, 2.0)
 
 
-def test_recent_pods_counts_the_live_series_with_an_irate_as_the_operator_asks() -> None:
-    """``count(irate(success) and success)``: the pods the sum of ``irate`` reads. A pod scraped once since it
-    became ready has none yet, and a removed pod's series is stale at once (``rate_pods`` still counts it)."""
-    t = np.sort(np.random.default_rng(5).uniform(0, 200, 20_000))
-    old, new = pod(t), pod(t[t >= 100.0], ready_at=100.0)
-    gone = pod(t)
-    gone.removed = 100.0  # replaced by ``new``
-    obs = observe([old, new], 110.0, CFG, retired=[gone])  # the new pod's one scrape is at 105 s
-    assert (obs.pods, obs.recent_pods, obs.rate_pods) == (2.0, 1.0, 2.0)
-    assert observe([old, new], 125.0, CFG, retired=[gone]).recent_pods == 2.0  # its second scrape, at 120 s
-
-
 def test_keda_reads_the_requests_that_arrive_rejected_ones_included() -> None:
     """Every policy's replicas run a queue timeout: the served rate alone caps at what a saturated fleet
     serves, and hid the demand it rejects from KEDA (auditF, session 84)."""

@@ -83,42 +83,6 @@ def test_queue_growth_is_per_scrape_interval(pending_at, last_pending, growth):
     assert d.rate == pytest.approx(200 + growth)
 
 
-ROLLING, SCALED = Replicas(3, 3, rolling_out=True), Replicas(3, 3)
-
-
-@pytest.mark.parametrize(("reading", "recent_pods", "replicas", "last", "rate"), [
-    # a rollout: the old pod went as its successor became ready; the sum of irate has two pods of three
-    (600.0, 2.0, ROLLING, 880.0, 880.0),  # scaled to three pods (900), up to the last reading
-    (600.0, 2.0, ROLLING, 950.0, 900.0),  # scaled to three pods: no more than the pods' even shares
-    (600.0, 2.0, ROLLING, 500.0, 600.0),  # a reading above the last stands: the hold makes no rise
-    (600.0, 3.0, ROLLING, 880.0, 600.0),  # every ready pod in the sum: a fall is a fall
-    (600.0, None, ROLLING, 880.0, 600.0),  # not known (a source without the count): as read
-    (600.0, 0.0, ROLLING, 880.0, 600.0),  # no pod in the sum: nothing to scale
-    (600.0, 2.0, Replicas(3, 2, rolling_out=True), 880.0, 600.0),  # the ready pods are all in the sum
-    (600.0, 3.0, Replicas(3, 4, rolling_out=True), 880.0, 800.0),  # a surge pod ready beside the three: 4 shares
-    # a scale-up's new pod is missing too, but the others' irate still reads from before it took its share
-    (600.0, 2.0, SCALED, 880.0, 600.0),
-    (600.0, 2.0, None, 880.0, 600.0),  # no replica counts given
-])
-def test_a_reading_missing_a_rollouts_new_pod_is_scaled_to_the_ready_pods_up_to_the_last(
-        reading, recent_pods, replicas, last, rate):
-    obs = replace(ok(reading), recent_pods=recent_pods)
-    state = State(rates=((0.0, last, last),))
-    assert D.demand(obs, state, now=15.0, replicas=replicas).rate == pytest.approx(rate)
-    assert D.demand(obs, State(), now=15.0, replicas=replicas).rate == pytest.approx(reading)  # no history
-
-
-def test_a_rollouts_partial_reading_enters_the_rate_history_at_the_held_rate():
-    """``decide`` plans from the held reading and keeps it in the memory the trend and the level are read from."""
-    state = State(rates=tuple((t, 880.0, 880.0) for t in range(0, 300, 15)))
-    obs = replace(ok(600.0), recent_pods=2.0, pods=3.0)
-    held = D.decide(obs, ROLLING, POLICY, state, now=300.0)
-    plain = D.decide(obs, replace(ROLLING, rolling_out=False), POLICY, state, now=300.0)
-    assert held.state.rates[-1][1] == pytest.approx(880.0)
-    assert plain.state.rates[-1][1] == pytest.approx(600.0)
-    assert held.details["rate"] == pytest.approx(880.0) and plain.details["rate"] == pytest.approx(600.0)
-
-
 def test_learn_keeps_the_scrape_time_and_growth_for_the_next_tick():
     obs = replace(ok(200, pending=300), pending_at=12.5, pending_min=140.0)
     s = D.learn(State(), obs, Replicas(2, 2), POLICY, 15.0, 220.0, growth=20.0)

@@ -51,7 +51,7 @@ def test_label_names_are_validated(bad):
 
 def test_one_query_per_signal_grouped_by_service():
     queries = build_queries(SeriesSelector(), 30)
-    assert set(queries) == set(SIGNALS) and len(queries) == 18
+    assert set(queries) == set(SIGNALS) and len(queries) == 17
     # requests per execution, and items per request apart: nv_inference_count counts a request's items (an
     # audit against a real tritonserver, session 84: a 16-item request read as 16 requests per batch)
     assert "nv_inference_count" not in queries["batch_size"]
@@ -72,10 +72,6 @@ def test_one_query_per_signal_grouped_by_service():
     assert most.startswith("max by (") and "nv_inference_pending_request_count" in most
     # the seconds between a pod's last two scrapes: the same counter change over irate's time, the least
     # over pods, a reset's negative and an idle pod's 0/0 dropped
-    # the pods the sum of irate reads: live series (``and`` the instant selector) with two scrapes, one per pod
-    recent = queries["recent_pods"]
-    assert recent.startswith("count by (") and "(sum without (version) ((irate(" in recent
-    assert "[30s]) and nv_inference_request_success{" in recent
     gap = queries["scrape_s"]
     assert gap.startswith("min by (") and "idelta(nv_inference_request_success{" in gap and gap.endswith(") > 0)")
     assert "/ irate(nv_inference_request_success{" in gap and gap.count("[30s]") == 2
@@ -87,15 +83,13 @@ def test_snapshot_tells_value_no_data_and_failure_apart():
         "rps": {key: 12.5, ("ns", "idle", "m"): 0.0},
         "p95_ms": {key: 80.0, ("ns", "idle", "m"): math.nan},
         "batch_size": {key: 4.0}, "batch_ms": {key: 28.0}, "pending": {key: 40.0}, "pending_min": {key: 3.0},
-        "replicas": {key: 3.0, ("ns", "idle", "m"): 1.0}, "rate_pods": {key: 2.0}, "recent_pods": {key: 1.0},
-        "scrape_s": {key: 30.0},
+        "replicas": {key: 3.0, ("ns", "idle", "m"): 1.0}, "rate_pods": {key: 2.0}, "scrape_s": {key: 30.0},
         "batch_items": {key: 2.5},
     })
     obs = snap.observation("ns", "svc", "m")
     assert (obs.status, obs.rps, obs.p95_ms, obs.batch_size, obs.batch_ms) == ("ok", 12.5, 80.0, 4.0, 28.0)
     assert obs.items_per_request == 2.5
     assert (obs.pending, obs.pending_min, obs.pods, obs.rate_pods, obs.scrape_s) == (40.0, 3.0, 3.0, 2.0, 30.0)
-    assert obs.recent_pods == 1.0
     idle = snap.observation("ns", "idle", "m")
     assert (idle.status, idle.rps, idle.p95_ms) == ("ok", 0.0, None)  # NaN summary: no value, but data
     assert idle.scrape_s is None  # an idle pod's counter moves not: idelta / irate is 0/0, no series
@@ -224,7 +218,7 @@ def test_a_round_slower_than_its_deadline_is_a_failed_snapshot(monkeypatch):
     monkeypatch.setattr(source._prom, "custom_query", slow_query)
     snap = source.fetch(60)
     assert not snap.ok and 0 < len(asked) < 13, (snap, len(asked))
-    assert f"answered {len(asked)} of 18 queries in 0.1 s" in snap.error
+    assert f"answered {len(asked)} of 17 queries in 0.1 s" in snap.error
 
 
 def test_a_reading_below_a_billionth_is_zero_and_the_decider_takes_it():

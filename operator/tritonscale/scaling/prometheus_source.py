@@ -100,7 +100,7 @@ class Snapshot:
                                        f"the window is of earlier scrapes, fading")
         p95 = val("p95_ms")
         return Observation(status="ok", p95_ms=p95, rps=rps, queue_ms=val("queue_ms"), pods=pods,
-                           rate_pods=val("rate_pods"), recent_pods=val("recent_pods"),
+                           rate_pods=val("rate_pods"),
                            message="" if p95 is not None else self._no_p95(key),
                            pending=val("pending"), pending_min=val("pending_min"),
                            pending_max=val("pending_max"), pending_at=val("pending_at"),

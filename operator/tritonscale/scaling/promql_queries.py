@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 SIGNALS = ("p95_ms", "rps", "queue_ms", "pending", "pending_min", "pending_max", "pending_at", "replicas", "rate_pods",
-           "recent_pods", "batch_size", "batch_items", "batch_ms", "failed_rps", "recent_rps", "recent_served_rps",
-           "scrape_s", "targets")
+           "batch_size", "batch_items", "batch_ms", "failed_rps", "recent_rps", "recent_served_rps", "scrape_s",
+           "targets")
 # The scrape targets of each service by their ``up`` value, keyed (namespace, inferenceservice, up):
 # only for messages, so a service with no Triton series says whether its scrapes fail, or find no pod.
 TARGETS_LABEL = "up"
@@ -114,7 +114,7 @@ def live_irate(series: str, window: str) -> str:
 
 
 def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
-    """The eighteen queries of one tick. Pure, so the escaping is unit-tested."""
+    """The seventeen queries of one tick. Pure, so the escaping is unit-tested."""
     m, g, w = sel.matchers(), sel.group(), f"{int(window_s)}s"
     success = f"nv_inference_request_success{{{m}}}"
     failure = f"nv_inference_request_failure{{{m}}}"
@@ -153,8 +153,6 @@ def build_queries(sel: SeriesSelector, window_s: int) -> dict[str, str]:
         # window shorter than two scrape intervals only the pods whose scrape phase fits have one, and
         # "rps" sums only them -- a third or half of the traffic read as all of it.
         "rate_pods": f"count by ({g}) ({per_pod(f'rate({success}[{w}])')})",
-        # ... and those with an ``irate`` (two scrapes since they became ready): the pods ``recent_rps`` sums.
-        "recent_pods": f"count by ({g}) ({per_pod(live_irate(success, w))})",
         # Batch cost, for the decider's capacity model: mean requests per execution, and
         # mean execution time (Triton adds a batch's compute time to each request in it),
         # between the last two scrapes (irate): a whole window mixes the batch sizes of a

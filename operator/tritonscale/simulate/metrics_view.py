@@ -22,9 +22,7 @@ This mirrors the operator's queries (``scaling`` metric source) on the default
 * replicas: ``count(success)`` -- the pods scraped now; rate_pods: ``count(rate(success[60s]))`` --
   the series with a rate over the window (two scrapes in it): a pod scraped once since it became
   ready is in the first and not the second, a removed pod's series in the second while its scrapes
-  are in the window (answered since session 64; the decider's ``complete`` step reads both);
-  recent_pods: ``count(irate(success[60s]) and success)`` -- the live pods the sum of ``irate`` reads
-  (two scrapes since they became ready; the decider's ``rollout_reading`` compares it with the ready pods).
+  are in the window (answered since session 64; the decider's ``complete`` step reads both).
 
 Scrapes: a pod's series are scraped on its own grid (offset + k x scrape interval) while it
 is ready and not removed: a starting pod's Triton has no series yet, and a removed pod's series
@@ -245,7 +243,6 @@ def observe(pods: Sequence[Replica], now: float, cfg: PromConfig, retired: Seque
         "failed_rps": rates.failure,
         "recent_rps": recent if recent_series else None,
         "recent_served_rps": recent_served if recent_series else None,
-        "recent_pods": float(recent_series) if recent_series else None,  # count(irate(success) and success)
         # min(idelta / irate): the seconds between a pod's last two scrapes, of the pods whose counters moved
         "scrape_s": cfg.scrape_s if recent > 0 else None,
     }

@@ -16,8 +16,7 @@ function that returns its result and the reason for it:
                      ``guard``, after ``forget_model`` drops what was learned of a model the
                      pods no longer serve).
 3. ``demand``     -- arrival rate now (requests out of the queue plus the queue's growth) and
-                     the backlog; while a rollout runs, a reading that misses a new pod's traffic
-                     is scaled to the ready pods, up to the last reading (``rollout_reading``).
+                     the backlog.
 4. ``forecast``   -- the rate to plan for when a replica asked for now is ready: the current
                      rate plus its trend over the horizon, from when the data was scraped
                      (``data_age``) to one cold start and one tick after now, scaled by the share
@@ -111,7 +110,6 @@ from tritonscale.scaling.decider.signals import (
     learn,
     learn_cold_start,
     recurring,
-    rollout_reading,
     surprise,
 )
 from tritonscale.scaling.decider.steps import (
@@ -168,7 +166,7 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
             held = limit(held, current, policy)
         return done(held, state, ok)
     target = float(policy.target_p95_ms or 0.0)
-    d = demand(obs, state, now, replicas)
+    d = demand(obs, state, now)
     state = learn(state, obs, replicas, policy, now, d.rate, d.growth)
     now_level = level(d, state, now, policy.window_s)  # the plan's and ``bare``'s: later steps leave the rates alone
     age = data_age(obs, now, policy)
@@ -210,8 +208,7 @@ __all__ = [
     "data_age", "decide", "demand", "forecast", "forget_model", "guard", "horizon_rise", "in_requests", "learn",
     "learn_cold_start", "level",
     "limit", "measure", "noise", "noise_measured",
-    "plan_horizon", "recommend", "recurring", "replicas_text", "rollout_reading", "saturation_share",
-    "scale_down_window", "settle",
+    "plan_horizon", "recommend", "recurring", "replicas_text", "saturation_share", "scale_down_window", "settle",
     "stabilize", "sudden_fall", "surprise", "surprise_cost", "surprises_for_memory", "tolerate", "trend",
     "trend_delivery",
 ]

@@ -66,10 +66,6 @@ class Observation:
     # shorter than two scrape intervals, where only the pods whose scrape phase fits it have a rate.
     # None: not known (taken as ``pods``).
     rate_pods: float | None = None
-    # Of ``pods``, those with an ``irate`` (two scrapes since they became ready): the pods ``recent_rps``
-    # sums. A pod that became ready within the last two scrapes takes its share of the traffic at once
-    # and is missing from the sum until then. None: not known (taken as complete).
-    recent_pods: float | None = None
     # Seconds between the last two scrapes of the most often scraped pod (None: not known). Read
     # only for a status note: the decider plans from the readings as they come.
     scrape_s: float | None = None

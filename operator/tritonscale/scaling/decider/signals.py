@@ -24,7 +24,7 @@ from tritonscale.scaling.decider.rate_model import (
 )
 
 
-def demand(obs: Observation, state: State, now: float, replicas: Replicas | None = None) -> Demand:
+def demand(obs: Observation, state: State, now: float) -> Demand:
     """Arrivals = requests leaving the queue (served or rejected) + the queue's growth.
     The served rate alone caps at capacity in overload; the queue's growth is the rest.
 
@@ -43,33 +43,7 @@ def demand(obs: Observation, state: State, now: float, replicas: Replicas | None
             growth = (pending - last.pending) / (at - last.at)
         else:  # the same scrape again
             growth = last.growth
-    return Demand(rollout_reading(max(0.0, exits + growth), obs, state, replicas), window, pending, growth, last)
-
-
-def rollout_reading(rate: float, obs: Observation, state: State, replicas: Replicas | None) -> float:
-    """The arrival rate while a rollout runs, where the sum of ``irate`` misses a new pod's traffic.
-
-    A rollout replaces pods one surge at a time: the Deployment removes an old pod as its successor
-    becomes ready, and the successor takes the old pod's share of the traffic at once, but ``irate``
-    has it only from its second scrape, up to two scrape intervals later (``Observation.recent_pods``
-    below the ready replicas). The reading is short by that share -- two pods of three in the sum read
-    592 rps for about 880 arriving (session 95) -- and a low reading enters the rate history the plan's
-    level, trend and noise are read from: a diurnal climb's scale-up came late and missed a window
-    (the tuner's evaluation at a 180 s cold start, session 96). A rollout changes no arrivals, and
-    each pod carries an even share under the Service's balancing, so the reading is scaled to the
-    ready pods -- but never above the last tick's reading: it undoes a fall the churn made, and makes no rise.
-
-    Only while a rollout runs: a scale-up's new pod also misses from the sum, but the other pods'
-    ``irate`` still covers a stretch before it took its share, so the scaled reading runs high (session
-    64), and held at the last reading it cost 22 windows over the tuner's evaluation at 180 s
-    (simulate/README, "Adopted in session 96")."""
-    if replicas is None or not replicas.rolling_out or obs.recent_pods is None or not state.rates:
-        return rate
-    # every ready pod takes a share, a surge pod of the rollout too (Deployment readyReplicas counts it, and
-    # may run above spec.replicas until the old pod it replaces goes)
-    if not 0 < obs.recent_pods < replicas.ready:
-        return rate
-    return max(rate, min(state.rates[-1][1], rate * replicas.ready / obs.recent_pods))
+    return Demand(max(0.0, exits + growth), window, pending, growth, last)
 
 
 def joined(d: Demand, ready: int, ticks: int = 1) -> int:
