@@ -125,6 +125,10 @@ def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new
 
     sampler = PodSampler(core, ns)
     sampler.start()
+    # The Deployment's strategy as read while the new template rolls out. Read after the rollout it may already be
+    # 25% again: the operator's own tuner runs here too, clears the flag once it sees the rollout done, and the
+    # field handler renders that at once (a CI run read 25% there, session 96).
+    strategies: list[tuple[str, int]] = []
     try:
         def rolled_out() -> bool:
             got = (custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME).get("status") or {})
@@ -133,17 +137,21 @@ def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new
                                                              {"status": {"batching": tuned}})
             d = apps.read_namespaced_deployment(NAME, ns)
             pods = [p for p in _pods(core, ns) if not p.metadata.deletion_timestamp]
-            return (d.spec.template.metadata.annotations[HASH_ANNOTATION] != old_hash
-                    and (d.status.updated_replicas, d.status.ready_replicas) == (2, 2) and len(pods) == 2
+            new_template = d.spec.template.metadata.annotations[HASH_ANNOTATION] != old_hash
+            done = (new_template and (d.status.updated_replicas, d.status.ready_replicas) == (2, 2) and len(pods) == 2
                     and all(p.metadata.annotations.get(HASH_ANNOTATION) != old_hash for p in pods))
+            if new_template and not done:
+                rolling = d.spec.strategy.rolling_update
+                strategies.append((rolling.max_surge, rolling.max_unavailable))
+            return done
 
         wait_for(rolled_out, 60, interval=0.2, what="the Deployment controller to roll both pods")
-        strategy = apps.read_namespaced_deployment(NAME, ns).spec.strategy.rolling_update
     finally:
         sampler.stop_flag.set()
         sampler.join(5)
 
-    assert (strategy.max_surge, strategy.max_unavailable) == ("100%", 0)
+    # the new template and maxSurge 100% are one render of the same status: from the first read of the one, the other
+    assert strategies and strategies[0] == ("100%", 0), strategies
     lowest = min(r for r, _, _ in sampler.samples)
     most = max(n for _, n, _ in sampler.samples)
     print(f"\nrollout at once: {len(sampler.samples)} samples, ready pods never below {lowest}, at most {most} pods")
