@@ -4,7 +4,7 @@ Each InferenceService has its own Kopf daemon ticking at its own
 ``intervalSeconds``; the queries, however, cover every object at once. The
 first tick that finds the cached snapshot older than its interval fetches a
 new one; concurrent ticks await that same fetch (single flight), and later
-ones reuse it. With 1,000 objects at 15 s this is one round of queries (``promql_queries.SIGNALS``, 17) per 15 s.
+ones reuse it. With 1,000 objects at 15 s this is one round of queries (one per ``promql_queries.SIGNALS``) per 15 s.
 """
 
 from __future__ import annotations
