@@ -129,10 +129,12 @@ def models_claim(api_client: kubernetes.client.ApiClient, namespace: str) -> Ite
 @pytest.fixture
 def node(api_client: kubernetes.client.ApiClient, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
     """``node(gpus=N, ready_after_s=S, capacity={...})``: register a Node and mark the pods bound to it
-    Ready (support/pod_ready_marker.py: a test stand-in for a kubelet; nothing runs)."""
+    Ready (support/pod_ready_marker.py: a test stand-in for a kubelet; nothing runs). ``S`` may be a
+    function of the pod."""
     markers: list[PodReadyMarker] = []
 
-    def register(gpus: int = 0, ready_after_s: float = 0.5, capacity: dict[str, str] | None = None) -> PodReadyMarker:
+    def register(gpus: int = 0, ready_after_s: float | Callable[[Any], float] = 0.5,
+                 capacity: dict[str, str] | None = None) -> PodReadyMarker:
         name = f"node-{len(markers)}-{uuid.uuid4().hex[:6]}"
         marker = PodReadyMarker(api_client, name, gpus=gpus, ready_after_s=ready_after_s, capacity=capacity).start()
         markers.append(marker)

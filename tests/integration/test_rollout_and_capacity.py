@@ -1,7 +1,8 @@
 """What the real controllers do with the operator's objects: a config change rolls
-the pods through the Deployment controller without dipping below the warm floor,
-and asking for more GPUs than the Nodes have leaves pods Pending, says so in
-status, and stops the autoscaler from asking for more.
+the pods through the Deployment controller without dipping below the warm floor
+(during a scale-up too, replacing the pods still starting first, as the simulator
+assumes), and asking for more GPUs than the Nodes have leaves pods Pending, says so
+in status, and stops the autoscaler from asking for more.
 
 Pods become Ready through tests/pod_ready_marker.py (a test stand-in for a
 kubelet: nothing runs), ``ready_after_s`` after the scheduler binds them.
@@ -166,6 +167,132 @@ def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new
              interval=0.2, what="maxSurge back to 25% once status.batching.tunerState.rolloutAtOnce is cleared")
     pods = [p for p in _pods(core, ns) if not p.metadata.deletion_timestamp]
     assert len(pods) == 2, "the strategy's change rolled no pod"
+    assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
+
+
+class PodLifetimes(threading.Thread):
+    """Every 50 ms: the live pods (no deletionTimestamp) by uid, with their template hash and whether Ready."""
+
+    def __init__(self, core: kubernetes.client.CoreV1Api, ns: str):
+        super().__init__(daemon=True)
+        self.core, self.ns, self.stop_flag = core, ns, threading.Event()
+        self.samples: list[dict[str, tuple[str | None, bool]]] = []
+
+    def run(self) -> None:
+        while not self.stop_flag.is_set():
+            self.samples.append({p.metadata.uid: (p.metadata.annotations.get(HASH_ANNOTATION), _ready(p))
+                                 for p in _pods(self.core, self.ns) if not p.metadata.deletion_timestamp})
+            self.stop_flag.wait(0.05)
+
+    def ready_at(self, uid: str) -> int | None:
+        return next((i for i, live in enumerate(self.samples) if uid in live and live[uid][1]), None)
+
+    def gone_at(self, uid: str) -> int | None:
+        """The first sample without the pod after one with it."""
+        seen = False
+        for i, live in enumerate(self.samples):
+            if uid in live:
+                seen = True
+            elif seen:
+                return i
+        return None
+
+
+def test_a_tuner_change_during_a_scale_up_replaces_the_starting_pods_before_the_ready_ones(
+        api_client, namespace, models_claim, node, start_operator):
+    """A tuner change while a scale-up's pods still start (the tuner goes ahead where the settings in force are
+    predicted to miss the target: ``batching_tuner.tune``) rolls the new template over those pods too. The
+    simulator's engine assumes the real controllers' order: each new pod that becomes ready removes an old pod
+    still starting before any ready one (``engine.simulate``, ``old``), so the ready pods never dip and the
+    scale-up's pods, which would come up with the old settings, are not waited for. Checked here on the real
+    kube-controller-manager: the scale-up's pods warm up for 60 s, and the new template's become ready one at a
+    time."""
+    ns = namespace
+    core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    slow: dict[str, object] = {}  # filled once the floor is up: the old template's hash and the floor's pods
+    new_pods: dict[str, int] = {}  # the new template's pods in the order the marker first saw them
+
+    def warmup_s(pod) -> float:
+        """The floor 1 s; the scale-up's pods 60 s; the new template's 1.5 s apart (1, 2.5, 4, 5.5 s), so that
+        each becomes ready on its own and the old pod it removes is told apart."""
+        old = slow.get("hash")
+        if not old:
+            return 1.0
+        if pod.metadata.annotations.get(HASH_ANNOTATION) == old:
+            return 1.0 if pod.metadata.uid in slow["floor"] else 60.0
+        return 1.0 + 1.5 * new_pods.setdefault(pod.metadata.uid, len(new_pods))
+
+    node(gpus=8, ready_after_s=warmup_s)
+    op = start_operator()
+    body = sample(ns)
+    body["spec"]["runtime"]["gpus"] = 1
+    body["spec"]["batching"] = {**body["spec"].get("batching", {}), "enabled": True,
+                                "maxQueueDelayMicroseconds": 100_000, "autoTune": {"enabled": True}}
+    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 4, "targetP95Milliseconds": 100})
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 30, what="the warm floor of 2 ready pods")
+    old_hash = apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
+    floor = {p.metadata.uid for p in _pods(core, ns)}
+    slow.update({"hash": old_hash, "floor": floor})
+
+    lifetimes = PodLifetimes(core, ns)
+    lifetimes.start()
+    try:
+        # The scale-up: a raised warm floor, as the autoscaler's would be (no Prometheus here).
+        custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME,
+                                              {"spec": {"scaling": {"minReplicas": 4}}},
+                                              _content_type="application/merge-patch+json")
+        starting = wait_for(lambda: (ps := [p for p in _pods(core, ns) if p.metadata.uid not in floor
+                                            and not p.metadata.deletion_timestamp]) and len(ps) == 2 and ps, 30,
+                            what="the scale-up's two pods")
+        assert {p.metadata.annotations.get(HASH_ANNOTATION) for p in starting} == {old_hash}, \
+            "raising minReplicas rolled the template"
+        assert not any(map(_ready, starting))
+        scale_up = {p.metadata.uid for p in starting}
+
+        # The change, at once (the test acts as the tuner, as in the test above).
+        tuned = {"maxQueueDelayMicroseconds": 0, "preferredBatchSizes": [], "source": "tuner",
+                 "reason": "BreachRelief", "message": "set by the test, acting as the tuner",
+                 "lastChangeTime": "2026-12-07T12:00:00Z",
+                 "tunerState": {"previous": {"delayUs": 100_000, "preferred": []}, "lastChange": 0.0,
+                                "rolloutAtOnce": True}}
+
+        def rolled_out() -> bool:
+            got = (custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME).get("status") or {})
+            if (got.get("batching") or {}).get("source") != "tuner":  # a tick that read status before this write
+                custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, NAME,
+                                                             {"status": {"batching": tuned}})
+            d = apps.read_namespaced_deployment(NAME, ns)
+            pods = [p for p in _pods(core, ns) if not p.metadata.deletion_timestamp]
+            return (d.spec.template.metadata.annotations[HASH_ANNOTATION] != old_hash
+                    and (d.status.updated_replicas, d.status.ready_replicas) == (4, 4) and len(pods) == 4
+                    and all(p.metadata.annotations.get(HASH_ANNOTATION) != old_hash and _ready(p) for p in pods))
+
+        wait_for(rolled_out, 40, interval=0.2, what="the new template on all four pods, well before the 60 s warmup")
+        time.sleep(0.3)
+    finally:
+        lifetimes.stop_flag.set()
+        lifetimes.join(5)
+
+    samples = lifetimes.samples
+    gone = {uid: lifetimes.gone_at(uid) for uid in floor | scale_up}
+    assert all(i is not None for i in gone.values()), gone
+    assert all(lifetimes.ready_at(uid) is None for uid in scale_up), \
+        "a scale-up pod became ready: the test's 60 s warmup did not hold"
+    new_ready = sorted(i for uid in set().union(*samples) - floor - scale_up
+                       if (i := lifetimes.ready_at(uid)) is not None)
+    order = sorted(floor | scale_up, key=lambda u: gone[u])
+    print(f"\ntuner change during a scale-up: {len(samples)} samples; old pods gone at samples "
+          f"{[(gone[u], 'starting' if u in scale_up else 'ready') for u in order]}; new pods ready at {new_ready}; "
+          f"ready pods never below {min(sum(r for _, r in s.values()) for s in samples)}, "
+          f"at most {max(map(len, samples))} pods")
+    # the starting pods go first: no ready old pod leaves while one of the scale-up's still starts
+    assert max(gone[u] for u in scale_up) < min(gone[u] for u in floor), order
+    # one old pod for each new one ready, not at the change (the engine's ``surge_ready``)
+    assert len(new_ready) == 4 and all(gone[u] >= r for u, r in zip(order, new_ready, strict=True)), (order, new_ready)
+    assert min(sum(r for _, r in s.values()) for s in samples) >= 2, "ready pods dipped below the two serving"
+    assert max(map(len, samples)) <= 8, "maxSurge 100% of 4 replicas: at most 8 pods"
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import kubernetes
@@ -35,10 +36,12 @@ def _now(micro: bool = False) -> str:
 
 class PodReadyMarker(threading.Thread):
     """Register Node ``node`` with ``capacity`` and mark its pods Ready ``ready_after_s``
-    after they were bound (a stand-in for image pull, Triton start and warmup)."""
+    after they were bound (a stand-in for image pull, Triton start and warmup). ``ready_after_s``
+    may be a function of the pod (the API's V1Pod), for pods that warm up slower than others; it
+    is asked again at each pass, so its answer may change while the pod waits."""
 
     def __init__(self, api_client: kubernetes.client.ApiClient, node: str, *, gpus: int = 0,
-                 ready_after_s: float = 0.5, capacity: dict[str, str] | None = None):
+                 ready_after_s: float | Callable[[Any], float] = 0.5, capacity: dict[str, str] | None = None):
         super().__init__(daemon=True, name=f"pod-ready-marker-{node}")
         self.core = kubernetes.client.CoreV1Api(api_client)
         self.leases = kubernetes.client.CoordinationV1Api(api_client)
@@ -150,10 +153,13 @@ class PodReadyMarker(threading.Thread):
                         raise
                 continue
             first = self.bound_at.setdefault(uid, time.monotonic())
-            if uid in self.marked or time.monotonic() - first < self.ready_after_s:
+            if uid in self.marked or time.monotonic() - first < self._warmup_s(pod):
                 continue
             self._mark_ready(pod)
             self.marked.add(uid)
+
+    def _warmup_s(self, pod: Any) -> float:
+        return float(self.ready_after_s(pod) if callable(self.ready_after_s) else self.ready_after_s)
 
     def _mark_ready(self, pod: Any) -> None:
         now = _now()

@@ -401,7 +401,8 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
                 else:
                     # a scale-up's pods still starting (``TunerObservation.starting``) started with the old
                     # settings: the rollout replaces them too (first, as the Deployment controller deletes a pod
-                    # not ready before a ready one)
+                    # not ready before a ready one; checked on the real controllers by the integration test
+                    # test_a_tuner_change_during_a_scale_up_replaces_the_starting_pods_before_the_ready_ones)
                     old[:] = [r for r in alive if r not in routed and r not in surge and r.cfg != tuned] + \
                         [r for r in routed if r.cfg != tuned]
                     roll(t_next)
