@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from tritonscale.scaling.pod_census import first_census_since, node_names, parse_time, start_budget_s, take_census
+from tritonscale.scaling.pod_census import (
+    first_census_since,
+    node_names,
+    not_created,
+    parse_time,
+    start_budget_s,
+    take_census,
+)
 
 T0 = parse_time("2026-01-01T00:00:00Z")
 
@@ -159,3 +166,33 @@ def test_the_last_tick_known_is_the_later_of_the_memorys_readings_and_the_stamp(
     assert _last_tick_known({}, State(), now) is None
     assert _last_tick_known({"lastTickTime": at(2000)}, State(), now) is None  # ahead of this clock: not known
     assert _last_tick_known({"lastTickTime": "yesterday"}, rates, now) == T0 + 950
+
+
+QUOTA = ('pods "linear-7dfbf65756-9k7qw" is forbidden: exceeded quota: gpus, requested: requests.nvidia.com/gpu=1, '
+         'used: requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=2')
+
+
+def deployment(replicas: int, failure: str | None) -> dict[str, Any]:
+    conditions = [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]
+    if failure is not None:
+        conditions.append({"type": "ReplicaFailure", "status": failure, "reason": "FailedCreate", "message": QUOTA})
+    return {"spec": {"replicas": replicas}, "status": {"conditions": conditions}}
+
+
+@pytest.mark.parametrize(("replicas", "failure", "live", "expected"), [
+    (3, "True", 2, (1, QUOTA)),  # a quota refuses the third pod: the Deployment's message says why
+    (5, "True", 2, (3, QUOTA)),
+    (3, "True", 3, (0, QUOTA)),  # every replica has its pod (a rollout's surge pod is what was refused)
+    (3, "True", 4, (0, QUOTA)),  # more pods than replicas: a rollout's old and new side by side
+    (3, "False", 2, (0, "")),  # the condition cleared: the missing pod is being created
+    (3, None, 2, (0, "")),  # no condition: pods missing are being created, not refused
+])
+def test_replicas_whose_pods_the_replicaset_may_not_create(replicas, failure, live, expected):
+    assert not_created(deployment(replicas, failure), live) == expected
+
+
+def test_a_replica_failure_without_a_message_gives_its_reason():
+    d = {"spec": {"replicas": 2}, "status": {"conditions": [{"type": "ReplicaFailure", "status": "True",
+                                                             "reason": "FailedCreate"}]}}
+    assert not_created(d, 0) == (2, "FailedCreate")
+

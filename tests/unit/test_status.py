@@ -172,6 +172,25 @@ def test_the_autoscaler_writes_only_its_own_fields() -> None:
     assert "replicas" not in dumped and "readyReplicas" not in dumped, "the reconciler's: it follows the Deployment"
 
 
+@pytest.mark.parametrize(("census", "status", "reason", "message"), [
+    (PodCensus(0, "", (), frozenset()), "True", "NoUnschedulablePods", "none of the 4 pods is unschedulable"),
+    (PodCensus(1, "0/1 nodes are available", (), frozenset()), "False", "Unschedulable",
+     "1 of 4 pods cannot be scheduled: 0/1 nodes are available"),
+    # a quota refuses pods: none exists to be Pending, and the Deployment's ReplicaFailure says why
+    (PodCensus(0, "", (), frozenset(), uncreated=2, uncreated_message="exceeded quota: gpus"), "False",
+     "PodsNotCreated", "2 replica(s) the Deployment asks for have no pod: its ReplicaSet cannot create them "
+                       "(exceeded quota: gpus)"),
+    (PodCensus(1, "0/1 nodes are available", (), frozenset(), uncreated=2, uncreated_message="exceeded quota: gpus"),
+     "False", "PodsNotCreated", "2 replica(s) the Deployment asks for have no pod: its ReplicaSet cannot create them "
+                                "(exceeded quota: gpus); 1 pod(s) cannot be scheduled: 0/1 nodes are available"),
+])
+def test_the_schedulable_condition_names_pods_unplaced_and_pods_not_created(census, status, reason, message) -> None:
+    decision = Decision(4, "Unschedulable", "held", State(), metrics_ok=True)
+    new = autoscaler_status(LIVE, decision, Observation(status="ok", p95_ms=80.0, rps=5.0), census, "", 4, T0, 2)
+    (cond,) = [c for c in new.conditions if c.type == st.SCHEDULABLE]
+    assert (cond.status, cond.reason, cond.message) == (status, reason, message)
+
+
 @pytest.mark.parametrize(("obs", "reason", "message"), [
     (Observation(status="ok", p95_ms=80.0, rps=5.0), "Available", "p95 80.0 ms at 5.00 rps"),
     (Observation(status="ok", p95_ms=None, rps=0.0), "Idle", "no requests in the rate window"),

@@ -26,7 +26,9 @@ SPEC_VALID = "SpecValid"  # False carries spec errors; the operator then creates
 CHILD_REJECTED = "ChildRejected"
 SCALING = "Scaling"  # reason/message explain the last autoscaler decision
 METRICS_AVAILABLE = "MetricsAvailable"
-SCHEDULABLE = "Schedulable"  # False (reason Unschedulable) while the scheduler cannot place pods
+# False while the scheduler cannot place pods (reason Unschedulable) or the ReplicaSet may not create them
+# (PodsNotCreated: the Deployment's ReplicaFailure, e.g. a quota on nvidia.com/gpu)
+SCHEDULABLE = "Schedulable"
 # True while an operator upgrade's new pod template waits for other fleets' rollouts
 # (reconcile.upgrade_rollouts); set only once a pass has waited
 UPGRADE_PENDING = "UpgradePending"

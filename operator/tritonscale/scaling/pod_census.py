@@ -1,6 +1,7 @@
 """What the Deployment's pods say that the Deployment's status does not: how many
 the scheduler cannot place, how many sit on a node being drained, and how long the ones
-that just became ready took.
+that just became ready took. And the pods that are not there: those the Deployment asks
+for and its ReplicaSet may not create (``not_created``).
 
 Pure functions over pod dicts (as the API returns them); the tick lists the pods.
 """
@@ -36,6 +37,10 @@ class PodCensus:
     draining: int = 0
     # Every pod listed, terminating ones too: Prometheus scrapes a terminating pod until it exits.
     listed: int = 0
+    # Replicas the Deployment asks for whose pods its ReplicaSet may not create (``not_created``), and the
+    # Deployment's reason, e.g. 'pods "x" is forbidden: exceeded quota: gpus, requested: ...'; "" if none.
+    uncreated: int = 0
+    uncreated_message: str = ""
 
 
 def parse_time(value: str | None) -> float | None:
@@ -138,3 +143,17 @@ def take_census(pods: Iterable[dict[str, Any]], reported: frozenset[str], since:
         startups.append(max(0.0, ready_at - created))
     return PodCensus(unschedulable, message, tuple(sorted(startups)), frozenset(ready | (reported & alive)),
                      draining_pods(pods, cordoned), len(pods))
+
+
+def not_created(deployment: dict[str, Any], live: int) -> tuple[int, str]:
+    """(replicas the Deployment asks for with no pod, its reason) while its ReplicaFailure condition is
+    True: the ReplicaSet's pod creations are refused -- a namespace's ResourceQuota on nvidia.com/gpu (a
+    team's share of a shared cluster), a PodSecurity level, a ServiceAccount that does not exist. No pod
+    exists for those replicas, so none is Pending and the scheduler says nothing; the Deployment's
+    condition is the only word of it. ``live``: the Deployment's pods not terminating. (0, "") otherwise:
+    pods missing without the condition are being created."""
+    failure = object_condition(deployment, "ReplicaFailure")
+    if failure.get("status") != "True":
+        return 0, ""
+    asked = int((deployment.get("spec") or {}).get("replicas") or 0)
+    return max(0, asked - live), str(failure.get("message") or failure.get("reason") or "")

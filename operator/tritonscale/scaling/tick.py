@@ -39,7 +39,14 @@ from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling import operator_metrics as om
 from tritonscale.scaling import prometheus_events, replicas_elsewhere, spec_in_force
 from tritonscale.scaling.decider import Decision, Observation, Policy, Replicas, State, decide, replicas_text
-from tritonscale.scaling.pod_census import PodCensus, first_census_since, node_names, parse_time, take_census
+from tritonscale.scaling.pod_census import (
+    PodCensus,
+    first_census_since,
+    node_names,
+    not_created,
+    parse_time,
+    take_census,
+)
 from tritonscale.scaling.prometheus_events import prometheus_event, transition_level
 from tritonscale.scaling.prometheus_source import Snapshot
 from tritonscale.scaling.replicas_elsewhere import (
@@ -157,6 +164,9 @@ def _census(kube: Kube, namespace: str, deployment: dict[str, Any], uid: str, no
     census = take_census(pods, reported, last_tick, _cordoned(kube, node_names(pods), now))
     _pods_seen[uid] = (now, census.ready_uids)
     live = sum(1 for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp"))
+    uncreated, why = not_created(deployment, live)
+    if uncreated:
+        census = dataclasses.replace(census, uncreated=uncreated, uncreated_message=why)
     return census, live, ""
 
 
@@ -328,7 +338,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
                                                   _last_tick_known(status, state, now))
         serving, rolling_out = _serving(body, deployment)
         replicas = Replicas(current=current, ready=ready,
-                            unschedulable=census.unschedulable if census else 0,
+                            unschedulable=census.unschedulable + census.uncreated if census else 0,
                             draining=census.draining if census else 0,
                             startup_s=census.startup_s if census else (), serving=serving, rolling_out=rolling_out)
         # The decider plans with the batcher settings in force; the tuner may change them after it

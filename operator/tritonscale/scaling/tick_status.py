@@ -86,6 +86,12 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
                                  now, gen)
     if census is None:
         conds = st.set_condition(conds, st.SCHEDULABLE, "Unknown", "PodsUnreadable", census_error, now, gen)
+    elif census.uncreated:
+        also = (f"; {census.unschedulable} pod(s) cannot be scheduled: {census.unschedulable_message}"
+                if census.unschedulable else "")
+        conds = st.set_condition(conds, st.SCHEDULABLE, False, "PodsNotCreated",
+                                 f"{census.uncreated} replica(s) the Deployment asks for have no pod: its ReplicaSet "
+                                 f"cannot create them ({census.uncreated_message}){also}"[:1000], now, gen)
     elif census.unschedulable:
         conds = st.set_condition(conds, st.SCHEDULABLE, False, "Unschedulable",
                                  f"{census.unschedulable} of {live_pods} pods cannot be scheduled: "

@@ -41,7 +41,7 @@ function that returns its result and the reason for it:
                      reading beyond its noise: a rate turning up out of a fall, before the trend
                      sees it -- until the plan reaches where the climb leads within the horizon.
 9. ``limit``      -- at most maxStep replicas up or down per tick.
-10. ``clamp``     -- [floor, maxReplicas]; never ask for more while pods are unschedulable.
+10. ``clamp``     -- [floor, maxReplicas]; never ask for more while pods are unschedulable or not created.
     ``drain_surge`` -- on every decision, held ones too: one more replica for each pod on a node
                      being drained, so the PodDisruptionBudget lets the drain through.
 

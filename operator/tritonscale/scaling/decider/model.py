@@ -80,7 +80,9 @@ class Replicas:
     current: int  # Deployment spec.replicas (includes replicas still starting)
     ready: int  # replicas whose model is loaded and warm
     # Pods the scheduler could not place (PodScheduled=False, reason Unschedulable, e.g.
-    # insufficient nvidia.com/gpu): asking for more would only add more Pending pods.
+    # insufficient nvidia.com/gpu), and replicas whose pods the ReplicaSet may not create (the
+    # Deployment's ReplicaFailure: a quota on nvidia.com/gpu): asking for more would only add more
+    # Pending or refused pods.
     unschedulable: int = 0
     # Pods on nodes cordoned for a drain (spec.unschedulable): about to be evicted, which the
     # PodDisruptionBudget refuses while they are the warm floor (steps.drain_surge).

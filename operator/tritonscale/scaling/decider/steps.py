@@ -380,7 +380,7 @@ def clamp(step: Step, replicas: Replicas, policy: Policy) -> Step:
     n = _clamp(step.replicas, policy.floor, policy.max_replicas)
     if replicas.unschedulable > 0 and n > replicas.current:
         return Step(max(replicas.current, policy.floor), "Unschedulable",
-                    step.why + f"; {replicas.unschedulable} pod(s) cannot be scheduled "
+                    step.why + f"; {replicas.unschedulable} pod(s) cannot be scheduled or created "
                                f"(the Schedulable condition says why): not asking for more")
     if n < step.replicas and n < replicas.current:  # maxReplicas lowered below the fleet (a spec edit)
         return Step(n, "AtMaxReplicas", step.why + f"; lowering to maxReplicas={policy.max_replicas}")
