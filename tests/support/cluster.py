@@ -20,7 +20,7 @@ import kubernetes
 import pytest
 import yaml
 
-from tritonscale.api.spec import GROUP, PLURAL, VERSION
+from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
 from tritonscale.cluster.control_plane import SERVICE_ACCOUNT_ISSUER
 from tritonscale.kube.client import client_for  # the tests' clients too: one per kubeconfig
 
@@ -94,6 +94,23 @@ def condition(custom: kubernetes.client.CustomObjectsApi, namespace: str, name: 
     """The InferenceService's condition ``type_`` as the API returns it, or {} while it has none."""
     obj = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == type_), {})
+
+
+def service_pods(core: kubernetes.client.CoreV1Api, namespace: str, name: str) -> list[Any]:
+    """The pods of InferenceService ``name`` (its label), terminating ones too."""
+    return core.list_namespaced_pod(namespace, label_selector=f"{LABEL}={name}").items
+
+
+def pod_ready(pod: Any) -> bool:
+    """Ready, and not terminating."""
+    return not pod.metadata.deletion_timestamp and any(
+        c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def pod_unschedulable(pod: Any) -> bool:
+    """Pending because the scheduler found no node for it."""
+    return any(c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable"
+               for c in pod.status.conditions or [])
 
 
 def sample(namespace: str, name: str = "python-cpu.yaml") -> dict[str, Any]:

@@ -182,8 +182,8 @@ def deployment(replicas: int, failure: str | None) -> dict[str, Any]:
 @pytest.mark.parametrize(("replicas", "failure", "live", "expected"), [
     (3, "True", 2, (1, QUOTA)),  # a quota refuses the third pod: the Deployment's message says why
     (5, "True", 2, (3, QUOTA)),
-    (3, "True", 3, (0, QUOTA)),  # every replica has its pod (a rollout's surge pod is what was refused)
-    (3, "True", 4, (0, QUOTA)),  # more pods than replicas: a rollout's old and new side by side
+    (3, "True", 3, (1, QUOTA)),  # every replica has its pod: a rollout's surge pod is what was refused
+    (3, "True", 4, (1, QUOTA)),  # more pods than replicas (old and new side by side), and one more refused
     (3, "False", 2, (0, "")),  # the condition cleared: the missing pod is being created
     (3, None, 2, (0, "")),  # no condition: pods missing are being created, not refused
 ])

@@ -178,11 +178,11 @@ def test_the_autoscaler_writes_only_its_own_fields() -> None:
      "1 of 4 pods cannot be scheduled: 0/1 nodes are available"),
     # a quota refuses pods: none exists to be Pending, and the Deployment's ReplicaFailure says why
     (PodCensus(0, "", (), frozenset(), uncreated=2, uncreated_message="exceeded quota: gpus"), "False",
-     "PodsNotCreated", "2 replica(s) the Deployment asks for have no pod: its ReplicaSet cannot create them "
-                       "(exceeded quota: gpus)"),
+     "PodsNotCreated", "the Deployment's ReplicaSet cannot create 2 pod(s) it asks for (exceeded quota: gpus)"),
     (PodCensus(1, "0/1 nodes are available", (), frozenset(), uncreated=2, uncreated_message="exceeded quota: gpus"),
-     "False", "PodsNotCreated", "2 replica(s) the Deployment asks for have no pod: its ReplicaSet cannot create them "
-                                "(exceeded quota: gpus); 1 pod(s) cannot be scheduled: 0/1 nodes are available"),
+     "False", "PodsNotCreated",
+     "the Deployment's ReplicaSet cannot create 2 pod(s) it asks for (exceeded quota: gpus); "
+     "1 pod(s) cannot be scheduled: 0/1 nodes are available"),
 ])
 def test_the_schedulable_condition_names_pods_unplaced_and_pods_not_created(census, status, reason, message) -> None:
     decision = Decision(4, "Unschedulable", "held", State(), metrics_ok=True)
@@ -331,6 +331,22 @@ def test_ready_is_about_the_spec_as_applied_not_an_earlier_one_still_serving(dep
     if why == "RolloutStuck":
         assert f"the pods of {template} did not become ready within the Deployment's " \
                "progressDeadlineSeconds" in message and "ProgressDeadlineExceeded" in message
+
+
+def test_a_rollout_whose_new_pods_a_quota_refuses_says_so_while_it_rolls_out() -> None:
+    """A quota on nvidia.com/gpu already full refuses the rollout's surge pod: it holds until the progress
+    deadline (ten minutes by default), and RollingOut said nothing of why meanwhile."""
+    from tritonscale.reconcile.reconciler_status import ready_condition
+
+    dep = _dep(2, 2, 0, ("True", "ReplicaSetUpdated"))
+    dep["status"]["conditions"].append({"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                                        "message": 'pods "linear-9f8" is forbidden: exceeded quota: gpus'})
+    ok, why, message = ready_condition(1, dep, 7)
+    assert (ok, why) == ("Unknown", "RollingOut")
+    assert message.endswith("0 pod(s) of it, 2 of the earlier one; the Deployment's pods cannot be created "
+                            '(pods "linear-9f8" is forbidden: exceeded quota: gpus)'), message
+    # a template this pass wrote: the condition is about the one before it
+    assert "cannot be created" not in ready_condition(1, dep, 7, template_written=True)[2]
 
 
 def test_ready_waits_for_the_deployment_controller_and_knows_a_template_it_just_wrote() -> None:

@@ -150,10 +150,12 @@ def not_created(deployment: dict[str, Any], live: int) -> tuple[int, str]:
     True: the ReplicaSet's pod creations are refused -- a namespace's ResourceQuota on nvidia.com/gpu (a
     team's share of a shared cluster), a PodSecurity level, a ServiceAccount that does not exist. No pod
     exists for those replicas, so none is Pending and the scheduler says nothing; the Deployment's
-    condition is the only word of it. ``live``: the Deployment's pods not terminating. (0, "") otherwise:
-    pods missing without the condition are being created."""
+    condition is the only word of it. At least one while it stands: a rollout's surge pod refused leaves
+    every replica its pod, and the rollout cannot go on. ``live``: the Deployment's pods not terminating.
+    (0, "") otherwise: pods missing without the condition are being created (the controllers clear it at
+    their first creation that succeeds)."""
     failure = object_condition(deployment, "ReplicaFailure")
     if failure.get("status") != "True":
         return 0, ""
     asked = int((deployment.get("spec") or {}).get("replicas") or 0)
-    return max(0, asked - live), str(failure.get("message") or failure.get("reason") or "")
+    return max(1, asked - live), str(failure.get("message") or failure.get("reason") or "")

@@ -90,8 +90,8 @@ def autoscaler_status(status: Mapping[str, Any] | None, decision: Decision, obs:
         also = (f"; {census.unschedulable} pod(s) cannot be scheduled: {census.unschedulable_message}"
                 if census.unschedulable else "")
         conds = st.set_condition(conds, st.SCHEDULABLE, False, "PodsNotCreated",
-                                 f"{census.uncreated} replica(s) the Deployment asks for have no pod: its ReplicaSet "
-                                 f"cannot create them ({census.uncreated_message}){also}"[:1000], now, gen)
+                                 f"the Deployment's ReplicaSet cannot create {census.uncreated} pod(s) it asks for "
+                                 f"({census.uncreated_message}){also}"[:1000], now, gen)
     elif census.unschedulable:
         conds = st.set_condition(conds, st.SCHEDULABLE, False, "Unschedulable",
                                  f"{census.unschedulable} of {live_pods} pods cannot be scheduled: "

@@ -1,0 +1,123 @@
+"""A namespace's ResourceQuota on nvidia.com/gpu (a team's share of a shared GPU cluster), on the real
+control plane: the ReplicaSet may not create the pods past it, so none is Pending and the scheduler
+says nothing. The Deployment's ReplicaFailure condition does, and the operator reads it: Schedulable=False
+(PodsNotCreated) and the Ready condition quote the quota, and the autoscaler asks for no more.
+
+Pods become Ready through tests/pod_ready_marker.py (a test stand-in for a kubelet: nothing runs).
+"""
+
+from __future__ import annotations
+
+import time
+
+import kubernetes
+
+from support.cluster import condition, pod_ready, pod_unschedulable, sample, service_pods, wait_for
+from support.deployment_watch import needs_prometheus
+from support.triton_exporter import ready_replicas, scraped_exporter
+from tritonscale.api.spec import GROUP, PLURAL, VERSION
+
+NAME = "linear"
+
+
+@needs_prometheus
+def test_scaling_beyond_a_gpu_quota_says_so_and_stops_asking(api_client, namespace, models_claim, node,
+                                                            start_operator, tmp_path):
+    """A namespace's ResourceQuota on nvidia.com/gpu (a multi-tenant cluster's share per team) refuses the
+    pods past it: the ReplicaSet cannot create them, so no pod is Pending and the scheduler says nothing.
+    The Deployment's ReplicaFailure condition does. Without it read, status said Schedulable=True ("none of
+    the 2 pods is unschedulable") and the decider counted the replicas never created as starting
+    ("WaitingForWarmup"), asking for more as the load rose. Now Schedulable=False (PodsNotCreated) quotes
+    the quota, and the autoscaler asks for no more, as for pods the scheduler cannot place."""
+    ns = namespace
+    core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    node(gpus=8)  # the node has room: the quota is what refuses
+    core.create_namespaced_resource_quota(ns, {"apiVersion": "v1", "kind": "ResourceQuota",
+                                               "metadata": {"name": "gpus"},
+                                               "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
+    wait_for(lambda: (core.read_namespaced_resource_quota("gpus", ns).status.hard or {}), 10,
+             what="the quota's status (enforced from then on)")
+    exporter, prom = scraped_exporter(tmp_path / "prom", ns, NAME, pods=ready_replicas(apps, ns, NAME))
+    try:
+        exporter.set(NAME, rps=200.0, p95_ms=300.0, queue_ms=200.0, pending=50.0, batch_size=8.0, batch_ms=40.0)
+        op = start_operator("--prometheus-url", prom.url)
+        body = sample(ns)
+        body["spec"]["runtime"]["gpus"] = 1
+        body["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": 8, "targetP95Milliseconds": 100,
+                                   "intervalSeconds": 2, "windowSeconds": 10, "scaleUp": {"maxStep": 4}}
+        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+        wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.replicas > 2, 30,
+                 what="a scale-up beyond the quota's two GPUs")
+        cond = wait_for(lambda: (c := condition(custom, ns, NAME, "Schedulable")).get("status") == "False" and c, 20,
+                        what="Schedulable=False in status")
+        print(f"\nSchedulable condition: {cond}")
+        assert cond["reason"] == "PodsNotCreated", cond
+        assert "exceeded quota: gpus" in cond["message"], cond["message"]
+        pods = [p for p in service_pods(core, ns, NAME) if not p.metadata.deletion_timestamp]
+        assert len(pods) == 2 and not any(map(pod_unschedulable, pods)), \
+            [(p.metadata.name, p.status.phase) for p in pods]
+
+        # The load triples: the decider asks for no more than it asked before it read the refusal.
+        asked = apps.read_namespaced_deployment(NAME, ns).spec.replicas
+        exporter.set(NAME, rps=600.0, p95_ms=600.0, pending=150.0)
+        seen = []
+        deadline = time.monotonic() + 16  # 8 ticks; the 10 s rate() window has caught up by then
+        while time.monotonic() < deadline:
+            seen.append(apps.read_namespaced_deployment(NAME, ns).spec.replicas)
+            time.sleep(0.2)
+        scaling = condition(custom, ns, NAME, "Scaling")
+        print(f"replicas asked while the quota refused pods: first {asked}, then {sorted(set(seen))}; "
+              f"Scaling: {scaling.get('reason')}: {scaling.get('message', '')[-200:]}")
+        assert max(seen) <= asked < 8, f"the autoscaler kept asking for more: {asked} -> {max(seen)}"
+        assert condition(custom, ns, NAME, "Schedulable")["status"] == "False"
+
+        # The quota raised: the pods come, and Schedulable is True again.
+        core.patch_namespaced_resource_quota("gpus", ns, {"spec": {"hard": {"requests.nvidia.com/gpu": "8"}}})
+        wait_for(lambda: condition(custom, ns, NAME, "Schedulable").get("status") == "True", 60,
+                 what="Schedulable=True once the quota allows the pods")
+        assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
+    finally:
+        prom.stop()
+        exporter.stop()
+
+
+def test_a_rollout_a_full_gpu_quota_refuses_says_so_before_its_deadline(api_client, namespace, models_claim, node,
+                                                                         start_operator):
+    """A spec edit under a quota on nvidia.com/gpu that the running pods fill: the rollout's surge pod is
+    refused, and the rollout waits until its progress deadline (600 s by default) says RolloutStuck. Ready
+    (RollingOut) and Schedulable (PodsNotCreated) quote the quota meanwhile; the old pods keep serving. Once
+    the quota allows the surge pod, the rollout goes through."""
+    ns = namespace
+    core = kubernetes.client.CoreV1Api(api_client)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    node(gpus=8)
+    core.create_namespaced_resource_quota(ns, {"apiVersion": "v1", "kind": "ResourceQuota",
+                                               "metadata": {"name": "gpus"},
+                                               "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
+    wait_for(lambda: (core.read_namespaced_resource_quota("gpus", ns).status.hard or {}), 10,
+             what="the quota's status (enforced from then on)")
+    op = start_operator()
+    body = sample(ns)
+    body["spec"]["runtime"]["gpus"] = 1
+    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 2})
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    wait_for(lambda: sum(map(pod_ready, service_pods(core, ns, NAME))) == 2, 30, what="the warm floor of 2 ready pods")
+    custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME,
+                                          {"spec": {"batching": {"maxQueueDelayMicroseconds": 500}}},
+                                          _content_type="application/merge-patch+json")
+    ready = wait_for(lambda: (c := condition(custom, ns, NAME, "Ready")).get("reason") == "RollingOut"
+                     and "cannot be created" in c.get("message", "") and c, 30,
+                     what="Ready=Unknown RollingOut naming the refused pods")
+    sched = wait_for(lambda: (c := condition(custom, ns, NAME, "Schedulable")).get("reason") == "PodsNotCreated" and c,
+                     30, what="Schedulable=False PodsNotCreated")
+    print(f"\nReady: {ready['message']}\nSchedulable: {sched['message']}")
+    assert "exceeded quota: gpus" in ready["message"] and "exceeded quota: gpus" in sched["message"]
+    assert sum(map(pod_ready, service_pods(core, ns, NAME))) == 2, "the old pods keep serving"
+
+    core.patch_namespaced_resource_quota("gpus", ns, {"spec": {"hard": {"requests.nvidia.com/gpu": "3"}}})
+    wait_for(lambda: condition(custom, ns, NAME, "Ready").get("reason") == "ReplicasReady", 90,
+             what="the rollout through once the quota allows its surge pod")
+    wait_for(lambda: condition(custom, ns, NAME, "Schedulable").get("status") == "True", 30,
+             what="Schedulable=True once the pods are created")
+    assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
