@@ -15,7 +15,7 @@ import kubernetes
 from support.cluster import condition, pod_ready, pod_unschedulable, sample, service_pods, wait_for
 from support.deployment_watch import needs_prometheus
 from support.triton_exporter import ready_replicas, scraped_exporter
-from tritonscale.api.spec import GROUP, PLURAL, VERSION
+from tritonscale.api.spec import GROUP, HASH_ANNOTATION, PLURAL, VERSION
 
 NAME = "linear"
 
@@ -120,4 +120,49 @@ def test_a_rollout_a_full_gpu_quota_refuses_says_so_before_its_deadline(api_clie
              what="the rollout through once the quota allows its surge pod")
     wait_for(lambda: condition(custom, ns, NAME, "Schedulable").get("status") == "True", 30,
              what="Schedulable=True once the pods are created")
+    assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
+
+
+def test_a_tuner_change_a_full_gpu_quota_refuses_goes_back_at_once(api_client, namespace, models_claim, node,
+                                                                   start_operator):
+    """The tuner's change (the test acts as the tuner, as in test_rollout_and_capacity.py) under a quota the
+    running pods fill: its ReplicaSet may create none of the new pods, so the rollout can never go on. The
+    operator's own tuner goes back to the settings the pods serve at once (RolloutStuck), not after the
+    Deployment's ten-minute progress deadline, and the Deployment is back on the earlier template."""
+    ns = namespace
+    core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    node(gpus=8)
+    core.create_namespaced_resource_quota(ns, {"apiVersion": "v1", "kind": "ResourceQuota",
+                                               "metadata": {"name": "gpus"},
+                                               "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
+    wait_for(lambda: (core.read_namespaced_resource_quota("gpus", ns).status.hard or {}), 10,
+             what="the quota's status (enforced from then on)")
+    op = start_operator()
+    body = sample(ns)
+    body["spec"]["runtime"]["gpus"] = 1
+    body["spec"]["batching"] = {**body["spec"].get("batching", {}), "enabled": True,
+                                "maxQueueDelayMicroseconds": 2_000, "preferredBatchSizes": [],
+                                "autoTune": {"enabled": True}}
+    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 2, "targetP95Milliseconds": 100})
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    wait_for(lambda: sum(map(pod_ready, service_pods(core, ns, NAME))) == 2, 30, what="the warm floor of 2 ready pods")
+    old_hash = apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
+    tuned = {"maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [], "source": "tuner", "reason": "MoreCapacity",
+             "message": "set by the test, acting as the tuner", "lastChangeTime": "2026-12-07T12:00:00Z",
+             "tunerState": {"previous": {"delayUs": 2_000, "preferred": []}, "lastChange": 0.0}}
+    custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, NAME, {"status": {"batching": tuned}})
+    wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
+             != old_hash, 20, what="the change's template")
+
+    batching = wait_for(lambda: (b := (custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME)
+                                       .get("status") or {}).get("batching") or {}).get("reason") == "RolloutStuck"
+                        and b, 60, what="the tuner going back (RolloutStuck)")
+    print(f"\nstatus.batching: {batching.get('reason')}: {batching.get('message')}")
+    assert batching["maxQueueDelayMicroseconds"] == 2_000 and "a full quota" in batching["message"], batching
+    wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
+             == old_hash, 30, what="the Deployment back on the earlier template")
+    wait_for(lambda: condition(custom, ns, NAME, "Ready").get("reason") == "ReplicasReady", 60,
+             what="Ready again on the pods that kept serving")
+    assert sum(map(pod_ready, service_pods(core, ns, NAME))) == 2
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]

@@ -99,6 +99,8 @@ def test_rollout_in_progress(status: dict[str, Any], rolling: bool) -> None:
 
 
 _PDE = {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}
+_REFUSED = {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+            "message": 'pods "linear-9f8" is forbidden: exceeded quota: gpus'}
 
 
 @pytest.mark.parametrize(("status", "updating", "stuck"), [
@@ -108,6 +110,12 @@ _PDE = {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExc
      True, False),
     ({"replicas": 4, "updatedReplicas": 1, "conditions": [_PDE]}, True, True),
     ({"replicas": 3, "updatedReplicas": 3, "observedGeneration": 1}, True, False),  # not seen the new spec yet
+    # a GPU quota the old pods fill refuses every pod of the new template: stuck before the deadline
+    ({"replicas": 3, "updatedReplicas": 0, "conditions": [_REFUSED]}, True, True),
+    # some of its pods were created: the rest come as old pods leave and free the quota
+    ({"replicas": 4, "updatedReplicas": 1, "conditions": [_REFUSED]}, True, False),
+    ({"replicas": 3, "updatedReplicas": 3, "conditions": [_REFUSED]}, False, False),  # a scale-up the quota refuses
+    ({"replicas": 3, "updatedReplicas": 0, "conditions": [{**_REFUSED, "status": "False"}]}, True, False),
 ])
 def test_rollout_stuck_is_the_deployments_progress_deadline_while_old_pods_remain(status, updating, stuck) -> None:
     dep = {"metadata": {"generation": 2}, "status": {"observedGeneration": 2, **status}}

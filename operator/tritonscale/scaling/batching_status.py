@@ -75,9 +75,16 @@ def template_updating(deployment: Mapping[str, Any]) -> bool:
 
 def rollout_stuck(deployment: Mapping[str, Any]) -> bool:
     """The Deployment says its rollout passed progressDeadlineSeconds, while pods of an earlier template
-    remain (a scale-up short of GPUs times out too, with every pod of the current template)."""
+    remain (a scale-up short of GPUs times out too, with every pod of the current template). Or, before the
+    deadline, that no pod of the new template exists and its ReplicaSet may not create one (ReplicaFailure:
+    a GPU quota the running pods fill): the old pods leave only as new ones become ready, so none ever will
+    until the quota changes. A rollout with some of its pods created goes on as old pods leave and free
+    their share of the quota, as a full node's does: not stuck."""
     rollout = st.deployment_rollout(deployment)
-    return rollout.stalled is not None and rollout.old > 0
+    if rollout.old <= 0:
+        return False
+    refused = st.object_condition(deployment, "ReplicaFailure").get("status") == "True"
+    return rollout.stalled is not None or (refused and rollout.updated == 0)
 
 
 def tuner_observation(obs: Observation, decision: Decision, policy: Policy, ready: int,

@@ -158,7 +158,8 @@ class TunerObservation:
     # A new pod template rolling out: pods of the earlier one remain (a scale-up alone is not one)
     updating: bool = False
     # ... and past the Deployment's progress deadline (Progressing=False, ProgressDeadlineExceeded): its
-    # new pods cannot be placed (no GPU for the surge pod) or never become ready
+    # new pods cannot be placed (no GPU for the surge pod) or never become ready; or none of them may be
+    # created (ReplicaFailure: a full GPU quota; ``batching_status.rollout_stuck``)
     stuck: bool = False
     # spec.scaling.tolerance: a p95 up to target x (1 + tolerance) is no breach, as for the decider (steps.breach)
     tolerance: float = 0.0
@@ -310,7 +311,8 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return Tuning(back, "RolloutStuck",
                       f"{current.describe()} -> {back.describe()}: the rollout of {current.describe()} "
                       f"passed the Deployment's progress deadline (its new pods could not be placed or did not "
-                      f"become ready): back to the settings the running pods serve; no change for "
+                      f"become ready), or its ReplicaSet may create none of them (a full quota): back to the settings "
+                      f"the running pods serve; no change for "
                       f"{STUCK_HOLD_S:.0f}s", TunerState(None, None, now, held_until=now + STUCK_HOLD_S), True)
     if state.previous is not None:
         if obs.updating and not state.rolling_seen:
