@@ -12,12 +12,33 @@ import time
 
 import kubernetes
 
-from support.cluster import condition, pod_ready, pod_unschedulable, sample, service_pods, wait_for
+from support.cluster import condition, fast_scaling_sample, pod_ready, pod_unschedulable, sample, service_pods, wait_for
 from support.deployment_watch import needs_prometheus
 from support.triton_exporter import ready_replicas, scraped_exporter
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, PLURAL, VERSION
 
 NAME = "linear"
+
+
+def _gpu_quota(core: kubernetes.client.CoreV1Api, ns: str, gpus: int) -> None:
+    """A ResourceQuota "gpus" of ``gpus`` nvidia.com/gpu in ``ns``, enforced once this returns."""
+    core.create_namespaced_resource_quota(ns, {"apiVersion": "v1", "kind": "ResourceQuota",
+                                               "metadata": {"name": "gpus"},
+                                               "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus)}}})
+    wait_for(lambda: (core.read_namespaced_resource_quota("gpus", ns).status.hard or {}), 10,
+             what="the quota's status (enforced from then on)")
+
+
+def _two_replicas_of_one_gpu(custom: kubernetes.client.CustomObjectsApi, core: kubernetes.client.CoreV1Api, ns: str,
+                             **batching: object) -> None:
+    """The sample at two replicas of one GPU each (``batching``: spec.batching fields), once both are ready:
+    the quota of two is full."""
+    body = sample(ns)
+    body["spec"]["runtime"]["gpus"] = 1
+    body["spec"]["batching"] = {**body["spec"].get("batching", {}), **batching}
+    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 2, "targetP95Milliseconds": 100})
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    wait_for(lambda: sum(map(pod_ready, service_pods(core, ns, NAME))) == 2, 30, what="the warm floor of 2 ready pods")
 
 
 @needs_prometheus
@@ -33,20 +54,12 @@ def test_scaling_beyond_a_gpu_quota_says_so_and_stops_asking(api_client, namespa
     core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
     custom = kubernetes.client.CustomObjectsApi(api_client)
     node(gpus=8)  # the node has room: the quota is what refuses
-    core.create_namespaced_resource_quota(ns, {"apiVersion": "v1", "kind": "ResourceQuota",
-                                               "metadata": {"name": "gpus"},
-                                               "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
-    wait_for(lambda: (core.read_namespaced_resource_quota("gpus", ns).status.hard or {}), 10,
-             what="the quota's status (enforced from then on)")
+    _gpu_quota(core, ns, 2)
     exporter, prom = scraped_exporter(tmp_path / "prom", ns, NAME, pods=ready_replicas(apps, ns, NAME))
     try:
         exporter.set(NAME, rps=200.0, p95_ms=300.0, queue_ms=200.0, pending=50.0, batch_size=8.0, batch_ms=40.0)
         op = start_operator("--prometheus-url", prom.url)
-        body = sample(ns)
-        body["spec"]["runtime"]["gpus"] = 1
-        body["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": 8, "targetP95Milliseconds": 100,
-                                   "intervalSeconds": 2, "windowSeconds": 10, "scaleUp": {"maxStep": 4}}
-        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, fast_scaling_sample(ns))
         wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.replicas > 2, 30,
                  what="a scale-up beyond the quota's two GPUs")
         cond = wait_for(lambda: (c := condition(custom, ns, NAME, "Schedulable")).get("status") == "False" and c, 20,
@@ -92,17 +105,9 @@ def test_a_rollout_a_full_gpu_quota_refuses_says_so_before_its_deadline(api_clie
     core = kubernetes.client.CoreV1Api(api_client)
     custom = kubernetes.client.CustomObjectsApi(api_client)
     node(gpus=8)
-    core.create_namespaced_resource_quota(ns, {"apiVersion": "v1", "kind": "ResourceQuota",
-                                               "metadata": {"name": "gpus"},
-                                               "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
-    wait_for(lambda: (core.read_namespaced_resource_quota("gpus", ns).status.hard or {}), 10,
-             what="the quota's status (enforced from then on)")
+    _gpu_quota(core, ns, 2)
     op = start_operator()
-    body = sample(ns)
-    body["spec"]["runtime"]["gpus"] = 1
-    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 2})
-    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-    wait_for(lambda: sum(map(pod_ready, service_pods(core, ns, NAME))) == 2, 30, what="the warm floor of 2 ready pods")
+    _two_replicas_of_one_gpu(custom, core, ns)
     custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME,
                                           {"spec": {"batching": {"maxQueueDelayMicroseconds": 500}}},
                                           _content_type="application/merge-patch+json")
@@ -133,20 +138,10 @@ def test_a_tuner_change_a_full_gpu_quota_refuses_goes_back_at_once(api_client, n
     core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
     custom = kubernetes.client.CustomObjectsApi(api_client)
     node(gpus=8)
-    core.create_namespaced_resource_quota(ns, {"apiVersion": "v1", "kind": "ResourceQuota",
-                                               "metadata": {"name": "gpus"},
-                                               "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
-    wait_for(lambda: (core.read_namespaced_resource_quota("gpus", ns).status.hard or {}), 10,
-             what="the quota's status (enforced from then on)")
+    _gpu_quota(core, ns, 2)
     op = start_operator()
-    body = sample(ns)
-    body["spec"]["runtime"]["gpus"] = 1
-    body["spec"]["batching"] = {**body["spec"].get("batching", {}), "enabled": True,
-                                "maxQueueDelayMicroseconds": 2_000, "preferredBatchSizes": [],
-                                "autoTune": {"enabled": True}}
-    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 2, "targetP95Milliseconds": 100})
-    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-    wait_for(lambda: sum(map(pod_ready, service_pods(core, ns, NAME))) == 2, 30, what="the warm floor of 2 ready pods")
+    _two_replicas_of_one_gpu(custom, core, ns, enabled=True, maxQueueDelayMicroseconds=2_000, preferredBatchSizes=[],
+                             autoTune={"enabled": True})
     old_hash = apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
     tuned = {"maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [], "source": "tuner", "reason": "MoreCapacity",
              "message": "set by the test, acting as the tuner", "lastChangeTime": "2026-12-07T12:00:00Z",

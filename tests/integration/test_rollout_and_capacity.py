@@ -15,7 +15,7 @@ import time
 
 import kubernetes
 
-from support.cluster import condition, pod_ready, pod_unschedulable, sample, service_pods, wait_for
+from support.cluster import condition, fast_scaling_sample, pod_ready, pod_unschedulable, sample, service_pods, wait_for
 from support.deployment_watch import needs_prometheus
 from support.triton_exporter import ready_replicas, scraped_exporter
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, PLURAL, VERSION
@@ -92,6 +92,20 @@ def test_config_change_rolls_pods_without_dipping_below_the_floor(api_client, na
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
 
 
+def _tuned_floor_of_two(custom: kubernetes.client.CustomObjectsApi, core: kubernetes.client.CoreV1Api,
+                        apps: kubernetes.client.AppsV1Api, ns: str, max_replicas: int) -> str:
+    """The sample on one GPU a replica, the tuner on, a 100 ms delay, at its floor of two ready pods; the
+    pod template's hash."""
+    body = sample(ns)
+    body["spec"]["runtime"]["gpus"] = 1
+    body["spec"]["batching"] = {**body["spec"].get("batching", {}), "enabled": True,
+                                "maxQueueDelayMicroseconds": 100_000, "autoTune": {"enabled": True}}
+    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": max_replicas, "targetP95Milliseconds": 100})
+    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+    wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 30, what="the warm floor of 2 ready pods")
+    return apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
+
+
 def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new_pod_at_once(
         api_client, namespace, models_claim, node, start_operator):
     """status.batching.tunerState.rolloutAtOnce (the tuner's change away from settings predicted to miss the
@@ -104,14 +118,7 @@ def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new
     custom = kubernetes.client.CustomObjectsApi(api_client)
     node(gpus=3, ready_after_s=1.0)
     op = start_operator()
-    body = sample(ns)
-    body["spec"]["runtime"]["gpus"] = 1
-    body["spec"]["batching"] = {**body["spec"].get("batching", {}), "enabled": True,
-                                "maxQueueDelayMicroseconds": 100_000, "autoTune": {"enabled": True}}
-    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 3, "targetP95Milliseconds": 100})
-    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-    wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 30, what="the warm floor of 2 ready pods")
-    old_hash = apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
+    old_hash = _tuned_floor_of_two(custom, core, apps, ns, max_replicas=3)
     tuned = {"maxQueueDelayMicroseconds": 0, "preferredBatchSizes": [], "source": "tuner", "reason": "BreachRelief",
              "message": "set by the test, acting as the tuner", "lastChangeTime": "2026-12-06T12:00:00Z",
              "tunerState": {"previous": {"delayUs": 100_000, "preferred": []}, "lastChange": 0.0,
@@ -218,14 +225,7 @@ def test_a_tuner_change_during_a_scale_up_replaces_the_starting_pods_before_the_
 
     node(gpus=8, ready_after_s=warmup_s)
     op = start_operator()
-    body = sample(ns)
-    body["spec"]["runtime"]["gpus"] = 1
-    body["spec"]["batching"] = {**body["spec"].get("batching", {}), "enabled": True,
-                                "maxQueueDelayMicroseconds": 100_000, "autoTune": {"enabled": True}}
-    body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 4, "targetP95Milliseconds": 100})
-    custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-    wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 30, what="the warm floor of 2 ready pods")
-    old_hash = apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
+    old_hash = _tuned_floor_of_two(custom, core, apps, ns, max_replicas=4)
     floor = {p.metadata.uid for p in _pods(core, ns)}
     slow.update({"hash": old_hash, "floor": floor})
 
@@ -302,11 +302,7 @@ def test_scaling_beyond_the_nodes_gpus_leaves_pods_pending_and_stops_asking(api_
         exporter.set(NAME, rps=200.0, p95_ms=300.0, queue_ms=200.0, pending=50.0, batch_size=8.0, batch_ms=40.0)
 
         op = start_operator("--prometheus-url", prom.url)
-        body = sample(ns)
-        body["spec"]["runtime"]["gpus"] = 1
-        body["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": 8, "targetP95Milliseconds": 100,
-                                   "intervalSeconds": 2, "windowSeconds": 10, "scaleUp": {"maxStep": 4}}
-        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
+        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, fast_scaling_sample(ns))
         wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.replicas > 2, 30,
                  what="a scale-up beyond the two GPUs")
 

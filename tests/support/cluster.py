@@ -113,6 +113,16 @@ def pod_unschedulable(pod: Any) -> bool:
                for c in pod.status.conditions or [])
 
 
+def fast_scaling_sample(namespace: str) -> dict[str, Any]:
+    """The sample on one GPU a replica, scaling 1..8 at a 100 ms target on 2 s ticks and a 10 s rate
+    window (a test's exporter load shows within a few ticks), at most 4 more a tick."""
+    body = sample(namespace)
+    body["spec"]["runtime"]["gpus"] = 1
+    body["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": 8, "targetP95Milliseconds": 100,
+                               "intervalSeconds": 2, "windowSeconds": 10, "scaleUp": {"maxStep": 4}}
+    return body
+
+
 def sample(namespace: str, name: str = "python-cpu.yaml") -> dict[str, Any]:
     """A sample InferenceService, moved to ``namespace`` (the API server refuses a body
     whose namespace differs from the request's). The python-cpu sample ticks every 2 s over
