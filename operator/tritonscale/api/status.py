@@ -265,6 +265,9 @@ class DeploymentRollout:
     # Progressing's reason is NewReplicaSetAvailable: every pod of the current template was available once
     # (the controller keeps the reason while that ReplicaSet stays current, whatever its pods do since)
     completed: bool = False
+    # While the ReplicaFailure condition is True, its message (else its reason): the ReplicaSet's pod creations
+    # are refused -- a quota on nvidia.com/gpu, a PodSecurity level, a missing ServiceAccount; else None
+    refused: str | None = None
 
     @property
     def updating(self) -> bool:
@@ -277,10 +280,13 @@ def deployment_rollout(deployment: Mapping[str, Any]) -> DeploymentRollout:
     updated = int(status.get("updatedReplicas") or 0)
     progressing = object_condition(deployment, "Progressing")
     stalled = progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded"
+    failure = object_condition(deployment, "ReplicaFailure")
     return DeploymentRollout(updated, max(0, int(status.get("replicas") or 0) - updated),
                              int(status.get("observedGeneration") or 0) < int(meta.get("generation") or 0),
                              progressing if stalled else None,
-                             progressing.get("reason") == "NewReplicaSetAvailable")
+                             progressing.get("reason") == "NewReplicaSetAvailable",
+                             str(failure.get("message") or failure.get("reason") or "")
+                             if failure.get("status") == "True" else None)
 
 
 def conditions_of(status: Mapping[str, Any] | None) -> list[Condition]:

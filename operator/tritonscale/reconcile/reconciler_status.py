@@ -68,22 +68,20 @@ def ready_condition(min_replicas: int, deployment: dict[str, Any] | None, genera
         return "Unknown", "RolloutPaused", (f"{ready} replica(s) ready (minReplicas {min_replicas}); the Deployment "
                                             f"is paused, so {template} is not rolling out ({updated} pod(s) of it, "
                                             f"{old} of the earlier one): `kubectl rollout resume deployment/{name}`")
-    failure = st.object_condition(deployment, "ReplicaFailure")
     if ready >= need and old:
         # A quota (nvidia.com/gpu) that refuses the new pods holds the rollout until its progress deadline; say so
         # now, not ten minutes on
-        refused = (f"; the Deployment's pods cannot be created ({failure.get('message') or failure.get('reason')})"
-                   if failure.get("status") == "True" and not template_written else "")
+        refused = (f"; the Deployment's pods cannot be created ({rollout.refused})"
+                   if rollout.refused is not None and not template_written else "")
         return "Unknown", "RollingOut", (f"{ready} replica(s) ready (minReplicas {min_replicas}); rolling out "
                                          f"{template}: {updated} pod(s) of it, {old} of the earlier one{refused}")
     if ready >= need:
         return True, "ReplicasReady", f"{ready} replica(s) ready and warm (minReplicas {min_replicas})"
     # The ReplicaSet could not create pods (a PodSecurity level the pod template does not meet, a
     # ServiceAccount or quota that refuses them): no model is loading, so "warming up" would be wrong.
-    if failure.get("status") == "True":
+    if rollout.refused is not None:
         return False, "PodsNotCreated", (f"{ready}/{need} replica(s) ready (minReplicas {min_replicas}); the "
-                                         f"Deployment's pods cannot be created: "
-                                         f"{failure.get('message') or failure.get('reason')}")
+                                         f"Deployment's pods cannot be created: {rollout.refused}")
     if rollout.completed and not template_written and not rollout.behind:
         # The template's pods were all ready once (``DeploymentRollout.completed``). A pod that stopped
         # passing its readiness probe reads the same as a replacement or a raised floor's new pods, so the

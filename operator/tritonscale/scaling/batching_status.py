@@ -81,10 +81,7 @@ def rollout_stuck(deployment: Mapping[str, Any]) -> bool:
     until the quota changes. A rollout with some of its pods created goes on as old pods leave and free
     their share of the quota, as a full node's does: not stuck."""
     rollout = st.deployment_rollout(deployment)
-    if rollout.old <= 0:
-        return False
-    refused = st.object_condition(deployment, "ReplicaFailure").get("status") == "True"
-    return rollout.stalled is not None or (refused and rollout.updated == 0)
+    return rollout.old > 0 and (rollout.stalled is not None or (rollout.refused is not None and rollout.updated == 0))
 
 
 def tuner_observation(obs: Observation, decision: Decision, policy: Policy, ready: int,

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tritonscale.api.status import object_condition
+from tritonscale.api.status import deployment_rollout, object_condition
 
 # Slack on the "became ready since the last tick" window: API timestamps have
 # one-second resolution, so a pod that turned Ready at 10.7 s reads 10 s; the
@@ -154,8 +154,8 @@ def not_created(deployment: dict[str, Any], live: int) -> tuple[int, str]:
     every replica its pod, and the rollout cannot go on. ``live``: the Deployment's pods not terminating.
     (0, "") otherwise: pods missing without the condition are being created (the controllers clear it at
     their first creation that succeeds)."""
-    failure = object_condition(deployment, "ReplicaFailure")
-    if failure.get("status") != "True":
+    refused = deployment_rollout(deployment).refused
+    if refused is None:
         return 0, ""
     asked = int((deployment.get("spec") or {}).get("replicas") or 0)
-    return max(1, asked - live), str(failure.get("message") or failure.get("reason") or "")
+    return max(1, asked - live), refused
