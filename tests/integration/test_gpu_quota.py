@@ -8,13 +8,11 @@ Pods become Ready through tests/pod_ready_marker.py (a test stand-in for a kubel
 
 from __future__ import annotations
 
-import time
-
 import kubernetes
 
-from support.cluster import condition, fast_scaling_sample, pod_ready, pod_unschedulable, sample, service_pods, wait_for
+from support.cluster import condition, pod_ready, pod_unschedulable, sample, service_pods, wait_for
 from support.deployment_watch import needs_prometheus
-from support.triton_exporter import ready_replicas, scraped_exporter
+from support.overload import overloaded, replicas_asked_as_load_triples
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, PLURAL, VERSION
 
 NAME = "linear"
@@ -55,16 +53,8 @@ def test_scaling_beyond_a_gpu_quota_says_so_and_stops_asking(api_client, namespa
     custom = kubernetes.client.CustomObjectsApi(api_client)
     node(gpus=8)  # the node has room: the quota is what refuses
     _gpu_quota(core, ns, 2)
-    exporter, prom = scraped_exporter(tmp_path / "prom", ns, NAME, pods=ready_replicas(apps, ns, NAME))
-    try:
-        exporter.set(NAME, rps=200.0, p95_ms=300.0, queue_ms=200.0, pending=50.0, batch_size=8.0, batch_ms=40.0)
-        op = start_operator("--prometheus-url", prom.url)
-        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, fast_scaling_sample(ns))
-        wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.replicas > 2, 30,
-                 what="a scale-up beyond the quota's two GPUs")
-        cond = wait_for(lambda: (c := condition(custom, ns, NAME, "Schedulable")).get("status") == "False" and c, 20,
-                        what="Schedulable=False in status")
-        print(f"\nSchedulable condition: {cond}")
+    with overloaded(tmp_path / "prom", api_client, ns, NAME, start_operator, "the quota's two GPUs") as (exporter, op,
+                                                                                                     cond):
         assert cond["reason"] == "PodsNotCreated", cond
         assert "exceeded quota: gpus" in cond["message"], cond["message"]
         pods = [p for p in service_pods(core, ns, NAME) if not p.metadata.deletion_timestamp]
@@ -73,12 +63,7 @@ def test_scaling_beyond_a_gpu_quota_says_so_and_stops_asking(api_client, namespa
 
         # The load triples: the decider asks for no more than it asked before it read the refusal.
         asked = apps.read_namespaced_deployment(NAME, ns).spec.replicas
-        exporter.set(NAME, rps=600.0, p95_ms=600.0, pending=150.0)
-        seen = []
-        deadline = time.monotonic() + 16  # 8 ticks; the 10 s rate() window has caught up by then
-        while time.monotonic() < deadline:
-            seen.append(apps.read_namespaced_deployment(NAME, ns).spec.replicas)
-            time.sleep(0.2)
+        seen = replicas_asked_as_load_triples(exporter, api_client, ns, NAME)
         scaling = condition(custom, ns, NAME, "Scaling")
         print(f"replicas asked while the quota refused pods: first {asked}, then {sorted(set(seen))}; "
               f"Scaling: {scaling.get('reason')}: {scaling.get('message', '')[-200:]}")
@@ -90,9 +75,6 @@ def test_scaling_beyond_a_gpu_quota_says_so_and_stops_asking(api_client, namespa
         wait_for(lambda: condition(custom, ns, NAME, "Schedulable").get("status") == "True", 60,
                  what="Schedulable=True once the quota allows the pods")
         assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
-    finally:
-        prom.stop()
-        exporter.stop()
 
 
 def test_a_rollout_a_full_gpu_quota_refuses_says_so_before_its_deadline(api_client, namespace, models_claim, node,

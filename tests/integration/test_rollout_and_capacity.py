@@ -15,20 +15,12 @@ import time
 
 import kubernetes
 
-from support.cluster import condition, fast_scaling_sample, pod_ready, pod_unschedulable, sample, service_pods, wait_for
+from support.cluster import condition, pod_ready, pod_unschedulable, sample, service_pods, wait_for
 from support.deployment_watch import needs_prometheus
-from support.triton_exporter import ready_replicas, scraped_exporter
+from support.overload import overloaded, replicas_asked_as_load_triples
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, PLURAL, VERSION
 
 NAME = "linear"
-
-
-
-def _pods(core: kubernetes.client.CoreV1Api, ns: str) -> list:
-    return service_pods(core, ns, NAME)
-
-
-_ready, _unschedulable = pod_ready, pod_unschedulable
 
 
 class PodSampler(threading.Thread):
@@ -40,9 +32,9 @@ class PodSampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stop_flag.is_set():
-            pods = [p for p in _pods(self.core, self.ns) if not p.metadata.deletion_timestamp]
+            pods = [p for p in service_pods(self.core, self.ns, NAME) if not p.metadata.deletion_timestamp]
             hashes = {p.metadata.annotations.get(HASH_ANNOTATION) for p in pods}
-            self.samples.append((sum(map(_ready, pods)), len(pods), hashes))
+            self.samples.append((sum(map(pod_ready, pods)), len(pods), hashes))
             self.stop_flag.wait(0.05)
 
 
@@ -56,9 +48,9 @@ def test_config_change_rolls_pods_without_dipping_below_the_floor(api_client, na
     body = sample(ns)
     body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": 4})
     custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-    wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 30, what="the warm floor of 2 ready pods")
+    wait_for(lambda: sum(map(pod_ready, service_pods(core, ns, NAME))) == 2, 30, what="the warm floor of 2 ready pods")
     old_hash = apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
-    old_pods = {p.metadata.uid for p in _pods(core, ns)}
+    old_pods = {p.metadata.uid for p in service_pods(core, ns, NAME)}
 
     sampler = PodSampler(core, ns)
     sampler.start()
@@ -70,7 +62,7 @@ def test_config_change_rolls_pods_without_dipping_below_the_floor(api_client, na
         def rolled_out() -> bool:
             d = apps.read_namespaced_deployment(NAME, ns)
             new_hash = d.spec.template.metadata.annotations[HASH_ANNOTATION]
-            pods = [p for p in _pods(core, ns) if not p.metadata.deletion_timestamp]
+            pods = [p for p in service_pods(core, ns, NAME) if not p.metadata.deletion_timestamp]
             return (new_hash != old_hash and d.status.observed_generation == d.metadata.generation
                     and (d.status.updated_replicas, d.status.ready_replicas) == (2, 2) and len(pods) == 2
                     and all(p.metadata.annotations.get(HASH_ANNOTATION) == new_hash for p in pods))
@@ -81,7 +73,7 @@ def test_config_change_rolls_pods_without_dipping_below_the_floor(api_client, na
         sampler.stop_flag.set()
         sampler.join(5)
 
-    assert not old_pods & {p.metadata.uid for p in _pods(core, ns)}, "every pod was replaced"
+    assert not old_pods & {p.metadata.uid for p in service_pods(core, ns, NAME)}, "every pod was replaced"
     hashes_seen = set().union(*(h for _, _, h in sampler.samples))
     assert old_hash in hashes_seen and len(hashes_seen) == 2, hashes_seen  # the sampler saw the rollout
     lowest = min(r for r, _, _ in sampler.samples)
@@ -90,6 +82,14 @@ def test_config_change_rolls_pods_without_dipping_below_the_floor(api_client, na
     assert lowest >= 2, "ready pods dipped below minReplicas during the rollout"
     assert most <= 3, "maxSurge 25% of 2 replicas, rounded up: at most minReplicas + 1 pods at once"
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
+
+
+def _act_as_tuner(custom: kubernetes.client.CustomObjectsApi, ns: str, tuned: dict) -> None:
+    """Write ``tuned`` to status.batching, as the tuner would, unless it is there: called at each poll, it
+    writes again over a tick that read status before the test's write and wrote its own."""
+    got = (custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME).get("status") or {})
+    if (got.get("batching") or {}).get("source") != "tuner":
+        custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, NAME, {"status": {"batching": tuned}})
 
 
 def _tuned_floor_of_two(custom: kubernetes.client.CustomObjectsApi, core: kubernetes.client.CoreV1Api,
@@ -102,7 +102,7 @@ def _tuned_floor_of_two(custom: kubernetes.client.CustomObjectsApi, core: kubern
                                 "maxQueueDelayMicroseconds": 100_000, "autoTune": {"enabled": True}}
     body["spec"]["scaling"].update({"minReplicas": 2, "maxReplicas": max_replicas, "targetP95Milliseconds": 100})
     custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-    wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 30, what="the warm floor of 2 ready pods")
+    wait_for(lambda: sum(map(pod_ready, service_pods(core, ns, NAME))) == 2, 30, what="the warm floor of 2 ready pods")
     return apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
 
 
@@ -132,12 +132,9 @@ def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new
     strategies: list[tuple[str, int]] = []
     try:
         def rolled_out() -> bool:
-            got = (custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME).get("status") or {})
-            if (got.get("batching") or {}).get("source") != "tuner":  # a tick that read status before this write
-                custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, NAME,
-                                                             {"status": {"batching": tuned}})
+            _act_as_tuner(custom, ns, tuned)
             d = apps.read_namespaced_deployment(NAME, ns)
-            pods = [p for p in _pods(core, ns) if not p.metadata.deletion_timestamp]
+            pods = [p for p in service_pods(core, ns, NAME) if not p.metadata.deletion_timestamp]
             new_template = d.spec.template.metadata.annotations[HASH_ANNOTATION] != old_hash
             done = (new_template and (d.status.updated_replicas, d.status.ready_replicas) == (2, 2) and len(pods) == 2
                     and all(p.metadata.annotations.get(HASH_ANNOTATION) != old_hash for p in pods))
@@ -165,7 +162,7 @@ def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new
                                                  {"status": {"batching": {"tunerState": {"rolloutAtOnce": False}}}})
     wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.strategy.rolling_update.max_surge == "25%", 20,
              interval=0.2, what="maxSurge back to 25% once status.batching.tunerState.rolloutAtOnce is cleared")
-    pods = [p for p in _pods(core, ns) if not p.metadata.deletion_timestamp]
+    pods = [p for p in service_pods(core, ns, NAME) if not p.metadata.deletion_timestamp]
     assert len(pods) == 2, "the strategy's change rolled no pod"
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
 
@@ -180,8 +177,8 @@ class PodLifetimes(threading.Thread):
 
     def run(self) -> None:
         while not self.stop_flag.is_set():
-            self.samples.append({p.metadata.uid: (p.metadata.annotations.get(HASH_ANNOTATION), _ready(p))
-                                 for p in _pods(self.core, self.ns) if not p.metadata.deletion_timestamp})
+            self.samples.append({p.metadata.uid: (p.metadata.annotations.get(HASH_ANNOTATION), pod_ready(p))
+                                 for p in service_pods(self.core, self.ns, NAME) if not p.metadata.deletion_timestamp})
             self.stop_flag.wait(0.05)
 
     def ready_at(self, uid: str) -> int | None:
@@ -226,7 +223,7 @@ def test_a_tuner_change_during_a_scale_up_replaces_the_starting_pods_before_the_
     node(gpus=8, ready_after_s=warmup_s)
     op = start_operator()
     old_hash = _tuned_floor_of_two(custom, core, apps, ns, max_replicas=4)
-    floor = {p.metadata.uid for p in _pods(core, ns)}
+    floor = {p.metadata.uid for p in service_pods(core, ns, NAME)}
     slow.update({"hash": old_hash, "floor": floor})
 
     lifetimes = PodLifetimes(core, ns)
@@ -236,12 +233,12 @@ def test_a_tuner_change_during_a_scale_up_replaces_the_starting_pods_before_the_
         custom.patch_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME,
                                               {"spec": {"scaling": {"minReplicas": 4}}},
                                               _content_type="application/merge-patch+json")
-        starting = wait_for(lambda: (ps := [p for p in _pods(core, ns) if p.metadata.uid not in floor
+        starting = wait_for(lambda: (ps := [p for p in service_pods(core, ns, NAME) if p.metadata.uid not in floor
                                             and not p.metadata.deletion_timestamp]) and len(ps) == 2 and ps, 30,
                             what="the scale-up's two pods")
         assert {p.metadata.annotations.get(HASH_ANNOTATION) for p in starting} == {old_hash}, \
             "raising minReplicas rolled the template"
-        assert not any(map(_ready, starting))
+        assert not any(map(pod_ready, starting))
         scale_up = {p.metadata.uid for p in starting}
 
         # The change, at once (the test acts as the tuner, as in the test above).
@@ -252,15 +249,12 @@ def test_a_tuner_change_during_a_scale_up_replaces_the_starting_pods_before_the_
                                 "rolloutAtOnce": True}}
 
         def rolled_out() -> bool:
-            got = (custom.get_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, NAME).get("status") or {})
-            if (got.get("batching") or {}).get("source") != "tuner":  # a tick that read status before this write
-                custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, NAME,
-                                                             {"status": {"batching": tuned}})
+            _act_as_tuner(custom, ns, tuned)
             d = apps.read_namespaced_deployment(NAME, ns)
-            pods = [p for p in _pods(core, ns) if not p.metadata.deletion_timestamp]
+            pods = [p for p in service_pods(core, ns, NAME) if not p.metadata.deletion_timestamp]
             return (d.spec.template.metadata.annotations[HASH_ANNOTATION] != old_hash
                     and (d.status.updated_replicas, d.status.ready_replicas) == (4, 4) and len(pods) == 4
-                    and all(p.metadata.annotations.get(HASH_ANNOTATION) != old_hash and _ready(p) for p in pods))
+                    and all(p.metadata.annotations.get(HASH_ANNOTATION) != old_hash and pod_ready(p) for p in pods))
 
         wait_for(rolled_out, 40, interval=0.2, what="the new template on all four pods, well before the 60 s warmup")
         time.sleep(0.3)
@@ -296,26 +290,15 @@ def test_scaling_beyond_the_nodes_gpus_leaves_pods_pending_and_stops_asking(api_
     core, apps = kubernetes.client.CoreV1Api(api_client), kubernetes.client.AppsV1Api(api_client)
     custom = kubernetes.client.CustomObjectsApi(api_client)
     node(gpus=2)  # room for two 1-GPU replicas
-    exporter, prom = scraped_exporter(tmp_path / "prom", ns, NAME, pods=ready_replicas(apps, ns, NAME))
-    try:
-        # Far more load than two replicas serve: p95 3x the target with a queue behind it.
-        exporter.set(NAME, rps=200.0, p95_ms=300.0, queue_ms=200.0, pending=50.0, batch_size=8.0, batch_ms=40.0)
-
-        op = start_operator("--prometheus-url", prom.url)
-        custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, fast_scaling_sample(ns))
-        wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.replicas > 2, 30,
-                 what="a scale-up beyond the two GPUs")
-
-        cond = wait_for(lambda: (c := condition(custom, ns, NAME, "Schedulable")).get("status") == "False" and c, 20,
-                        what="Schedulable=False in status")
-        print(f"\nSchedulable condition: {cond}")
+    # Far more load than two replicas serve: p95 3x the target with a queue behind it.
+    with overloaded(tmp_path / "prom", api_client, ns, NAME, start_operator, "the two GPUs") as (exporter, op, cond):
         assert cond["reason"] == "Unschedulable"
         assert "Insufficient nvidia.com/gpu" in cond["message"], cond["message"]
 
         asked = apps.read_namespaced_deployment(NAME, ns).spec.replicas
-        wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 15, what="two pods on the two GPUs")
-        pods = [p for p in _pods(core, ns) if not p.metadata.deletion_timestamp]
-        pending = [p for p in pods if p.status.phase == "Pending" and _unschedulable(p)]
+        wait_for(lambda: sum(map(pod_ready, service_pods(core, ns, NAME))) == 2, 15, what="two pods on the two GPUs")
+        pods = [p for p in service_pods(core, ns, NAME) if not p.metadata.deletion_timestamp]
+        pending = [p for p in pods if p.status.phase == "Pending" and pod_unschedulable(p)]
         assert len(pending) == len(pods) - 2 >= 1, [(p.metadata.name, p.status.phase) for p in pods]
         assert all(p.spec.node_name is None for p in pending)
 
@@ -323,19 +306,11 @@ def test_scaling_beyond_the_nodes_gpus_leaves_pods_pending_and_stops_asking(api_
         # for more (3 -> 4 within these 16 s when this test ran with the census's
         # unschedulable count forced to 0; 3 -> 8 in two ticks in the decider alone);
         # with it, it holds.
-        exporter.set(NAME, rps=600.0, p95_ms=600.0, pending=150.0)
-        seen = []
-        deadline = time.monotonic() + 16  # 8 ticks; the 10 s rate() window has caught up by then
-        while time.monotonic() < deadline:
-            seen.append(apps.read_namespaced_deployment(NAME, ns).spec.replicas)
-            time.sleep(0.2)
+        seen = replicas_asked_as_load_triples(exporter, api_client, ns, NAME)
         print(f"replicas asked while pods were unschedulable: first {asked}, then {sorted(set(seen))}")
         assert max(seen) <= asked < 8, f"the autoscaler kept asking for more: {asked} -> {max(seen)}"
         assert condition(custom, ns, NAME, "Schedulable")["status"] == "False"
         assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]
-    finally:
-        prom.stop()
-        exporter.stop()
 
 
 def _evict(core: kubernetes.client.CoreV1Api, ns: str, pod: str) -> int:
@@ -362,7 +337,8 @@ def test_a_drain_of_the_warm_floor_gets_a_replica_elsewhere_first(api_client, na
     body = sample(ns)
     body["spec"]["scaling"].update({"minReplicas": 1, "maxReplicas": 3})
     custom.create_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, body)
-    (pod,) = wait_for(lambda: [p for p in _pods(core, ns) if _ready(p)] or None, 30, what="the warm floor's pod")
+    (pod,) = wait_for(lambda: [p for p in service_pods(core, ns, NAME) if pod_ready(p)] or None, 30,
+                      what="the warm floor's pod")
     assert pod.spec.node_name == first.node
     wait_for(lambda: (kubernetes.client.PolicyV1Api(api_client).read_namespaced_pod_disruption_budget(NAME, ns)
                       .status.current_healthy == 1), 10, what="the PDB to count the pod")
@@ -372,6 +348,7 @@ def test_a_drain_of_the_warm_floor_gets_a_replica_elsewhere_first(api_client, na
     core.patch_node(first.node, {"spec": {"unschedulable": True}})  # kubectl cordon: the drain's first step
     wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.replicas == 2, 15, what="the surge to 2")
     assert condition(custom, ns, NAME, "Scaling").get("reason") == "DrainSurge", condition(custom, ns, NAME, "Scaling")
-    wait_for(lambda: sum(map(_ready, _pods(core, ns))) == 2, 30, what="the replacement ready on the other node")
+    wait_for(lambda: sum(map(pod_ready, service_pods(core, ns, NAME))) == 2, 30,
+             what="the replacement ready on the other node")
     wait_for(lambda: _evict(core, ns, pod.metadata.name) == 201, 10, what="the PDB to allow the eviction")
     assert op.alive() and "Traceback" not in op.output(), op.output()[-3000:]

@@ -195,4 +195,3 @@ def test_a_replica_failure_without_a_message_gives_its_reason():
     d = {"spec": {"replicas": 2}, "status": {"conditions": [{"type": "ReplicaFailure", "status": "True",
                                                              "reason": "FailedCreate"}]}}
     assert not_created(d, 0) == (2, "FailedCreate")
-
