@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from support.tuner_cases import B16, COST, DEFAULT, GREEDY, OVERSIZED, TIGHT
+from support.tuner_cases import B16, COST, DEFAULT, GREEDY, MISSING, OVERSIZED, SLOW, TIGHT
 from tritonscale.scaling.batching_tuner import (
     CONFIRM_S,
     MIN_CHANGE_INTERVAL_S,
@@ -35,17 +35,22 @@ def _obs(rate: float = 150.0, target: float | None = TIGHT, **kw: Any) -> TunerO
     (_obs(rate=0.0), OVERSIZED, "Idle"),
     (_obs(), GREEDY, "Optimal"),
     (_obs(), DEFAULT, "WithinHysteresis"),  # the same capacity and p95: not worth a reload
-    (_obs(), OVERSIZED, "Confirming"),  # first proposal
+    (_obs(), SLOW, "Confirming"),  # first proposal
+    (_obs(), MISSING, "Confirming"),  # predicted over the target, but some rate meets it: confirmed as ever
+    (_obs(), OVERSIZED, "MoreCapacity"),  # no rate meets the target with it: at once, nothing to confirm
     (_obs(p95_ms=130.0), OVERSIZED, "BreachRelief"),  # breaching, and no delay lowers p95: at once
-    # within the tolerance (a p95 up to target x 1.1 is no breach for the decider either): hysteresis
-    (_obs(p95_ms=TIGHT * 1.05, tolerance=0.1), OVERSIZED, "Confirming"),
+    # within the tolerance (a p95 up to target x 1.1 is no breach for the decider either): hysteresis ...
+    (_obs(p95_ms=TIGHT * 1.05, tolerance=0.1), MISSING, "Confirming"),
+    (_obs(p95_ms=TIGHT * 1.15, tolerance=0.1), MISSING, "BreachRelief"),
+    # ... but not for settings no rate meets the target with
+    (_obs(p95_ms=TIGHT * 1.05, tolerance=0.1), OVERSIZED, "MoreCapacity"),
     (_obs(p95_ms=TIGHT * 1.15, tolerance=0.1), OVERSIZED, "BreachRelief"),
     (_obs(p95_ms=130.0), GREEDY, "Optimal"),
 ])
 def test_first_call(obs: TunerObservation, current: Settings, reason: str) -> None:
     out = tune(obs, current, B16, TunerState(), 1000.0)
     assert out.reason == reason, out.message
-    assert out.changed == (reason == "BreachRelief")
+    assert out.changed == (reason in ("BreachRelief", "MoreCapacity"))
     if not out.changed:
         assert out.settings == current
 
@@ -79,10 +84,10 @@ def test_a_breach_the_settings_do_not_cause_rolls_nothing(current: Settings) -> 
 
 def test_confirming_says_when_the_spacing_holds_a_change_longer() -> None:
     """It said "applied after 60s" where the 600 s spacing after the last change then held it (TooSoon)."""
-    soon = tune(_obs(), OVERSIZED, B16, TunerState(last_change=900.0), 1000.0)
+    soon = tune(_obs(), SLOW, B16, TunerState(last_change=900.0), 1000.0)
     assert soon.reason == "Confirming" and "applied after 60s, and not before 600s after the last change (500s " \
         "from now)" in soon.message, soon.message
-    late = tune(_obs(), OVERSIZED, B16, TunerState(last_change=300.0), 1000.0)
+    late = tune(_obs(), SLOW, B16, TunerState(last_change=300.0), 1000.0)
     assert late.reason == "Confirming" and "applied after 60s (" in late.message, late.message
 
 
@@ -139,11 +144,11 @@ def test_no_capacity_either_way_is_no_gain_to_roll_the_fleet_for() -> None:
 
 def test_change_needs_the_same_candidate_for_confirm_s_then_waits_out_the_interval() -> None:
     t = 1000.0
-    out = tune(_obs(), OVERSIZED, B16, TunerState(), t)
+    out = tune(_obs(), SLOW, B16, TunerState(), t)
     assert out.reason == "Confirming" and out.state.candidate == GREEDY
-    out = tune(_obs(), OVERSIZED, B16, out.state, t + CONFIRM_S - 1)
+    out = tune(_obs(), SLOW, B16, out.state, t + CONFIRM_S - 1)
     assert out.reason == "Confirming"
-    out = tune(_obs(), OVERSIZED, B16, out.state, t + CONFIRM_S)
+    out = tune(_obs(), SLOW, B16, out.state, t + CONFIRM_S)
     assert out.changed and out.reason == "MoreCapacity" and out.settings == GREEDY
     # another change right after: too soon, even once confirmed
     later = tune(_obs(), Settings(50_000, ()), B16, TunerState(None, None, t + CONFIRM_S), t + 2 * CONFIRM_S + 1)
@@ -151,6 +156,23 @@ def test_change_needs_the_same_candidate_for_confirm_s_then_waits_out_the_interv
     assert later.reason == "TooSoon" and not later.changed
     ok = tune(_obs(), Settings(50_000, ()), B16, later.state, t + CONFIRM_S + MIN_CHANGE_INTERVAL_S)
     assert ok.changed
+
+
+def test_settings_no_rate_meets_the_target_with_are_left_at_once() -> None:
+    """The sandbox from a 150 ms delay (``tritonscale sandbox --batching-tuner-from 150000``; session 98): p95 216
+    ms against a 200 ms target is within the 10% tolerance, so no breach, and the change waited a minute of
+    proposals (68 s into the run) while the decider ran the fleet at maxReplicas for settings no rate meets the
+    target with. Now it goes at the first tick that knows the cost, even right after another change (as a breach
+    relief does), to every replica at once."""
+    obs = _obs(rate=17.1, target=200.0, cost=(22.3, 15.38), p95_ms=216.0, tolerance=0.1)
+    out = tune(obs, Settings(150_000, ()), Bounds(4), TunerState(last_change=900.0), 1000.0)
+    assert (out.reason, out.changed, out.settings, out.state.at_once) == ("MoreCapacity", True, GREEDY, True)
+    assert "capacity 0 -> 35 rps per replica" in out.message and "no rate meets the target" in out.message, out.message
+    # a rollout still holds it, and a cost not yet known predicts nothing
+    assert tune(replace(obs, rollout=True, updating=True), Settings(150_000, ()), Bounds(4), TunerState(),
+                1000.0).reason == "Rollout"
+    assert tune(replace(obs, cost=None), Settings(150_000, ()), Bounds(4), TunerState(), 1000.0).reason == \
+        "LearningCost"
 
 
 def test_a_rollout_holds_even_a_breach_relief() -> None:
@@ -169,11 +191,14 @@ def test_a_scale_ups_starting_pods_do_not_hold_a_change_away_from_settings_that_
     relief = tune(_obs(p95_ms=130.0, **starting), OVERSIZED, B16, TunerState(), 1000.0)
     assert (relief.reason, relief.changed, relief.settings, relief.state.at_once) == \
         ("BreachRelief", True, GREEDY, True)
-    # predicted at 144 ms, no breach measured yet: proposed and confirmed as ever, then at once
-    first = tune(_obs(**starting), OVERSIZED, B16, TunerState(), 1000.0)
+    # predicted at 114 ms, no breach measured yet: proposed and confirmed as ever, then at once
+    first = tune(_obs(**starting), MISSING, B16, TunerState(), 1000.0)
     assert (first.reason, first.changed) == ("Confirming", False)
-    later = tune(_obs(**starting), OVERSIZED, B16, first.state, 1000.0 + CONFIRM_S)
+    later = tune(_obs(**starting), MISSING, B16, first.state, 1000.0 + CONFIRM_S)
     assert (later.reason, later.changed, later.state.at_once) == ("MoreCapacity", True, True)
+    # no rate meets the target with 100 ms: not confirmed first
+    oversized = tune(_obs(**starting), OVERSIZED, B16, TunerState(), 1000.0)
+    assert (oversized.reason, oversized.changed, oversized.state.at_once) == ("MoreCapacity", True, True)
     # 50 ms is predicted within the target at this rate, and a cost or a rate still unknown predicts nothing:
     # they wait for the pods, as for a rollout (not Confirming, LearningCost, Idle); so does a bounds change
     for obs, current, bounds in ((_obs(**starting), Settings(50_000, ()), B16),
@@ -225,11 +250,11 @@ def test_candidates_are_scored_with_the_kept_cost_until_the_fit_moves_past_the_c
 
 
 def test_the_tuner_keeps_the_cost_it_scored_with_so_jitter_does_not_rescore() -> None:
-    first = tune(_obs(), OVERSIZED, B16, TunerState(), 0.0)
+    first = tune(_obs(), SLOW, B16, TunerState(), 0.0)
     assert first.state.cost == COST
-    again = tune(_obs(cost=(20.1, 2.01)), OVERSIZED, B16, first.state, 15.0)
+    again = tune(_obs(cost=(20.1, 2.01)), SLOW, B16, first.state, 15.0)
     assert again.state.cost == COST and again.reason == "Confirming"
-    moved = tune(_obs(cost=(25.0, 2.0)), OVERSIZED, B16, again.state, 30.0)
+    moved = tune(_obs(cost=(25.0, 2.0)), SLOW, B16, again.state, 30.0)
     assert moved.state.cost == (25.0, 2.0)
     assert "a=25.0 ms" in moved.message
     relief = tune(_obs(p95_ms=130.0, cost=(20.1, 2.01)), OVERSIZED, B16, TunerState(cost=COST), 0.0)
@@ -255,9 +280,9 @@ def test_settings_that_miss_the_target_roll_out_to_every_replica_at_once() -> No
     relief = tune(_obs(p95_ms=130.0), OVERSIZED, B16, TunerState(), t)
     assert (relief.reason, relief.state.at_once) == ("BreachRelief", True)
     assert "rolled out to every replica at once" in relief.message
-    # no breach measured yet (within the tolerance), but the 100 ms delay is predicted at 144 ms: at once too
-    out = tune(_obs(), OVERSIZED, B16, TunerState(), t)
-    out = tune(_obs(), OVERSIZED, B16, out.state, t + CONFIRM_S)
+    # no breach measured yet (within the tolerance), but the 70 ms delay is predicted at 114 ms: at once too
+    out = tune(_obs(), MISSING, B16, TunerState(), t)
+    out = tune(_obs(), MISSING, B16, out.state, t + CONFIRM_S)
     assert (out.reason, out.state.at_once) == ("MoreCapacity", True)
     # 50 ms is predicted at 90 ms at this rate, within the 104 ms target: more headroom, rolled gradually
     calm = tune(_obs(), Settings(50_000, ()), B16, TunerState(), t)

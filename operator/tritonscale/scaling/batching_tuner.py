@@ -34,7 +34,11 @@ When it may change (reasons in CamelCase, for status.batching.reason):
 * otherwise only for at least MIN_CAPACITY_GAIN more capacity or MIN_HEADROOM_GAIN x target
   less predicted p95 (hysteresis: smaller gains are within the fit's error), proposed by the
   same candidate for CONFIRM_S, and no sooner than MIN_CHANGE_INTERVAL_S after the last change
-  (each change rolls every replica, a cold start each) -- MoreCapacity / MoreHeadroom.
+  (each change rolls every replica, a cold start each) -- MoreCapacity / MoreHeadroom;
+* except away from settings with which no rate meets the target (capacity 0: a delay the target
+  cannot hold, as ``--batching-tuner-from 150000`` starts the sandbox with): at once, as for a breach
+  relief, even while p95 is within the decider's tolerance -- every request misses until they go, and
+  proposals over a minute cannot say more than the model does -- MoreCapacity.
 
 How a change rolls out (``TunerState.at_once``, which the reconciler renders as the Deployment's maxSurge):
 a quarter of the fleet at a time, as Kubernetes' default, unless the settings in force are predicted to
@@ -385,6 +389,12 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     if not (gain or headroom):
         return hold("WithinHysteresis", f"the best gain is too small to reload the model for ({numbers})",
                     replace(state, candidate=None, candidate_since=None))
+    if gain and mine.capacity_rps <= 0.0:
+        # No rate meets the target with the settings in force (an oversized delay): every request misses until
+        # they go, and a minute of proposals cannot tell more than the model does -- the change is made at
+        # once, as a breach relief is, whether or not p95 is yet past the decider's tolerance.
+        return change(pick, "MoreCapacity", f"{numbers}; not confirmed first: no rate meets the target with the "
+                                            f"settings in force", at_once=True)
     since = state.candidate_since if state.candidate == pick and state.candidate_since is not None else now
     proposing = replace(state, candidate=pick, candidate_since=since)
     if now - since < CONFIRM_S:
