@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from support.rendered import children
-from support.tuner_cases import B16, COST, GREEDY, OVERSIZED, TIGHT
+from support.tuner_cases import B16, COST, GREEDY, OVERSIZED, SLOW, TIGHT
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.scaling import batching_status as bs
 from tritonscale.scaling.batching_tuner import (
@@ -27,6 +27,7 @@ from tritonscale.scaling.decider import (
     State,
     batch_cost,
     capacity_known,
+    guessed_cost,
     learned_cost,
     slope_known,
 )
@@ -339,6 +340,40 @@ def test_the_tuner_weighs_settings_only_by_a_cost_the_decider_plans_by(samples, 
         out = tune(tobs, OVERSIZED, B16, TunerState(), 1000.0)
         assert (out.reason, out.changed) == ("LearningCost", False)
         assert "one size alone" in out.message
+
+
+@pytest.mark.parametrize(("samples", "tick", "guess"), [
+    ((), None, None),  # nothing seen
+    (((3.0, 26.0, 0.0),), None, None),  # batches under a quarter of the maximum: too small to guess from
+    (((5.0, 30.0, 0.0),), None, (15.0, 3.0)),  # one size, a good share of 16: split half fixed, half per item
+    (((3.0, 26.0, 0.0),), (5.0, 30.0), (15.0, 3.0)),  # the load moves: this tick's larger batches
+    (((5.0, 30.0, 0.0),), (6.0, 32.0), (15.0, 3.0)),  # ... only while no remembered one is large enough
+    (((3.0, 26.0, 0.0), (4.0, 28.0, 0.0)), None, None),  # sizes spread: the cost is fitted, not guessed
+    (((15.0, 155.0, 0.0),), None, None),  # a batch near the maximum tells the capacity: learned_cost's
+])
+def test_the_cost_guessed_from_one_batch_size(samples, tick, guess) -> None:
+    obs = None if tick is None else Observation("ok", batch_size=tick[0], batch_ms=tick[1])
+    got = guessed_cost(samples, 16, obs)
+    assert got == (None if guess is None else pytest.approx(guess))
+
+
+def test_a_cost_guessed_from_one_batch_size_leaves_only_settings_no_rate_meets_the_target_with() -> None:
+    """The decider plans with a cost guessed from one batch size before the samples tell it (``guessed_cost``),
+    and with a delay no rate meets the target with it asks for every replica it may. The tuner takes the same
+    guess to leave such settings at once (the sandbox from a 150 ms delay, session 98), and nothing finer."""
+    samples = ((5.0, 30.0, 0.0),)
+    assert learned_cost(samples, 16) is None
+    policy = Policy(target_p95_ms=TIGHT, max_batch_size=16)
+    decision = Decision(2, "Steady", "m", State(batch_samples=samples), True, {"rate": 200.0})
+    tobs = bs.tuner_observation(Observation(status="ok", p95_ms=110.0), decision, policy, 2, rollout=False)
+    assert tobs.cost_guessed and tobs.cost == pytest.approx((15.0, 3.0))
+    out = tune(tobs, OVERSIZED, B16, TunerState(), 1000.0)
+    assert (out.reason, out.changed, out.settings.delay_us, out.state.at_once) == ("MoreCapacity", True, 0, True)
+    assert "from a cost guessed from one batch size" in out.message
+    assert out.state.cost is None  # the guess is not kept as the cost scored with: the fit is scored afresh
+    held = tune(tobs, SLOW, B16, TunerState(), 1000.0)  # a gain on a guess: waits for the fit
+    assert (held.reason, held.changed) == ("LearningCost", False)
+    assert "only guessed from one batch size" in held.message
 
 
 def test_a_change_from_settings_that_miss_the_target_renders_a_rollout_of_every_pod_at_once() -> None:

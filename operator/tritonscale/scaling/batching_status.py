@@ -19,7 +19,7 @@ from tritonscale.api import status as st
 from tritonscale.api.spec import BatchingSpec, InferenceServiceSpec
 from tritonscale.api.status import auto_tune_enabled, tuned_batcher
 from tritonscale.scaling import batching_tuner as bt
-from tritonscale.scaling.decider import Decision, Observation, Policy, learned_cost
+from tritonscale.scaling.decider import Decision, Observation, Policy, guessed_cost, learned_cost
 
 # tunerState keys: the reason and message of the last change of the settings in force
 CHANGE_REASON, CHANGE_MESSAGE = "changeReason", "changeMessage"
@@ -99,8 +99,10 @@ def tuner_observation(obs: Observation, decision: Decision, policy: Policy, read
     serving = decision.replicas if starting else min(ready, decision.replicas)
     per = float(rate) / serving if isinstance(rate, (int, float)) and serving > 0 else None
     cost = learned_cost(decision.state.batch_samples, policy.max_batch_size)  # as the decider's capacity reads it
-    return bt.TunerObservation(cost, per, policy.target_p95_ms, obs.p95_ms, rollout, updating, stuck,
-                               policy.tolerance, starting=starting)
+    # ... or, until it is known, the guess from one batch size the decider plans with (``guessed_cost``)
+    guess = None if cost is not None else guessed_cost(decision.state.batch_samples, policy.max_batch_size, obs)
+    return bt.TunerObservation(cost if guess is None else guess, per, policy.target_p95_ms, obs.p95_ms, rollout,
+                               updating, stuck, policy.tolerance, starting=starting, cost_guessed=guess is not None)
 
 
 def batching_status(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, tuning: bt.Tuning | None,

@@ -171,6 +171,10 @@ class TunerObservation:
     # earlier template left, and no template waiting to roll out. A change away from settings that miss the
     # target does not wait for them (``tune``)
     starting: bool = False
+    # ``cost`` is the decider's guess from one batch size (``decider.guessed_cost``), what it plans with until the
+    # samples tell the cost: enough to see that no rate meets the target with the settings in force, not to rank
+    # candidates by (``tune``)
+    cost_guessed: bool = False
 
 
 def _settings_dict(s: Settings | None) -> dict[str, Any] | None:
@@ -351,8 +355,11 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
                                     "one size alone do not tell the cost per item)")
     if not obs.rate_per_replica or obs.rate_per_replica <= 0:
         return hold("Idle", "no traffic: nothing to tune for")
-    cost = scoring_cost(obs.cost, state.cost, bounds.max_batch)
-    state = replace(state, cost=cost)
+    if obs.cost_guessed:
+        cost = obs.cost  # not kept: the fit, once known, is scored afresh
+    else:
+        cost = scoring_cost(obs.cost, state.cost, bounds.max_batch)
+        state = replace(state, cost=cost)
     target, rate = obs.target_ms, obs.rate_per_replica
     cands = candidates(current, bounds, cost, target)
     scores = {c: score(c, cost, bounds.max_batch, target, rate) for c in cands}
@@ -361,6 +368,18 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     numbers = (f"a={cost[0]:.1f} ms, b={cost[1]:.2f} ms/item, {rate:.1f} rps per replica, target {ms_text(target)} ms: "
                f"capacity {mine.capacity_rps:.0f} -> {theirs.capacity_rps:.0f} rps per replica, predicted p95 "
                f"{_ms(mine.p95_now_ms)} -> {_ms(theirs.p95_now_ms)}")
+    if obs.cost_guessed:
+        # The decider plans with the guess, and with the settings in force it finds no rate that meets the
+        # target: it would ask for every replica it may (the sandbox from a 150 ms delay went to maxReplicas at
+        # its first tick and filled the GPUs the change's pods then waited for). Those settings are left at once
+        # on the guess too; anything finer waits for the fit.
+        if pick != current and mine.capacity_rps <= 0.0 < theirs.capacity_rps:
+            return change(pick, "MoreCapacity", f"{numbers}, from a cost guessed from one batch size; not confirmed "
+                                                f"first: no rate meets the target with the settings in force",
+                          at_once=True)
+        return hold("LearningCost", f"the batch cost is only guessed from one batch size so far ({numbers}): "
+                                    f"settings are changed on a guess only away from ones no rate meets the "
+                                    f"target with")
     breaching = obs.p95_ms is not None and obs.p95_ms > target * (1.0 + obs.tolerance)
     # The settings in force are predicted to miss the target at the rate each replica sees: every request on an
     # old pod misses until its pod goes, so a change away from them rolls out to every replica at once

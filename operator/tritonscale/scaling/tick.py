@@ -240,6 +240,20 @@ def _tune(spec: InferenceServiceSpec, status: Mapping[str, Any], obs: Observatio
         return None
 
 
+def _decide_again(obs: Observation, replicas: Replicas, policy: Policy, state: State, now: float, first: Decision,
+                  who: str) -> Decision:
+    """This tick's decision with the batcher settings the tuner has just put in force (``policy``), from the same
+    memory and readings: the decider plans with the settings in force, and from this tick they are these. The
+    first decision, with the settings replaced, could ask for a fleet only they need: from a 150 ms delay it went
+    to maxReplicas, and the change's new pods waited for those GPUs. ``first`` stands if this one fails."""
+    try:
+        return decide(obs, replicas, policy, state, now)
+    except Exception as exc:  # noqa: BLE001 (the first decision, made with the same readings, stands)
+        log.error("%s: deciding again with the tuned batcher settings failed, the first decision stands: %s: %s",
+                  who, type(exc).__name__, exc)
+        return first
+
+
 def other_operator(status: Mapping[str, Any], uid: str) -> str | None:
     """Another operator, if one wrote this object's autoscaler status since this process did (its own
     write says OPERATOR_ID): two operators act on it (two releases whose namespaces overlap, a second
@@ -350,14 +364,17 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         except Exception as exc:  # a reading the decider cannot take: hold, and say so where users look
             _decision_failed(kube, body, status, current, exc, now)
             raise  # the loop logs it and ticks again
-        if stale:
-            decision = dataclasses.replace(decision, message=decision.message + "; the spec as edited is invalid "
-                                           "(condition SpecValid): scaling by the last valid one")
-        _memory[uid] = decision.state
         # No tuning by a remembered spec: the reconciler applies nothing while the spec is invalid, so a
         # change would be in status and not in the pods.
         tuning = None if stale else _tune(spec, status, obs, decision, policy, min(ready, current), deployment,
                                           now, f"{namespace}/{name}")
+        if tuning is not None and tuning.changed:
+            decision = _decide_again(obs, replicas, bs.with_settings(policy, tuning.settings), state, now, decision,
+                                     f"{namespace}/{name}")
+        if stale:
+            decision = dataclasses.replace(decision, message=decision.message + "; the spec as edited is invalid "
+                                           "(condition SpecValid): scaling by the last valid one")
+        _memory[uid] = decision.state
 
         # The decider's memory goes to status before the replica count changes: an operator killed
         # between the two writes then loses nothing (the next tick, or a new leader, re-applies the

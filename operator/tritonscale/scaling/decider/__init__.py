@@ -72,6 +72,7 @@ from tritonscale.scaling.decider.capacity import (
     batch_cost,
     capacity,
     capacity_known,
+    guessed_cost,
     learned_cost,
     slope_known,
 )
@@ -203,7 +204,7 @@ __all__ = [
     "State", "Step",
     "add_batch_sample",
     "bare_capacity", "batch_capacity", "bought", "batch_cost", "breach", "burst_hold", "capacity", "clamp",
-    "capacity_known", "climbing", "complete", "learned_cost", "slope_known",
+    "capacity_known", "climbing", "complete", "guessed_cost", "learned_cost", "slope_known",
     "cold_start", "constants", "drain_surge",
     "data_age", "decide", "demand", "forecast", "forget_model", "guard", "horizon_rise", "in_requests", "learn",
     "learn_cold_start", "level",

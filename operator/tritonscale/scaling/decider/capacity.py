@@ -268,7 +268,6 @@ def capacity(state: State, policy: Policy, target: float, obs: Observation | Non
     samples = state.batch_samples
     cost = batch_cost(samples)
     if cost is not None:
-        sizes = [e[0] for e in samples]
         if capacity_known(samples, policy.max_batch_size):
             modelled = batch_capacity(cost, policy.max_batch_size, target, policy.queue_delay_ms,
                                       policy.preferred_batch_sizes, share)
@@ -276,23 +275,34 @@ def capacity(state: State, policy: Policy, target: float, obs: Observation | Non
             if learned is not None and learned > modelled:  # never below the Poisson model
                 return learned, QUEUEING_OBSERVED
             return modelled, "batch cost"
-        # one batch size, already a good share of the maximum: the cost split half fixed, half
-        # per item there is a fair guess, and errs low (more replicas) for fixed-cost models;
-        # this tick's larger batches only where no remembered sample is large enough
-        guesses = [(n, t) for n, t, *_ in samples]
-        if (obs is not None and obs.batch_size and obs.batch_ms and obs.batch_size > max(sizes)
-                and max(sizes) < C.SINGLE_BATCH_MIN_SHARE * policy.max_batch_size):
-            guesses.append((obs.batch_size, obs.batch_ms))  # the load moves: this tick's larger batches
-        n, t = max(guesses)
-        if n >= C.SINGLE_BATCH_MIN_SHARE * policy.max_batch_size:
-            guess = batch_cost(((n, t, 0.0),))
-            if guess is not None:
-                return batch_capacity(guess, policy.max_batch_size, target, policy.queue_delay_ms,
-                                      policy.preferred_batch_sizes, share), GUESSED
+        guess = guessed_cost(samples, policy.max_batch_size, obs)
+        if guess is not None:
+            return batch_capacity(guess, policy.max_batch_size, target, policy.queue_delay_ms,
+                                  policy.preferred_batch_sizes, share), GUESSED
         # tiny batches only: replicas are far from full, and extrapolating their cost to large
         # batches could be off by the batching gain itself
         return None, "batch cost: only small batches seen so far"
     return state.capacity_rps, "p95"
+
+
+def guessed_cost(samples: tuple[tuple[float, ...], ...], max_batch: int,
+                 obs: Observation | None = None) -> tuple[float, float] | None:
+    """The batch cost ``capacity`` guesses while the samples do not tell it (``capacity_known`` False): one
+    batch size, already a good share of the maximum (SINGLE_BATCH_MIN_SHARE), its time split half fixed, half
+    per item -- a fair guess, which errs low (more replicas) for fixed-cost models; this tick's larger batches
+    (``obs``) only where no remembered sample is large enough. None with no such batch, or where the samples
+    tell the cost (``batch_cost`` is then the fit)."""
+    if not samples or batch_cost(samples) is None or capacity_known(samples, max_batch):
+        return None
+    sizes = [e[0] for e in samples]
+    guesses = [(e[0], e[1]) for e in samples]
+    if (obs is not None and obs.batch_size and obs.batch_ms and obs.batch_size > max(sizes)
+            and max(sizes) < C.SINGLE_BATCH_MIN_SHARE * max_batch):
+        guesses.append((obs.batch_size, obs.batch_ms))  # the load moves: this tick's larger batches
+    n, t = max(guesses)
+    if n < C.SINGLE_BATCH_MIN_SHARE * max_batch:
+        return None
+    return batch_cost(((n, t, 0.0),))
 
 
 def bare_capacity(cap: float | None, source: str, state: State, policy: Policy) -> float | None:

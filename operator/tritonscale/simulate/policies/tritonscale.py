@@ -60,18 +60,20 @@ class TritonscalePolicy:
         obs = view.observe()
         # old and new batcher settings side by side: a rollout, or a rolling reload (--batching-apply reload)
         mixing = view.rolling or view.now < self.reload_until
-        d = decider.decide(obs, decider.Replicas(current=view.current, ready=view.ready, startup_s=view.startups,
-                                                 rolling_out=mixing),
-                           self.policy, self.state, view.now)
+        replicas = decider.Replicas(current=view.current, ready=view.ready, startup_s=view.startups, rolling_out=mixing)
+        before = self.state
+        d = decider.decide(obs, replicas, self.policy, before, view.now)
+        if self.batcher is not None and self.bounds is not None and self._tune(view, obs, d, mixing):
+            # as the operator's tick does (``tick._decide_again``): the decision with the settings now in force
+            d = decider.decide(obs, replicas, self.policy, before, view.now)
         self.state = d.state
         self.last = d
-        if self.batcher is not None and self.bounds is not None:
-            self._tune(view, obs, d, mixing)
         return d.replicas, f"{d.reason}: {d.message}"
 
-    def _tune(self, view: View, obs: decider.Observation, d: decider.Decision, mixing: bool) -> None:
+    def _tune(self, view: View, obs: decider.Observation, d: decider.Decision, mixing: bool) -> bool:
         """The operator's tuner call (``batching_status.tune_tick`` from the tick), with the same
-        observation and the same policy update; the rollout flags come from the simulated fleet."""
+        observation and the same policy update; the rollout flags come from the simulated fleet. True when
+        it changed the settings."""
         assert self.batcher is not None and self.bounds is not None
         now = batcher_settings(self.batcher)
         tobs = bs.tuner_observation(obs, d, self.policy, min(view.ready, view.current),
@@ -87,3 +89,4 @@ class TritonscalePolicy:
             self.tunings.append((view.now, out.reason, s.describe()))
             self.reload_until = view.now + view.current * self.reload_pause_s
             self.rollout_surge = rollout_surge(out.state.at_once)
+        return out.changed
