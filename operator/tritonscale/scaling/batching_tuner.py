@@ -368,15 +368,18 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     numbers = (f"a={cost[0]:.1f} ms, b={cost[1]:.2f} ms/item, {rate:.1f} rps per replica, target {ms_text(target)} ms: "
                f"capacity {mine.capacity_rps:.0f} -> {theirs.capacity_rps:.0f} rps per replica, predicted p95 "
                f"{_ms(mine.p95_now_ms)} -> {_ms(theirs.p95_now_ms)}")
+    # No rate meets the target with the settings in force (an oversized delay), and some does with the pick: every
+    # request misses until they go, and a minute of proposals cannot tell more than the model does -- the change is
+    # made at once, as a breach relief is, whether or not p95 is yet past the decider's tolerance
+    hopeless = mine.capacity_rps <= 0.0 < theirs.capacity_rps
+    guessed = ", from a cost guessed from one batch size" if obs.cost_guessed else ""
+    leave_why = f"{numbers}{guessed}; not confirmed first: no rate meets the target with the settings in force"
     if obs.cost_guessed:
-        # The decider plans with the guess, and with the settings in force it finds no rate that meets the
-        # target: it would ask for every replica it may (the sandbox from a 150 ms delay went to maxReplicas at
-        # its first tick and filled the GPUs the change's pods then waited for). Those settings are left at once
-        # on the guess too; anything finer waits for the fit.
-        if pick != current and mine.capacity_rps <= 0.0 < theirs.capacity_rps:
-            return change(pick, "MoreCapacity", f"{numbers}, from a cost guessed from one batch size; not confirmed "
-                                                f"first: no rate meets the target with the settings in force",
-                          at_once=True)
+        # The decider plans with the guess, and with such settings it would ask for every replica it may (the
+        # sandbox from a 150 ms delay went to maxReplicas at its first tick and filled the GPUs the change's pods
+        # then waited for). They are left on the guess too; anything finer waits for the fit.
+        if hopeless:
+            return change(pick, "MoreCapacity", leave_why, at_once=True)
         return hold("LearningCost", f"the batch cost is only guessed from one batch size so far ({numbers}): "
                                     f"settings are changed on a guess only away from ones no rate meets the "
                                     f"target with")
@@ -408,12 +411,8 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     if not (gain or headroom):
         return hold("WithinHysteresis", f"the best gain is too small to reload the model for ({numbers})",
                     replace(state, candidate=None, candidate_since=None))
-    if gain and mine.capacity_rps <= 0.0:
-        # No rate meets the target with the settings in force (an oversized delay): every request misses until
-        # they go, and a minute of proposals cannot tell more than the model does -- the change is made at
-        # once, as a breach relief is, whether or not p95 is yet past the decider's tolerance.
-        return change(pick, "MoreCapacity", f"{numbers}; not confirmed first: no rate meets the target with the "
-                                            f"settings in force", at_once=True)
+    if hopeless:  # (a gain: the pick has capacity, the settings in force none)
+        return change(pick, "MoreCapacity", leave_why, at_once=True)
     since = state.candidate_since if state.candidate == pick and state.candidate_since is not None else now
     proposing = replace(state, candidate=pick, candidate_since=since)
     if now - since < CONFIRM_S:
