@@ -75,6 +75,7 @@ from tritonscale.scaling.decider.capacity import (
     guessed_cost,
     learned_cost,
     slope_known,
+    undelayed_capacity,
 )
 from tritonscale.scaling.decider.constants import *  # noqa: F403 (read-only copies, for callers and tests)
 from tritonscale.scaling.decider.model import (
@@ -180,7 +181,8 @@ def decide(obs: Observation, replicas: Replicas, policy: Policy, state: State, n
     state = replace(state, rates=state.rates[:-1] + ((now, d.rate, bought(planned, cap)),))
     state = surprise(state, d, now, sigma, max(policy.window_s, policy.interval_s))
     state = sudden_fall(state, d, now, cap, policy.interval_s, sigma)
-    demanded = recommend(d, planned, horizon, cap, source, current, policy)
+    demanded = recommend(d, planned, horizon, cap, source, current, policy,
+                         undelayed_capacity(state, policy, target, obs, share, cap, source))
     if demanded.replicas < current and source == QUEUEING_OBSERVED:  # fewer replicas: their own capacity
         fewer = capacity(state, policy, target, obs, share, fleet=demanded.replicas)
         demanded = max(demanded, recommend(d, planned, horizon, *fewer, current, policy), key=lambda s: s.replicas)
@@ -211,5 +213,5 @@ __all__ = [
     "limit", "measure", "noise", "noise_measured",
     "plan_horizon", "recommend", "recurring", "replicas_text", "saturation_share", "scale_down_window", "settle",
     "stabilize", "sudden_fall", "surprise", "surprise_cost", "surprises_for_memory", "tolerate", "trend",
-    "trend_delivery",
+    "trend_delivery", "undelayed_capacity",
 ]

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from tritonscale.scaling.decider import constants as C
 from tritonscale.scaling.decider.batcher_model import (
+    delay_holds,
     md1_p95_capacity,
     md1_p95_wait_ms,
     planned_capacity,
@@ -283,6 +284,27 @@ def capacity(state: State, policy: Policy, target: float, obs: Observation | Non
         # batches could be off by the batching gain itself
         return None, "batch cost: only small batches seen so far"
     return state.capacity_rps, "p95"
+
+
+def undelayed_capacity(state: State, policy: Policy, target: float, obs: Observation | None, share: float | None,
+                       cap: float | None, source: str) -> float | None:
+    """What one replica would serve at the target without the queue delay in force (the same cost, batch
+    sizes and preferred sizes, ``batch_capacity`` with no delay), where that is more than the tolerance above
+    ``cap``, the capacity planned with that delay; else None. The decider's message names it: a delay that
+    holds each replica below what greedy batching serves buys replicas for nothing, and the count alone does
+    not say why (the sandbox's model, 20 + 15n ms, maxBatchSize 4, at a 200 ms target: a 150 ms delay is met
+    only below ~1.2 rps a replica, so the fleet went to maxReplicas, where without the delay a replica serves
+    ~41). Within the tolerance -- the dead band, in which the decider does not move for a load either -- it
+    is not worth a word; so is a delay that has expired whenever the instance frees (``delay_holds``). Only
+    for a capacity from the batch cost (learned, or guessed from one batch size)."""
+    if not cap or policy.queue_delay_ms <= 0.0 or policy.max_batch_size <= 1 or source not in ("batch cost", GUESSED):
+        return None
+    samples = state.batch_samples
+    cost = batch_cost(samples) if source == "batch cost" else guessed_cost(samples, policy.max_batch_size, obs)
+    if cost is None or not delay_holds(cost, policy.max_batch_size, target, policy.queue_delay_ms):
+        return None  # a delay that expires whenever the instance frees holds nothing back
+    free = batch_capacity(cost, policy.max_batch_size, target, 0.0, policy.preferred_batch_sizes, share)
+    return free if free > cap * (1.0 + policy.tolerance) else None
 
 
 def guessed_cost(samples: tuple[tuple[float, ...], ...], max_batch: int,

@@ -68,10 +68,12 @@ def replicas_text(n: int) -> str:
 
 
 def recommend(d: Demand, planned: float, horizon: float, cap: float | None, cap_source: str, current: int,
-              policy: Policy) -> Step:
+              policy: Policy, undelayed: float | None = None) -> Step:
     """Replicas for the planned rate plus draining the backlog within the horizon (replicas
     asked for now arrive after it, so nothing drains the backlog sooner), the drain bounded
-    by C.BACKLOG_MAX_EXTRA."""
+    by C.BACKLOG_MAX_EXTRA. ``undelayed``: what a replica would serve without the queue delay in
+    force, where that delay holds it well below (``capacity.undelayed_capacity``): the message says so,
+    and which field to change."""
     if d.rate == 0.0 and d.window_rate == 0.0 and d.backlog == 0.0:
         return Step(policy.floor, "Idle", "no requests: back to the warm floor")
     if not cap:
@@ -83,6 +85,9 @@ def recommend(d: Demand, planned: float, horizon: float, cap: float | None, cap_
     why = (f"{d.rate:.1f} rps now, planning {planned:.1f} rps"
            + (f" + {d.backlog:.0f} queued" if d.backlog >= 1 else "")
            + f" at ~{cap:.1f} rps per replica ({cap_source})")
+    if undelayed:
+        why += (f" -- the {ms_text(policy.queue_delay_ms)} ms queue delay holds it there, ~{undelayed:.1f} without it:"
+                " lower batching.maxQueueDelayMicroseconds, or let batching.autoTune choose it")
     return Step(n, reason, why)
 
 
