@@ -54,6 +54,7 @@ def test_the_tick_that_tunes_decides_with_the_tuned_settings() -> None:
     # decided with no delay: one replica serves 14 rps within the target, so no scale-up, and none to maxReplicas
     assert kube.deployment["spec"]["replicas"] == 1, scaling["message"]
     assert scaling["reason"] != "AtMaxReplicas", scaling["message"]
+    assert "queue delay" not in scaling["message"], scaling["message"]  # the tuned settings hold nothing back
     tick.forget(UID)
 
 
@@ -65,4 +66,8 @@ def test_without_the_tuner_the_same_tick_plans_the_settings_in_force() -> None:
     tick.run_tick(kube, "default", "linear", _snapshot(1000.0), 1000.0, lambda body, *e: None)
     assert kube.body["status"]["batching"]["maxQueueDelayMicroseconds"] == 150_000
     assert kube.deployment["spec"]["replicas"] == 4  # every replica it may: what the tuned tick no longer asks
+    # ... and the Scaling condition says why, and which field to change (capacity.undelayed_capacity)
+    scaling = next(c for c in kube.body["status"]["conditions"] if c["type"] == "Scaling")
+    assert "the 150 ms queue delay holds it there" in scaling["message"], scaling["message"]
+    assert "lower batching.maxQueueDelayMicroseconds, or let batching.autoTune choose it" in scaling["message"]
     tick.forget(UID)
