@@ -13,6 +13,8 @@ from tritonscale.scaling.decider.capacity import GUESSED, undelayed_capacity
 
 # The sandbox's model: a batch of n takes 20 + 15n ms, maxBatchSize 4, two batch sizes seen (slope known).
 SANDBOX = replace(State(), batch_samples=((2.0, 50.0, 0.0), (4.0, 80.0, 0.0)))
+# 20 + 5n ms, maxBatchSize 4.
+TIGHT = replace(State(), batch_samples=((2.0, 30.0, 0.0), (4.0, 40.0, 0.0)))
 # 20 + 2n ms, maxBatchSize 16: the suite's replica.
 SUITE = replace(State(), batch_samples=((4.0, 28.0, 0.0), (16.0, 52.0, 0.0)))
 
@@ -24,8 +26,12 @@ def _policy(batch: int, target: float, delay: float, preferred: tuple[int, ...] 
 @pytest.mark.parametrize(("state", "policy", "named"), [
     # 150 ms of a 200 ms target: met only by a nearly idle replica (~1.2 rps); ~41 rps without the delay
     (SANDBOX, _policy(4, 200, 150), True),
-    # a 2 ms delay expires whenever the instance frees: greedy batching, nothing to say
+    # a 2 ms delay, within the tolerance's share of the target (20 ms): not weighed
     (SANDBOX, _policy(4, 200, 2), False),
+    (SANDBOX, _policy(4, 200, 20), False),
+    # at a target of 1.5 full-batch times (20 + 5n ms, maxBatchSize 4, 60 ms) a 30 ms delay -- one batch of two's
+    # time, which a greedy batcher would have used up by the time the instance frees -- costs ~72% (12 vs 42 rps)
+    (TIGHT, _policy(4, 60, 30), True),
     # no delay at all
     (SANDBOX, _policy(4, 200, 0), False),
     # a 100 ms delay with preferred sizes at a 100 ms target costs the suite's replica ~15% (244 vs 288 rps)

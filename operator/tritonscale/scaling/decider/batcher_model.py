@@ -250,21 +250,18 @@ def planned_capacity(cost: tuple[float, float], max_batch: int, target_ms: float
     """The p95 capacity the decider plans these settings with (``capacity.batch_capacity``, before its
     utilisation and share of saturation), and the one the batching tuner weighs them by, so that the
     settings it picks for the most capacity are the ones the decider plans the fewest replicas for.
-    Greedy batching (no delay, or one that does not hold batches back: ``delay_holds``) is
-    ``greedy_capacity``; a longer delay ``delayed_capacity``. Without ``best_effort`` a delay no rate
-    meets the target with reads 0, as the tuner needs it to."""
+    Greedy batching -- no delay, or one no longer than the batch time n* of the fluid model (the
+    largest batch whose two batch times fit in the target), so it has expired whenever the instance
+    frees -- is ``greedy_capacity``; a longer delay ``delayed_capacity``. Without ``best_effort`` a
+    delay no rate meets the target with reads 0, as the tuner needs it to."""
+    a, b = cost
     big = max(1, max_batch)
-    if delay_holds(cost, big, target_ms, delay_ms):
+    n_star = big
+    while n_star > 1 and 2 * (a + b * n_star) > target_ms:
+        n_star -= 1
+    if delay_ms > a + b * n_star:
         return delayed_capacity(cost, big, target_ms, delay_ms, preferred, best_effort)
     return greedy_capacity(cost, big, target_ms, delay_ms, preferred)
-
-
-def delay_holds(cost: tuple[float, float], max_batch: int, target_ms: float, delay_ms: float) -> bool:
-    """Whether a queue delay holds batches back: it is longer than the batch time n* of the fluid model (the
-    largest batch whose two batch times fit in the target); a shorter one has expired whenever the instance frees."""
-    a, b = cost
-    n_star = next((n for n in range(max(1, max_batch), 1, -1) if 2 * (a + b * n) <= target_ms), 1)
-    return delay_ms > a + b * n_star
 
 
 def heavy_traffic_capacity(cost: tuple[float, float], max_batch: int, target_ms: float) -> float:
