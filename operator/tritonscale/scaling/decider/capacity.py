@@ -293,16 +293,16 @@ def undelayed_capacity(state: State, policy: Policy, target: float, obs: Observa
     holds each replica below what greedy batching serves buys replicas for nothing, and the count alone does
     not say why (the sandbox's model, 20 + 15n ms, maxBatchSize 4, at a 200 ms target: a 150 ms delay is met
     only below ~1.2 rps a replica, so the fleet went to maxReplicas, where without the delay a replica serves
-    ~41). Within the tolerance -- the dead band, in which the decider does not move for a load either -- it
-    is not worth a word. Nor is a delay within the tolerance's share of the target: Triton holds a request
-    no longer than the delay, so such a delay moves p95 by no more than the decider tolerates of p95 itself
-    (a breach is p95 beyond the target by the tolerance), and it is not weighed -- the suite's 2 ms at a
-    104 ms target, the samples' 2-5 ms, cost no second capacity a tick. That is a bound in latency, not in
-    capacity: at a target of 1.5 full-batch times a delay of one batch time (a + b n, the largest n whose
-    two batch times fit in the target) cost 20 + 5n ms at maxBatchSize 4 over 70% of its capacity. Only
-    for a capacity from the batch cost (learned, or guessed from one batch size). Nor is a capacity within the
-    tolerance of the most any batcher is planned at (share x saturation, ``batch_capacity``'s cap): nothing
-    to compute then."""
+    ~41). Only for a capacity from the batch cost (learned, or guessed from one batch size). Not weighed, so
+    that healthy settings cost no second capacity a tick:
+    - a gap within the tolerance: the dead band, in which the decider does not move for a load either;
+    - a delay no longer than the tolerance's share of the target (the suite's 2 ms of 104, the samples'
+      2-5 ms): Triton holds a request no longer than the delay, so it moves p95 by no more than the decider
+      tolerates of p95 itself. A bound in latency, not in capacity: a delay as long as the batch time of
+      the largest batch whose two batch times fit in the target -- one the instance has always waited out
+      by the time it frees -- still cost 72% of a replica's capacity at 1.5 full-batch times (20 + 5n ms,
+      maxBatchSize 4, a 30 ms delay at a 60 ms target: 11.6 against 41.8 rps);
+    - a capacity within the tolerance of the share of saturation ``batch_capacity`` never passes."""
     if (not cap or policy.queue_delay_ms <= policy.tolerance * target or policy.max_batch_size <= 1
             or source not in ("batch cost", GUESSED)):
         return None
