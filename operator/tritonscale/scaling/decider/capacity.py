@@ -124,7 +124,13 @@ def batch_capacity(cost: tuple[float, float], max_batch: int, target_ms: float, 
     rate = planned_capacity(cost, big, target_ms, delay_ms, preferred)  # the branch above, shared with the tuner
     if rate <= 0.0:
         return 1000.0 / (a + b)
-    return min(rate, (C.UTILISATION if share is None else share) * saturation_rps(cost, big)) / C.UTILISATION
+    return min(rate, saturation_ceiling(cost, big, share)) / C.UTILISATION
+
+
+def saturation_ceiling(cost: tuple[float, float], max_batch: int, share: float | None) -> float:
+    """The most a replica is planned to serve whatever its batcher: ``share`` of saturation (UTILISATION when
+    not given), before the division by UTILISATION (``batch_capacity``, ``unbatched_capacity``)."""
+    return (C.UTILISATION if share is None else share) * saturation_rps(cost, max_batch)
 
 
 def _learn_p95_capacity(state: State, obs: Observation, ready: int, target: float, tolerance: float) -> State:
@@ -242,7 +248,7 @@ def unbatched_capacity(state: State, cost: tuple[float, float], target: float, s
     ratios = sorted(k if fleet is None or fleet >= n else min(1.0, k * n / max(fleet, 1)) for _, k, _, n in seen)
     ratio = ratios[len(ratios) // 2]
     service = cost[0] + cost[1]
-    top = (C.UTILISATION if share is None else share) * saturation_rps(cost, 1)
+    top = saturation_ceiling(cost, 1, share)
     slack = target - service
     if slack <= 0:
         return None  # no rate meets the target, whatever the queueing
@@ -306,13 +312,12 @@ def undelayed_capacity(state: State, policy: Policy, target: float, obs: Observa
     if (not cap or policy.queue_delay_ms <= policy.tolerance * target or policy.max_batch_size <= 1
             or source not in ("batch cost", GUESSED)):
         return None
-    samples = state.batch_samples
-    cost = batch_cost(samples) if source == "batch cost" else guessed_cost(samples, policy.max_batch_size, obs)
+    samples, big = state.batch_samples, policy.max_batch_size
+    cost = learned_cost(samples, big) or guessed_cost(samples, big, obs)  # the one ``capacity`` planned with
     if cost is None:
         return None
-    top = (C.UTILISATION if share is None else share) * saturation_rps(cost, policy.max_batch_size) / C.UTILISATION
-    if cap * (1.0 + policy.tolerance) >= top:
-        return None  # batch_capacity never passes this share of saturation: no delay can cost the tolerance
+    if cap * (1.0 + policy.tolerance) >= saturation_ceiling(cost, big, share) / C.UTILISATION:
+        return None  # batch_capacity never passes this: no delay can cost the tolerance
     free = batch_capacity(cost, policy.max_batch_size, target, 0.0, policy.preferred_batch_sizes, share)
     return free if free > cap * (1.0 + policy.tolerance) else None
 
