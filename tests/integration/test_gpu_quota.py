@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import kubernetes
 
-from support.cluster import condition, pod_ready, pod_unschedulable, sample, service_pods, wait_for
+from support.cluster import condition, pod_ready, pod_unschedulable, sample, service_pods, tuner_change, wait_for
 from support.deployment_watch import needs_prometheus
 from support.overload import overloaded, replicas_asked_as_load_triples
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, PLURAL, VERSION
@@ -125,9 +125,7 @@ def test_a_tuner_change_a_full_gpu_quota_refuses_goes_back_at_once(api_client, n
     _two_replicas_of_one_gpu(custom, core, ns, enabled=True, maxQueueDelayMicroseconds=2_000, preferredBatchSizes=[],
                              autoTune={"enabled": True})
     old_hash = apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
-    tuned = {"maxQueueDelayMicroseconds": 500, "preferredBatchSizes": [], "source": "tuner", "reason": "MoreCapacity",
-             "message": "set by the test, acting as the tuner", "lastChangeTime": "2026-12-07T12:00:00Z",
-             "tunerState": {"previous": {"delayUs": 2_000, "preferred": []}, "lastChange": 0.0}}
+    tuned = tuner_change(500, 2_000, "MoreCapacity")
     custom.patch_namespaced_custom_object_status(GROUP, VERSION, ns, PLURAL, NAME, {"status": {"batching": tuned}})
     wait_for(lambda: apps.read_namespaced_deployment(NAME, ns).spec.template.metadata.annotations[HASH_ANNOTATION]
              != old_hash, 20, what="the change's template")

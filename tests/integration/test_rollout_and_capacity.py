@@ -15,7 +15,7 @@ import time
 
 import kubernetes
 
-from support.cluster import condition, pod_ready, pod_unschedulable, sample, service_pods, wait_for
+from support.cluster import condition, pod_ready, pod_unschedulable, sample, service_pods, tuner_change, wait_for
 from support.deployment_watch import needs_prometheus
 from support.overload import overloaded, replicas_asked_as_load_triples
 from tritonscale.api.spec import GROUP, HASH_ANNOTATION, PLURAL, VERSION
@@ -119,10 +119,7 @@ def test_a_tuner_change_away_from_settings_that_miss_the_target_starts_every_new
     node(gpus=3, ready_after_s=1.0)
     op = start_operator()
     old_hash = _tuned_floor_of_two(custom, core, apps, ns, max_replicas=3)
-    tuned = {"maxQueueDelayMicroseconds": 0, "preferredBatchSizes": [], "source": "tuner", "reason": "BreachRelief",
-             "message": "set by the test, acting as the tuner", "lastChangeTime": "2026-12-06T12:00:00Z",
-             "tunerState": {"previous": {"delayUs": 100_000, "preferred": []}, "lastChange": 0.0,
-                            "rolloutAtOnce": True}}
+    tuned = tuner_change(0, 100_000, "BreachRelief", at_once=True)
 
     sampler = PodSampler(core, ns)
     sampler.start()
@@ -242,11 +239,7 @@ def test_a_tuner_change_during_a_scale_up_replaces_the_starting_pods_before_the_
         scale_up = {p.metadata.uid for p in starting}
 
         # The change, at once (the test acts as the tuner, as in the test above).
-        tuned = {"maxQueueDelayMicroseconds": 0, "preferredBatchSizes": [], "source": "tuner",
-                 "reason": "BreachRelief", "message": "set by the test, acting as the tuner",
-                 "lastChangeTime": "2026-12-07T12:00:00Z",
-                 "tunerState": {"previous": {"delayUs": 100_000, "preferred": []}, "lastChange": 0.0,
-                                "rolloutAtOnce": True}}
+        tuned = tuner_change(0, 100_000, "BreachRelief", at_once=True)
 
         def rolled_out() -> bool:
             _act_as_tuner(custom, ns, tuned)

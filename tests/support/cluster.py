@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tritonscale.api.spec import GROUP, LABEL, PLURAL, VERSION
+from tritonscale.api.status import rfc3339
 from tritonscale.cluster.control_plane import SERVICE_ACCOUNT_ISSUER
 from tritonscale.kube.client import client_for  # the tests' clients too: one per kubeconfig
 
@@ -134,6 +135,21 @@ def sample(namespace: str, name: str = "python-cpu.yaml") -> dict[str, Any]:
     if name == "python-cpu.yaml":
         body["spec"]["scaling"].update({"intervalSeconds": 2, "windowSeconds": 10})
     return body
+
+
+def tuner_change(delay_us: int, previous_delay_us: int, reason: str, at_once: bool | None = None) -> dict[str, Any]:
+    """status.batching as the operator's tuner writes it for a change to ``delay_us`` (no preferred sizes)
+    from ``previous_delay_us``, made now: a test acting as the tuner writes it. ``lastChange`` is the
+    tuner's clock (the daemon's time.time()), as the tuner's own write has it: the operator's tuner keeps
+    ``previous`` and ``rolloutAtOnce`` until the rollout has been seen or MIN_CHANGE_INTERVAL_S passed. A
+    lastChange of 0 (the epoch) is a change long past: a tick before the reconciler rendered it read no
+    rollout and cleared both (a CI run's first read of the new template had maxSurge 25%, session 99)."""
+    state: dict[str, Any] = {"previous": {"delayUs": previous_delay_us, "preferred": []}, "lastChange": time.time()}
+    if at_once is not None:
+        state["rolloutAtOnce"] = at_once
+    return {"maxQueueDelayMicroseconds": delay_us, "preferredBatchSizes": [], "source": "tuner", "reason": reason,
+            "message": "set by the test, acting as the tuner", "lastChangeTime": rfc3339(time.time()),
+            "tunerState": state}
 
 
 def run_tool(*cmd: str, timeout: float = 120) -> subprocess.CompletedProcess:

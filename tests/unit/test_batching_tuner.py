@@ -289,6 +289,9 @@ def test_settings_that_miss_the_target_roll_out_to_every_replica_at_once() -> No
     calm = tune(_obs(), Settings(50_000, ()), B16, calm.state, t + CONFIRM_S)
     assert (calm.reason, calm.changed, calm.state.at_once) == ("MoreHeadroom", True, False)
     assert "at once" not in calm.message
+    # a tick before the reconciler rendered the change (no rollout seen yet) keeps the flag: the rollout is to come
+    early = tune(_obs(p95_ms=130.0), GREEDY, B16, relief.state, t + 15.0)
+    assert (early.state.previous, early.state.at_once) == (OVERSIZED, True)
     # the flag lives while the change rolls out (a restart keeps it), and goes when the rollout is done
     rolling = tune(_obs(p95_ms=60.0, rollout=True, updating=True), GREEDY, B16, relief.state, t + 15.0)
     assert rolling.state.at_once and TunerState.from_dict(rolling.state.to_dict()) == rolling.state
