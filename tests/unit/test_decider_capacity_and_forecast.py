@@ -279,8 +279,9 @@ def _sawtooth(cycles: int) -> tuple[tuple[float, float, float], ...]:
     # 120-165 s (its earlier ones have less than the trend's 120 s span behind them) planned 300 rps
     # each and met the drop one horizon later: none came. Each later ramp plans 50 rps at its 90th s
     # (the halves' slopes just agree), which came (the reading at its 165th s is 300 over the level),
-    # then 250 and four times 300 that met the drop. 100 of 4,200.
-    (_sawtooth(3), 885.0, 100.0 / 4200.0),
+    # then 250 and four times 300 that met the drop. 100 of 4,200 in 16 ticks, with three more ticks
+    # that delivered the mean rise (262.5) whole.
+    (_sawtooth(3), 885.0, (100.0 + 3 * 262.5) / (4200.0 + 3 * 262.5)),
 ])
 def test_trend_delivery_is_the_share_of_its_planned_rises_the_rate_delivered(hist, now, share):
     assert D.trend_delivery(hist, now, 75.0, 60.0) == pytest.approx(share)
@@ -293,18 +294,27 @@ def test_trend_delivery_of_a_ramp_that_slows_is_partial():
     assert 0.5 < D.trend_delivery(slows, 600.0, 75.0, 60.0) < 1.0
 
 
-def test_trend_delivery_needs_evidence(monkeypatch):
-    # one sawtooth cycle: four ticks (120-165 s) planned a rise that met the drop
-    assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == 0.0
+def test_trend_delivery_from_a_few_ticks_counts_for_as_much_as_they_show(monkeypatch):
+    """TREND_EVIDENCE more ticks that delivered the mean rise planned whole: a share read from a few
+    ticks is not the raw ratio (until session 100 three ticks at a ramp's top, each followed by the
+    fall, read 0 and took the trend from the next ramp's start), and more ticks that got nothing bring
+    it down as they add up."""
+    # one sawtooth cycle: four ticks (120-165 s) planned 300 rps each and met the drop: 0 of 4 x 300
+    assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == pytest.approx(3.0 / 7.0)
+    # the same ticks a cycle on: the first ramp's four, then the second's 50 (delivered) and 250, 300 x 4
+    # (not): more evidence that the trends stop, a lower share
+    assert D.trend_delivery(_sawtooth(2), 585.0, 75.0, 60.0) < 3.0 / 7.0
     monkeypatch.setattr(D.constants, "TREND_EVIDENCE", 5)
-    assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == 1.0  # four ticks are not enough for five
+    assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == pytest.approx(5.0 / 9.0)
+    monkeypatch.setattr(D.constants, "TREND_EVIDENCE", 0)  # the raw share
+    assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == 0.0
 
 
 def test_forecast_extrapolates_the_trend_as_far_as_the_rate_delivered_it(monkeypatch):
     st = State(rates=_sawtooth(3)[:-8], cold_start_s=60.0)  # the third ramp's top, at 765 s: 4 rps/s
     d = D.Demand(1260.0, 1260.0, 0.0)
     delivered = D.trend_delivery(st.rates, 765.0, 75.0, POLICY.window_s)
-    assert 0.0 < delivered < 0.1 and D.trend(st.rates, 765.0, 75.0) == pytest.approx(4.0)
+    assert 0.0 < delivered < 0.5 and D.trend(st.rates, 765.0, 75.0) == pytest.approx(4.0)
     planned, _ = D.forecast(d, st, POLICY, 765.0)
     monkeypatch.setattr(D.rate_model, "trend_delivery", lambda *a: 1.0)  # the trend trusted whole
     whole, _ = D.forecast(d, st, POLICY, 765.0)

@@ -186,7 +186,10 @@ def trend_delivery(rates: tuple[tuple[float, float, float], ...], now: float, ho
     (the mean over ``window``, or its reading if higher), counted from none (the rate stopped or
     turned) up to the rise planned (more than planned is the noise margin's or the next
     surprise's to meet, not evidence for a longer extrapolation). The share is the sum delivered
-    over the sum planned. 1 (the trend trusted whole) with fewer than TREND_EVIDENCE such ticks."""
+    over the sum planned, with TREND_EVIDENCE more ticks that planned the mean rise and got it
+    whole: a share estimated from a few ticks moves towards what they show as they add up, not
+    from 1 to the raw ratio at the third (three ticks at the top of the last ramp, each followed
+    by the fall, read 0 and took the trend from the next ramp's start). 1 with no such tick."""
     span = max(C.TREND_S, C.TREND_HORIZON_SHARE * horizon)
     reach = min(horizon, C.TREND_MAX_HORIZON_S)
     planned = delivered = 0.0
@@ -208,7 +211,10 @@ def trend_delivery(rates: tuple[tuple[float, float, float], ...], now: float, ho
         planned += rise
         delivered += min(rise, max(0.0, came))
         ticks += 1
-    return delivered / planned if ticks >= C.TREND_EVIDENCE else 1.0
+    if not ticks:
+        return 1.0
+    whole = C.TREND_EVIDENCE * planned / ticks  # TREND_EVIDENCE ticks of the mean rise planned, delivered whole
+    return (delivered + whole) / (planned + whole)
 
 
 def forecast(d: Demand, state: State, policy: Policy, now: float, age: float = 0.0,
