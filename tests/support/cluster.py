@@ -144,11 +144,12 @@ def tuner_change(delay_us: int, previous_delay_us: int, reason: str, at_once: bo
     ``previous`` and ``rolloutAtOnce`` until the rollout has been seen or MIN_CHANGE_INTERVAL_S passed. A
     lastChange of 0 (the epoch) is a change long past: a tick before the reconciler rendered it read no
     rollout and cleared both (a CI run's first read of the new template had maxSurge 25%, session 99)."""
-    state: dict[str, Any] = {"previous": {"delayUs": previous_delay_us, "preferred": []}, "lastChange": time.time()}
+    now = time.time()
+    state: dict[str, Any] = {"previous": {"delayUs": previous_delay_us, "preferred": []}, "lastChange": now}
     if at_once is not None:
         state["rolloutAtOnce"] = at_once
     return {"maxQueueDelayMicroseconds": delay_us, "preferredBatchSizes": [], "source": "tuner", "reason": reason,
-            "message": "set by the test, acting as the tuner", "lastChangeTime": rfc3339(time.time()),
+            "message": "set by the test, acting as the tuner", "lastChangeTime": rfc3339(now),
             "tunerState": state}
 
 

@@ -33,3 +33,12 @@ def known_capacity(state: State | None = None, now: float = 0.0) -> State:
 
 def rates(*pairs: tuple[float, float]) -> tuple[tuple[float, float, float], ...]:
     return tuple((t, r, r) for t, r in pairs)
+
+
+def sawtooth(cycles: int) -> tuple[tuple[float, float, float], ...]:
+    """From 600 rps, 4 rps/s for 180 s (to 1,260), an instant drop back and 120 s there; repeated."""
+    out = []
+    for k in range(cycles):
+        out += [(300.0 * k + i, 600.0 + 4.0 * i) for i in range(0, 180, 15)]
+        out += [(300.0 * k + 180.0 + i, 600.0) for i in range(0, 120, 15)]
+    return rates(*out)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from support.decider_cases import CAP, POLICY, ok, rates
+from support.decider_cases import CAP, POLICY, ok, rates, sawtooth
 from tritonscale.api.spec import ScalingSpec
 from tritonscale.scaling import decider as D
 from tritonscale.scaling.decider import Policy, State
@@ -261,15 +261,6 @@ def test_forecast_plans_level_plus_trend_over_the_horizon_plus_noise():
     assert planned == pytest.approx(580.0 + 2.0 * 75.0, rel=0.02)
 
 
-def _sawtooth(cycles: int) -> tuple[tuple[float, float, float], ...]:
-    """From 600 rps, 4 rps/s for 180 s (to 1,260), an instant drop back and 120 s there; repeated."""
-    out = []
-    for k in range(cycles):
-        out += [(300.0 * k + i, 600.0 + 4.0 * i) for i in range(0, 180, 15)]
-        out += [(300.0 * k + 180.0 + i, 600.0) for i in range(0, 120, 15)]
-    return rates(*out)
-
-
 @pytest.mark.parametrize(("hist", "now", "share"), [
     # a ramp that goes on: each tick's planned rise (2 rps/s x 75 s) came, and more is not counted
     (rates(*((t, 100 + 2.0 * t) for t in range(0, 481, 15))), 480.0, 1.0),
@@ -281,7 +272,7 @@ def _sawtooth(cycles: int) -> tuple[tuple[float, float, float], ...]:
     # (the halves' slopes just agree), which came (the reading at its 165th s is 300 over the level),
     # then 250 and four times 300 that met the drop. 100 of 4,200 in 16 ticks, with three more ticks
     # that delivered the mean rise (262.5) whole.
-    (_sawtooth(3), 885.0, (100.0 + 3 * 262.5) / (4200.0 + 3 * 262.5)),
+    (sawtooth(3), 885.0, (100.0 + 3 * 262.5) / (4200.0 + 3 * 262.5)),
 ])
 def test_trend_delivery_is_the_share_of_its_planned_rises_the_rate_delivered(hist, now, share):
     assert D.trend_delivery(hist, now, 75.0, 60.0) == pytest.approx(share)
@@ -300,18 +291,18 @@ def test_trend_delivery_from_a_few_ticks_counts_for_as_much_as_they_show(monkeyp
     fall, read 0 and took the trend from the next ramp's start), and more ticks that got nothing bring
     it down as they add up."""
     # one sawtooth cycle: four ticks (120-165 s) planned 300 rps each and met the drop: 0 of 4 x 300
-    assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == pytest.approx(3.0 / 7.0)
+    assert D.trend_delivery(sawtooth(1), 285.0, 75.0, 60.0) == pytest.approx(3.0 / 7.0)
     # the same ticks a cycle on: the first ramp's four, then the second's 50 (delivered) and 250, 300 x 4
     # (not): more evidence that the trends stop, a lower share
-    assert D.trend_delivery(_sawtooth(2), 585.0, 75.0, 60.0) < 3.0 / 7.0
+    assert D.trend_delivery(sawtooth(2), 585.0, 75.0, 60.0) < 3.0 / 7.0
     monkeypatch.setattr(D.constants, "TREND_EVIDENCE", 5)
-    assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == pytest.approx(5.0 / 9.0)
+    assert D.trend_delivery(sawtooth(1), 285.0, 75.0, 60.0) == pytest.approx(5.0 / 9.0)
     monkeypatch.setattr(D.constants, "TREND_EVIDENCE", 0)  # the raw share
-    assert D.trend_delivery(_sawtooth(1), 285.0, 75.0, 60.0) == 0.0
+    assert D.trend_delivery(sawtooth(1), 285.0, 75.0, 60.0) == 0.0
 
 
 def test_forecast_extrapolates_the_trend_as_far_as_the_rate_delivered_it(monkeypatch):
-    st = State(rates=_sawtooth(3)[:-8], cold_start_s=60.0)  # the third ramp's top, at 765 s: 4 rps/s
+    st = State(rates=sawtooth(3)[:-8], cold_start_s=60.0)  # the third ramp's top, at 765 s: 4 rps/s
     d = D.Demand(1260.0, 1260.0, 0.0)
     delivered = D.trend_delivery(st.rates, 765.0, 75.0, POLICY.window_s)
     assert 0.0 < delivered < 0.5 and D.trend(st.rates, 765.0, 75.0) == pytest.approx(4.0)

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from support.decider_cases import A_MS, B_MS, CAP, POLICY, known_capacity, ok, rates
+from support.decider_cases import A_MS, B_MS, CAP, POLICY, known_capacity, ok, rates, sawtooth
 from tritonscale.scaling import decider as D
 from tritonscale.scaling.decider import PendingReading, Replicas, State, Step
 
@@ -92,11 +92,6 @@ def test_measure_holds_scale_down_until_the_noise_is_measured(hist, step, curren
     assert (got.replicas, got.reason) == (replicas, reason)
 
 
-# One sawtooth cycle: from 600 rps, 4 rps/s for 180 s (to 1,260), an instant drop back and 120 s there.
-_SAWTOOTH_CYCLE = ([(float(i), 600.0 + 4.0 * i) for i in range(0, 180, 15)]
-                   + [(180.0 + i, 600.0) for i in range(0, 120, 15)])
-
-
 # --- step: climbing ----------------------------------------------------------------------------
 FLAT = tuple((15.0 * k, 1000.0 + (5.0 if k % 2 else -5.0), 0.0) for k in range(20))  # noise ~5 rps
 VEE = FLAT + rates((300.0, 900.0), (315.0, 800.0), (330.0, 700.0), (345.0, 760.0), (360.0, 830.0))
@@ -142,7 +137,7 @@ def test_climbing_out_of_the_trough_after_a_ramp_is_held_on_the_delivery_of_few_
     100): the only ticks whose trend can be checked are the four at the last ramp's top, each followed by the
     drop. Their raw share, 0, said the climb leads nowhere, and the fleet came down as the ramp began; counted
     with three more ticks that delivered the mean rise whole (3/7), the climb leads past the plan and holds."""
-    climb = rates(*(_SAWTOOTH_CYCLE + [(300.0, 600.0), (315.0, 660.0), (330.0, 720.0)]))
+    climb = sawtooth(1) + rates((300.0, 600.0), (315.0, 660.0), (330.0, 720.0))
     assert D.trend_delivery(climb, 330.0, 75.0, POLICY.window_s) == pytest.approx(3.0 / 7.0)
     got = D.climbing(D.Step(3, "LoadDecreased", "x"), State(rates=climb, cold_start_s=60.0), POLICY, 5, 330.0,
                      sigma=10.0, planned=760.0)

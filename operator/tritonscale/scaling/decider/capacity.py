@@ -318,7 +318,7 @@ def undelayed_capacity(state: State, policy: Policy, target: float, obs: Observa
         return None
     if cap * (1.0 + policy.tolerance) >= saturation_ceiling(cost, big, share) / C.UTILISATION:
         return None  # batch_capacity never passes this: no delay can cost the tolerance
-    free = batch_capacity(cost, policy.max_batch_size, target, 0.0, policy.preferred_batch_sizes, share)
+    free = batch_capacity(cost, big, target, 0.0, policy.preferred_batch_sizes, share)
     return free if free > cap * (1.0 + policy.tolerance) else None
 
 
