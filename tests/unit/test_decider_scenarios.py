@@ -159,6 +159,28 @@ def test_a_one_off_flash_crowd_read_over_several_ticks_engages_no_burst_memory()
     assert p.history[-1][1] <= p.need(400.0) + 1
 
 
+def _one_crowd(policy: Policy) -> Plant:
+    """One flash crowd at a 180 s cold start, where a single surprise engages the burst memory (it spends
+    the 90% objective's budget alone), then 20 minutes back at the base rate."""
+    p = Plant(policy, replicas=2, cold_start=180.0)
+    for rate in [400.0] * 30 + [2400.0] * 24 + [400.0] * 80:
+        p.tick(rate)
+    return p
+
+
+def test_a_set_scale_down_window_lets_a_one_off_crowd_go_where_the_memory_would_hold_it():
+    """A service whose bursts are one-offs says so with scaleDown.stabilizationSeconds: the fleet comes down
+    after that window, where the learned window's burst memory holds the crowd's need for 30 minutes."""
+    learned = _one_crowd(POLICY)
+    assert "BurstMemory" in [why for _, _, _, why in learned.history]
+    assert learned.history[-1][1] >= learned.need(2400.0)  # still held 20 minutes after the crowd
+    window = _one_crowd(replace(POLICY, scale_down_stabilization_s=300.0))
+    assert "BurstMemory" not in [why for _, _, _, why in window.history]
+    assert window.history[-1][1] <= window.need(400.0) + 1
+    end = 54 * 15.0  # the crowd's last tick: nothing leaves within the set window after it
+    assert min(r for t, r, _, _ in window.history if end <= t <= end + 300.0 - 15.0) >= window.need(2400.0)
+
+
 def test_burst_train_is_held_across_the_gaps():
     p = Plant(POLICY, replicas=2, cold_start=60.0)
     for _ in range(8):

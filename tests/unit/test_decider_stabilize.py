@@ -139,6 +139,20 @@ def test_stabilize_holds_the_window_maximum_and_the_burst_memory():
     assert step.replicas == 9  # scale-up at once (window 0)
 
 
+def test_a_window_the_spec_sets_is_the_whole_hold():
+    """scaleDown.stabilizationSeconds, when set, is all the scale-down waits for, as the HPA's window is: the
+    burst memory holds only under the learned window (the CRD: "Unset: learned ... longer while the request
+    rate keeps jumping"). It held under a set one too until session 101."""
+    burst = State(cold_start_s=60.0, recommendations=((0.0, 8, 7), (50.0, 6, 5)), surprises=(5.0, 10.0))
+    assert D.burst_hold(burst, 100.0, POLICY.interval_s) > 0.0  # the memory is engaged
+    for window, held in ((60.0, 6), (120.0, 8), (0.0, 3)):
+        step, _ = D.stabilize(Step(3, "LoadDecreased", ""), burst, replace(POLICY, scale_down_stabilization_s=window),
+                              8, 100.0, remember=3, bare=3)
+        assert step.replicas == held and step.reason != "BurstMemory", (window, step)
+    step, _ = D.stabilize(Step(3, "LoadDecreased", ""), burst, POLICY, 8, 100.0, remember=3, bare=3)
+    assert (step.replicas, step.reason) == (7, "BurstMemory")  # unset: learned, the memory with it
+
+
 def test_a_hold_above_the_count_found_keeps_that_count_and_says_so():
     """As the HPA's scale-down window: a hold keeps replicas and adds none. A count another writer cut below
     the burst memory (kubectl scale to 3 while 8 was held) stays at 3, and the reason says it: it read

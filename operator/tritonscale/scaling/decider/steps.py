@@ -303,9 +303,14 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
     too, so it is held for a scale-down window instead of flapping away at the next tick).
     Scale-down keeps the highest recommendation of the scale-down window and, while the burst
     memory holds, the highest bare need (the rate at full capacity -- ``bare_capacity``, at most
-    saturation -- with no breach extra) since the last surprise's hold began."""
+    saturation -- with no breach extra) since the last surprise's hold began. A window the spec sets
+    (``scaleDown.stabilizationSeconds``) is the whole of it, as the HPA's is: the CRD says the window is
+    learned, and longer while the rate keeps jumping, only when unset, and a service whose jumps are
+    one-offs (a single flash crowd at a long cold start engages the memory for 30 minutes) has only
+    this field to say so. The memory held under a set window until session 101 (since the memory was
+    split out of the window, 12ff842)."""
     window, source = scale_down_window(policy, state)
-    hold = burst_hold(state, now, policy.interval_s)
+    hold = burst_hold(state, now, policy.interval_s) if policy.scale_down_stabilization_s is None else 0.0
     keep = max(policy.scale_up_stabilization_s, window, hold)
     newest = max((e[0] for e in state.recommendations), default=None)
     # A memory whose newest recommendation is older than the window holds none of the window's: the
