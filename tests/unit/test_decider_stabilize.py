@@ -151,6 +151,7 @@ def test_a_window_the_spec_sets_is_the_whole_hold():
         assert step.replicas == held and step.reason != "BurstMemory", (window, step)
     step, _ = D.stabilize(Step(3, "LoadDecreased", ""), burst, POLICY, 8, 100.0, remember=3, bare=3)
     assert (step.replicas, step.reason) == (7, "BurstMemory")  # unset: learned, the memory with it
+    assert "a set scaleDown.stabilizationSeconds holds that window instead" in step.why  # how to opt out
 
 
 def test_a_hold_above_the_count_found_keeps_that_count_and_says_so():

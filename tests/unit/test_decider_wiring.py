@@ -55,5 +55,6 @@ def test_the_burst_memory_holds_the_peak_bare_need_not_the_fleet() -> None:
     d = D.decide(_obs(600.0, 0.0), Replicas(6, 6), POLICY, st, NOW)
     assert (d.replicas, d.reason) == (5, "BurstMemory")
     assert d.message == ("600.0 rps now, planning 600.0 rps at ~287.6 rps per replica (batch cost); holding the "
-                         "peak need of 5 for 600s after the rate's last unforeseen jump 200s ago -> 5 replicas")
+                         "peak need of 5 for 600s after the rate's last unforeseen jump 200s ago (a set "
+                         "scaleDown.stabilizationSeconds holds that window instead) -> 5 replicas")
     assert d.state.recommendations == ((NOW - 200.0, 3, 5), (NOW - 15.0, 4, 3), (NOW, 3, 3))

@@ -342,7 +342,8 @@ def stabilize(step: Step, state: State, policy: Policy, current: int, now: float
             if burst >= held and burst > rec:
                 reason = "BurstMemory"
                 why += (f"; holding the peak need of {burst} for {hold:.0f}s after the rate's last unforeseen "
-                        f"jump {now - state.surprises[-1]:.0f}s ago")
+                        f"jump {now - state.surprises[-1]:.0f}s ago (a set scaleDown.stabilizationSeconds holds "
+                        f"that window instead)")
             else:
                 reason = "StabilizingScaleDown"
                 why += f"; highest recommendation in the last {window:.0f}s ({source}) is {held}"
