@@ -272,10 +272,11 @@ def test_state_survives_a_round_trip_and_corrupt_memory_starts_fresh() -> None:
     assert TunerState.from_dict({"candidateSince": "nan"}) == TunerState()
 
 
-def test_settings_that_miss_the_target_roll_out_to_every_replica_at_once() -> None:
-    """A change away from settings predicted to miss the target at the rate now (an oversized delay) starts every
-    new pod at once (TunerState.at_once, which the reconciler renders as maxSurge 100%): every old pod misses
-    until it goes. A change from settings within the target rolls a quarter of the fleet at a time."""
+def test_every_change_rolls_out_to_every_replica_at_once() -> None:
+    """A change starts every new pod at once (TunerState.at_once, which the reconciler renders as maxSurge 100%):
+    away from settings predicted to miss the target at the rate now (an oversized delay), where every old pod
+    misses until it goes, and -- since session 101 -- from settings within the target too (it rolled a quarter
+    of the fleet at a time, and a change made in a flat minute ran its waves into the next climb)."""
     t = 1000.0
     relief = tune(_obs(p95_ms=130.0), OVERSIZED, B16, TunerState(), t)
     assert (relief.reason, relief.state.at_once) == ("BreachRelief", True)
@@ -284,11 +285,11 @@ def test_settings_that_miss_the_target_roll_out_to_every_replica_at_once() -> No
     out = tune(_obs(), MISSING, B16, TunerState(), t)
     out = tune(_obs(), MISSING, B16, out.state, t + CONFIRM_S)
     assert (out.reason, out.state.at_once) == ("MoreCapacity", True)
-    # 50 ms is predicted at 90 ms at this rate, within the 104 ms target: more headroom, rolled gradually
+    # 50 ms is predicted at 90 ms at this rate, within the 104 ms target: more headroom, at once as well
     calm = tune(_obs(), Settings(50_000, ()), B16, TunerState(), t)
     calm = tune(_obs(), Settings(50_000, ()), B16, calm.state, t + CONFIRM_S)
-    assert (calm.reason, calm.changed, calm.state.at_once) == ("MoreHeadroom", True, False)
-    assert "at once" not in calm.message
+    assert (calm.reason, calm.changed, calm.state.at_once) == ("MoreHeadroom", True, True)
+    assert calm.message.endswith("; rolled out to every replica at once")
     # a tick before the reconciler rendered the change (no rollout seen yet) keeps the flag: the rollout is to come
     early = tune(_obs(p95_ms=130.0), GREEDY, B16, relief.state, t + 15.0)
     assert (early.state.previous, early.state.at_once) == (OVERSIZED, True)

@@ -140,9 +140,10 @@ def rollout_at_once_field() -> str:
 
 
 def rollout_at_once(spec: InferenceServiceSpec, status: Mapping[str, Any] | None) -> bool:
-    """Whether the tuner's settings in force (``tuned_batcher``) roll out to every replica at once: they
-    replaced settings predicted to miss the target, and their rollout has not ended (the tuner clears
-    the flag then). Anything but a literal true, or settings not the tuner's, is the gradual default."""
+    """Whether the tuner's settings in force (``tuned_batcher``) roll out to every replica at once: the
+    tuner changed them (each of its changes sets the flag; until session 101 only one away from settings
+    predicted to miss the target did), and their rollout has not ended (the tuner clears the flag then).
+    Anything but a literal true, or settings not the tuner's, is the gradual default."""
     if tuned_batcher(spec, status) is None:
         return False
     state = ((status or {}).get("batching") or {}).get("tunerState")

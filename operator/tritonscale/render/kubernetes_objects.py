@@ -62,11 +62,11 @@ from tritonscale.render.triton_containers import (
 # keep the settings being replaced). On a cluster without a free GPU the extra pods wait Pending
 # and, with maxUnavailable 0, the rollout does not move until one is free (README, Upgrading).
 MAX_SURGE = "25%"
-# ... except the batching tuner's replacement of settings predicted to miss the target
-# (status.batching.tunerState.rolloutAtOnce, ``api.status.rollout_at_once``): every old pod serves
-# them until it goes, so every new pod starts at once -- the same extra replica-time, one cold start
-# of misses instead of replicas / maxSurge of them. A full GPU pool places the extra pods one by one as
-# old ones leave, which is the gradual rollout again.
+# ... except a batching tuner's change (status.batching.tunerState.rolloutAtOnce,
+# ``api.status.rollout_at_once``): every new pod starts at once -- the same extra replica-time, and the
+# rollout's disturbance (old settings still served, mixed batches, readings dipping as pods are
+# replaced) over in one cold start instead of replicas / maxSurge of them. A full GPU pool places the
+# extra pods one by one as old ones leave, which is the gradual rollout again.
 AT_ONCE_SURGE = "100%"
 
 

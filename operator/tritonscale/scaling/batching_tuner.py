@@ -41,9 +41,13 @@ When it may change (reasons in CamelCase, for status.batching.reason):
   proposals over a minute cannot say more than the model does -- MoreCapacity.
 
 How a change rolls out (``TunerState.at_once``, which the reconciler renders as the Deployment's maxSurge):
-a quarter of the fleet at a time, as Kubernetes' default, unless the settings in force are predicted to
-miss the target at the rate each replica sees (an oversized delay; every BreachRelief) -- then every
-replica's successor starts at once.
+every replica's successor starts at once (maxSurge 100%; maxUnavailable stays 0, so every old pod serves
+until its successor is ready). A rollout's extra replica-time is one cold start per pod replaced however
+many start together, but what it disturbs -- the readings as pods are replaced, batches mixed from two
+configs, the decider's and the tuner's waits for it -- lasts one cold start, not replicas / maxSurge of
+them (a quarter of the fleet at a time, Kubernetes' default, ran a change made in a flat minute into the
+next climb). A full GPU pool grants the new pods one by one as old ones leave, the gradual rollout again.
+Until session 101 only a change away from settings predicted to miss the target rolled at once.
 """
 
 from __future__ import annotations
@@ -74,8 +78,7 @@ MIN_HEADROOM_GAIN = 0.10
 # one per-replica rate, not a single tick's noise) ...
 CONFIRM_S = 60.0
 # ... and changes are at least this far apart: the operator applies a change by rolling every
-# replica (one cold start each, up to maxSurge -- 25%, or all at once away from settings that miss the target --
-# at a time; README "Applying a batcher change"),
+# replica (one cold start each, every pod at once; README "Applying a batcher change"),
 # and the cost fit needs a few minutes of the new batches.
 MIN_CHANGE_INTERVAL_S = 600.0
 # After a change's rollout was stuck and went back: a cluster with no room for the rollout's extra
@@ -196,9 +199,10 @@ class TunerState:
     held_until: float | None = None  # after a stuck rollout went back: no change before this
     rolling_seen: bool = False  # the last change's rollout was seen under way (so its end is its end)
     cost: tuple[float, float] | None = None  # the batch cost the candidates were last scored with
-    # The last change replaces settings predicted to miss the target at the rate each replica saw: its
-    # rollout starts every replica's successor at once (maxSurge 100%, ``render.kubernetes_objects.
-    # rollout_surge``), not a quarter of the fleet per cold start. Cleared with ``previous``, once it rolled out.
+    # The last change's rollout starts every replica's successor at once (maxSurge 100%,
+    # ``render.kubernetes_objects.rollout_surge``), not a quarter of the fleet per cold start: set by every change
+    # (session 101; before, only by one away from settings predicted to miss the target). Cleared with
+    # ``previous``, once it rolled out, so that other rollouts (a spec edit) go a quarter at a time.
     at_once: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -305,11 +309,10 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
     def hold(reason: str, why: str, st: TunerState | None = None) -> Tuning:
         return Tuning(current, reason, why, state if st is None else st, False)  # ``state`` as it is by then
 
-    def change(to: Settings, reason: str, why: str, at_once: bool = False) -> Tuning:
-        how = "; rolled out to every replica at once: the settings in force are predicted to miss the target" \
-            if at_once else ""
-        return Tuning(to, reason, f"{current.describe()} -> {to.describe()}: {why}{how}",
-                      TunerState(None, None, now, previous=current, cost=state.cost, at_once=at_once), True)
+    def change(to: Settings, reason: str, why: str) -> Tuning:
+        message = f"{current.describe()} -> {to.describe()}: {why}; rolled out to every replica at once"
+        return Tuning(to, reason, message, TunerState(None, None, now, previous=current, cost=state.cost,
+                                                      at_once=True), True)
 
     if obs.updating and obs.stuck and state.previous is not None and state.previous != current:
         # A change whose pods the cluster cannot place or start: the running pods serve the settings
@@ -379,13 +382,13 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         # sandbox from a 150 ms delay went to maxReplicas at its first tick and filled the GPUs the change's pods
         # then waited for). They are left on the guess too; anything finer waits for the fit.
         if hopeless:
-            return change(pick, "MoreCapacity", leave_why, at_once=True)
+            return change(pick, "MoreCapacity", leave_why)
         return hold("LearningCost", f"the batch cost is only guessed from one batch size so far ({numbers}): "
                                     f"settings are changed on a guess only away from ones no rate meets the "
                                     f"target with")
     breaching = obs.p95_ms is not None and obs.p95_ms > target * (1.0 + obs.tolerance)
     # The settings in force are predicted to miss the target at the rate each replica sees: every request on an
-    # old pod misses until its pod goes, so a change away from them rolls out to every replica at once
+    # old pod misses until its pod goes, so a change away from them need not wait for a scale-up's pods
     missing = mine.p95_now_ms > target
     if starting and not missing:
         return hold("Rollout", ROLLOUT_WHY)
@@ -399,7 +402,7 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         # with replicas: a change then rolled every replica, a cold start each, for a predicted 118 -> 118 ms
         # (auditB, session 82), and with no room for the surge pod the rollout stuck half made.
         if missing and theirs.p95_now_ms < mine.p95_now_ms * (1.0 - P95_TIE):
-            return change(pick, "BreachRelief", f"p95 {ms_text(obs.p95_ms)} ms > target; {numbers}", at_once=True)
+            return change(pick, "BreachRelief", f"p95 {ms_text(obs.p95_ms)} ms > target; {numbers}")
         why = ("the settings in force are predicted within the target at this rate: replicas, not the batcher, "
                "answer it" if mine.p95_now_ms <= target else "no change is predicted to lower it")
         return hold("Breach", f"p95 {ms_text(obs.p95_ms)} ms > target and {why} ({numbers})",
@@ -412,7 +415,7 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return hold("WithinHysteresis", f"the best gain is too small to reload the model for ({numbers})",
                     replace(state, candidate=None, candidate_since=None))
     if hopeless:  # (a gain: the pick has capacity, the settings in force none)
-        return change(pick, "MoreCapacity", leave_why, at_once=True)
+        return change(pick, "MoreCapacity", leave_why)
     since = state.candidate_since if state.candidate == pick and state.candidate_since is not None else now
     proposing = replace(state, candidate=pick, candidate_since=since)
     if now - since < CONFIRM_S:
@@ -426,11 +429,11 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return hold("TooSoon", f"last change {now - state.last_change:.0f}s ago (at least "
                                f"{MIN_CHANGE_INTERVAL_S:.0f}s apart); proposing {pick.describe()} ({numbers})",
                     proposing)
-    # Away from settings that miss the target (an oversized delay), at once: a rollout's extra replica-time is one
-    # cold start per pod replaced however many start together, so this costs no more replica-hours, only GPUs at
-    # the same time -- which a full pool grants one by one, as pods leave -- and ends the misses one cold start
-    # in, not replicas / maxSurge cold starts in (9 minutes for 4 pods at a 180 s cold start: README, "Applying").
-    return change(pick, "MoreCapacity" if gain else "MoreHeadroom", numbers, at_once=missing)
+    # At once, as every change (``change``): a rollout's extra replica-time is one cold start per pod replaced however
+    # many start together, so this costs no more replica-hours, only GPUs at the same time -- which a full pool
+    # grants one by one, as pods leave -- and its disturbance ends one cold start in, not replicas / maxSurge cold
+    # starts in (9 minutes for 4 pods at a 180 s cold start: README, "Applying").
+    return change(pick, "MoreCapacity" if gain else "MoreHeadroom", numbers)
 
 
 def _ms(v: float) -> str:
