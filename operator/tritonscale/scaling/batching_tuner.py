@@ -310,6 +310,9 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return Tuning(current, reason, why, state if st is None else st, False)  # ``state`` as it is by then
 
     def change(to: Settings, reason: str, why: str) -> Tuning:
+        # Every change rolls out to every replica at once (``at_once``; the module's docstring says why: the same
+        # extra replica-time, the disturbance over one cold start in, not replicas / maxSurge of them -- 9 minutes
+        # for 4 pods at a 180 s cold start: README, "Applying")
         message = f"{current.describe()} -> {to.describe()}: {why}; rolled out to every replica at once"
         return Tuning(to, reason, message, TunerState(None, None, now, previous=current, cost=state.cost,
                                                       at_once=True), True)
@@ -429,10 +432,6 @@ def tune(obs: TunerObservation, current: Settings, bounds: Bounds, state: TunerS
         return hold("TooSoon", f"last change {now - state.last_change:.0f}s ago (at least "
                                f"{MIN_CHANGE_INTERVAL_S:.0f}s apart); proposing {pick.describe()} ({numbers})",
                     proposing)
-    # At once, as every change (``change``): a rollout's extra replica-time is one cold start per pod replaced however
-    # many start together, so this costs no more replica-hours, only GPUs at the same time -- which a full pool
-    # grants one by one, as pods leave -- and its disturbance ends one cold start in, not replicas / maxSurge cold
-    # starts in (9 minutes for 4 pods at a 180 s cold start: README, "Applying").
     return change(pick, "MoreCapacity" if gain else "MoreHeadroom", numbers)
 
 
