@@ -1,5 +1,5 @@
 """The README stays true: its CRD reference is generated from the models, and CI runs
-exactly the test command it gives."""
+exactly the test command it gives. The simulator README's index of ideas measured lists every entry."""
 
 from __future__ import annotations
 
@@ -68,3 +68,40 @@ def test_every_scaling_reason_is_in_the_readmes_table():
             "LearningCapacity"} <= reasons, reasons  # the extraction still finds them
     assert reasons <= documented, f"not in the README's Scaling reasons table: {sorted(reasons - documented)}"
     assert documented <= reasons, f"in the table, but no decider step gives them: {sorted(documented - reasons)}"
+
+
+SIMULATOR_README = REPO / "operator" / "tritonscale" / "simulate" / "README.md"
+IDEAS_BEGIN = "<!-- ideas index: generated from the entries below by tests/unit/test_readme.py -->"
+IDEAS_END = "<!-- end of the ideas index -->"
+# An entry's headline: a line that opens with its verdict ("Rejected in session 84 (2026-12-04): **...**"); the
+# bold title may run over several lines. Lists under an entry name more ideas than its headline.
+_IDEA = re.compile(r"^((?:Adopted|Rejected|Measured|Also rejected|Tried|Re-measured|Probed)[^\n*]*?):? \*\*(.+?)\*\*",
+                   re.M | re.S)
+
+
+def ideas_index(text: str) -> str:
+    """The simulator README's list of every decider and tuner idea measured: one line per entry's headline,
+    in the order of the entries."""
+    lines = [f"- {' '.join(m.group(1).split())}: {' '.join(m.group(2).split()).rstrip('.:')}"
+             for m in _IDEA.finditer(text)]
+    return "\n".join([IDEAS_BEGIN, "<details><summary>Every idea measured: the headline of each entry below "
+                      f"({len(lines)})</summary>", "", *lines, "", "</details>", IDEAS_END])
+
+
+def write_ideas_index() -> None:
+    text = SIMULATOR_README.read_text()
+    start, end = text.index(IDEAS_BEGIN), text.index(IDEAS_END) + len(IDEAS_END)
+    SIMULATOR_README.write_text(text[:start] + ideas_index(text) + text[end:])
+
+
+def test_the_simulator_readmes_ideas_index_lists_every_entry():
+    """The simulator README keeps every idea measured, adopted or rejected, as an entry with its figures; the
+    index at its top lists their headlines, so an idea is looked up before it is measured again (session 75
+    re-measured one session 71 had rejected). A new entry without its index line fails here."""
+    text = SIMULATOR_README.read_text()
+    assert IDEAS_BEGIN in text and IDEAS_END in text
+    block = text[text.index(IDEAS_BEGIN): text.index(IDEAS_END) + len(IDEAS_END)]
+    assert block.count("\n- ") > 50
+    assert block == ideas_index(text), (
+        "the simulator README's ideas index is stale; regenerate it: .venv/bin/python -c \"import sys; "
+        "sys.path.insert(0, 'tests/unit'); import test_readme; test_readme.write_ideas_index()\"")
