@@ -12,8 +12,14 @@ REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
 
 
+def _marked(text: str, begin: str, end: str) -> tuple[int, int]:
+    """Where a generated block lies in ``text``: from its ``begin`` marker through its ``end`` marker."""
+    return text.index(begin), text.index(end) + len(end)
+
+
 def test_crd_reference_matches_the_models():
-    block = README[README.index(BEGIN): README.index(END) + len(END)]
+    start, stop = _marked(README, BEGIN, END)
+    block = README[start:stop]
     assert block == markdown(), (
         "README's CRD reference drifted from the models; regenerate with: .venv/bin/python -c "
         "\"from pathlib import Path; from tritonscale.api.reference import update_readme; "
@@ -90,8 +96,8 @@ def ideas_index(text: str) -> str:
 
 def write_ideas_index() -> None:
     text = SIMULATOR_README.read_text()
-    start, end = text.index(IDEAS_BEGIN), text.index(IDEAS_END) + len(IDEAS_END)
-    SIMULATOR_README.write_text(text[:start] + ideas_index(text) + text[end:])
+    start, stop = _marked(text, IDEAS_BEGIN, IDEAS_END)
+    SIMULATOR_README.write_text(text[:start] + ideas_index(text) + text[stop:])
 
 
 def test_the_simulator_readmes_ideas_index_lists_every_entry():
@@ -100,7 +106,8 @@ def test_the_simulator_readmes_ideas_index_lists_every_entry():
     re-measured one session 71 had rejected). A new entry without its index line fails here."""
     text = SIMULATOR_README.read_text()
     assert IDEAS_BEGIN in text and IDEAS_END in text
-    block = text[text.index(IDEAS_BEGIN): text.index(IDEAS_END) + len(IDEAS_END)]
+    start, stop = _marked(text, IDEAS_BEGIN, IDEAS_END)
+    block = text[start:stop]
     assert block.count("\n- ") > 50
     assert block == ideas_index(text), (
         "the simulator README's ideas index is stale; regenerate it: .venv/bin/python -c \"import sys; "
