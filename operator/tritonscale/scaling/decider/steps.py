@@ -1,5 +1,5 @@
-"""The decision steps after the forecast: guard, recommend, breach, settle, tolerate, measure, stabilize, climbing,
-limit, clamp."""
+"""The decision steps after the forecast: guard, recommend, breach, settle, tolerate, measure, complete, stabilize,
+climbing, limit, clamp, and drain_surge on every decision (held ones too)."""
 
 from __future__ import annotations
 
