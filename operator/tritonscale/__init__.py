@@ -1,3 +1,3 @@
 """tritonscale: a Kopf operator that serves models on Triton and autoscales them on p95 latency."""
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"

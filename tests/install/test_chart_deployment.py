@@ -35,7 +35,7 @@ def test_operator_deployment_defaults(rendered):
     (c,) = pod["containers"]
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert c["image"] == f"ghcr.io/tritonscale/tritonscale:{chart['appVersion']}" \
-        == "ghcr.io/tritonscale/tritonscale:0.4.0"
+        == "ghcr.io/tritonscale/tritonscale:0.5.0"
     assert c["args"] == ["run", "--metrics-port=8080", "--liveness-port=8081", UPGRADE_ARG, *LEADER_ELECTION_ARGS]
     assert c["env"] == [POD_NAME_ENV]  # no Prometheus by default
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
@@ -210,7 +210,7 @@ def test_pod_labels_may_not_replace_the_charts_own(tmp_path, key):
 def test_a_registry_with_a_port_is_a_valid_repository(tmp_path):
     (dep,) = [o for o in helm_template({"image": {"repository": "localhost:5000/team/tritonscale"}}, tmp_path)
               if o["kind"] == "Deployment"]
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "localhost:5000/team/tritonscale:0.4.0"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "localhost:5000/team/tritonscale:0.5.0"
 
 
 def test_the_security_contexts_are_values_so_openshift_can_assign_the_user(tmp_path):

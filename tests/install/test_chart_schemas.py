@@ -163,7 +163,7 @@ def test_install_yaml_is_in_sync_with_the_chart():
 
 @pytest.mark.parametrize(("values", "key"), [
     ({"image": {"repository": "UPPER case/x"}}, "image"),
-    ({"image": {"repository": "ghcr.io/x:1.0"}}, "image"),  # a tag in the name: 'ghcr.io/x:1.0:0.4.0'
+    ({"image": {"repository": "ghcr.io/x:1.0"}}, "image"),  # a tag in the name: 'ghcr.io/x:1.0:0.5.0'
     ({"serviceAccount": {"create": False, "name": "Bad Name"}}, "serviceAccount"),
     ({"nameOverride": "UPPER_bad"}, "nameOverride"),
     ({"priorityClassName": "Bad Name"}, "priorityClassName"),

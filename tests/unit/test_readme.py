@@ -48,8 +48,10 @@ def test_the_charts_readme_is_the_readmes_install_section():
     own README; a hand-kept copy had drifted (missing conditions, the log record, uninstall)."""
     section = README[README.index("## Install on a cluster\n"): README.index("## Measurements\n")].rstrip("\n") + "\n"
     chart = (REPO / "charts" / "tritonscale" / "README.md").read_text()
-    assert chart == section, ("charts/tritonscale/README.md differs from README.md's install section; copy it: "
-                              "sed -n '/^## Install on a cluster/,/^## Measurements/p' README.md | sed '$d'")
+    fix = (".venv/bin/python -c \"t=open('README.md').read(); open('charts/tritonscale/README.md', 'w')"
+           ".write(t[t.index('## Install on a cluster\\n'):t.index('## Measurements\\n')]"
+           ".rstrip('\\n') + '\\n')\"")
+    assert chart == section, f"charts/tritonscale/README.md differs from README.md's install section; copy it: {fix}"
 
 
 def _decider_reasons() -> set[str]:

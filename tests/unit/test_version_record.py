@@ -32,6 +32,11 @@ RENDERINGS: dict[str, dict[str, str]] = {
         "python-cpu": "660b7b87fdbd2ae155ddb98eda68eb3c39ffec8e47406e71e7030960c293c864",
         "pytorch-warmup": "7e9122e3e2bc912684bb11488d5e51a3a60d9677acbade4f30dff14816611614",
     },
+    "0.5.0": {  # session 104: the CRD's descriptions only; the pod templates are 0.4.0's
+        "onnx-image-classifier": "b7ba772a516a6e3bd95db7c5690689069752b3079ba737e9fb0af0da0f3076a3",
+        "python-cpu": "660b7b87fdbd2ae155ddb98eda68eb3c39ffec8e47406e71e7030960c293c864",
+        "pytorch-warmup": "7e9122e3e2bc912684bb11488d5e51a3a60d9677acbade4f30dff14816611614",
+    },
 }
 
 # version -> sha256 of the CRD it ships (crds/). The chart installs CRDs only at install: an upgrade
@@ -39,6 +44,9 @@ RENDERINGS: dict[str, dict[str, str]] = {
 # CRD changed. Under 0.3.0 the CRD changed and the version did not (session 85's upgrade audit, D3).
 CRDS: dict[str, str] = {
     "0.4.0": "dfefe18b5c706ba39fda4a1188e3131b08fb0104525e44a718ed64ec40ffcd38",
+    # session 104: descriptions brought up to the code (a set scaleDown.stabilizationSeconds turns the burst
+    # memory off; status.batching carries the spec's settings too; what the tuner tries and how it rolls)
+    "0.5.0": "96622be6ee3007e9362d999499e320c3d3fb16c738afcb4cafa3e9e093b0688f",
 }
 CRD = Path(__file__).resolve().parents[2] / "crds" / "inferenceservices.tritonscale.io.yaml"
 

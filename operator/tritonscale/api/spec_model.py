@@ -103,7 +103,8 @@ class ModelSpec(_Model):
         description="Model outputs; optional like inputs.",
     )
     instance_count: int = Field(
-        default=1, ge=1, le=64, description="Model instances per GPU (Triton instance_group count).",
+        default=1, ge=1, le=64, description="Model instances (Triton instance_group count): per GPU, or in all with "
+        "runtime.gpus 0.",
     )
     warmup: WarmupSpec | None = Field(
         default=None, description="Warmup requests run before the replica reports ready.",
@@ -154,17 +155,22 @@ class AutoTuneSpec(_Model):
         "runs (from the learned batch cost and the arrival rate per replica, against "
         "scaling.targetP95Milliseconds; without one it holds the settings in force, status.batching.reason "
         "NoTarget). "
-        "The settings in force are in status.batching; the spec's own values are where tuning starts.",
+        "The settings in force are in status.batching; the spec's own values are where tuning starts. A "
+        "change rolls every replica at once (maxSurge 100%: room for a second fleet for one cold start). "
+        "Changes for capacity come at least 10 minutes apart, one away from settings that miss the target at "
+        "once; a rollout reported stuck is undone, and the tuner then waits an hour.",
     )
     max_queue_delay_microseconds: int | None = Field(
         default=None, ge=0, le=MAX_QUEUE_DELAY_US,
         description="The largest queue delay the tuner may use. Unset: what the p95 target leaves after "
-        "the model's full-batch time.",
+        "the model's full-batch time, and no more than a set queueTimeoutMicroseconds (REJECT) leaves after "
+        "it.",
     )
     preferred_batch_sizes: list[int] = Field(
         default_factory=list, max_length=16, json_schema_extra={"items": {"type": "integer", "minimum": 1}},
         description="The preferred batch sizes the tuner may choose from; each <= model.maxBatchSize. "
-        "Empty: any size up to model.maxBatchSize.",
+        "Empty: any size up to model.maxBatchSize; the tuner tries the powers of two and "
+        "model.maxBatchSize.",
     )
 
     _positive = field_validator("preferred_batch_sizes")(_positive_batch_sizes)
@@ -192,7 +198,8 @@ class BatchingSpec(_Model):
         "more than the queue delay.",
     )
     timeout_action: Literal["REJECT", "DELAY"] = Field(
-        default="REJECT", description="What happens to a request whose queue timeout expires.",
+        default="REJECT", description="What happens to a request whose queue timeout expires. DELAY cannot "
+        "go with preserveOrdering while a queue timeout is in force (Triton refuses the model).",
     )
     auto_tune: AutoTuneSpec | None = Field(
         default=None, description="Online tuning of the queue delay and preferred batch sizes; omit to keep "

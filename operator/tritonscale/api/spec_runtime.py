@@ -93,7 +93,7 @@ class RuntimeSpec(_Model):
                        json_schema_extra=_TRIMMED_IMAGE)
     gpus: int = Field(
         default=1, ge=0, le=16, description="GPUs per replica: the limit of runtime.gpuResource (nvidia.com/gpu); 0 "
-        "runs CPU instances (KIND_CPU).",
+        "runs CPU instances (KIND_CPU). model.backend tensorrt needs at least 1.",
     )
     gpu_resource: str = Field(
         default=GPU_RESOURCE, max_length=317, json_schema_extra=_EXTENDED_RESOURCE.schema(),
@@ -133,7 +133,9 @@ class RuntimeSpec(_Model):
         "whenUnsatisfiable: ScheduleAnyway} so the warm floor does not sit in one zone or on one node. A "
         f"constraint without labelSelector is given the fleet's own ({LABEL}: NAME), so it counts this "
         "InferenceService's pods. A change rolls the pods.", array=True)
-    env: list[dict[str, Any]] = _free_form("Extra container env (Kubernetes EnvVar objects).", array=True)
+    env: list[dict[str, Any]] = _free_form(
+        "Extra env (Kubernetes EnvVar objects) for the triton container and the model-fetch init container "
+        "(e.g. storage credentials).", array=True)
     extra_args: list[str] = Field(
         default_factory=list, max_length=MAX_EXTRA_ARGS, description="Extra tritonserver flags, appended last. "
         f"Not other ports than the operator's: {_OPERATOR_PORTS_TEXT}.",
@@ -184,7 +186,8 @@ class RuntimeSpec(_Model):
         f"{MAX_DRAINED_AGE_S} s) for gRPC clients to reconnect elsewhere. Then tritonserver finishes the "
         "requests it holds, and refuses new ones, until its exit timeout (--exit-timeout-secs, rendered as "
         f"the rest less {KILL_MARGIN_S} s before the kubelet's SIGKILL). Unset: the wait plus Triton's "
-        f"default {TRITON_EXIT_TIMEOUT_S} s plus {KILL_MARGIN_S} s (51 s at the default connection age). "
+        f"exit timeout (--exit-timeout-secs in runtime.extraArgs, else {TRITON_EXIT_TIMEOUT_S} s) plus "
+        f"{KILL_MARGIN_S} s (51 s at the defaults). "
         "Raise it for requests that run longer. A change rolls the pods.",
     )
     shm_size: str = Field(

@@ -25,9 +25,13 @@ class ScaleUpPolicy(_Model):
 class ScaleDownPolicy(_Model):
     stabilization_seconds: int | None = Field(
         default=None, ge=0, le=3600,
-        description="Scale down only to the highest recommendation of this look-back window. "
-        "Unset: learned -- one cold start (pods' creation-to-ready time) and one tick, longer while the "
-        "request rate keeps jumping (the longest gap between recent jumps).",
+        description="Scale down only to the highest recommendation of this look-back window. Set, it is the "
+        "whole hold, as the HPA's is, and the burst memory is off. Unset: learned -- one cold start (pods' "
+        "creation-to-ready time; 60 s until a pod has told it) and one tick, at least two ticks; and after "
+        "jumps of the request rate its recent readings did not foresee (two, or one where a cold start and a "
+        "tick exceed 90 s), the burst memory keeps the highest need it saw for ten cold starts after the last "
+        "jump, or twice the longest gap between jumps, at most 30 minutes -- and the whole 30 once the jumps "
+        "remembered have cost a tenth of that in missed time (a cold start and a tick each).",
     )
     # 1: the suite (session 88) with 2 or unlimited: 99 -> 99/126 either way, -0.2% replica-hours in the
     # scenarios that moved, two windows lost (the simulator README's fresher-rate entry).
@@ -38,7 +42,9 @@ class PrometheusSpec(_Model):
     url: str | None = Field(
         # a bound for the API server's estimate of its rules' cost (a URL's length is otherwise the request's)
         default=None, max_length=2048, json_schema_extra=_HTTP_URL.schema(),
-        description="Per-object Prometheus URL, overriding the operator's --prometheus-url.",
+        description="Per-object Prometheus URL, overriding the operator's --prometheus-url. An operator run "
+        "with --allowed-prometheus-url asks only those: another is never queried, and each tick counts as a "
+        "metric failure (MetricsAvailable=False, PrometheusNotAllowed).",
     )
 
     @field_validator("url")
@@ -56,10 +62,15 @@ class ScalingSpec(_Model):
         "tritonscale does not scale to zero "
         "(with no pod there is no Triton metric to wake on, and requests would fail until someone scaled it by hand).",
     )
-    max_replicas: int = Field(default=10, ge=1, le=1000, description="Ceiling on replicas (and GPUs x runtime.gpus).")
+    max_replicas: int = Field(
+        default=10, ge=1, le=1000,
+        description="Ceiling on the replicas the autoscaler asks for (and GPUs x runtime.gpus). A rollout's surge "
+        "pods come on top: a quarter more, or the whole fleet again for a batching tuner's change.")
     target_p95_milliseconds: float | None = Field(
         default=None, gt=0, le=600_000,
-        description="p95 latency objective. Without it the service is held at minReplicas + warmBuffer. "
+        description="p95 latency objective. Without it the service is brought to minReplicas + warmBuffer at "
+                    "the scale-down pace (scaleDown's window and step) and held there, and fallbackReplicas and "
+                    "the batching tuner do nothing. "
                     "With batching enabled and no batching.queueTimeoutMicroseconds, Triton's queue timeout "
                     "follows it (twice the target, and at least the queue delay plus the target, in config.pbtxt), "
                     "so changing it rolls the pods, each a "
@@ -94,9 +105,9 @@ class ScalingSpec(_Model):
     warm_buffer: int = Field(default=0, ge=0, le=100, description="Extra warm replicas kept above minReplicas.")
     fallback_replicas: int | None = Field(
         default=None, ge=0, le=1000,
-        description="Replicas to run after failureThreshold consecutive metric failures; unset = hold. A "
-        "recommendation like any other: scaleDown's window and step apply, so a source that fails off and on "
-        "does not swing the fleet.",
+        description="Replicas to run after failureThreshold consecutive metric failures, while a "
+        "targetP95Milliseconds is set; unset = hold. A recommendation like any other: the scale-up and "
+        "scale-down windows and steps apply, so a source that fails off and on does not swing the fleet.",
     )
     failure_threshold: int = Field(
         default=3, ge=1, le=1000, description="Consecutive failures before fallbackReplicas applies.",

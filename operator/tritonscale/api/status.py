@@ -190,9 +190,8 @@ class InferenceServiceStatus(_Model):
         default_factory=list, description="SpecValid, Ready and UpgradePending (the reconciler); Scaling, "
         "MetricsAvailable and Schedulable (the autoscaler).")
     batching: BatchingStatus | None = Field(
-        # Since session 92 the spec's values too, without autoTune (the class docstring); the description
-        # says the old rule until the CRD next changes, since a new CRD needs a new version (test_version_record).
-        default=None, description="Batcher settings in force, while spec.batching.autoTune is enabled.",
+        default=None, description="Batcher settings in force (what config.pbtxt carries): the tuner's while "
+        "spec.batching.autoTune is enabled, else the spec's. Absent without dynamic batching.",
     )
     scaling_state: dict[str, Any] | None = Field(
         default=None,
