@@ -58,6 +58,9 @@ def _digest(body: dict) -> str:
     (("runtime", "gpuResource"), "nvidia.com/mig-1g.10gb", False),  # another slice of a GPU
     (("runtime", "gpuResource"), "nvidia.com/gpu", True),  # the default, said
     (("runtime", "startupTimeoutSeconds"), 3600, True),  # how long the kubelet waits, not how fast it serves
+    (("runtime", "fetchImage"), "registry.local/mirror/aws-cli:2.17.0", True),  # the same files, put in place
+    (("runtime", "podLabels"), {"team": "search"}, False),  # a webhook may inject a sidecar for a label
+    (("runtime", "env"), [{"name": "OMP_NUM_THREADS", "value": "4"}], False),
 ])
 def test_the_digest_follows_what_can_change_a_pods_speed(path, value, same) -> None:
     assert (_digest(_edited(path, value)) == _digest(Made().body)) is same

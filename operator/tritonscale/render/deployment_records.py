@@ -67,6 +67,11 @@ _NOT_SPEED = ("tolerations", "imagePullSecrets", "serviceAccountName", "security
               "shmSize")
 # Speed fields added to the runtime after the digest was first recorded, and their defaults (``serving_digest``).
 _ADDED_LATER = {"gpuResource": GPU_RESOURCE}
+# Fields with no bearing on speed that were in the digest before that was seen, pinned at their defaults: out of
+# it, a digest recorded with them would change at the upgrade and every service forget its learned speed. The
+# model-fetch image puts the same files in place. (Pod labels and annotations stay in: a mutating webhook can
+# read them and inject a sidecar on the request path, e.g. sidecar.istio.io/inject.)
+_NOT_SPEED_SINCE = {"fetchImage": None}
 
 
 def serving_digest(spec: InferenceServiceSpec) -> str:
@@ -75,6 +80,7 @@ def serving_digest(spec: InferenceServiceSpec) -> str:
     selector, env, flags). The batcher's settings are left out: the tuner changes them, and a
     batch's cost does not depend on them."""
     runtime = {k: v for k, v in spec.runtime.model_dump(mode="json", by_alias=True).items() if k not in _NOT_SPEED}
+    runtime.update(_NOT_SPEED_SINCE)
     # Node affinity can choose another GPU, as the node selector can; pod (anti-)affinity only places
     # replicas. Kept out while unset, so the field's arrival changed no service's digest.
     node_affinity = runtime.pop("affinity").get("nodeAffinity")
