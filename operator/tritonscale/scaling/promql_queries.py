@@ -3,7 +3,7 @@
 Series are selected by the labels ``namespace``, ``inferenceservice`` and
 ``model`` (names configurable); the chart's scrape config copies the pod label
 ``tritonscale.io/inferenceservice`` into ``inferenceservice``. Each query groups
-by those labels, so 1,000 InferenceServices cost the same sixteen queries as one.
+by those labels, so 1,000 InferenceServices cost the same queries as one (one per signal).
 
 p95 combination
 ---------------

@@ -82,9 +82,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "config of a grid")
     m.add_argument("--batching-apply", choices=BATCHING_APPLY, default="rollout",
                    help="how a tuned batcher reaches the replicas: 'rollout' (the operator's way: extra pods "
-                        "with the new settings, maxSurge 25%% at a time -- 100%% away from settings that miss the "
-                        "target -- a cold start each) or 'reload' (Triton's model-control reload, a pause per "
-                        "replica; default rollout)")
+                        "with the new settings, every replica's at once (maxSurge 100%%), a cold start each) or "
+                        "'reload' (Triton's model-control reload, a pause per replica; default rollout)")
     m.add_argument("--reload-pause-s", type=non_negative_float, default=RELOAD_PAUSE_S,
                    help=f"with --batching-apply reload: each replica pauses this long, one after the other "
                         f"(default {RELOAD_PAUSE_S:g})")

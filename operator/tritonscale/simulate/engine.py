@@ -51,10 +51,10 @@ from tritonscale.simulate.replica import BatcherConfig, Replica
 
 # A batcher change reaches the replicas by a rollout in the operator (the config hash; chosen
 # over a model-control reload by e2e/bench_batching_apply.py), and the simulator does the same
-# by default ("rollout"): like the operator's Deployment (maxSurge 25%, maxUnavailable 0),
-# extra pods with the new settings start (a cold start each), up to render's max_surge of the
-# replicas at once, and as each is ready one old pod drains and goes and the next starts, until
-# none is left; the extra pods are not in the replica count the autoscaler sees
+# by default ("rollout"): like the operator's Deployment (maxUnavailable 0; maxSurge 100% for a
+# tuner's change, 25% otherwise), extra pods with the new settings start (a cold start each), up to
+# the surge of the replicas at once, and as each is ready one old pod drains and goes and the next
+# starts, until none is left; the extra pods are not in the replica count the autoscaler sees
 # (spec.replicas). "reload" models Triton's model-control reload instead: each replica's
 # instance pauses RELOAD_PAUSE_S, one replica after the other (2 s is the sandbox CPU model's
 # load time; TESTING.md: cold start to ready ~1.5-2 s).
@@ -316,7 +316,7 @@ def simulate(arrivals: np.ndarray, scaler: Autoscaler, cfg: ClusterConfig,
 
     def roll(t: float) -> None:
         """Start extra pods while old pods remain to be replaced, up to maxSurge starting at once (the
-        scaler's ``rollout_surge`` for its batcher change: every pod at once for settings that miss the target)."""
+        scaler's ``rollout_surge`` for its batcher change: every pod at once, since session 101)."""
         limit = max_surge(len(alive) - len(surge), getattr(scaler, "rollout_surge", MAX_SURGE))
         while len(surge) < min(limit, len(old)):
             surge.append(create(t, warm=False))
