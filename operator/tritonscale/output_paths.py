@@ -71,6 +71,8 @@ def check_image_name(flag: str, path: Path | str | None) -> None:
     fails only after the run, and 'x' silently becomes 'x.png'). Checks the name only; makes nothing."""
     if path is None:
         return
+    if str(path) == "":  # Path("") is the current folder: it said "--plot:  is a folder, not a file"
+        raise ValueError(f"{flag}: an empty path")
     if Path(path).is_dir():
         raise ValueError(f"{flag}: {path} is a folder, not a file")
     from matplotlib.figure import Figure

@@ -85,8 +85,12 @@ def render_documents(docs: Iterable[Any], path: str, require: bool = True) -> tu
                             f"document {seen[key]})")
             continue
         seen[key] = i
+        uid = meta.get("uid")
+        if uid is not None and not isinstance(uid, str):  # it failed on each child's ownerReferences[0].uid
+            problems.append(f"{path}: {label}: metadata.uid: must be a string, got {type(uid).__name__}")
+            continue
         owner = {**doc, "metadata": meta}
-        has_uid = bool(meta.get("uid"))
+        has_uid = bool(uid)
         if not has_uid:
             meta["uid"] = "00000000-0000-0000-0000-000000000000"
         children = build_children(spec, owner)

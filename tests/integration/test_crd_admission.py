@@ -133,6 +133,7 @@ def test_a_name_that_cannot_name_the_service_is_refused_naming_metadata_name(api
 @pytest.mark.parametrize(("path", "value", "field", "message"), [
     ("model.storageUri", "http://x", "spec.model.storageUri", "must be s3://BUCKET/PATH, gs://BUCKET/PATH or pvc://"),
     ("model.storageUri", "pvc://models/../x", "spec.model.storageUri", "PATH may not contain '..' segments"),
+    ("model.storageUri", "pvc://models/x\x00y", "spec.model.storageUri", "may not contain control characters"),
     ("model.name", "..", "spec.model.name", "must be letters, digits, '_', '-' and '.', and not dots alone"),
     ("scaling.prometheus", {"url": "prom:9090"}, "spec.scaling.prometheus.url", "must be an http:// or https:// URL"),
 ])

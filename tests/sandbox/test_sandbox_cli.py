@@ -102,6 +102,8 @@ def test_bad_options_are_one_line_errors(capsys, tmp_path):
         (("--workdir", str(under_file / "w")), f"--workdir: cannot create {under_file / 'w'}: Not a directory"),
         (("--summary", str(under_file / "s.json")), f"--summary: {under_file} is a file, not a folder"),
         (("--summary", str(tmp_path)), f"--summary: {tmp_path} is a folder, not a file"),
+        (("--summary", ""), "--summary: an empty path"),
+        (("--plot", ""), "--plot: an empty path"),
         (("--plot", str(tmp_path / "p.json")), f"--plot: {tmp_path / 'p.json'}: name the image .png"),
         (("--load", "step:foo"), "--load must be step, burst or trace[:FILE], not 'step:foo'"),
     ]:

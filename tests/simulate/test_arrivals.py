@@ -121,7 +121,12 @@ def test_a_json_lines_trace_file(tmp_path) -> None:
     ('{"timestamp": 0}\n[1]\n', "line 2: not a JSON object"),
     ('{"timestamp": 0}\n{"timestamp": NaN}\n', 'line 2: "timestamp" must be a finite number of milliseconds'),
     ('{"timestamp": 0}\n{"timestamp": 1' + '0' * 400 + '}\n', 'line 2: "timestamp" must be a finite number of milli'),
-    ('{"timestamp": true}\n', 'line 1: "timestamp" must be milliseconds or an ISO timestamp, got True'),
+    # the value as JSON writes it, not as Python does (True, None)
+    ('{"timestamp": true}\n', 'line 1: "timestamp" must be milliseconds or an ISO timestamp, got true'),
+    ('{"timestamp": null}\n', 'line 1: "timestamp" must be milliseconds or an ISO timestamp, got null'),
+    # json's decoder recurses per level: a RecursionError, no ValueError, came out as a traceback (session 104)
+    ('{"timestamp": ' + '[' * 100_000 + ']' * 100_000 + '}\n', "line 1: .*nested too deeply"),
+    ('[' * 100_000 + ']' * 100_000 + '\n', "nested too deeply"),
     ('{"timestamp": 0}\n{"timestamp": "2023-11-16T18:15:46"}\n', "line 2: a timestamp after lines of numbers"),
     ('{"timestamp": "2023-11-16T18:15:46"}\n{"timestamp": 5}\n', "line 2: a number after lines of timestamps"),
     ('{"timestamp": "2023-11-16T18:15:46"}\n{"timestamp": "soon"}\n', "line 2: not a timestamp: 'soon'"),

@@ -283,6 +283,11 @@ TYPE_CASES: tuple[Case, ...] = (
          ("'..' segments",)),
     Case("storage-s3-dotdot-last", {"model.storageUri": "s3://bucket/linear/.."}, ("spec.model.storageUri",),
          ("'..' segments",)),
+    # \S takes control characters; the fetch container's script got them (session 104's CLI fuzzing)
+    Case("storage-control-character", {"model.storageUri": "pvc://models/lin\x01ear"}, ("spec.model.storageUri",),
+         ("control characters",)),
+    Case("storage-s3-delete-character", {"model.storageUri": "s3://bucket/linear\x7f"}, ("spec.model.storageUri",),
+         ("control characters",)),
     Case("model-missing", {"model": DELETE}, ("spec.model",), ("required field is missing",)),
     Case("backend-missing", {"model.backend": DELETE}, ("spec.model.backend",), ("required field is missing",)),
     Case("backend-unknown", {"model.backend": "jax"}, ("spec.model.backend",)),

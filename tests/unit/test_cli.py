@@ -237,6 +237,24 @@ def test_render_keeps_owner_reference_when_uid_given(tmp_path: Path, capsys: pyt
     assert [o["metadata"]["ownerReferences"][0]["uid"] for o in objs] == ["1234-abcd"] * 4
 
 
+@pytest.mark.parametrize("uid", ["12", "[1]", "{a: 1}"])
+def test_render_names_a_uid_that_is_no_string(tmp_path: Path, capsys: pytest.CaptureFixture[str], uid: str) -> None:
+    """It was reported four times against the children's ownerReferences[0].uid (session 104's CLI fuzzing)."""
+    path = tmp_path / "bad-uid.yaml"
+    path.write_text(_with_uid().replace("uid: 1234-abcd", f"uid: {uid}"))
+    assert cli.main(["render", "-f", str(path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "metadata.uid: must be a string" in err and "ownerReferences" not in err and "\n" not in err, err
+
+
+def test_render_refuses_an_empty_file_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """`-f ""` said ": cannot read: No such file or directory", naming neither the flag nor a file."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["render", "-f", ""])
+    assert exit_info.value.code == 2
+    assert "argument -f/--file: an empty path" in capsys.readouterr().err
+
+
 def test_render_two_services_in_one_file(ran: dict[str, Any]) -> None:
     proc = result(ran, "two-services")
     assert proc.returncode == 0, proc.stderr

@@ -45,8 +45,9 @@ RENDERINGS: dict[str, dict[str, str]] = {
 CRDS: dict[str, str] = {
     "0.4.0": "dfefe18b5c706ba39fda4a1188e3131b08fb0104525e44a718ed64ec40ffcd38",
     # session 104: descriptions brought up to the code (a set scaleDown.stabilizationSeconds turns the burst
-    # memory off; status.batching carries the spec's settings too; what the tuner tries and how it rolls)
-    "0.5.0": "96622be6ee3007e9362d999499e320c3d3fb16c738afcb4cafa3e9e093b0688f",
+    # memory off; status.batching carries the spec's settings too; what the tuner tries and how it rolls), and a
+    # storageUri with control characters is refused
+    "0.5.0": "103b6584b386394b9f4fe100e7b12be6e61e820d9b693a5a1e1af0cb4469a782",
 }
 CRD = Path(__file__).resolve().parents[2] / "crds" / "inferenceservices.tritonscale.io.yaml"
 

@@ -82,7 +82,8 @@ def _cel(rules: tuple[Rule, ...]) -> dict[str, Any]:
 
 class _Model(BaseModel):
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, strict=True,
+        allow_inf_nan=False,  # NaN failed "le" with the wrong reason, and JSON cannot carry it to the API server
     )
 
 

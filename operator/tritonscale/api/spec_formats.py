@@ -112,6 +112,8 @@ _STORAGE_URI = _Format(
         # a claim's name is at most 253 characters: the Deployment took a longer one, whose pods then waited
         # for a claim no one can make
         (re.compile(r"^pvc://[^/]{254}"), "CLAIM is a PersistentVolumeClaim's name, at most 253 characters"),
+        # \S takes them, and the fetch container's script got pvc://models/<NUL> quoted (session 104's fuzzing)
+        (re.compile(r"[\x00-\x1f\x7f]"), "may not contain control characters"),
     ))
 _MODEL_NAME = _Format(re.compile(r"^[A-Za-z0-9_.-]*[A-Za-z0-9_-][A-Za-z0-9_.-]*$"),
                       "must be letters, digits, '_', '-' and '.', and not dots alone")

@@ -198,6 +198,8 @@ def _check_gpus(scenario: Scenario, service: dict[str, Any]) -> None:
 def _check_outputs(args: argparse.Namespace, scenario: Scenario) -> None:
     """Before anything starts, and before any folder is made: --summary and --plot name neither each
     other nor a file this run reads (the --service manifest, the --load trace), and none is a folder."""
+    if args.summary == "":
+        raise ValueError("--summary: an empty path")
     if args.summary is not None and Path(args.summary).is_dir():
         raise ValueError(f"--summary: {args.summary} is a folder, not a file")
     check_image_name("--plot", args.plot)  # a folder given is refused there

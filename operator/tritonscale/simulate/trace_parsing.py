@@ -283,6 +283,8 @@ def _json_array(text: str, path: str, unit: str) -> Trace:
         items = json.loads(text)
     except ValueError as exc:
         raise TraceError(f"{path}: not a JSON array ({exc.args[0].split(':')[0]})") from None
+    except RecursionError:  # not a ValueError: json's decoder recurses once per level
+        raise TraceError(f"{path}: not a JSON array of arrivals (nested too deeply)") from None
     if not isinstance(items, list) or not items:
         raise TraceError(f"{path}: no arrivals")
     if not all(isinstance(v, dict) for v in items):
@@ -305,6 +307,8 @@ def _json_lines(lines: Sequence[str], first: int, path: str, unit: str) -> Trace
                 yield n, json.loads(ln)
             except ValueError as exc:
                 raise TraceError(f"{path}: line {n}: not a JSON object ({exc.args[0].split(':')[0]})") from None
+            except RecursionError:
+                raise TraceError(f"{path}: line {n}: not a JSON object of an arrival (nested too deeply)") from None
 
     return _json_objects(parsed(), path, "line", unit)
 
@@ -326,7 +330,7 @@ def _json_objects(objects: Iterable[tuple[int, Any]], path: str, unit: str, numb
         number = isinstance(v, (int, float)) and not isinstance(v, bool)
         if not number and not isinstance(v, str):
             raise TraceError(f"{path}: {unit} {n}: \"{key}\" must be {UNIT_WORDS[number_unit]} or an ISO timestamp, "
-                             f"got {v!r:.60}")
+                             f"got {json.dumps(v)[:60]}")
         if number:
             try:
                 v = float(v)
