@@ -99,6 +99,7 @@ def test_a_trace_at_one_instant_is_refused(capsys, tmp_path) -> None:
     (["--shape", "poisson", "--slo-ms", "150", "--decisions", ""], "--decisions: an empty path"),
     # Path("") is the current folder: it said "--plot:  is a folder, not a file" (session 104's CLI fuzzing)
     (["--shape", "poisson", "--slo-ms", "150", "--plot", ""], "--plot: an empty path"),
+    (["--shape", "poisson", "--slo-ms", "150", "--rate", "1e-9"], "draws none; raise --rate"),
     # it wrote a file named "-" (an exploratory review's finding)
     (["--shape", "poisson", "--slo-ms", "150", "--decisions", "-"], "--decisions: - (standard output) is not taken"),
     # a static fleet and the oracle never tick: their --decisions file would hold a header only

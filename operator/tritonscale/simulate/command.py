@@ -236,6 +236,9 @@ def run(args: argparse.Namespace) -> int:
                              "leave out --decisions or run an autoscaler (tritonscale, a baseline, or all)")
         opts = options_from_args(args)
         arrivals, horizon, what = load_arrivals(args)
+        if len(arrivals) == 0:  # run_benchmark says so too, naming no flag
+            scaled = "--rate-scale" if args.trace else "--rate"
+            raise ValueError(f"no arrivals to simulate: {what} draws none; raise {scaled}")
         bench = run_benchmark(arrivals, horizon, args.policy, opts)
     except (ValueError, OSError) as exc:  # TraceError is a ValueError
         print(f"tritonscale simulate: {exc}", file=sys.stderr)
