@@ -81,7 +81,7 @@ class TolerantDiffBaseStorage(kopf.AnnotationsDiffBaseStorage):
             return None
         try:
             return super().fetch(body=body)
-        except ValueError:  # json.JSONDecodeError
+        except (ValueError, RecursionError):  # json.JSONDecodeError, or a nesting deeper than json recurses
             return None
 
 

@@ -112,6 +112,27 @@ def test_state_roundtrips_through_status_dict():
     assert State.from_dict({"recommendations": [[1.0, 4]]}).recommendations == ((1.0, 4, 4),)  # old format
 
 
+def test_a_memory_of_numbers_no_tick_writes_starts_fresh_and_decides():
+    """Numbers past model.MAX_REMEMBERED in a hand-edited memory: 1e300 rates overflowed the trend's sums, and
+    1.7e308 ms a batch model's range, on every tick; a capacity of 5e-324 overflowed a division (session 104's
+    fuzzing of status). Past the bound the memory starts afresh; below MIN_REMEMBERED a number reads as 0."""
+    import json
+
+    now = 1.75e9
+    for corrupt in ({"rates": [[now - 15 * k, 1e300, 1e300] for k in (1, 2, 3)]},
+                    {"batchSamples": [[1e300, 1.0, now]]}, {"batchSamples": [[40, 1.7e308, now], [40, 1, now]]},
+                    {"lastPending": [1e300, 1.0]}, {"rates": [[now - 15, -1e13, 0.0]]}):
+        assert State.from_dict(corrupt) == State(), corrupt
+    tiny = State.from_dict({"capacityRps": 5e-324, "coldStartSeconds": 60.0})
+    assert (tiny.capacity_rps, tiny.cold_start_s) == (0.0, 60.0)
+    policy = Policy(min_replicas=2, warm_buffer=1, max_replicas=8, target_p95_ms=100.0, max_batch_size=1)
+    for obs in (Observation("ok", rps=40.0, pending=0.0, pods=4.0),
+                Observation("ok", p95_ms=60.0, rps=80.0, pending=2.0, batch_size=4.0, batch_ms=28.0, pods=4.0)):
+        d = D.decide(obs, Replicas(4, 4), policy, tiny, now)
+        assert 3 <= d.replicas <= 8
+        json.dumps(d.state.to_dict(), allow_nan=False)  # a memory the API server takes back
+
+
 def test_breach_with_a_draining_queue_adds_nothing():
     """The queue left by a burst, with arrivals now below what the ready replicas serve: it drains."""
     draining = D.Demand(900.0, 900.0, 2000.0, growth=-150.0)

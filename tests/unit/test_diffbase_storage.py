@@ -30,6 +30,7 @@ def test_a_corrupt_diff_base_reads_as_none_and_a_good_one_as_itself() -> None:
     essence = {"spec": {"model": {"backend": "python"}}}
     assert storage.fetch(body=_body(json.dumps(essence), HANDLED)) == essence
     assert storage.fetch(body=_body("garbage{", HANDLED)) is None
+    assert storage.fetch(body=_body("[" * 100_000 + "]" * 100_000, HANDLED)) is None  # RecursionError, no ValueError
     assert storage.fetch(body=_body(None, HANDLED)) is None
     plain = kopf.AnnotationsDiffBaseStorage(prefix="tritonscale.io", key="last-handled-configuration")
     with pytest.raises(ValueError):  # what Kopf's own storage does with it: the reason for the class

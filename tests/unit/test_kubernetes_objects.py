@@ -165,6 +165,15 @@ def test_a_spec_too_large_to_record_is_not_recorded() -> None:
     assert recorded_spec(dep) is None
 
 
+@pytest.mark.parametrize("text", ["{not json", "[1]", "[" * 100_000 + "]" * 100_000])
+def test_a_recorded_spec_that_cannot_be_read_is_none(text: str) -> None:
+    """A deep nesting raised json's RecursionError, no ValueError: every tick of a Deployment without the
+    serving annotation died on it, and held a fleet below its floor (session 104's fuzzing of status)."""
+    dep = children(load(SAMPLES[0]))["Deployment"]
+    dep["metadata"]["annotations"][SPEC_ANNOTATION] = text
+    assert recorded_spec(dep) is None
+
+
 def test_deployment_shape(sample: Any) -> None:
     doc, spec, objs = sample
     dep = objs["Deployment"]

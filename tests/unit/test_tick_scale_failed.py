@@ -296,6 +296,36 @@ def test_a_decision_that_fails_holds_the_count_and_says_so_in_the_scaling_condit
     tick.forget(UID)
 
 
+def test_a_memory_the_decider_cannot_take_is_started_afresh(monkeypatch, caplog) -> None:
+    """A memory within model.MAX_REMEMBERED that still broke the decider's arithmetic held the count with
+    DecisionFailed on every tick after, for good, since nothing replaced it (session 104's fuzzing of
+    status). The tick decides again from no memory, says so, and writes the new memory."""
+    from tritonscale.scaling.decider import State
+
+    kube, events = Kube(), []
+    kube.refuse = False
+    tick.forget(UID)
+    down = Snapshot(taken_at=1000.0, ok=False, error="connection refused")
+    tick.run_tick(kube, "default", "linear", down, 1000.0, lambda body, *e: events.append(e))
+    assert kube.body["status"]["scalingState"]  # a memory (the failure count) to be refused
+    real = tick.decide
+
+    def fails_on_memory(obs, replicas, policy, state, now):
+        if state != State():
+            raise OverflowError("(34, 'Numerical result out of range')")
+        return real(obs, replicas, policy, state, now)
+
+    monkeypatch.setattr(tick, "decide", fails_on_memory)
+    with caplog.at_level(logging.WARNING, logger="tritonscale.autoscaler"):
+        tick.run_tick(kube, "default", "linear", down, 1015.0, lambda body, *e: events.append(e))
+    scaling = next(c for c in kube.body["status"]["conditions"] if c["type"] == "Scaling")
+    assert scaling["reason"] != "DecisionFailed"
+    assert scaling["message"].endswith("the remembered state (status.scalingState) could not be used: started afresh")
+    assert "the autoscaler's memory could not be used (OverflowError" in caplog.text
+    assert kube.body["status"]["scalingState"]["failures"] == 1  # the memory decided from none, written back
+    tick.forget(UID)
+
+
 class Guarded(Kube):
     """Writes through ``kube.client``'s write guard, as the real client's are; the guard starts refusing
     (SIGTERM: operator_main._refuse_writes) once ``stop_after`` writes were admitted."""

@@ -202,7 +202,7 @@ def plan_patch(desired: dict[str, Any], live: dict[str, Any]) -> dict[str, Any] 
     raw = (live.get("metadata", {}).get("annotations") or {}).get(LAST_APPLIED)
     try:
         last = json.loads(raw) if raw else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # json recurses per level: a deep nesting is no ValueError
         last = {}
     last = strip_owned_by_others(desired["kind"], last) if isinstance(last, dict) else {}
     gone = removals(last, {k: v for k, v in body.items() if k != "metadata"}) or {}

@@ -48,7 +48,7 @@ def recorded_spec(deployment: dict[str, Any], live_spec: Any = None) -> dict[str
     text = ((deployment.get("metadata") or {}).get("annotations") or {}).get(SPEC_ANNOTATION)
     try:
         raw = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):  # json recurses per level: a deep nesting is no ValueError
         return None
     if not isinstance(raw, dict):
         return None

@@ -210,6 +210,25 @@ def _scale_failed(kube: Kube, body: dict[str, Any], last: st.Condition | None, w
         kube.patch_inference_service_status(namespace, name, patch, uid=meta["uid"], current=written)
 
 
+def _decide_or_afresh(obs: Observation, replicas: Replicas, policy: Policy, state: State, now: float,
+                      who: str) -> tuple[Decision, State]:
+    """``decide`` and the memory it decided from; where it raises on the memory, ``decide`` from none: a
+    memory it cannot take (a hand edit of status.scalingState in bounds that still breaks its arithmetic)
+    held the count on every tick after, for good. A fresh memory starts as a new object's does (the
+    scale-down window seeded with the count now). Readings it cannot take raise again, for
+    ``_decision_failed``."""
+    try:
+        return decide(obs, replicas, policy, state, now), state
+    except Exception as exc:
+        if state == State():
+            raise
+        decision = decide(obs, replicas, policy, State(), now)
+        log.warning("%s: the autoscaler's memory could not be used (%s: %s): started afresh", who,
+                    type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        return dataclasses.replace(decision, message=decision.message + "; the remembered state "
+                                   "(status.scalingState) could not be used: started afresh"), State()
+
+
 def _decision_failed(kube: Kube, body: dict[str, Any], status: Mapping[str, Any], current: int,
                      exc: BaseException, now: float) -> None:
     """``decide`` raised (readings it cannot take: a p95 of 5e-324 ms once divided by zero): the count is
@@ -360,7 +379,7 @@ def run_tick(kube: Kube, namespace: str, name: str, snapshot: Snapshot, now: flo
         settings, _ = bs.in_force(spec, status)
         policy = bs.with_settings(Policy.from_spec(spec.scaling, spec.model.max_batch_size), settings)
         try:
-            decision = decide(obs, replicas, policy, state, now)
+            decision, state = _decide_or_afresh(obs, replicas, policy, state, now, f"{namespace}/{name}")
         except Exception as exc:  # a reading the decider cannot take: hold, and say so where users look
             _decision_failed(kube, body, status, current, exc, now)
             raise  # the loop logs it and ticks again

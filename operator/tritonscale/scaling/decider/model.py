@@ -318,13 +318,22 @@ class State:
 MAX_CLOCK_AHEAD_S = 3600.0
 
 
+# What a remembered number may be: the memory holds times (epoch seconds, at most MAX_EPOCH_S), rates,
+# milliseconds and batch sizes, none near 1e12. Past it a number is corrupt (a hand edit): 1e300 rates
+# overflowed the trend's sums, and a capacity of 5e-324 a division, on every tick (session 104's fuzzing of
+# status). Below the floor a number is taken as 0 (a capacity of 0 is none yet; a batch of size 0 is dropped).
+MAX_REMEMBERED = 1e12
+MIN_REMEMBERED = 1e-9
+
+
 def _finite(v: Any) -> float:
-    """A float that JSON can carry back: "inf" or "nan" in a hand-edited status would be written
-    back as Infinity or NaN, which the API server refuses -- every later status patch would fail."""
+    """A float that JSON can carry back and the decider's arithmetic can take: "inf" or "nan" in a
+    hand-edited status would be written back as Infinity or NaN, which the API server refuses -- every
+    later status patch would fail; and a magnitude past MAX_REMEMBERED is refused too."""
     f = float(v)
-    if not math.isfinite(f):
-        raise ValueError(f"not a finite number: {v!r}")
-    return f
+    if not math.isfinite(f) or abs(f) > MAX_REMEMBERED:
+        raise ValueError(f"not a finite number within {MAX_REMEMBERED:g}: {v!r}")
+    return 0.0 if abs(f) < MIN_REMEMBERED else f
 
 
 def _float_or_none(v: Any) -> float | None:
