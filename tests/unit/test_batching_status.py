@@ -13,6 +13,7 @@ from support.rendered import children
 from support.tuner_cases import B16, COST, GREEDY, OVERSIZED, SLOW, TIGHT
 from tritonscale.api.spec import InferenceServiceSpec
 from tritonscale.scaling import batching_status as bs
+from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling.batching_tuner import (
     Bounds,
     Settings,
@@ -413,3 +414,21 @@ def test_a_change_from_settings_that_miss_the_target_renders_a_rollout_of_every_
     no_tuner = {**doc, "spec": {**doc["spec"], "batching": {"maxQueueDelayMicroseconds": 0}}}
     assert children({**no_tuner, "status": {"batching": {**live["batching"], "tunerState": {"rolloutAtOnce": True}}}})[
         "Deployment"]["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == "25%"
+
+
+def test_a_stored_tuner_state_is_brought_within_what_the_spec_and_the_clock_allow() -> None:
+    """Session 104's fuzzing of status: a hand-edited last change 10**9 s ahead froze the tuner for good (TooSoon),
+    and a previous delay of 10**30 us was put in force by a stuck rollout's undo and written to status, past what
+    the API server takes. Times ahead come to now (a clock that ran ahead is not a reason to forget them); settings
+    no spec could hold are dropped; a hold after a stuck rollout lasts at most its hour from now."""
+    now = 5000.0
+    raw = bt.TunerState(candidate=bt.Settings(2000, (8,)), candidate_since=now + 1e9, last_change=now + 1e9,
+                        previous=bt.Settings(10**30, ()), held_until=now + 1e9).to_dict()
+    state = bs.stored_state(raw, now)
+    assert (state.candidate, state.candidate_since, state.last_change) == (bt.Settings(2000, (8,)), now, now)
+    assert (state.previous, state.held_until) == (None, now + bt.STUCK_HOLD_S)
+    for bad in (bt.Settings(-5, ()), bt.Settings(1000, (0,)), bt.Settings(1000, (2**63,))):
+        assert bs.stored_state(bt.TunerState(candidate=bad, candidate_since=now - 30).to_dict(), now) == bt.TunerState()
+    kept = bt.TunerState(candidate=bt.Settings(1000, (4, 8)), candidate_since=now - 30, last_change=now - 900,
+                         previous=bt.Settings(0, ()), held_until=now + 60, rolling_seen=True, at_once=True)
+    assert bs.stored_state(kept.to_dict(), now) == kept  # an ordinary memory, as it was

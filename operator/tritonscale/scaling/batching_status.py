@@ -17,6 +17,7 @@ from typing import Any
 
 from tritonscale.api import status as st
 from tritonscale.api.spec import BatchingSpec, InferenceServiceSpec
+from tritonscale.api.spec_base import JSON_INT_MAX, MAX_QUEUE_DELAY_US
 from tritonscale.api.status import auto_tune_enabled, tuned_batcher
 from tritonscale.scaling import batching_tuner as bt
 from tritonscale.scaling.decider import Decision, Observation, Policy, guessed_cost, learned_cost
@@ -220,6 +221,25 @@ def _sizes(prefs: Any) -> str:
     return str(prefs or "none")
 
 
+def _possible(s: bt.Settings | None) -> bt.Settings | None:
+    """Stored settings the spec could hold, else None: a hand-edited delay of 10**30 us was put in force by a
+    stuck rollout's undo and written to status, which the API server refuses past int64 (session 104)."""
+    ok = s is None or (0 <= s.delay_us <= MAX_QUEUE_DELAY_US and all(1 <= p <= JSON_INT_MAX for p in s.preferred))
+    return s if ok else None
+
+
+def stored_state(raw: Any, now: float) -> bt.TunerState:
+    """status.batching.tunerState as the tuner may take it (``TunerState.from_dict``): settings no spec could
+    hold dropped, and times ahead of the clock -- a hand edit, or a clock that ran ahead -- brought to it. A
+    last change or a proposal stamped 10**9 s ahead froze the tuner for good, saying TooSoon or Confirming."""
+    state = bt.TunerState.from_dict(raw)
+    since, last = (None if t is None else min(t, now) for t in (state.candidate_since, state.last_change))
+    held = None if state.held_until is None else min(state.held_until, now + bt.STUCK_HOLD_S)
+    candidate = _possible(state.candidate)
+    return replace(state, candidate=candidate, candidate_since=since if candidate else None, last_change=last,
+                   previous=_possible(state.previous), held_until=held)
+
+
 def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs: Observation, decision: Decision,
               policy: Policy, ready: int, deployment: Mapping[str, Any], now: float) -> bt.Tuning | None:
     """One tuner call for this tick (None without autoTune)."""
@@ -227,7 +247,7 @@ def tune_tick(spec: InferenceServiceSpec, status: Mapping[str, Any] | None, obs:
         return None
     settings, _ = in_force(spec, status)
     live = (status or {}).get("batching")
-    state = bt.TunerState.from_dict(live.get("tunerState") if isinstance(live, Mapping) else None)
+    state = stored_state(live.get("tunerState") if isinstance(live, Mapping) else None, now)
     # An operator upgrade's pod template waiting to roll out (UpgradePending, reconcile.upgrade_rollouts) is held
     # as a rollout: a change now would wait with it, while status.batching said the pods serve it.
     upgrade = st.is_true(st.conditions_of(status), st.UPGRADE_PENDING)
