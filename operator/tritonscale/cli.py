@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from tritonscale.api.names import DNS1123_LABEL, DNS1123_SUBDOMAIN
 from tritonscale.cli_numbers import int_in, positive_float
 from tritonscale.given_flags import record_given
+from tritonscale.output_paths import name_arg
 from tritonscale.render_command import _crd, _render
 from tritonscale.run_command import _ELECTION_FLAGS, _run
 
@@ -126,14 +127,6 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-
-def _file_name(text: str) -> str:
-    """An argparse type for render's -f: an empty name read as "" and said ": cannot read: No such file or
-    directory", naming neither the flag nor a file (session 104's CLI fuzzing)."""
-    if text == "":
-        raise argparse.ArgumentTypeError("an empty path")
-    return text
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog="tritonscale",
@@ -210,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_crd)
 
     p = sub.add_parser("render", help="print the objects the operator would create for a file")
-    p.add_argument("-f", "--file", required=True, action="extend", nargs="+", metavar="FILE", type=_file_name,
+    p.add_argument("-f", "--file", required=True, action="extend", nargs="+", metavar="FILE", type=name_arg,
                    help="YAML file with InferenceService(s), a directory (its .json, .yaml and .yml files, "
                         "as kubectl apply -f reads one), or - for stdin; several (-f A -f B, or -f A B) are "
                         "rendered in turn")

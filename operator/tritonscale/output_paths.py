@@ -13,11 +13,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def path_arg(text: str) -> Path:
-    """An argparse type for a path flag: ``Path('')`` would be the current folder, silently."""
+def name_arg(text: str) -> str:
+    """An argparse type for a path flag, kept as given: ``Path('')`` would be the current folder, silently."""
     if text == "":
         raise argparse.ArgumentTypeError("an empty path")
-    return Path(text)
+    return text
+
+
+def path_arg(text: str) -> Path:
+    """``name_arg``, as a Path."""
+    return Path(name_arg(text))
 
 
 def input_file_arg(text: str) -> str:
@@ -26,7 +31,7 @@ def input_file_arg(text: str) -> str:
     if text == "-":
         raise argparse.ArgumentTypeError("- (standard input) is not read here: give a file name (./- for one "
                                          "named -)")
-    return str(path_arg(text))
+    return name_arg(text)
 
 
 def input_path_arg(text: str) -> Path:
@@ -66,15 +71,24 @@ def ensure_parent(flag: str, path: Path | str | None) -> None:
         raise ValueError(f"{flag}: cannot write {path}")
 
 
-def check_image_name(flag: str, path: Path | str | None) -> None:
-    """An output image's name has an extension matplotlib writes (it picks the format by it: 'x.json'
-    fails only after the run, and 'x' silently becomes 'x.png'). Checks the name only; makes nothing."""
+def check_file_name(flag: str, path: Path | str | None) -> None:
+    """An output file's name (nothing to check without one, None) is neither empty nor a folder's. Checks
+    the name only; makes nothing. (``Path('')`` is the current folder: "" was said to be a folder.)"""
     if path is None:
         return
-    if str(path) == "":  # Path("") is the current folder: it said "--plot:  is a folder, not a file"
+    if str(path) == "":
         raise ValueError(f"{flag}: an empty path")
     if Path(path).is_dir():
         raise ValueError(f"{flag}: {path} is a folder, not a file")
+
+
+def check_image_name(flag: str, path: Path | str | None) -> None:
+    """An output image's name (``check_file_name``) has an extension matplotlib writes (it picks the format by
+    it: 'x.json' fails only after the run, and 'x' silently becomes 'x.png'). Checks the name only; makes
+    nothing."""
+    if path is None:
+        return
+    check_file_name(flag, path)
     from matplotlib.figure import Figure
 
     formats = Figure().canvas.get_supported_filetypes()

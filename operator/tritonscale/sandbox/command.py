@@ -23,12 +23,12 @@ import asyncio
 import functools
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
 from tritonscale.cli_numbers import int_in, non_negative_float, positive_float
 from tritonscale.kube.client import API_ERRORS, describe_api_error
 from tritonscale.output_paths import (
+    check_file_name,
     check_image_name,
     ensure_distinct,
     ensure_folder,
@@ -198,10 +198,7 @@ def _check_gpus(scenario: Scenario, service: dict[str, Any]) -> None:
 def _check_outputs(args: argparse.Namespace, scenario: Scenario) -> None:
     """Before anything starts, and before any folder is made: --summary and --plot name neither each
     other nor a file this run reads (the --service manifest, the --load trace), and none is a folder."""
-    if args.summary == "":
-        raise ValueError("--summary: an empty path")
-    if args.summary is not None and Path(args.summary).is_dir():
-        raise ValueError(f"--summary: {args.summary} is a folder, not a file")
+    check_file_name("--summary", args.summary)
     check_image_name("--plot", args.plot)  # a folder given is refused there
     ensure_distinct({"--summary": args.summary, "--plot": args.plot},
                     {"--service": scenario.service_file, "--load trace": trace_file(scenario)})
